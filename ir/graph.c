@@ -1,0 +1,282 @@
+/* Graph IR data structures and builder; the tables come from dtypes.def and graph_ops.def. */
+#include "graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  int bits;
+  char kind;
+  int onnx;
+} dtype_info_t;
+
+static const dtype_info_t dtype_table[] = {
+#define DRK_DTYPE(E, name, bits, kind, onnx) {#name, bits, (#kind)[0], onnx},
+#include "dtypes.def"
+#undef DRK_DTYPE
+};
+
+const char *drk_dtype_name(drk_dtype_t t) {
+  DRK_ASSERT(t < DRK_DT_COUNT);
+  return dtype_table[t].name;
+}
+int drk_dtype_bits(drk_dtype_t t) { return dtype_table[t].bits; }
+bool drk_dtype_is_float(drk_dtype_t t) { return dtype_table[t].kind == 'F'; }
+bool drk_dtype_is_signed_int(drk_dtype_t t) { return dtype_table[t].kind == 'I'; }
+bool drk_dtype_is_int(drk_dtype_t t) { return dtype_table[t].kind == 'I' || dtype_table[t].kind == 'U'; }
+
+size_t drk_dtype_nbytes(drk_dtype_t t, int64_t n) {
+  if (n <= 0) return 0;
+  return ((size_t)n * (size_t)dtype_table[t].bits + 7) / 8;
+}
+
+bool drk_dtype_from_name(const char *name, size_t len, drk_dtype_t *out_t) {
+  for (int i = 0; i < DRK_DT_COUNT; i++)
+    if (strlen(dtype_table[i].name) == len && memcmp(dtype_table[i].name, name, len) == 0) {
+      *out_t = (drk_dtype_t)i;
+      return true;
+    }
+  return false;
+}
+
+bool drk_dtype_from_onnx(int code, drk_dtype_t *out_t) {
+  for (int i = 0; i < DRK_DT_COUNT; i++)
+    if (dtype_table[i].onnx == code) {
+      *out_t = (drk_dtype_t)i;
+      return true;
+    }
+  return false;
+}
+
+int drk_dtype_to_onnx(drk_dtype_t t) { return dtype_table[t].onnx; }
+
+static const drk_op_info_t op_table[] = {
+#define DRK_OP(E, name, mi, ma, mo, mxo, flags) {#name, mi, ma, mo, mxo, DRK_OPF_##flags},
+#include "graph_ops.def"
+#undef DRK_OP
+};
+
+const drk_op_info_t *drk_op_info(drk_op_t op) {
+  DRK_ASSERT(op < DRK_OP_COUNT);
+  return &op_table[op];
+}
+const char *drk_op_name(drk_op_t op) { return drk_op_info(op)->name; }
+
+bool drk_op_from_name(const char *name, size_t len, drk_op_t *out_op) {
+  for (int i = 0; i < DRK_OP_COUNT; i++)
+    if (strlen(op_table[i].name) == len && memcmp(op_table[i].name, name, len) == 0) {
+      *out_op = (drk_op_t)i;
+      return true;
+    }
+  return false;
+}
+
+bool drk_shape_is_static(const drk_shape_t *s) {
+  if (s->rank < 0) return false;
+  for (int i = 0; i < s->rank; i++)
+    if (s->dims[i].sym) return false;
+  return true;
+}
+
+int64_t drk_shape_numel(const drk_shape_t *s) {
+  if (!drk_shape_is_static(s)) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->dims[i].size;
+  return n;
+}
+
+bool drk_shape_equal(const drk_shape_t *a, const drk_shape_t *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++) {
+    const drk_dim_t *x = &a->dims[i], *y = &b->dims[i];
+    if ((x->sym == NULL) != (y->sym == NULL)) return false;
+    if (x->sym ? strcmp(x->sym, y->sym) != 0 : x->size != y->size) return false;
+  }
+  return true;
+}
+
+drk_graph_t *drk_graph_create(const char *name) {
+  drk_arena_t *a = drk_arena_create();
+  drk_graph_t *g = drk_arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->name = drk_arena_strdup(a, name ? name : "main");
+  return g;
+}
+
+void drk_graph_destroy(drk_graph_t *g) {
+  if (!g) return;
+  for (size_t i = 0; i < g->n_blobs; i++)
+    if (g->blobs[i].release) g->blobs[i].release(g->blobs[i].base, g->blobs[i].size);
+  drk_arena_destroy(g->arena);
+}
+
+void drk_graph_add_blob(drk_graph_t *g, void *base, size_t size, void (*release)(void *, size_t)) {
+  drk_blob_t b = {base, size, release};
+  DRK_VEC_PUSH(g->arena, g->blobs, g->n_blobs, g->cap_blobs, b);
+}
+
+const char *drk_graph_str(drk_graph_t *g, const char *s) { return drk_arena_strdup(g->arena, s); }
+
+drk_shape_t drk_graph_shape(drk_graph_t *g, int rank, const drk_dim_t *dims) {
+  drk_shape_t s = {rank, NULL};
+  if (rank > 0) {
+    s.dims = drk_arena_alloc(g->arena, sizeof(drk_dim_t) * (size_t)rank);
+    for (int i = 0; i < rank; i++) {
+      s.dims[i] = dims[i];
+      if (dims[i].sym) {
+        s.dims[i].sym = drk_arena_strdup(g->arena, dims[i].sym);
+        s.dims[i].size = -1;
+      }
+    }
+  }
+  return s;
+}
+
+drk_shape_t drk_graph_shape_static(drk_graph_t *g, int rank, const int64_t *sizes) {
+  drk_shape_t s = {rank, NULL};
+  if (rank > 0) {
+    s.dims = drk_arena_alloc(g->arena, sizeof(drk_dim_t) * (size_t)rank);
+    for (int i = 0; i < rank; i++) s.dims[i].size = sizes[i];
+  }
+  return s;
+}
+
+static drk_value_t *new_value(drk_graph_t *g, const char *name, drk_value_kind_t kind, drk_dtype_t t,
+                              drk_shape_t s) {
+  drk_value_t *v = drk_arena_alloc(g->arena, sizeof *v);
+  v->id = g->next_value_id++;
+  v->name = name ? drk_arena_strdup(g->arena, name) : drk_arena_printf(g->arena, "v%u", v->id);
+  v->kind = kind;
+  v->dtype = t;
+  v->shape = s;
+  v->def_index = -1;
+  v->loc = drk_loc_none;
+  return v;
+}
+
+drk_value_t *drk_graph_add_input(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s) {
+  drk_value_t *v = new_value(g, name, DRK_VALUE_INPUT, t, s);
+  DRK_VEC_PUSH(g->arena, g->inputs, g->n_inputs, g->cap_inputs, v);
+  return v;
+}
+
+drk_value_t *drk_graph_new_const_value(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s,
+                                       const void *data, size_t nbytes) {
+  drk_value_t *v = new_value(g, name, DRK_VALUE_CONST, t, s);
+  v->data = data;
+  v->nbytes = nbytes;
+  return v;
+}
+
+drk_value_t *drk_graph_add_const(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s,
+                                 const void *data, size_t nbytes) {
+  drk_value_t *v = drk_graph_new_const_value(g, name, t, s, data, nbytes);
+  DRK_VEC_PUSH(g->arena, g->consts, g->n_consts, g->cap_consts, v);
+  return v;
+}
+
+drk_value_t *drk_graph_add_const_copy(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s,
+                                      const void *data, size_t nbytes) {
+  return drk_graph_add_const(g, name, t, s, drk_arena_memdup(g->arena, data, nbytes), nbytes);
+}
+
+void drk_graph_add_output(drk_graph_t *g, drk_value_t *v) {
+  DRK_VEC_PUSH(g->arena, g->outputs, g->n_outputs, g->cap_outputs, v);
+}
+
+drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_value_t *const *inputs,
+                               int n_outputs, const char *const *out_names, drk_loc_t loc) {
+  drk_node_t *n = drk_arena_alloc(g->arena, sizeof *n);
+  n->id = g->next_node_id++;
+  n->op = op;
+  n->loc = loc;
+  n->n_inputs = n_inputs;
+  n->inputs = drk_arena_alloc(g->arena, sizeof(drk_value_t *) * (size_t)(n_inputs + 1));
+  for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
+  n->n_outputs = n_outputs;
+  n->outputs = drk_arena_alloc(g->arena, sizeof(drk_value_t *) * (size_t)(n_outputs + 1));
+  drk_shape_t unknown = {-1, NULL};
+  for (int i = 0; i < n_outputs; i++) {
+    drk_value_t *v = new_value(g, out_names ? out_names[i] : NULL, DRK_VALUE_NODE, DRK_DT_F32, unknown);
+    v->def = n;
+    v->def_index = i;
+    v->loc = loc;
+    n->outputs[i] = v;
+  }
+  DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+  return n;
+}
+
+drk_attr_t *drk_node_add_attr(drk_graph_t *g, drk_node_t *n, const char *name, drk_attr_kind_t kind) {
+  for (int i = 0; i < n->n_attrs; i++)
+    if (strcmp(n->attrs[i].name, name) == 0) {
+      memset(&n->attrs[i], 0, sizeof n->attrs[i]);
+      n->attrs[i].name = drk_arena_strdup(g->arena, name);
+      n->attrs[i].kind = kind;
+      return &n->attrs[i];
+    }
+  drk_attr_t *na = drk_arena_alloc(g->arena, sizeof(drk_attr_t) * (size_t)(n->n_attrs + 1));
+  if (n->n_attrs) memcpy(na, n->attrs, sizeof(drk_attr_t) * (size_t)n->n_attrs);
+  n->attrs = na;
+  drk_attr_t *a = &na[n->n_attrs++];
+  a->name = drk_arena_strdup(g->arena, name);
+  a->kind = kind;
+  return a;
+}
+
+void drk_node_set_int(drk_graph_t *g, drk_node_t *n, const char *name, int64_t v) {
+  drk_node_add_attr(g, n, name, DRK_ATTR_INT)->i = v;
+}
+void drk_node_set_float(drk_graph_t *g, drk_node_t *n, const char *name, double v) {
+  drk_node_add_attr(g, n, name, DRK_ATTR_FLOAT)->f = v;
+}
+void drk_node_set_string(drk_graph_t *g, drk_node_t *n, const char *name, const char *v) {
+  drk_node_add_attr(g, n, name, DRK_ATTR_STRING)->s = drk_arena_strdup(g->arena, v);
+}
+void drk_node_set_ints(drk_graph_t *g, drk_node_t *n, const char *name, size_t count, const int64_t *v) {
+  drk_attr_t *a = drk_node_add_attr(g, n, name, DRK_ATTR_INTS);
+  a->n = count;
+  a->ints = drk_arena_memdup(g->arena, v, count * sizeof *v);
+}
+void drk_node_set_floats(drk_graph_t *g, drk_node_t *n, const char *name, size_t count, const double *v) {
+  drk_attr_t *a = drk_node_add_attr(g, n, name, DRK_ATTR_FLOATS);
+  a->n = count;
+  a->floats = drk_arena_memdup(g->arena, v, count * sizeof *v);
+}
+
+const drk_attr_t *drk_node_attr(const drk_node_t *n, const char *name) {
+  for (int i = 0; i < n->n_attrs; i++)
+    if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
+  return NULL;
+}
+
+int64_t drk_node_attr_int(const drk_node_t *n, const char *name, int64_t dflt) {
+  const drk_attr_t *a = drk_node_attr(n, name);
+  return a && a->kind == DRK_ATTR_INT ? a->i : dflt;
+}
+
+double drk_node_attr_float(const drk_node_t *n, const char *name, double dflt) {
+  const drk_attr_t *a = drk_node_attr(n, name);
+  if (!a) return dflt;
+  if (a->kind == DRK_ATTR_FLOAT) return a->f;
+  if (a->kind == DRK_ATTR_INT) return (double)a->i;
+  return dflt;
+}
+
+const char *drk_node_attr_string(const drk_node_t *n, const char *name, const char *dflt) {
+  const drk_attr_t *a = drk_node_attr(n, name);
+  return a && a->kind == DRK_ATTR_STRING ? a->s : dflt;
+}
+
+const int64_t *drk_node_attr_ints(const drk_node_t *n, const char *name, size_t *out_n) {
+  const drk_attr_t *a = drk_node_attr(n, name);
+  if (!a || a->kind != DRK_ATTR_INTS) return NULL;
+  *out_n = a->n;
+  return a->ints ? a->ints : (const int64_t *)"";
+}
+
+drk_node_t *drk_node_input_def(const drk_node_t *n, int i) {
+  if (i < 0 || i >= n->n_inputs || !n->inputs[i]) return NULL;
+  return n->inputs[i]->def;
+}

@@ -1,0 +1,211 @@
+/* Graph IR: SSA dataflow of tensor ops (see docs/ir.md and ../shared/DESIGN.md).
+ *
+ * A graph owns an arena; every value, node, attribute and string hangs off it and lives
+ * until drk_graph_destroy(). Constant data (weights) is borrowed: either from an arena copy
+ * (small constants, text form), or from a blob registered with drk_graph_add_blob() (an
+ * mmap of a model or external-data file), so weights are never copied needlessly.
+ *
+ * Ops follow ai.onnx opset 21 semantics (graph_ops.def). Optional inputs that are absent
+ * are NULL in node->inputs. */
+#ifndef DRK_GRAPH_H
+#define DRK_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "support.h"
+
+typedef enum drk_dtype {
+#define DRK_DTYPE(E, name, bits, kind, onnx) DRK_DT_##E,
+#include "dtypes.def"
+#undef DRK_DTYPE
+  DRK_DT_COUNT
+} drk_dtype_t;
+
+const char *drk_dtype_name(drk_dtype_t t);
+int drk_dtype_bits(drk_dtype_t t);
+bool drk_dtype_is_float(drk_dtype_t t);
+bool drk_dtype_is_signed_int(drk_dtype_t t);
+bool drk_dtype_is_int(drk_dtype_t t); /* signed or unsigned integer (not bool) */
+/* Bytes for n elements (sub-byte types pack two per byte, rounded up). */
+size_t drk_dtype_nbytes(drk_dtype_t t, int64_t n);
+/* Returns false if the name is not a dtype. */
+bool drk_dtype_from_name(const char *name, size_t len, drk_dtype_t *out_t);
+/* ONNX TensorProto.DataType code <-> dtype; returns false if unsupported. */
+bool drk_dtype_from_onnx(int code, drk_dtype_t *out_t);
+int drk_dtype_to_onnx(drk_dtype_t t);
+
+typedef enum drk_op {
+#define DRK_OP(E, name, mi, ma, mo, mxo, flags) DRK_OP_##E,
+#include "graph_ops.def"
+#undef DRK_OP
+  DRK_OP_COUNT
+} drk_op_t;
+
+enum { DRK_OPF_EW = 1, DRK_OPF_RED = 2, DRK_OPF_MOVE = 4, DRK_OPF_NORM = 8, DRK_OPF_MM = 16 };
+
+typedef struct drk_op_info {
+  const char *name;
+  int min_inputs, max_inputs; /* max -1: variadic */
+  int min_outputs, max_outputs;
+  unsigned flags;
+} drk_op_info_t;
+
+const drk_op_info_t *drk_op_info(drk_op_t op);
+const char *drk_op_name(drk_op_t op);
+bool drk_op_from_name(const char *name, size_t len, drk_op_t *out_op);
+
+/* A dimension: static (sym == NULL, size >= 0) or symbolic (sym != NULL, size == -1). */
+typedef struct drk_dim {
+  int64_t size;
+  const char *sym;
+} drk_dim_t;
+
+/* rank < 0: unknown rank. */
+typedef struct drk_shape {
+  int rank;
+  drk_dim_t *dims;
+} drk_shape_t;
+
+bool drk_shape_is_static(const drk_shape_t *s);
+/* Element count; -1 unless static. */
+int64_t drk_shape_numel(const drk_shape_t *s);
+bool drk_shape_equal(const drk_shape_t *a, const drk_shape_t *b);
+
+typedef struct drk_node drk_node_t;
+
+typedef enum drk_value_kind {
+  DRK_VALUE_INPUT, /* graph input */
+  DRK_VALUE_CONST, /* constant (weight) with data */
+  DRK_VALUE_NODE   /* result of a node */
+} drk_value_kind_t;
+
+typedef struct drk_value {
+  uint32_t id;      /* unique in the graph; stable across print/parse */
+  const char *name; /* printed as %name; unique in the graph */
+  drk_value_kind_t kind;
+  drk_dtype_t dtype;
+  drk_shape_t shape;
+  drk_node_t *def; /* DRK_VALUE_NODE: producer */
+  int def_index;   /* which output of def */
+  const void *data; /* DRK_VALUE_CONST: element data, row-major, packed as dtype */
+  size_t nbytes;
+  drk_loc_t loc;
+} drk_value_t;
+
+typedef enum drk_attr_kind {
+  DRK_ATTR_INT,
+  DRK_ATTR_FLOAT,
+  DRK_ATTR_STRING,
+  DRK_ATTR_INTS,
+  DRK_ATTR_FLOATS,
+  DRK_ATTR_STRINGS,
+  DRK_ATTR_TENSOR /* a constant value (not listed among the graph's constants) */
+} drk_attr_kind_t;
+
+typedef struct drk_attr {
+  const char *name;
+  drk_attr_kind_t kind;
+  int64_t i;
+  double f;
+  const char *s;
+  size_t n; /* element count of ints / floats / strings */
+  int64_t *ints;
+  double *floats;
+  const char **strings;
+  drk_value_t *tensor;
+} drk_attr_t;
+
+struct drk_node {
+  uint32_t id;
+  drk_op_t op;
+  int n_inputs, n_outputs, n_attrs;
+  drk_value_t **inputs; /* NULL entries: omitted optional inputs */
+  drk_value_t **outputs;
+  drk_attr_t *attrs;
+  drk_loc_t loc;
+  bool dead; /* removed by a pass; skipped by iteration helpers and the printer */
+};
+
+typedef struct drk_graph {
+  drk_arena_t *arena;
+  const char *name;
+  const char *source; /* file the graph came from, for messages */
+  size_t n_inputs, cap_inputs;
+  drk_value_t **inputs;
+  size_t n_outputs, cap_outputs;
+  drk_value_t **outputs;
+  size_t n_consts, cap_consts;
+  drk_value_t **consts;
+  size_t n_nodes, cap_nodes; /* in a valid topological order */
+  drk_node_t **nodes;
+  size_t n_blobs, cap_blobs;
+  struct drk_blob *blobs;
+  uint32_t next_value_id, next_node_id;
+} drk_graph_t;
+
+/* A memory region constants may point into; released with the graph. */
+typedef struct drk_blob {
+  void *base;
+  size_t size;
+  void (*release)(void *base, size_t size); /* e.g. munmap; NULL: not owned */
+} drk_blob_t;
+
+/* ---- builder ---- */
+drk_graph_t *drk_graph_create(const char *name);
+void drk_graph_destroy(drk_graph_t *g);
+void drk_graph_add_blob(drk_graph_t *g, void *base, size_t size, void (*release)(void *, size_t));
+
+/* Interns a string in the graph's arena. */
+const char *drk_graph_str(drk_graph_t *g, const char *s);
+/* Copies dims into the graph's arena. */
+drk_shape_t drk_graph_shape(drk_graph_t *g, int rank, const drk_dim_t *dims);
+drk_shape_t drk_graph_shape_static(drk_graph_t *g, int rank, const int64_t *sizes);
+
+/* name may be NULL: a fresh name ("v<id>") is made. Names must be unique; the builder
+ * does not check (the verifier does). */
+drk_value_t *drk_graph_add_input(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s);
+/* data is borrowed (must outlive the graph: arena memory or a registered blob);
+ * use drk_graph_add_const_copy to copy small data into the arena. */
+drk_value_t *drk_graph_add_const(drk_graph_t *g, const char *name, drk_dtype_t t, drk_shape_t s,
+                                 const void *data, size_t nbytes);
+drk_value_t *drk_graph_add_const_copy(drk_graph_t *g, const char *name, drk_dtype_t t,
+                                      drk_shape_t s, const void *data, size_t nbytes);
+/* A constant not listed in g->consts (used for TENSOR attributes). */
+drk_value_t *drk_graph_new_const_value(drk_graph_t *g, const char *name, drk_dtype_t t,
+                                       drk_shape_t s, const void *data, size_t nbytes);
+void drk_graph_add_output(drk_graph_t *g, drk_value_t *v);
+
+/* Appends a node with n_outputs fresh result values (dtype F32, unknown rank until set by
+ * the caller or shape inference). out_names may be NULL or hold NULLs. */
+drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_value_t *const *inputs,
+                               int n_outputs, const char *const *out_names, drk_loc_t loc);
+
+drk_attr_t *drk_node_add_attr(drk_graph_t *g, drk_node_t *n, const char *name, drk_attr_kind_t kind);
+void drk_node_set_int(drk_graph_t *g, drk_node_t *n, const char *name, int64_t v);
+void drk_node_set_float(drk_graph_t *g, drk_node_t *n, const char *name, double v);
+void drk_node_set_string(drk_graph_t *g, drk_node_t *n, const char *name, const char *v);
+void drk_node_set_ints(drk_graph_t *g, drk_node_t *n, const char *name, size_t count, const int64_t *v);
+void drk_node_set_floats(drk_graph_t *g, drk_node_t *n, const char *name, size_t count, const double *v);
+
+/* ---- queries ---- */
+const drk_attr_t *drk_node_attr(const drk_node_t *n, const char *name);
+int64_t drk_node_attr_int(const drk_node_t *n, const char *name, int64_t dflt);
+double drk_node_attr_float(const drk_node_t *n, const char *name, double dflt);
+const char *drk_node_attr_string(const drk_node_t *n, const char *name, const char *dflt);
+/* Returns the ints of an INTS attribute (count in *out_n), or NULL if absent. */
+const int64_t *drk_node_attr_ints(const drk_node_t *n, const char *name, size_t *out_n);
+drk_node_t *drk_node_input_def(const drk_node_t *n, int i);
+
+/* ---- text form (.drkg) ---- */
+/* Prints g in its textual form. print(parse(print(g))) == print(g). */
+void drk_graph_print(const drk_graph_t *g, FILE *out);
+/* Parses the textual form; on error reports `file:line:col: error: ...` through d and
+ * returns NULL. Reentrant. */
+drk_graph_t *drk_graph_parse(const char *text, size_t len, const char *filename, drk_diag_t *d);
+/* Checks structural invariants (SSA, arity, defined-before-use, unique names, dtype and
+ * shape consistency where both are known); reports each problem with the node's location. */
+bool drk_graph_verify(const drk_graph_t *g, drk_diag_t *d);
+
+#endif

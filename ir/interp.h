@@ -1,0 +1,22 @@
+/* The CPU reference interpreter: runs graph IR for every op and dtype in scope, accumulating
+ * in f64 for reductions and matmuls. It is the oracle for every pass and every GPU result.
+ *
+ * Shapes are taken from the actual input tensors (symbolic dims need no binding). */
+#ifndef DRK_INTERP_H
+#define DRK_INTERP_H
+
+#include "tensor.h"
+
+/* Runs g. inputs: one per graph input, in order. out_outputs: one per graph output, filled
+ * with tensors the caller frees with drk_tensor_free(). On error (an input of the wrong
+ * dtype or rank, an unsupported op/dtype combination, an out-of-range index) reports through
+ * d naming the node's location and returns false; nothing is written to out_outputs then. */
+bool drk_interp_run(const drk_graph_t *g, const drk_tensor_t *inputs, drk_tensor_t *out_outputs,
+                    drk_diag_t *d);
+
+/* Evaluates one node on concrete inputs (NULL for omitted optional inputs); used by constant
+ * folding. out_outputs: n->n_outputs tensors, caller frees. */
+bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk_tensor_t *out_outputs,
+                     drk_diag_t *d);
+
+#endif
