@@ -207,5 +207,12 @@ drk_graph_t *drk_graph_parse(const char *text, size_t len, const char *filename,
 /* Checks structural invariants (SSA, arity, defined-before-use, unique names, dtype and
  * shape consistency where both are known); reports each problem with the node's location. */
 bool drk_graph_verify(const drk_graph_t *g, drk_diag_t *d);
+/* Like drk_graph_print, but constant data (graph constants and TENSOR attributes) larger
+ * than max_const_bytes prints as `elided(N bytes)`, which the parser rejects with "constant
+ * data elided". SIZE_MAX prints everything (drk_graph_print). For dumps meant for reading. */
+void drk_graph_print_ex(const drk_graph_t *g, FILE *out, size_t max_const_bytes);
+/* The text form in malloc'ed memory (NUL-terminated, length in *out_len if not NULL); the
+ * caller frees it with free(). Returns NULL if memory runs out. */
+char *drk_graph_print_string(const drk_graph_t *g, size_t max_const_bytes, size_t *out_len);
 
 #endif

@@ -1,0 +1,86 @@
+/* NVPTX target: the supported architectures, LLVM target initialisation, target machines
+ * and empty modules with the right triple and data layout.
+ *
+ * PTX ISA versions: LLVM's minimum for each SM, raised where a feature the backend uses
+ * needs more (sm_89: fp8 mma.m16n8k32 needs PTX 8.4; sm_90: fence.mbarrier_init needs
+ * PTX 8.0; sm_90a: TMA g2s.cta forms need PTX 8.6). A lower version keeps the PTX that
+ * goes into fat binaries loadable by older drivers. */
+#include "backends/nvptx/nvptx.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include <llvm-c/Target.h>
+
+static const drk_nvptx_arch_t drk_nvptx_archs[] = {
+    {"sm_80", 80, false, 70, "+ptx70"},
+    {"sm_86", 86, false, 71, "+ptx71"},
+    {"sm_87", 87, false, 74, "+ptx74"},
+    {"sm_89", 89, false, 84, "+ptx84"},
+    {"sm_90", 90, false, 80, "+ptx80"},
+    {"sm_90a", 90, true, 86, "+ptx86"},
+};
+
+const drk_nvptx_arch_t *drk_nvptx_arch_all(size_t *out_n) {
+  *out_n = DRK_ARRAY_LEN(drk_nvptx_archs);
+  return drk_nvptx_archs;
+}
+
+const drk_nvptx_arch_t *drk_nvptx_arch_find(const char *name, drk_diag_t *d) {
+  for (size_t i = 0; name && i < DRK_ARRAY_LEN(drk_nvptx_archs); i++)
+    if (strcmp(drk_nvptx_archs[i].name, name) == 0) return &drk_nvptx_archs[i];
+  char list[256] = "";
+  for (size_t i = 0; i < DRK_ARRAY_LEN(drk_nvptx_archs); i++) {
+    if (i) strcat(list, ", ");
+    strcat(list, drk_nvptx_archs[i].name);
+  }
+  drk_diag_error(d, drk_loc_none, "unknown NVIDIA architecture '%s' (supported: %s)",
+                 name ? name : "(null)", list);
+  return NULL;
+}
+
+static pthread_once_t drk_nvptx_once = PTHREAD_ONCE_INIT;
+
+static void drk_nvptx_init_once(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+void drk_nvptx_init(void) { pthread_once(&drk_nvptx_once, drk_nvptx_init_once); }
+
+LLVMTargetMachineRef drk_nvptx_target_machine_create(const char *arch, int opt_level,
+                                                     drk_diag_t *d) {
+  const drk_nvptx_arch_t *a = drk_nvptx_arch_find(arch, d);
+  if (!a) return NULL;
+  drk_nvptx_init();
+  LLVMTargetRef t = NULL;
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(DRK_NVPTX_TRIPLE, &t, &err)) {
+    drk_diag_error(d, drk_loc_none, "LLVM has no NVPTX target: %s", err ? err : "?");
+    LLVMDisposeMessage(err);
+    return NULL;
+  }
+  LLVMCodeGenOptLevel lvl = opt_level <= 0   ? LLVMCodeGenLevelNone
+                            : opt_level == 1 ? LLVMCodeGenLevelLess
+                            : opt_level == 2 ? LLVMCodeGenLevelDefault
+                                             : LLVMCodeGenLevelAggressive;
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, DRK_NVPTX_TRIPLE, a->name, a->features,
+                                                    lvl, LLVMRelocDefault, LLVMCodeModelDefault);
+  if (!tm) drk_diag_error(d, drk_loc_none, "LLVM could not create a target machine for %s", arch);
+  return tm;
+}
+
+LLVMModuleRef drk_nvptx_module_create(LLVMContextRef ctx, const char *name, drk_diag_t *d) {
+  /* The data layout does not depend on the SM, so any arch's machine provides it. */
+  LLVMTargetMachineRef tm = drk_nvptx_target_machine_create("sm_80", 0, d);
+  if (!tm) return NULL;
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext(name, ctx);
+  LLVMSetTarget(m, DRK_NVPTX_TRIPLE);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(m, dl);
+  LLVMDisposeTargetData(dl);
+  LLVMDisposeTargetMachine(tm);
+  return m;
+}

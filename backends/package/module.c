@@ -1,0 +1,576 @@
+/* The .drkm writer and reader (see module.h for the contract, docs/module-format.md for the
+ * bytes). All multi-byte fields are little-endian and read through byte helpers, so the
+ * reader has no alignment or endianness assumptions and no undefined behaviour on any
+ * input; every offset is checked against the buffer before it is used. */
+#include "backends/package/module.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DRK_VERSION_STRING
+#define DRK_VERSION_STRING "0.1.0"
+#endif
+
+enum {
+  SEC_STRINGS = 1,
+  SEC_PROVENANCE = 2,
+  SEC_PLAN = 3,
+  SEC_KERNELS = 4,
+  SEC_PARAMS = 5,
+  SEC_TENSORS = 6,
+  SEC_TMAS = 7,
+  SEC_WEIGHT_TABLE = 8,
+  SEC_WEIGHTS = 9,
+  SEC_IMAGE_TABLE = 10,
+  SEC_IMAGE_DATA = 11,
+  SEC_KIND_COUNT = 12,
+};
+static const char *const sec_names[SEC_KIND_COUNT] = {
+    "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA"};
+
+#define HEADER_SIZE 64u
+#define SECTION_ENTRY_SIZE 32u
+#define MAX_SECTIONS 65536u
+#define PROV_SIZE 16u
+#define PLAN_SIZE 16u
+#define KERNEL_REC 56u
+#define PARAM_REC 32u
+#define TENSOR_REC 96u
+#define TMA_REC 144u
+#define WEIGHT_REC 24u
+#define IMAGE_REC 16u
+
+static void set_err(char *err, size_t n, const char *fmt, ...) {
+  if (!err || !n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+}
+
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24); }
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
+
+/* ---- checksums ---- */
+static const uint32_t crc_table[256] = {
+#include "crctab.inc"
+};
+
+uint32_t drk_modfile_crc32(uint32_t crc, const void *data, size_t n) {
+  const uint8_t *p = data;
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static void sha_block(uint32_t h[8], const uint8_t *b) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; i++) w[i] = ((uint32_t)b[4 * i] << 24) | ((uint32_t)b[4 * i + 1] << 16) | ((uint32_t)b[4 * i + 2] << 8) | b[4 * i + 3];
+  for (int i = 16; i < 64; i++) {
+    uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+  for (int i = 0; i < 64; i++) {
+    uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
+    uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
+    hh = g, g = f, f = e, e = d + t1, d = c, c = bb, bb = a, a = t1 + t2;
+  }
+  h[0] += a, h[1] += bb, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
+}
+
+void drk_modfile_sha256(const void *data, size_t n, uint8_t out[32]) {
+  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  const uint8_t *p = data;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) sha_block(h, p + i);
+  uint8_t tail[128] = {0};
+  size_t r = n - i;
+  if (r) memcpy(tail, p + i, r);
+  tail[r] = 0x80;
+  size_t tl = r + 1 + 8 <= 64 ? 64 : 128;
+  uint64_t bits = (uint64_t)n * 8;
+  for (int k = 0; k < 8; k++) tail[tl - 1 - k] = (uint8_t)(bits >> (8 * k));
+  sha_block(h, tail);
+  if (tl == 128) sha_block(h, tail + 64);
+  for (int k = 0; k < 8; k++) out[4 * k] = (uint8_t)(h[k] >> 24), out[4 * k + 1] = (uint8_t)(h[k] >> 16), out[4 * k + 2] = (uint8_t)(h[k] >> 8), out[4 * k + 3] = (uint8_t)h[k];
+}
+
+void drk_modfile_sha256_string(const void *data, size_t n, char buf[72]) {
+  uint8_t d[32];
+  drk_modfile_sha256(data, n, d);
+  memcpy(buf, "sha256:", 7);
+  for (int i = 0; i < 32; i++) snprintf(buf + 7 + 2 * i, 3, "%02x", d[i]);
+}
+
+/* ---- validation (shared by writer and reader) ---- */
+static int in_range(uint64_t off, uint64_t size, uint64_t limit) { return off <= limit && size <= limit - off; }
+
+drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t n) {
+#define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
+  if (m->weights_offset % DRK_MODFILE_WEIGHT_ALIGN) FAIL("weights arena offset %llu is not a multiple of %u", (unsigned long long)m->weights_offset, DRK_MODFILE_WEIGHT_ALIGN);
+  if (!in_range(m->weights_offset, m->weights_size, m->arena_size)) FAIL("weights (%llu bytes at arena offset %llu) do not fit the %llu-byte arena", (unsigned long long)m->weights_size, (unsigned long long)m->weights_offset, (unsigned long long)m->arena_size);
+  if (m->weights_size && !m->weights) FAIL("weights_size is %llu but weights is NULL", (unsigned long long)m->weights_size);
+  for (uint32_t i = 0; i < m->n_weight_entries; i++) {
+    const drk_modfile_weight_t *w = &m->weight_entries[i];
+    if (w->offset % DRK_MODFILE_WEIGHT_ALIGN || !in_range(w->offset, w->size, m->weights_size))
+      FAIL("weight %u ('%s'): range [%llu, +%llu) is unaligned or outside the %llu-byte blob", i, w->name ? w->name : "", (unsigned long long)w->offset, (unsigned long long)w->size, (unsigned long long)m->weights_size);
+  }
+  for (uint32_t i = 0; i < m->n_images; i++) {
+    const drk_modfile_image_t *im = &m->images[i];
+    if (im->kind < DRK_MODFILE_IMAGE_FATBIN || im->kind > DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE) FAIL("image %u: unknown kind %d", i, (int)im->kind);
+    if (!im->size || !im->data) FAIL("image %u is empty", i);
+  }
+  for (uint32_t i = 0; i < m->n_kernels; i++) {
+    const drk_modfile_kernel_t *k = &m->kernels[i];
+    const char *kn = k->name ? k->name : "";
+    if (!*kn) FAIL("kernel %u has no name", i);
+    int has_image = 0;
+    for (uint32_t j = 0; j < m->n_images; j++) has_image |= m->images[j].slot == k->slot;
+    if (!has_image) FAIL("kernel %u ('%s'): no image has code slot %u", i, kn, k->slot);
+    int clustered = k->cluster[0] || k->cluster[1] || k->cluster[2];
+    for (int d = 0; d < 3; d++) {
+      if (!k->grid[d] || !k->block[d]) FAIL("kernel %u ('%s'): grid and block dimensions must be >= 1", i, kn);
+      if (clustered && (!k->cluster[d] || k->grid[d] % k->cluster[d])) FAIL("kernel %u ('%s'): cluster %ux%ux%u does not divide grid %ux%ux%u", i, kn, k->cluster[0], k->cluster[1], k->cluster[2], k->grid[0], k->grid[1], k->grid[2]);
+    }
+    if (k->n_params && !k->params) FAIL("kernel %u ('%s'): params is NULL", i, kn);
+    for (uint32_t p = 0; p < k->n_params; p++) {
+      const drk_modfile_param_t *pa = &k->params[p];
+      switch (pa->kind) {
+      case DRK_MODFILE_PARAM_BUFFER:
+        if (!in_range(pa->offset, pa->size, m->arena_size)) FAIL("kernel %u ('%s') param %u: buffer [%llu, +%llu) outside the %llu-byte arena", i, kn, p, (unsigned long long)pa->offset, (unsigned long long)pa->size, (unsigned long long)m->arena_size);
+        break;
+      case DRK_MODFILE_PARAM_SCALAR:
+        if (pa->scalar_size != 1 && pa->scalar_size != 2 && pa->scalar_size != 4 && pa->scalar_size != 8) FAIL("kernel %u ('%s') param %u: scalar size %u is not 1, 2, 4 or 8", i, kn, p, pa->scalar_size);
+        break;
+      case DRK_MODFILE_PARAM_TMA:
+        if (pa->tma >= m->n_tmas) FAIL("kernel %u ('%s') param %u: TMA descriptor %u of %u", i, kn, p, pa->tma, m->n_tmas);
+        break;
+      default:
+        FAIL("kernel %u ('%s') param %u: unknown kind %d", i, kn, p, (int)pa->kind);
+      }
+    }
+  }
+  for (int io = 0; io < 2; io++) {
+    const drk_modfile_tensor_t *ts = io ? m->outputs : m->inputs;
+    uint32_t nt = io ? m->n_outputs : m->n_inputs;
+    for (uint32_t i = 0; i < nt; i++) {
+      const drk_modfile_tensor_t *t = &ts[i];
+      const char *what = io ? "output" : "input";
+      if (t->rank > DRK_MODFILE_MAX_RANK) FAIL("%s %u: rank %u > %d", what, i, t->rank, DRK_MODFILE_MAX_RANK);
+      if (t->dtype <= 0) FAIL("%s %u: bad dtype %d", what, i, t->dtype);
+      for (uint32_t d = 0; d < t->rank; d++)
+        if (t->dims[d] < 0) FAIL("%s %u: negative dimension", what, i);
+      if (!in_range(t->offset, t->size, m->arena_size)) FAIL("%s %u ('%s'): [%llu, +%llu) outside the %llu-byte arena", what, i, t->name ? t->name : "", (unsigned long long)t->offset, (unsigned long long)t->size, (unsigned long long)m->arena_size);
+    }
+  }
+  for (uint32_t i = 0; i < m->n_tmas; i++) {
+    const drk_modfile_tma_t *t = &m->tmas[i];
+    if (t->rank < 1 || t->rank > DRK_MODFILE_TMA_MAX_RANK) FAIL("TMA descriptor %u: rank %u not in 1..5", i, t->rank);
+    if (t->offset % 16 || t->offset >= m->arena_size) FAIL("TMA descriptor %u: arena offset %llu unaligned or outside the arena", i, (unsigned long long)t->offset);
+  }
+  return DRK_MODFILE_OK;
+#undef FAIL
+}
+
+/* ---- writer ---- */
+typedef struct buf {
+  uint8_t *p;
+  size_t n, cap;
+  int oom;
+} buf_t;
+
+static uint8_t *buf_extend(buf_t *b, size_t k) {
+  if (b->oom) return NULL;
+  if (b->n + k > b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->n + k) nc *= 2;
+    uint8_t *np = realloc(b->p, nc);
+    if (!np) { b->oom = 1; return NULL; }
+    b->p = np, b->cap = nc;
+  }
+  uint8_t *r = b->p + b->n;
+  memset(r, 0, k);
+  b->n += k;
+  return r;
+}
+
+static uint32_t add_str(buf_t *s, const char *str) {
+  if (!str || !*str) return 0;
+  size_t l = strlen(str) + 1;
+  uint32_t off = (uint32_t)s->n;
+  uint8_t *p = buf_extend(s, l);
+  if (p) memcpy(p, str, l);
+  return off;
+}
+
+typedef struct wsec {
+  uint32_t kind, align;
+  const void *data;
+  uint64_t size, offset;
+} wsec_t;
+
+drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, size_t *out_size,
+                                       char *err, size_t err_size) {
+  drk_modfile_result_t r = drk_modfile_validate(m, err, err_size);
+  if (r) return r;
+  buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0};
+  wsec_t *secs = NULL;
+  uint8_t *out = NULL;
+  r = DRK_MODFILE_ERR_NOMEM;
+  buf_extend(&str, 1); /* offset 0 is the empty string */
+
+  uint8_t *p = buf_extend(&prov, PROV_SIZE);
+  if (p) {
+    put32(p, add_str(&str, m->prov.drkc_version));
+    put32(p + 4, add_str(&str, m->prov.command_line));
+    put32(p + 8, add_str(&str, m->prov.model_hash));
+    put32(p + 12, add_str(&str, m->prov.targets));
+  }
+  if ((p = buf_extend(&plan, PLAN_SIZE))) put64(p, m->arena_size), put64(p + 8, m->weights_offset);
+  uint32_t first_param = 0;
+  for (uint32_t i = 0; i < m->n_kernels; i++) {
+    const drk_modfile_kernel_t *k = &m->kernels[i];
+    if (!(p = buf_extend(&kern, KERNEL_REC))) break;
+    put32(p, add_str(&str, k->name));
+    put32(p + 4, k->slot);
+    for (int d = 0; d < 3; d++) put32(p + 8 + 4 * d, k->grid[d]), put32(p + 20 + 4 * d, k->block[d]), put32(p + 32 + 4 * d, k->cluster[d]);
+    put32(p + 44, k->dyn_smem);
+    put32(p + 48, first_param);
+    put32(p + 52, k->n_params);
+    first_param += k->n_params;
+    for (uint32_t j = 0; j < k->n_params; j++) {
+      const drk_modfile_param_t *pa = &k->params[j];
+      uint8_t *q = buf_extend(&par, PARAM_REC);
+      if (!q) break;
+      put32(q, (uint32_t)pa->kind);
+      put32(q + 4, pa->kind == DRK_MODFILE_PARAM_TMA ? pa->tma : pa->kind == DRK_MODFILE_PARAM_SCALAR ? pa->scalar_size : 0);
+      if (pa->kind == DRK_MODFILE_PARAM_BUFFER) put64(q + 8, pa->offset), put64(q + 16, pa->size);
+      if (pa->kind == DRK_MODFILE_PARAM_SCALAR) memcpy(q + 24, pa->scalar, pa->scalar_size);
+    }
+  }
+  for (int io = 0; io < 2; io++) {
+    const drk_modfile_tensor_t *ts = io ? m->outputs : m->inputs;
+    uint32_t nt = io ? m->n_outputs : m->n_inputs;
+    for (uint32_t i = 0; i < nt; i++) {
+      if (!(p = buf_extend(&ten, TENSOR_REC))) break;
+      put32(p, add_str(&str, ts[i].name));
+      put32(p + 4, (uint32_t)io);
+      put32(p + 8, (uint32_t)ts[i].dtype);
+      put32(p + 12, ts[i].rank);
+      for (uint32_t d = 0; d < ts[i].rank; d++) put64(p + 16 + 8 * d, (uint64_t)ts[i].dims[d]);
+      put64(p + 80, ts[i].offset);
+      put64(p + 88, ts[i].size);
+    }
+  }
+  for (uint32_t i = 0; i < m->n_tmas; i++) {
+    const drk_modfile_tma_t *t = &m->tmas[i];
+    if (!(p = buf_extend(&tma, TMA_REC))) break;
+    put32(p, t->data_type), put32(p + 4, t->rank), put32(p + 8, t->interleave), put32(p + 12, t->swizzle);
+    put32(p + 16, t->l2_promotion), put32(p + 20, t->oob_fill), put64(p + 24, t->offset);
+    for (int d = 0; d < 5; d++) put64(p + 32 + 8 * d, t->dims[d]), put32(p + 104 + 4 * d, t->box[d]), put32(p + 124 + 4 * d, t->elem_strides[d]);
+    for (int d = 0; d < 4; d++) put64(p + 72 + 8 * d, t->strides[d]);
+  }
+  for (uint32_t i = 0; i < m->n_weight_entries; i++) {
+    if (!(p = buf_extend(&wt, WEIGHT_REC))) break;
+    put32(p, add_str(&str, m->weight_entries[i].name));
+    put64(p + 8, m->weight_entries[i].offset);
+    put64(p + 16, m->weight_entries[i].size);
+  }
+  uint32_t nsec = 10 + m->n_images;
+  for (uint32_t i = 0; i < m->n_images; i++) {
+    if (!(p = buf_extend(&img, IMAGE_REC))) break;
+    put32(p, (uint32_t)m->images[i].kind);
+    put32(p + 4, m->images[i].slot);
+    put32(p + 8, add_str(&str, m->images[i].targets));
+    put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
+  }
+  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom) goto fail;
+  if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
+  wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
+                      {SEC_PLAN, 8, plan.p, plan.n, 0},         {SEC_KERNELS, 8, kern.p, kern.n, 0},
+                      {SEC_PARAMS, 8, par.p, par.n, 0},         {SEC_TENSORS, 8, ten.p, ten.n, 0},
+                      {SEC_TMAS, 8, tma.p, tma.n, 0},           {SEC_WEIGHT_TABLE, 8, wt.p, wt.n, 0},
+                      {SEC_IMAGE_TABLE, 8, img.p, img.n, 0},    {SEC_WEIGHTS, DRK_MODFILE_WEIGHT_ALIGN, m->weights, m->weights_size, 0}};
+  memcpy(secs, fixed, sizeof fixed);
+  for (uint32_t i = 0; i < m->n_images; i++) secs[10 + i] = (wsec_t){SEC_IMAGE_DATA, 256, m->images[i].data, m->images[i].size, 0};
+  uint64_t off = HEADER_SIZE;
+  for (uint32_t i = 0; i < nsec; i++) {
+    off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
+    secs[i].offset = off;
+    off += secs[i].size;
+  }
+  uint64_t table = (off + 7) & ~(uint64_t)7;
+  uint64_t total = table + (uint64_t)nsec * SECTION_ENTRY_SIZE;
+  if (total > SIZE_MAX || !(out = calloc(1, (size_t)total))) goto fail;
+  memcpy(out, DRK_MODFILE_MAGIC, 8);
+  put32(out + 8, DRK_MODFILE_FORMAT_VERSION);
+  put32(out + 12, HEADER_SIZE);
+  put64(out + 16, total);
+  put64(out + 24, table);
+  put32(out + 32, nsec);
+  put32(out + 36, SECTION_ENTRY_SIZE);
+  snprintf((char *)out + 40, 16, "drkc %s", DRK_VERSION_STRING);
+  for (uint32_t i = 0; i < nsec; i++) {
+    if (secs[i].size) memcpy(out + secs[i].offset, secs[i].data, (size_t)secs[i].size);
+    uint8_t *e = out + table + (uint64_t)i * SECTION_ENTRY_SIZE;
+    put32(e, secs[i].kind);
+    put32(e + 4, secs[i].align);
+    put64(e + 8, secs[i].offset);
+    put64(e + 16, secs[i].size);
+    put32(e + 24, drk_modfile_crc32(0, out + secs[i].offset, (size_t)secs[i].size));
+  }
+  put32(out + 60, drk_modfile_crc32(0, out, 60));
+  *out_data = out;
+  *out_size = (size_t)total;
+  out = NULL;
+  r = DRK_MODFILE_OK;
+fail:
+  if (r == DRK_MODFILE_ERR_NOMEM) set_err(err, err_size, "out of memory writing the module");
+  free(out);
+  free(secs);
+  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p);
+  return r;
+}
+
+drk_modfile_result_t drk_modfile_write_file(const drk_modfile_t *m, const char *path, char *err,
+                                            size_t err_size) {
+  void *data;
+  size_t size;
+  drk_modfile_result_t r = drk_modfile_write(m, &data, &size, err, err_size);
+  if (r) return r;
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(data, 1, size, f) == size;
+  if (f && fclose(f)) ok = 0;
+  free(data);
+  if (!ok) {
+    set_err(err, err_size, "%s: cannot write the module file", path);
+    return DRK_MODFILE_ERR_IO;
+  }
+  return DRK_MODFILE_OK;
+}
+
+/* ---- reader ---- */
+static void *def_alloc(void *u, size_t n, size_t a) { (void)u, (void)a; return malloc(n); }
+static void def_free(void *u, void *p, size_t n) { (void)u, (void)n; free(p); }
+static const drk_allocator_t default_alloc = {def_alloc, def_free, NULL};
+
+typedef struct rsec {
+  uint32_t kind;
+  const uint8_t *p;
+  uint64_t size;
+} rsec_t;
+
+/* The reader's block: the drk_modfile_t, then its arrays; its size is remembered for free. */
+typedef struct rblock {
+  size_t size;
+  drk_modfile_t m;
+} rblock_t;
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_allocator_t *alloc,
+                                      drk_modfile_t **out_m, char *err, size_t n) {
+#define BAD(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_FORMAT; } while (0)
+  const uint8_t *d = data;
+  if (!alloc) alloc = &default_alloc;
+  if (!d || size < 12) BAD("file is truncated: %zu bytes, the module header alone is %u", size, HEADER_SIZE);
+  if (memcmp(d, DRK_MODFILE_MAGIC, 8) != 0) BAD("not a drkc module (bad magic)");
+  uint32_t version = get32(d + 8);
+  if (version != DRK_MODFILE_FORMAT_VERSION) {
+    /* Report the writer's name from the header when it is readable text, so the user knows
+     * which drkc to pair with; this field sits at the same place in every format version. */
+    char writer[17] = "an unknown drkc";
+    if (size >= 56) {
+      int ok = 1;
+      size_t l = 0;
+      while (l < 16 && d[40 + l]) ok &= d[40 + l] >= 0x20 && d[40 + l] < 0x7f, l++;
+      if (ok && l && l < 16) memcpy(writer, d + 40, l + 1);
+    }
+    set_err(err, n, "module format version %u (written by %s), but this drkc %s reads format version %u; "
+            "recompile the model with this drkc or use the runtime of the drkc that wrote it",
+            version, writer, DRK_VERSION_STRING, DRK_MODFILE_FORMAT_VERSION);
+    return DRK_MODFILE_ERR_VERSION;
+  }
+  if (size < HEADER_SIZE) BAD("file is truncated: %zu bytes, the module header alone is %u", size, HEADER_SIZE);
+  if (drk_modfile_crc32(0, d, 60) != get32(d + 60)) BAD("module header checksum mismatch (file corrupted)");
+  uint64_t file_size = get64(d + 16), table = get64(d + 24);
+  uint32_t nsec = get32(d + 32);
+  if (get32(d + 12) != HEADER_SIZE || get32(d + 36) != SECTION_ENTRY_SIZE) BAD("module header has unexpected header/entry sizes");
+  if (file_size > size) BAD("file is truncated: %zu bytes, the header says %llu", size, (unsigned long long)file_size);
+  if (file_size < size) BAD("file has %zu bytes, the header says %llu (trailing data)", size, (unsigned long long)file_size);
+  if (nsec > MAX_SECTIONS || table < HEADER_SIZE || !in_range(table, (uint64_t)nsec * SECTION_ENTRY_SIZE, size)) BAD("section table (%u entries at %llu) lies outside the file", nsec, (unsigned long long)table);
+
+  rsec_t one[SEC_KIND_COUNT] = {{0}};
+  int seen[SEC_KIND_COUNT] = {0};
+  uint32_t n_image_data = 0;
+  for (uint32_t i = 0; i < nsec; i++) {
+    const uint8_t *e = d + table + (size_t)i * SECTION_ENTRY_SIZE;
+    uint32_t kind = get32(e), align = get32(e + 4);
+    uint64_t off = get64(e + 8), sz = get64(e + 16);
+    const char *kn = kind < SEC_KIND_COUNT ? sec_names[kind] : "unknown";
+    if (!align || align > 4096 || (align & (align - 1)) || off % align) BAD("section %u (%s): bad alignment %u for offset %llu", i, kn, align, (unsigned long long)off);
+    if (off < HEADER_SIZE || !in_range(off, sz, table)) BAD("section %u (%s): [%llu, +%llu) lies outside the file's data area", i, kn, (unsigned long long)off, (unsigned long long)sz);
+    uint32_t crc = drk_modfile_crc32(0, d + off, (size_t)sz);
+    if (crc != get32(e + 24)) BAD("section %u (%s): checksum mismatch, stored 0x%08x, computed 0x%08x (file corrupted)", i, kn, get32(e + 24), crc);
+    if (kind == SEC_IMAGE_DATA) { n_image_data++; continue; }
+    if (kind == 0 || kind >= SEC_KIND_COUNT) continue; /* unknown: not needed by this reader */
+    if (seen[kind]++) BAD("section %s appears twice", kn);
+    one[kind] = (rsec_t){kind, d + off, sz};
+  }
+  for (int k = SEC_STRINGS; k <= SEC_IMAGE_TABLE; k++)
+    if (!seen[k]) BAD("section %s is missing", sec_names[k]);
+  const rsec_t *S = &one[SEC_STRINGS];
+  if (!S->size || S->p[S->size - 1] || S->p[0]) BAD("STRINGS section is not a NUL-terminated string table");
+  if (one[SEC_PROVENANCE].size != PROV_SIZE) BAD("PROVENANCE section has %llu bytes, expected %u", (unsigned long long)one[SEC_PROVENANCE].size, PROV_SIZE);
+  if (one[SEC_PLAN].size != PLAN_SIZE) BAD("PLAN section has %llu bytes, expected %u", (unsigned long long)one[SEC_PLAN].size, PLAN_SIZE);
+  static const struct { int kind; uint32_t rec; } recs[] = {{SEC_KERNELS, KERNEL_REC}, {SEC_PARAMS, PARAM_REC}, {SEC_TENSORS, TENSOR_REC}, {SEC_TMAS, TMA_REC}, {SEC_WEIGHT_TABLE, WEIGHT_REC}, {SEC_IMAGE_TABLE, IMAGE_REC}};
+  for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++)
+    if (one[recs[i].kind].size % recs[i].rec) BAD("%s section size %llu is not a multiple of its %u-byte record", sec_names[recs[i].kind], (unsigned long long)one[recs[i].kind].size, recs[i].rec);
+  size_t nk = (size_t)(one[SEC_KERNELS].size / KERNEL_REC), np = (size_t)(one[SEC_PARAMS].size / PARAM_REC);
+  size_t nt = (size_t)(one[SEC_TENSORS].size / TENSOR_REC), ntma = (size_t)(one[SEC_TMAS].size / TMA_REC);
+  size_t nw = (size_t)(one[SEC_WEIGHT_TABLE].size / WEIGHT_REC), ni = (size_t)(one[SEC_IMAGE_TABLE].size / IMAGE_REC);
+  if (ni != n_image_data) BAD("IMAGE_TABLE lists %zu images but the file has %u IMAGE_DATA sections", ni, n_image_data);
+
+#define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)S->size); (dst) = (const char *)S->p + r_; } while (0)
+  size_t total = align16(sizeof(rblock_t)) + align16(nk * sizeof(drk_modfile_kernel_t)) + align16(np * sizeof(drk_modfile_param_t)) +
+                 align16(nt * sizeof(drk_modfile_tensor_t)) + align16(ntma * sizeof(drk_modfile_tma_t)) +
+                 align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t));
+  uint8_t *blk = alloc->alloc(alloc->user, total, 16);
+  if (!blk) {
+    set_err(err, n, "out of memory reading the module (%zu bytes)", total);
+    return DRK_MODFILE_ERR_NOMEM;
+  }
+  memset(blk, 0, total);
+  rblock_t *rb = (rblock_t *)blk;
+  rb->size = total;
+  drk_modfile_t *m = &rb->m;
+  uint8_t *cur = blk + align16(sizeof(rblock_t));
+  drk_modfile_kernel_t *ks = (void *)cur; cur += align16(nk * sizeof *ks);
+  drk_modfile_param_t *ps = (void *)cur; cur += align16(np * sizeof *ps);
+  drk_modfile_tensor_t *ts = (void *)cur; cur += align16(nt * sizeof *ts);
+  drk_modfile_tma_t *tm = (void *)cur; cur += align16(ntma * sizeof *tm);
+  drk_modfile_weight_t *ws = (void *)cur; cur += align16(nw * sizeof *ws);
+  drk_modfile_image_t *is = (void *)cur;
+  drk_modfile_result_t res = DRK_MODFILE_ERR_FORMAT;
+#undef BAD
+#define BAD(...) do { set_err(err, n, __VA_ARGS__); goto fail; } while (0)
+#undef STR
+#define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)S->size); (dst) = (const char *)S->p + r_; } while (0)
+  m->format_version = version;
+  const uint8_t *p = one[SEC_PROVENANCE].p;
+  STR(get32(p), m->prov.drkc_version);
+  STR(get32(p + 4), m->prov.command_line);
+  STR(get32(p + 8), m->prov.model_hash);
+  STR(get32(p + 12), m->prov.targets);
+  m->arena_size = get64(one[SEC_PLAN].p);
+  m->weights_offset = get64(one[SEC_PLAN].p + 8);
+  m->weights = one[SEC_WEIGHTS].p;
+  m->weights_size = one[SEC_WEIGHTS].size;
+  for (size_t i = 0; i < np; i++) {
+    p = one[SEC_PARAMS].p + i * PARAM_REC;
+    drk_modfile_param_t *pa = &ps[i];
+    pa->kind = (drk_modfile_param_kind_t)get32(p);
+    if (pa->kind == DRK_MODFILE_PARAM_TMA) pa->tma = get32(p + 4);
+    if (pa->kind == DRK_MODFILE_PARAM_SCALAR) pa->scalar_size = get32(p + 4), memcpy(pa->scalar, p + 24, 8);
+    if (pa->kind == DRK_MODFILE_PARAM_BUFFER) pa->offset = get64(p + 8), pa->size = get64(p + 16);
+    if (pa->kind == DRK_MODFILE_PARAM_SCALAR && pa->scalar_size > 8) BAD("parameter %zu: scalar size %u", i, pa->scalar_size);
+  }
+  for (size_t i = 0; i < nk; i++) {
+    p = one[SEC_KERNELS].p + i * KERNEL_REC;
+    drk_modfile_kernel_t *k = &ks[i];
+    STR(get32(p), k->name);
+    k->slot = get32(p + 4);
+    for (int dd = 0; dd < 3; dd++) k->grid[dd] = get32(p + 8 + 4 * dd), k->block[dd] = get32(p + 20 + 4 * dd), k->cluster[dd] = get32(p + 32 + 4 * dd);
+    k->dyn_smem = get32(p + 44);
+    uint64_t fp = get32(p + 48), kp = get32(p + 52);
+    if (fp + kp > np) BAD("kernel %zu ('%s'): parameters [%llu, +%llu) outside the %zu-entry table", i, k->name, (unsigned long long)fp, (unsigned long long)kp, np);
+    k->params = ps + fp;
+    k->n_params = (uint32_t)kp;
+  }
+  size_t nin = 0, nout = 0;
+  for (size_t i = 0; i < nt; i++) {
+    uint32_t io = get32(one[SEC_TENSORS].p + i * TENSOR_REC + 4);
+    if (io > 1) BAD("tensor %zu: direction %u is neither input (0) nor output (1)", i, io);
+    if (io) nout++; else nin++;
+  }
+  /* Inputs first, then outputs, each in file order. */
+  size_t ii = 0, oi = nin;
+  for (size_t i = 0; i < nt; i++) {
+    p = one[SEC_TENSORS].p + i * TENSOR_REC;
+    drk_modfile_tensor_t *t = &ts[get32(p + 4) ? oi++ : ii++];
+    STR(get32(p), t->name);
+    t->dtype = (int32_t)get32(p + 8);
+    t->rank = get32(p + 12);
+    if (t->rank > DRK_MODFILE_MAX_RANK) BAD("tensor %zu ('%s'): rank %u > %d", i, t->name, t->rank, DRK_MODFILE_MAX_RANK);
+    for (uint32_t dd = 0; dd < t->rank; dd++) t->dims[dd] = (int64_t)get64(p + 16 + 8 * dd);
+    t->offset = get64(p + 80);
+    t->size = get64(p + 88);
+  }
+  for (size_t i = 0; i < ntma; i++) {
+    p = one[SEC_TMAS].p + i * TMA_REC;
+    drk_modfile_tma_t *t = &tm[i];
+    t->data_type = get32(p), t->rank = get32(p + 4), t->interleave = get32(p + 8), t->swizzle = get32(p + 12);
+    t->l2_promotion = get32(p + 16), t->oob_fill = get32(p + 20), t->offset = get64(p + 24);
+    for (int dd = 0; dd < 5; dd++) t->dims[dd] = get64(p + 32 + 8 * dd), t->box[dd] = get32(p + 104 + 4 * dd), t->elem_strides[dd] = get32(p + 124 + 4 * dd);
+    for (int dd = 0; dd < 4; dd++) t->strides[dd] = get64(p + 72 + 8 * dd);
+  }
+  for (size_t i = 0; i < nw; i++) {
+    p = one[SEC_WEIGHT_TABLE].p + i * WEIGHT_REC;
+    STR(get32(p), ws[i].name);
+    ws[i].offset = get64(p + 8);
+    ws[i].size = get64(p + 16);
+  }
+  for (size_t i = 0; i < ni; i++) {
+    p = one[SEC_IMAGE_TABLE].p + i * IMAGE_REC;
+    drk_modfile_image_t *im = &is[i];
+    im->kind = (drk_modfile_image_kind_t)get32(p);
+    im->slot = get32(p + 4);
+    STR(get32(p + 8), im->targets);
+    uint32_t si = get32(p + 12);
+    if (si >= nsec) BAD("image %zu: data section %u of %u", i, si, nsec);
+    const uint8_t *e = d + table + (size_t)si * SECTION_ENTRY_SIZE;
+    if (get32(e) != SEC_IMAGE_DATA) BAD("image %zu: section %u is not IMAGE_DATA", i, si);
+    im->data = d + get64(e + 8);
+    im->size = get64(e + 16);
+  }
+  m->kernels = ks, m->n_kernels = (uint32_t)nk;
+  m->inputs = ts, m->n_inputs = (uint32_t)nin;
+  m->outputs = ts + nin, m->n_outputs = (uint32_t)nout;
+  m->tmas = tm, m->n_tmas = (uint32_t)ntma;
+  m->weight_entries = ws, m->n_weight_entries = (uint32_t)nw;
+  m->images = is, m->n_images = (uint32_t)ni;
+  char verr[400];
+  if (drk_modfile_validate(m, verr, sizeof verr)) BAD("inconsistent module: %s", verr);
+  *out_m = m;
+  return DRK_MODFILE_OK;
+fail:
+  alloc->free(alloc->user, blk, total);
+  return res;
+#undef BAD
+#undef STR
+}
+
+void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m) {
+  if (!m) return;
+  if (!alloc) alloc = &default_alloc;
+  rblock_t *rb = (rblock_t *)((uint8_t *)m - offsetof(rblock_t, m));
+  alloc->free(alloc->user, rb, rb->size);
+}

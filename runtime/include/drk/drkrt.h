@@ -1,0 +1,150 @@
+/* libdrkrt: loads a drkc module (.drkm) and runs it on a GPU.
+ *
+ * Ownership, once for the whole API: every drk_*_create/load has a drk_*_destroy, and the
+ * caller owns what it creates; drk_*_get/info results are borrowed from the object they
+ * came from and live until it is destroyed. Output parameters (out_*) are written only on
+ * success.
+ *
+ * Errors: every function that can fail returns drk_status_t. NULL means success; otherwise
+ * the caller owns a status (code + message, e.g. "session: loading image 0: cuModuleLoadData:
+ * CUDA_ERROR_NO_BINARY_FOR_GPU (no kernel image is available for execution on the device);
+ * hint: module has cubins for sm_90a, device is sm_87") and releases it with
+ * drk_status_destroy(). Messages gain context as they propagate outward.
+ *
+ * Memory: every object takes a drk_allocator_t (NULL selects the default, malloc/free). All
+ * host memory the runtime uses comes from it; nothing is allocated during drk_session_run.
+ *
+ * GPU drivers are reached only through dlopen("libcuda.so.1"): the library links and runs
+ * on machines without a GPU, and there drk_runtime_create (the one gate to every device
+ * operation) returns DRK_STATUS_NO_DRIVER naming the library and the dlerror() text.
+ *
+ * Threading: objects are not internally locked; use one runtime per thread or serialize. */
+#ifndef DRK_DRKRT_H
+#define DRK_DRKRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ---- */
+typedef enum drk_status_code {
+  DRK_STATUS_OK = 0,
+  DRK_STATUS_INVALID_ARGUMENT, /* API misuse: NULL handle, index out of range, size mismatch */
+  DRK_STATUS_IO,               /* a file could not be read */
+  DRK_STATUS_BAD_MODULE,       /* truncated, corrupted or inconsistent module file */
+  DRK_STATUS_VERSION_MISMATCH, /* module written for another module format version */
+  DRK_STATUS_NO_DRIVER,        /* libcuda.so.1 missing or unusable */
+  DRK_STATUS_NO_DEVICE,        /* no GPU, or device index out of range */
+  DRK_STATUS_NO_IMAGE,         /* module has no code for this device's architecture */
+  DRK_STATUS_OUT_OF_MEMORY,    /* host allocator or device memory exhausted */
+  DRK_STATUS_DRIVER,           /* any other driver error (message has the CUresult name) */
+} drk_status_code_t;
+
+typedef struct drk_status *drk_status_t; /* NULL = OK */
+
+drk_status_code_t drk_status_code(drk_status_t st);   /* DRK_STATUS_OK for NULL */
+const char *drk_status_message(drk_status_t st);     /* borrowed; "" for NULL */
+const char *drk_status_code_name(drk_status_code_t c); /* "DRK_STATUS_NO_DRIVER" */
+void drk_status_destroy(drk_status_t st);             /* NULL is a no-op */
+
+/* ---- allocator ---- */
+/* alloc returns size bytes aligned to align (a power of two <= 4096) or NULL; free gets the
+ * same size back. */
+typedef struct drk_allocator {
+  void *(*alloc)(void *user, size_t size, size_t align);
+  void (*free)(void *user, void *ptr, size_t size);
+  void *user;
+} drk_allocator_t;
+
+/* ---- modules (host side; no driver needed) ---- */
+typedef struct drk_module drk_module_t;
+
+/* Reads and validates a module file (magic, format version, section table, checksums). */
+drk_status_t drk_module_load_file(const drk_allocator_t *alloc, const char *path,
+                                  drk_module_t **out_module);
+/* Same from memory. The bytes are borrowed: they must stay valid and unchanged until
+ * drk_module_destroy (weights and images are not copied). */
+drk_status_t drk_module_load_memory(const drk_allocator_t *alloc, const void *data,
+                                    size_t size, drk_module_t **out_module);
+void drk_module_destroy(drk_module_t *m);
+
+/* Data types are ONNX TensorProto.DataType codes (1 float, 10 float16, 16 bfloat16, ...). */
+#define DRK_TENSOR_MAX_RANK 8
+typedef struct drk_tensor_info {
+  const char *name;  /* borrowed from the module */
+  int32_t dtype;     /* ONNX TensorProto.DataType */
+  uint32_t rank;
+  int64_t dims[DRK_TENSOR_MAX_RANK];
+  uint64_t size_bytes;
+} drk_tensor_info_t;
+
+size_t drk_module_num_inputs(const drk_module_t *m);
+size_t drk_module_num_outputs(const drk_module_t *m);
+size_t drk_module_num_kernels(const drk_module_t *m);
+drk_status_t drk_module_input_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info);
+drk_status_t drk_module_output_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info);
+const char *drk_module_kernel_name(const drk_module_t *m, size_t index); /* NULL if out of range */
+/* One-line provenance, e.g. "drkc 0.1.0; targets sm_90a,sm_87; model sha256:ab12..." */
+const char *drk_module_provenance(const drk_module_t *m);
+
+/* ---- runtime: driver, device, context, stream ---- */
+typedef struct drk_runtime drk_runtime_t;
+
+typedef struct drk_runtime_options {
+  const drk_allocator_t *allocator; /* NULL: default */
+  int device;                       /* CUDA device ordinal */
+  const char *driver_library;       /* NULL: $DRK_CUDA_DRIVER if set, else "libcuda.so.1" */
+} drk_runtime_options_t;
+
+/* Loads the driver, initializes it, retains the device's primary context, creates a stream. */
+drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt);
+void drk_runtime_destroy(drk_runtime_t *rt);
+/* E.g. "NVIDIA H200 (sm_90, 139.8 GiB, driver 13.0)"; borrowed. */
+const char *drk_runtime_device_name(const drk_runtime_t *rt);
+/* Device architecture as major*10+minor (90 for H100/H200, 87 for Orin). */
+unsigned drk_runtime_device_sm(const drk_runtime_t *rt);
+
+/* ---- sessions: a module made ready to run on one runtime's device ---- */
+typedef struct drk_session drk_session_t;
+
+/* Picks an image per code slot for the device (cubin for its sm; else the newest PTX not
+ * newer than the device, JIT-compiled; else DRK_STATUS_NO_IMAGE naming the archs present
+ * and the device's), loads it, resolves kernels, allocates the one arena the module plans,
+ * uploads the weights, encodes TMA descriptors, and captures the launch sequence as a CUDA
+ * graph. The module must outlive the session. */
+drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session);
+void drk_session_destroy(drk_session_t *s);
+
+typedef enum drk_memory_kind {
+  DRK_MEMORY_HOST = 0,   /* ordinary host pointer (pinned is faster, not required) */
+  DRK_MEMORY_DEVICE = 1, /* CUdeviceptr cast to void *, on the runtime's device */
+} drk_memory_kind_t;
+
+/* Binds a caller buffer to graph input/output `index`. size must equal the tensor's
+ * size_bytes. Bound memory is borrowed until rebound or the session is destroyed. Inputs
+ * are copied into the arena before the graph runs, outputs out of it afterwards. */
+drk_status_t drk_session_bind_input(drk_session_t *s, size_t index, void *ptr, size_t size,
+                                    drk_memory_kind_t kind);
+drk_status_t drk_session_bind_output(drk_session_t *s, size_t index, void *ptr, size_t size,
+                                     drk_memory_kind_t kind);
+
+/* Copies inputs in, replays the captured graph, copies outputs out, and waits for the
+ * stream (the caller asked for results). Unbound inputs keep their previous arena contents.
+ * With profiling on, kernels are launched one by one between events instead (slower, gives
+ * per-kernel times). */
+drk_status_t drk_session_run(drk_session_t *s);
+
+/* Per-kernel timing for later runs (0 = off, the default). */
+drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled);
+/* Milliseconds each kernel took in the last profiled run; n must be drk_module_num_kernels. */
+drk_status_t drk_session_kernel_times(const drk_session_t *s, float *out_ms, size_t n);
+/* Milliseconds the last run took on the GPU (copies + kernels), from events. */
+drk_status_t drk_session_last_run_ms(const drk_session_t *s, float *out_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

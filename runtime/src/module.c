@@ -1,0 +1,100 @@
+/* Host-side modules: reads a .drkm through the package reader and answers questions about
+ * it. Needs no GPU driver, so tools can inspect modules anywhere. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/src/internal.h"
+
+static drk_status_t from_modfile(const drk_allocator_t *a, drk_modfile_result_t r, const char *err) {
+  switch (r) {
+  case DRK_MODFILE_OK: return NULL;
+  case DRK_MODFILE_ERR_VERSION: return drk_rt_status(a, DRK_STATUS_VERSION_MISMATCH, "%s", err);
+  case DRK_MODFILE_ERR_NOMEM: return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "%s", err);
+  default: return drk_rt_status(a, DRK_STATUS_BAD_MODULE, "%s", err);
+  }
+}
+
+static drk_status_t finish(const drk_allocator_t *alloc, const void *data, size_t size, void *owned,
+                           drk_module_t **out) {
+  alloc = drk_rt_allocator(alloc);
+  drk_module_t *m = drk_rt_alloc(alloc, sizeof *m, 16);
+  if (!m) return drk_rt_status(alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the module object");
+  char err[1024] = "";
+  drk_modfile_result_t r = drk_modfile_read(data, size, alloc, &m->mf, err, sizeof err);
+  if (r) {
+    drk_rt_free(alloc, m, sizeof *m);
+    return from_modfile(alloc, r, err);
+  }
+  m->alloc = *alloc;
+  m->owned = owned;
+  m->owned_size = owned ? size : 0;
+  const drk_modfile_provenance_t *p = &m->mf->prov;
+  snprintf(m->provenance, sizeof m->provenance, "drkc %s; targets %s; model %s; %u kernels, %" PRIu64 " weight bytes, arena %" PRIu64 " bytes",
+           *p->drkc_version ? p->drkc_version : "?", *p->targets ? p->targets : "?",
+           *p->model_hash ? p->model_hash : "?", m->mf->n_kernels, m->mf->weights_size, m->mf->arena_size);
+  *out = m;
+  return NULL;
+}
+
+drk_status_t drk_module_load_memory(const drk_allocator_t *alloc, const void *data, size_t size,
+                                    drk_module_t **out_module) {
+  if (!out_module || (!data && size)) return drk_rt_status(alloc, DRK_STATUS_INVALID_ARGUMENT, "drk_module_load_memory: NULL argument");
+  return drk_rt_status_wrap(finish(alloc, data, size, NULL, out_module), "module in memory");
+}
+
+drk_status_t drk_module_load_file(const drk_allocator_t *alloc, const char *path, drk_module_t **out_module) {
+  if (!path || !out_module) return drk_rt_status(alloc, DRK_STATUS_INVALID_ARGUMENT, "drk_module_load_file: NULL argument");
+  FILE *f = fopen(path, "rb");
+  if (!f) return drk_rt_status(alloc, DRK_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
+  long size = -1;
+  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return drk_rt_status(alloc, DRK_STATUS_IO, "%s: cannot determine the file size", path);
+  }
+  /* 256-byte alignment keeps weights and images at the alignment the format gives them. */
+  void *data = drk_rt_alloc(alloc, (size_t)size, 256);
+  if (!data) {
+    fclose(f);
+    return drk_rt_status(alloc, DRK_STATUS_OUT_OF_MEMORY, "%s: out of memory reading %ld bytes", path, size);
+  }
+  size_t got = fread(data, 1, (size_t)size, f);
+  fclose(f);
+  if (got != (size_t)size) {
+    drk_rt_free(alloc, data, (size_t)size);
+    return drk_rt_status(alloc, DRK_STATUS_IO, "%s: short read (%zu of %ld bytes)", path, got, size);
+  }
+  drk_status_t st = finish(alloc, data, (size_t)size, data, out_module);
+  if (st) drk_rt_free(alloc, data, (size_t)size);
+  return drk_rt_status_wrap(st, "%s", path);
+}
+
+void drk_module_destroy(drk_module_t *m) {
+  if (!m) return;
+  drk_allocator_t a = m->alloc;
+  drk_modfile_free(&a, m->mf);
+  drk_rt_free(&a, m->owned, m->owned_size);
+  drk_rt_free(&a, m, sizeof *m);
+}
+
+size_t drk_module_num_inputs(const drk_module_t *m) { return m ? m->mf->n_inputs : 0; }
+size_t drk_module_num_outputs(const drk_module_t *m) { return m ? m->mf->n_outputs : 0; }
+size_t drk_module_num_kernels(const drk_module_t *m) { return m ? m->mf->n_kernels : 0; }
+
+static drk_status_t tensor_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out, int output) {
+  size_t n = output ? drk_module_num_outputs(m) : drk_module_num_inputs(m);
+  if (!m || !out || index >= n)
+    return drk_rt_status(m ? &m->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", output ? "output" : "input", index, n);
+  const drk_modfile_tensor_t *t = output ? &m->mf->outputs[index] : &m->mf->inputs[index];
+  drk_tensor_info_t info = {t->name, t->dtype, t->rank, {0}, t->size};
+  for (uint32_t d = 0; d < t->rank && d < DRK_TENSOR_MAX_RANK; d++) info.dims[d] = t->dims[d];
+  *out = info;
+  return NULL;
+}
+
+drk_status_t drk_module_input_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info) { return tensor_info(m, index, out_info, 0); }
+drk_status_t drk_module_output_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info) { return tensor_info(m, index, out_info, 1); }
+const char *drk_module_kernel_name(const drk_module_t *m, size_t index) { return m && index < m->mf->n_kernels ? m->mf->kernels[index].name : NULL; }
+const char *drk_module_provenance(const drk_module_t *m) { return m ? m->provenance : ""; }
