@@ -38,6 +38,15 @@ static bool dim_same(drk_dim_t a, drk_dim_t b) {
   return a.sym && b.sym && strcmp(a.sym, b.sym) == 0;
 }
 
+/* Element count of a static shape; -1 if not static or too large to count. */
+static int64_t numel_checked(const drk_shape_t *s) {
+  if (!drk_shape_is_static(s)) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    if (__builtin_mul_overflow(n, s->dims[i].size, &n)) return -1;
+  return n;
+}
+
 static void replace_uses(drk_graph_t *g, drk_value_t *old, drk_value_t *nv) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     drk_node_t *n = g->nodes[i];
@@ -126,7 +135,7 @@ static bool fold_shape_like(fctx_t *c, drk_node_t *n) {
       fold_i64(c, n, 1, vals, nd);
       return true;
     case DRK_OP_SIZE: {
-      int64_t ne = drk_shape_numel(&in(n, 0)->shape);
+      int64_t ne = numel_checked(&in(n, 0)->shape);
       if (ne < 0) return false;
       fold_i64(c, n, 0, &ne, 1);
       return true;
@@ -154,7 +163,7 @@ static bool fold_shape_like(fctx_t *c, drk_node_t *n) {
       int64_t st[2], en[2], ax[2] = {0}, sp[2] = {1}, k1, k2, k3 = 1, k4 = 1;
       if (!read_ints(in(n, 1), st, &k1, 1) || !read_ints(in(n, 2), en, &k2, 1) || k1 != 1 || k2 != 1) return false;
       if (in(n, 3) && (!read_ints(in(n, 3), ax, &k3, 1) || k3 != 1 || (ax[0] != 0 && ax[0] != -1))) return false;
-      if (in(n, 4) && (!read_ints(in(n, 4), sp, &k4, 1) || k4 != 1 || sp[0] == 0)) return false;
+      if (in(n, 4) && (!read_ints(in(n, 4), sp, &k4, 1) || k4 != 1 || sp[0] == 0 || sp[0] == INT64_MIN)) return false;
       int64_t s = st[0], e = en[0], step = sp[0], m = nd;
       if (s < 0) s += m;
       if (e < 0) e += m;
@@ -257,7 +266,7 @@ static void fold_by_interp(fctx_t *c, drk_node_t *n) {
   }
   if (!any) return;
   for (int i = 0; i < n->n_outputs; i++) {
-    int64_t ne = drk_shape_numel(&n->outputs[i]->shape);
+    int64_t ne = numel_checked(&n->outputs[i]->shape);
     if (ne < 0 || ne > c->max_elems || n->outputs[i]->shape.rank > DRK_MAX_RANK) return;
   }
   drk_tensor_t *ins = calloc((size_t)n->n_inputs + 1, sizeof *ins);

@@ -50,6 +50,12 @@ typedef struct {
 /* ---- dims ---- */
 static drk_dim_t dim_s(int64_t v) { drk_dim_t x = {v, NULL}; return x; }
 static drk_dim_t dim_unk(void) { drk_dim_t x = {-1, NULL}; return x; }
+/* A computed extent; NaN, negative or absurd values give "unknown" rather than UB. */
+static drk_dim_t dim_dbl(double v) {
+  drk_dim_t x = {-1, NULL};
+  if (v >= 0 && v < 4.0e18) x.size = (int64_t)v;
+  return x;
+}
 static bool is_st(drk_dim_t x) { return !x.sym && x.size >= 0; }
 static bool is_unk(drk_dim_t x) { return !x.sym && x.size < 0; }
 /* Provably equal (same static size, or same symbol). */
@@ -100,13 +106,14 @@ static shp_t shp_of(const drk_value_t *v) {
   return s;
 }
 
+/* Multiplies into *acc; false on overflow (absurd static dims: no claim is made then). */
+static bool mul_into(int64_t *acc, int64_t v) { return !__builtin_mul_overflow(*acc, v, acc); }
+
 static int64_t shp_numel(const shp_t *s) {
   if (s->rank < 0) return -1;
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) {
-    if (!is_st(s->d[i])) return -1;
-    n *= s->d[i].size;
-  }
+  for (int i = 0; i < s->rank; i++)
+    if (!is_st(s->d[i]) || !mul_into(&n, s->d[i].size)) return -1;
   return n;
 }
 
@@ -245,7 +252,9 @@ static bool norm_axis(ictx_t *c, int64_t axis, int rank, int *out, const char *w
 /* ONNX pooling/conv output extent for one spatial axis. */
 static drk_dim_t pool_out(drk_dim_t in_d, int64_t k, int64_t s, int64_t dil, int64_t pb, int64_t pe,
                           const char *auto_pad, bool ceil_mode) {
-  if (!is_st(in_d)) return dim_unk();
+  if (!is_st(in_d) || k <= 0 || dil <= 0 || k > ((int64_t)1 << 31) || dil > ((int64_t)1 << 31) || pb < -((int64_t)1 << 40) ||
+      pb > ((int64_t)1 << 40) || pe < -((int64_t)1 << 40) || pe > ((int64_t)1 << 40))
+    return dim_unk(); /* absurd attributes: no claim rather than overflow */
   int64_t n = in_d.size, ek = (k - 1) * dil + 1;
   if (s <= 0) s = 1;
   if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) return dim_s((n + s - 1) / s);
@@ -254,7 +263,7 @@ static drk_dim_t pool_out(drk_dim_t in_d, int64_t k, int64_t s, int64_t dil, int
     return dim_s(v < 0 ? 0 : v / s + 1);
   }
   int64_t num = n + pb + pe - ek;
-  if (num < 0) return dim_s(-1); /* reported by the caller */
+  if (num < 0) return (drk_dim_t){-2, NULL}; /* window larger than the input: callers report it */
   int64_t o = ceil_mode ? (num + s - 1) / s + 1 : num / s + 1;
   /* ceil mode: the last window must start inside the input or the left padding */
   if (ceil_mode && (o - 1) * s >= n + pb) o--;
@@ -268,11 +277,11 @@ static int64_t slice_len(int64_t n, int64_t st, int64_t en, int64_t step) {
   if (step > 0) {
     st = st < 0 ? 0 : st > n ? n : st;
     en = en < 0 ? 0 : en > n ? n : en;
-    return en > st ? (en - st + step - 1) / step : 0;
+    return en > st ? (en - st - 1) / step + 1 : 0;
   }
   st = st < -1 ? -1 : st > n - 1 ? n - 1 : st;
   en = en < -1 ? -1 : en > n - 1 ? n - 1 : en;
-  return st > en ? (st - en + (-step) - 1) / (-step) : 0;
+  return st > en ? (st - en - 1) / (-step) + 1 : 0;
 }
 static int64_t slice_start(int64_t n, int64_t st, int64_t step) {
   if (st < 0) st += n;
@@ -312,7 +321,7 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   int64_t in_static = 1;
   bool in_ok = true;
   for (int i = 0; i < x->rank; i++) {
-    if (is_st(x->d[i])) in_static *= x->d[i].size;
+    if (is_st(x->d[i])) { if (!mul_into(&in_static, x->d[i].size)) return; }
     else if (x->d[i].sym) syms[ns++] = x->d[i].sym;
     else in_ok = false;
   }
@@ -324,7 +333,7 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   for (int i = 0; i < n; i++) {
     if (i == neg) continue;
     drk_dim_t dd = o->d[i];
-    if (is_st(dd)) { out_static *= dd.size; continue; }
+    if (is_st(dd)) { if (!mul_into(&out_static, dd.size)) return; continue; }
     if (!dd.sym) { out_ok = false; continue; }
     int j;
     for (j = 0; j < ns; j++)
@@ -400,6 +409,7 @@ static void infer_conv(ictx_t *c, const drk_node_t *n, const shp_t *x, const shp
   const int64_t *oshape = drk_node_attr_ints(n, "output_shape", &nos);
   const char *ap = drk_node_attr_string(n, "auto_pad", "NOTSET");
   int64_t group = drk_node_attr_int(n, "group", 1);
+  if (group <= 0 || group > ((int64_t)1 << 24)) { err(c, "group %lld is out of range", (long long)group); return; }
   if ((ks && (int)nk != ns) || (pads && (int)np != 2 * ns) || (strides && (int)nst != ns) || (dil && (int)nd != ns)) {
     err(c, "kernel_shape/pads/strides/dilations do not match %d spatial dims of %s", ns, fmt_shp(x));
     return;
@@ -430,11 +440,16 @@ static void infer_conv(ictx_t *c, const drk_node_t *n, const shp_t *x, const shp
     if (k < 0 || !is_st(xi)) { o->d[2 + i] = dim_unk(); continue; }
     if (!transpose) {
       drk_dim_t r = pool_out(xi, k, s, dl, pb, pe, ap, false);
-      if (is_st(r) || r.sym) o->d[2 + i] = r;
+      if (r.size != -2) o->d[2 + i] = r;
       else { err(c, "kernel %lld (dilation %lld) is larger than padded input %lld on spatial axis %d", (long long)k, (long long)dl, (long long)xi.size, i); return; }
     } else {
       if (oshape && (int)nos >= ns) { o->d[2 + i] = dim_s(oshape[nos - ns + i]); continue; }
       int64_t op = opad && (int)nop == ns ? opad[i] : 0;
+      const int64_t lim = (int64_t)1 << 31;
+      if (s <= 0 || s > lim || k > lim || dl <= 0 || dl > lim || op < -lim || op > lim || pb < -lim || pb > lim || pe < -lim || pe > lim || xi.size > lim) {
+        o->d[2 + i] = dim_unk();
+        continue;
+      }
       if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) o->d[2 + i] = dim_s(xi.size * s);
       else {
         if (strcmp(ap, "VALID") == 0) pb = pe = 0;
@@ -465,7 +480,7 @@ static void infer_pool(ictx_t *c, const drk_node_t *n, const shp_t *x, shp_t *o)
   for (int i = 0; i < ns; i++) {
     drk_dim_t r = pool_out(x->d[2 + i], ks[i], strides ? strides[i] : 1, dil ? dil[i] : 1, pads ? pads[i] : 0,
                            pads ? pads[ns + i] : 0, ap, ceil_mode);
-    if (!r.sym && r.size < 0 && is_st(x->d[2 + i])) {
+    if (r.size == -2) {
       err(c, "kernel %lld is larger than padded input %s on spatial axis %d", (long long)ks[i], fmt_shp(x), i);
       return;
     }
@@ -698,6 +713,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       int nk;
       o->s[0] = x;
       if (get_ints(c, in(n, 1), k, &nk) && nk == 1) {
+        if (k[0] < 0) { err(c, "k = %lld is negative", (long long)k[0]); return; }
         if (is_st(x.d[a]) && k[0] > x.d[a].size) {
           err(c, "k = %lld is larger than axis %d of %s", (long long)k[0], a, fmt_shp(&x));
           return;
@@ -726,6 +742,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
         if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
         return;
       }
+      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
       reshape_infer(c, &x, k->e, k->n, drk_node_attr_int(n, "allowzero", 0) != 0, &o->s[0]);
       return;
     }
@@ -922,7 +939,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       for (int i = 0; i < nst; i++) {
         int a;
         if (!norm_axis(c, ax[i], x.rank, &a, "axis")) return;
-        if (sp[i] == 0) { err(c, "step must not be 0"); return; }
+        if (sp[i] == 0 || sp[i] == INT64_MIN) { err(c, "step %lld is invalid", (long long)sp[i]); return; }
         drk_dim_t d = x.d[a];
         if (is_st(d)) o->s[0].d[a] = dim_s(slice_len(d.size, st[i], en[i], sp[i]));
         else if (sp[i] == 1 && st[i] == 0 && en[i] >= HUGE_END) o->s[0].d[a] = d;
@@ -1008,6 +1025,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
         }
         return;
       }
+      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
       shp_t t;
       t.rank = k->n;
       for (int i = 0; i < k->n; i++) {
@@ -1033,7 +1051,9 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       o->s[0] = x;
       for (int i = 0; i < nr; i++) {
         if (rep[i] < 0) { err(c, "negative repeat %lld", (long long)rep[i]); return; }
-        if (is_st(x.d[i])) o->s[0].d[i] = dim_s(x.d[i].size * rep[i]);
+        int64_t prod;
+        if (is_st(x.d[i]) && !__builtin_mul_overflow(x.d[i].size, rep[i], &prod)) o->s[0].d[i] = dim_s(prod);
+        else if (is_st(x.d[i])) o->s[0].d[i] = dim_unk();
         else if (rep[i] != 1) o->s[0].d[i] = rep[i] == 0 ? dim_s(0) : dim_unk();
       }
       return;
@@ -1054,10 +1074,11 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       for (int i = 0; i < na; i++) {
         int a;
         if (!norm_axis(c, axes[i], x.rank, &a, "axis")) return;
-        int64_t add = pads[i] + pads[na + i];
+        int64_t add, sum;
+        if (__builtin_add_overflow(pads[i], pads[na + i], &add)) { err(c, "pads overflow"); return; }
         drk_dim_t d = x.d[a];
         if (is_st(d)) {
-          if (d.size + add < 0) { err(c, "pads shrink axis %d of %s below zero", a, fmt_shp(&x)); return; }
+          if (__builtin_add_overflow(d.size, add, &sum) || sum < 0) { err(c, "pads shrink axis %d of %s below zero", a, fmt_shp(&x)); return; }
           o->s[0].d[a] = dim_s(d.size + add);
         } else if (add != 0) {
           o->s[0].d[a] = dim_unk();
@@ -1069,9 +1090,10 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       if (x.rank < 0) return;
       size_t nax = 0;
       const int64_t *ax = drk_node_attr_ints(n, "axes", &nax);
+      if (ax && (int)nax > x.rank) { err(c, "'axes' has %zu entries for input %s", nax, fmt_shp(&x)); return; }
       int naxes = ax ? (int)nax : x.rank;
       int axv[MAXR];
-      for (int i = 0; i < naxes && i < MAXR; i++) {
+      for (int i = 0; i < naxes; i++) {
         if (ax) { if (!norm_axis(c, ax[i], x.rank, &axv[i], "axis")) return; }
         else axv[i] = i;
       }
@@ -1091,7 +1113,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
           double r = (double)sizes[i] / (double)x.d[axv[i]].size;
           sc = strcmp(pol, "not_larger") == 0 ? fmin(sc, r) : fmax(sc, r);
         }
-        for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_s((int64_t)floor(sc * (double)x.d[axv[i]].size + 0.5));
+        for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_dbl(floor(sc * (double)x.d[axv[i]].size + 0.5));
         return;
       }
       if (in(n, 2) && in(n, 2)->kind == DRK_VALUE_CONST) {
@@ -1101,7 +1123,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
           for (int i = 0; i < naxes; i++) {
             drk_dim_t d = x.d[axv[i]];
             double s = drk_tensor_get_f64(&t, i);
-            if (is_st(d)) o->s[0].d[axv[i]] = dim_s((int64_t)floor((double)d.size * s));
+            if (is_st(d)) o->s[0].d[axv[i]] = dim_dbl(floor((double)d.size * s));
             else if (s != 1.0) o->s[0].d[axv[i]] = dim_unk();
           }
           return;
@@ -1114,7 +1136,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       if (x.rank < 0) return;
       if (x.rank != 4) { err(c, "input %s must be 4-D", fmt_shp(&x)); return; }
       int64_t b = drk_node_attr_int(n, "blocksize", 0);
-      if (b <= 0) { err(c, "blocksize must be positive"); return; }
+      if (b <= 0 || b > 65536) { err(c, "blocksize %lld is out of range", (long long)b); return; }
       o->s[0] = x;
       bool d2s = op == DRK_OP_DEPTH_TO_SPACE;
       drk_dim_t ch = x.d[1];
@@ -1191,6 +1213,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
         if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
         return;
       }
+      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
       o->s[0].rank = k->n;
       for (int i = 0; i < k->n; i++) {
         int64_t v;
@@ -1222,6 +1245,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       }
       if (v[2] == 0) { err(c, "delta must not be 0"); return; }
       double cnt = ceil((v[1] - v[0]) / v[2]);
+      if (!(cnt < 9.0e15)) { if (cnt == cnt) err(c, "%g elements are too many", cnt); else err(c, "start, limit or delta is NaN"); return; }
       o->s[0].d[0] = dim_s(cnt > 0 ? (int64_t)cnt : 0);
       return;
     }
@@ -1258,11 +1282,11 @@ static void track_arith(ictx_t *c, const drk_node_t *n) {
     drk_dim_t z = dim_unk();
     if (xs && ys) {
       switch (op) {
-        case DRK_OP_ADD: z = kel_int(xv + yv); break;
-        case DRK_OP_SUB: z = kel_int(xv - yv); break;
-        case DRK_OP_MUL: z = kel_int(xv * yv); break;
+        case DRK_OP_ADD: if (!__builtin_add_overflow(xv, yv, &xv)) z = kel_int(xv); break;
+        case DRK_OP_SUB: if (!__builtin_sub_overflow(xv, yv, &xv)) z = kel_int(xv); break;
+        case DRK_OP_MUL: if (!__builtin_mul_overflow(xv, yv, &xv)) z = kel_int(xv); break;
         case DRK_OP_DIV:
-          if (yv != 0) {
+          if (yv != 0 && !(xv == INT64_MIN && yv == -1)) {
             int64_t q = xv / yv;
             if ((xv % yv != 0) && ((xv < 0) != (yv < 0))) q--; /* ONNX integer Div floors */
             z = kel_int(q);

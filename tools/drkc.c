@@ -294,8 +294,8 @@ static bool file_exists(const char *p) {
 }
 
 static bool read_input_file(const char *path, drk_tensor_t *out, drk_diag_t *d) {
-  if (has_suffix(path, ".npy")) return drk_npy_read(path, out, d);
-  return drk_tensor_pb_read(path, out, NULL, d);
+  if (has_suffix(path, ".npy")) return drk_tensor_read_npy(path, out, d);
+  return drk_tensor_read_pb(path, out, NULL, d);
 }
 
 static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char *src, drk_diag_t *d) {
@@ -378,10 +378,10 @@ static int run_model(const run_options_t *ro) {
     for (size_t i = 0; i < no; i++) {
       char path[4096];
       snprintf(path, sizeof path, "%s/output_%zu.pb", ro->output_dir, i);
-      if (!drk_tensor_pb_write(path, &outputs[i], g->outputs[i]->name, &d)) goto done_out;
+      if (!drk_tensor_write_pb(path, &outputs[i], g->outputs[i]->name, &d)) goto done_out;
       if (ro->npy) {
         snprintf(path, sizeof path, "%s/output_%zu.npy", ro->output_dir, i);
-        if (!drk_npy_write(path, &outputs[i], &d)) goto done_out;
+        if (!drk_tensor_write_npy(path, &outputs[i], &d)) goto done_out;
       }
     }
   }

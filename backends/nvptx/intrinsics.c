@@ -147,6 +147,27 @@ LLVMValueRef drk_nvptx_shfl(drk_nvptx_cg_t *cg, drk_nvptx_shfl_t kind, LLVMValue
   return drk_nvptx_call_intrinsic(cg, name, NULL, 0, a, 4);
 }
 
+LLVMValueRef drk_nvptx_warp_reduce(drk_nvptx_cg_t *cg, drk_nvptx_red_t op, LLVMValueRef v,
+                                   unsigned width) {
+  DRK_ASSERT(width >= 2 && width <= 32 && (width & (width - 1)) == 0);
+  LLVMTypeRef t = LLVMTypeOf(v);
+  bool is_f = LLVMGetTypeKind(t) == LLVMFloatTypeKind;
+  for (unsigned off = width / 2; off >= 1; off /= 2) {
+    LLVMValueRef o = drk_nvptx_shfl(cg, DRK_NVPTX_SHFL_BFLY, v, drk_i32(cg, off));
+    if (op == DRK_NVPTX_RED_ADD) {
+      v = is_f ? LLVMBuildFAdd(cg->b, v, o, "") : LLVMBuildAdd(cg->b, v, o, "");
+    } else if (is_f) {
+      LLVMValueRef a[] = {v, o};
+      v = drk_nvptx_call_intrinsic(cg, op == DRK_NVPTX_RED_MAX ? "llvm.maximum" : "llvm.minimum",
+                                   &t, 1, a, 2);
+    } else {
+      LLVMValueRef a[] = {v, o};
+      v = drk_nvptx_call_intrinsic(cg, op == DRK_NVPTX_RED_MAX ? "llvm.smax" : "llvm.smin", &t, 1, a, 2);
+    }
+  }
+  return v;
+}
+
 /* ---- cp.async ---- */
 void drk_nvptx_cp_async(drk_nvptx_cg_t *cg, LLVMValueRef dst_smem, LLVMValueRef src_global,
                         unsigned bytes, LLVMValueRef src_size) {

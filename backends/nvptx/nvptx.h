@@ -140,6 +140,13 @@ typedef enum { DRK_NVPTX_SHFL_BFLY, DRK_NVPTX_SHFL_DOWN, DRK_NVPTX_SHFL_UP, DRK_
 LLVMValueRef drk_nvptx_shfl(drk_nvptx_cg_t *cg, drk_nvptx_shfl_t kind, LLVMValueRef v,
                             LLVMValueRef lane_or_delta);
 
+typedef enum { DRK_NVPTX_RED_ADD, DRK_NVPTX_RED_MAX, DRK_NVPTX_RED_MIN } drk_nvptx_red_t;
+/* Butterfly reduction of a float or i32 (signed) value over groups of `width` consecutive
+ * lanes (power of two, 2..32); every lane of a group receives the result. Float max/min
+ * propagate NaN (llvm.maximum/minimum). */
+LLVMValueRef drk_nvptx_warp_reduce(drk_nvptx_cg_t *cg, drk_nvptx_red_t op, LLVMValueRef v,
+                                   unsigned width);
+
 /* cp.async.{ca,cg}.shared.global of `bytes` (4, 8 or 16; cg needs 16). With src_size
  * (i32, may be NULL) the bytes beyond src_size are zero-filled: masked loads. */
 void drk_nvptx_cp_async(drk_nvptx_cg_t *cg, LLVMValueRef dst_smem, LLVMValueRef src_global,

@@ -32,13 +32,13 @@ char *drk_nvptx_ptxas_find(drk_diag_t *d) {
   const char *env = getenv("DRK_PTXAS");
   if (env && *env) {
     if (drk_is_exec(env)) return drk_strdup_or_die(env);
-    snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "$DRK_PTXAS=%s, ", env);
+    snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "$DRK_PTXAS=%.900s, ", env);
   }
   const char *cuda = getenv("CUDA_HOME");
   if (cuda && *cuda) {
     snprintf(buf, sizeof buf, "%s/bin/ptxas", cuda);
     if (drk_is_exec(buf)) return drk_strdup_or_die(buf);
-    snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "%s, ", buf);
+    snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "%.900s, ", buf);
   }
   if (drk_is_exec("/usr/local/cuda/bin/ptxas")) return drk_strdup_or_die("/usr/local/cuda/bin/ptxas");
   snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "/usr/local/cuda/bin/ptxas, ");

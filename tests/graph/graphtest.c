@@ -6,9 +6,9 @@
  *   drk_graphtest --print FILE  parses, verifies and prints FILE (a debugging aid)
  *
  * A test file is a graph plus directives in comment lines:
- *   # EXPECT-ERROR: L:C: error: MESSAGE
- *       the parse (or, if it parses, the verifier) must fail, and its first error must read
- *       exactly FILE:L:C: error: MESSAGE. Several lines: the verifier's errors in order.
+ *   # EXPECT-ERROR: L:C: error: MESSAGE      (or: node 'NAME' (#I): error: MESSAGE)
+ *       the parse (or, if it parses, the verifier) must fail, and its errors must read
+ *       exactly FILE:L:C: error: MESSAGE (FILE: node ...), one line each, in order.
  *   # EXPECT-PRINT:      followed by lines `# | TEXT`: the exact printed form of the graph.
  * Without EXPECT-ERROR the graph must parse, verify, and print(parse(print(g))) == print(g). */
 #include <math.h>
@@ -110,9 +110,11 @@ static int run_file(const char *path) {
     size_t n = eol ? (size_t)(eol - line) : (size_t)(text + len - line);
     const char *ee = "# EXPECT-ERROR: ", *ep = "# EXPECT-PRINT:";
     if (n >= strlen(ee) && memcmp(line, ee, strlen(ee)) == 0) {
+      /* `L:C: error: ...` follows the file name directly; `node 'x' (#i): ...` after ": ". */
+      const char *rest = line + strlen(ee);
       sb_add(&want_err, path, strlen(path));
-      sb_add(&want_err, ":", 1);
-      sb_add(&want_err, line + strlen(ee), n - strlen(ee));
+      sb_add(&want_err, *rest >= '0' && *rest <= '9' ? ":" : ": ", *rest >= '0' && *rest <= '9' ? 1 : 2);
+      sb_add(&want_err, rest, n - strlen(ee));
       sb_add(&want_err, "\n", 1);
       in_print = false;
     } else if (n >= strlen(ep) && memcmp(line, ep, strlen(ep)) == 0) {

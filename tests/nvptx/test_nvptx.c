@@ -129,6 +129,46 @@ static void build_mma(kmod_t *k, drk_nvptx_mma_in_t in, const char *name) {
   LLVMBuildRetVoid(cg->b);
 }
 
+/* One warp: out[0..2] = sum/max/min of in[lane] (f32), out[3] = sum of (int)in[lane],
+ * written by lane 0; out[4 + g] = sum over the 8-lane group g (width 8). */
+static void build_wred(kmod_t *k) {
+  LLVMTypeRef g = LLVMPointerTypeInContext(k->ctx, DRK_NVPTX_AS_GLOBAL);
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(k->ctx), i32 = LLVMInt32TypeInContext(k->ctx);
+  LLVMTypeRef ps[] = {g, g};
+  drk_nvptx_cg_t *cg = &k->cg;
+  LLVMValueRef fn = drk_nvptx_kernel_add(cg, "wred", ps, 2);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(k->ctx, fn, "entry");
+  LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(k->ctx, fn, "store");
+  LLVMBasicBlockRef st8 = LLVMAppendBasicBlockInContext(k->ctx, fn, "store8");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->ctx, fn, "done");
+  LLVMPositionBuilderAtEnd(cg->b, entry);
+  LLVMValueRef lane = drk_nvptx_laneid(cg);
+  LLVMValueRef x = LLVMBuildLoad2(cg->b, f32, LLVMBuildGEP2(cg->b, f32, LLVMGetParam(fn, 0), &lane, 1, ""), "");
+  LLVMValueRef r[5];
+  r[0] = drk_nvptx_warp_reduce(cg, DRK_NVPTX_RED_ADD, x, 32);
+  r[1] = drk_nvptx_warp_reduce(cg, DRK_NVPTX_RED_MAX, x, 32);
+  r[2] = drk_nvptx_warp_reduce(cg, DRK_NVPTX_RED_MIN, x, 32);
+  r[3] = LLVMBuildSIToFP(cg->b, drk_nvptx_warp_reduce(cg, DRK_NVPTX_RED_ADD, LLVMBuildFPToSI(cg->b, x, i32, ""), 32), f32, "");
+  r[4] = drk_nvptx_warp_reduce(cg, DRK_NVPTX_RED_ADD, x, 8);
+  LLVMBuildCondBr(cg->b, LLVMBuildICmp(cg->b, LLVMIntEQ, lane, i32c(k, 0), ""), st, st8);
+  LLVMPositionBuilderAtEnd(cg->b, st);
+  for (int i = 0; i < 4; i++) {
+    LLVMValueRef idx = i32c(k, i);
+    LLVMBuildStore(cg->b, r[i], LLVMBuildGEP2(cg->b, f32, LLVMGetParam(fn, 1), &idx, 1, ""));
+  }
+  LLVMBuildBr(cg->b, st8);
+  LLVMPositionBuilderAtEnd(cg->b, st8);
+  LLVMValueRef first = LLVMBuildICmp(cg->b, LLVMIntEQ, LLVMBuildAnd(cg->b, lane, i32c(k, 7), ""), i32c(k, 0), "");
+  LLVMBasicBlockRef st8b = LLVMAppendBasicBlockInContext(k->ctx, fn, "store8b");
+  LLVMBuildCondBr(cg->b, first, st8b, done);
+  LLVMPositionBuilderAtEnd(cg->b, st8b);
+  LLVMValueRef idx = LLVMBuildAdd(cg->b, i32c(k, 4), LLVMBuildLShr(cg->b, lane, i32c(k, 3), ""), "");
+  LLVMBuildStore(cg->b, r[4], LLVMBuildGEP2(cg->b, f32, LLVMGetParam(fn, 1), &idx, 1, ""));
+  LLVMBuildBr(cg->b, done);
+  LLVMPositionBuilderAtEnd(cg->b, done);
+  LLVMBuildRetVoid(cg->b);
+}
+
 /* sm_90a: TMA load of a 64x16 bf16 A tile and a 64x16 B tile behind an mbarrier, then
  * one wgmma m64n64k16 from shared-memory descriptors, accumulators stored to global. */
 static void build_hopper(kmod_t *k) {
@@ -268,11 +308,120 @@ static bool gpu_check(const void *image, const char *what) {
   CHECK(bad == 0);
   /* out[128] = lane 0's d0 after a butterfly with lane 16: D[4][0]. */
   CHECK(out[128] == out[4 * 8 + 0]);
+
+  void *fr = NULL;
+  CU_OK(cu("cuModuleGetFunction")(&fr, mod, "wred"));
+  float x[32], red[8], want[8] = {0, -1e30f, 1e30f, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 32; i++) {
+    x[i] = (float)((i * 13) % 29) - 11.0f;
+    want[0] += x[i];
+    want[1] = x[i] > want[1] ? x[i] : want[1];
+    want[2] = x[i] < want[2] ? x[i] : want[2];
+    want[3] += (float)(int)x[i];
+    want[4 + i / 8] += x[i];
+  }
+  CU_OK(cu("cuMemcpyHtoD_v2")(da, x, sizeof x));
+  void *rargs[] = {&da, &dc};
+  CU_OK(cu("cuLaunchKernel")(fr, 1, 1, 1, 32, 1, 1, 0, NULL, rargs, NULL));
+  CU_OK(cu("cuCtxSynchronize")());
+  CU_OK(cu("cuMemcpyDtoH_v2")(red, dc, sizeof red));
+  for (int i = 0; i < 8; i++) {
+    if (red[i] != want[i]) fprintf(stderr, "%s wred[%d] = %g, want %g\n", what, i, red[i], want[i]);
+    CHECK(red[i] == want[i]);
+  }
   cu("cuMemFree_v2")(da);
   cu("cuMemFree_v2")(db);
   cu("cuMemFree_v2")(dc);
   cu("cuModuleUnload")(mod);
-  printf("gpu: %s: vadd and mma_bf16 correct\n", what);
+  printf("gpu: %s: vadd, mma_bf16, wred correct\n", what);
+  return true;
+}
+
+/* sm_90: per block, TMA-load a 16x8 f32 box into shared memory (mbarrier expect_tx),
+ * double it with plain stores, fence.proxy.async, TMA-store it to the output tensor. */
+static void build_tma_copy(kmod_t *k) {
+  LLVMTypeRef p0 = LLVMPointerTypeInContext(k->ctx, 0);
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(k->ctx);
+  LLVMTypeRef ps[] = {p0, p0};
+  drk_nvptx_cg_t *cg = &k->cg;
+  LLVMValueRef fn = drk_nvptx_kernel_add(cg, "tma_copy", ps, 2);
+  drk_nvptx_param_set_tensormap(cg, fn, 0);
+  drk_nvptx_param_set_tensormap(cg, fn, 1);
+  drk_nvptx_kernel_set_reqntid(cg, fn, 128, 1, 1);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(k->ctx, fn, "entry");
+  LLVMBasicBlockRef issue = LLVMAppendBasicBlockInContext(k->ctx, fn, "issue");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(k->ctx, fn, "join");
+  LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(k->ctx, fn, "store");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(k->ctx, fn, "done");
+  LLVMPositionBuilderAtEnd(cg->b, entry);
+  LLVMValueRef sm = drk_nvptx_smem_static(cg, "tile", 512, 128);
+  LLVMValueRef bar = drk_nvptx_smem_static(cg, "tbar", 8, 8);
+  LLVMValueRef tid = drk_nvptx_tid(cg, 0);
+  LLVMValueRef coords[2] = {i32c(k, 0), LLVMBuildMul(cg->b, drk_nvptx_ctaid(cg, 0), i32c(k, 8), "")};
+  LLVMValueRef t0 = LLVMBuildICmp(cg->b, LLVMIntEQ, tid, i32c(k, 0), "");
+  LLVMBuildCondBr(cg->b, t0, issue, join);
+  LLVMPositionBuilderAtEnd(cg->b, issue);
+  drk_nvptx_mbarrier_init(cg, bar, i32c(k, 1));
+  drk_nvptx_fence_mbarrier_init(cg);
+  drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, i32c(k, 512));
+  drk_nvptx_tma_load(cg, sm, bar, LLVMGetParam(fn, 0), coords, 2);
+  LLVMBuildBr(cg->b, join);
+  LLVMPositionBuilderAtEnd(cg->b, join);
+  drk_nvptx_bar_sync(cg, 0, 0);
+  drk_nvptx_mbarrier_wait_parity(cg, bar, i32c(k, 0));
+  LLVMValueRef p = LLVMBuildGEP2(cg->b, f32, sm, &tid, 1, "");
+  LLVMValueRef v = LLVMBuildLoad2(cg->b, f32, p, "");
+  LLVMBuildStore(cg->b, LLVMBuildFMul(cg->b, v, LLVMConstReal(f32, 2.0), ""), p);
+  drk_nvptx_fence_proxy_async(cg);
+  drk_nvptx_bar_sync(cg, 0, 0);
+  LLVMBuildCondBr(cg->b, t0, store, done);
+  LLVMPositionBuilderAtEnd(cg->b, store);
+  drk_nvptx_tma_store(cg, sm, LLVMGetParam(fn, 1), coords, 2);
+  drk_nvptx_bulk_commit(cg);
+  drk_nvptx_bulk_wait(cg, 0, false);
+  LLVMBuildBr(cg->b, done);
+  LLVMPositionBuilderAtEnd(cg->b, done);
+  LLVMBuildRetVoid(cg->b);
+}
+
+typedef struct {
+  _Alignas(64) unsigned char b[128];
+} tmap_t;
+
+static bool gpu_check_tma(const void *image, const char *what) {
+  typedef unsigned long long dptr;
+  void *mod = NULL, *fn = NULL;
+  CU_OK(cu("cuModuleLoadData")(&mod, image));
+  CU_OK(cu("cuModuleGetFunction")(&fn, mod, "tma_copy"));
+  enum { W = 16, H = 64 };
+  float in[W * H], out[W * H];
+  for (int i = 0; i < W * H; i++) {
+    in[i] = (float)(i % 97) - 40.0f;
+    out[i] = -12345.0f;
+  }
+  dptr di, dout;
+  CU_OK(cu("cuMemAlloc_v2")(&di, sizeof in));
+  CU_OK(cu("cuMemAlloc_v2")(&dout, sizeof out));
+  CU_OK(cu("cuMemcpyHtoD_v2")(di, in, sizeof in));
+  CU_OK(cu("cuMemcpyHtoD_v2")(dout, out, sizeof out));
+  tmap_t ti, to;
+  unsigned long long dims[2] = {W, H}, strides[1] = {W * 4};
+  unsigned box[2] = {16, 8}, estr[2] = {1, 1};
+  /* CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7; interleave, swizzle, L2 promotion, OOB fill: none. */
+  CU_OK(cu("cuTensorMapEncodeTiled")(&ti, 7, 2, (void *)di, dims, strides, box, estr, 0, 0, 0, 0));
+  CU_OK(cu("cuTensorMapEncodeTiled")(&to, 7, 2, (void *)dout, dims, strides, box, estr, 0, 0, 0, 0));
+  void *args[] = {&ti, &to};
+  CU_OK(cu("cuLaunchKernel")(fn, H / 8, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+  CU_OK(cu("cuCtxSynchronize")());
+  CU_OK(cu("cuMemcpyDtoH_v2")(out, dout, sizeof out));
+  int bad = 0;
+  for (int i = 0; i < W * H; i++)
+    if (out[i] != 2.0f * in[i] && bad++ < 5) fprintf(stderr, "%s tma out[%d] = %g, want %g\n", what, i, out[i], 2 * in[i]);
+  CHECK(bad == 0);
+  cu("cuMemFree_v2")(di);
+  cu("cuMemFree_v2")(dout);
+  cu("cuModuleUnload")(mod);
+  printf("gpu: %s: TMA load/store + mbarrier correct\n", what);
   return true;
 }
 
@@ -319,6 +468,25 @@ static int run_gpu(kmod_t *k, drk_diag_t *d) {
     CHECK(gpu_check(ptx, "sm_80 PTX (JIT)"));
     free(ptx);
   }
+  if (major >= 9) {
+    kmod_t t;
+    kmod_open(&t, "tma");
+    build_tma_copy(&t);
+    if (drk_nvptx_compile_module(t.mod, arch, &ptx, &len, d)) {
+      void *cubin = NULL;
+      size_t size = 0;
+      if (drk_nvptx_ptxas(ptx, arch, &cubin, &size, NULL, d)) {
+        CHECK(gpu_check_tma(cubin, arch));
+        free(cubin);
+      } else {
+        CHECK(gpu_check_tma(ptx, arch));
+      }
+      free(ptx);
+    } else {
+      CHECK(!"tma compile failed");
+    }
+    kmod_close(&t);
+  }
   return 0;
 }
 
@@ -364,6 +532,7 @@ int main(int argc, char **argv) {
   build_vadd(&k);
   build_mma(&k, DRK_NVPTX_MMA_BF16, "mma_bf16");
   build_mma(&k, DRK_NVPTX_MMA_F16, "mma_f16");
+  build_wred(&k);
   if (argc > 1 && strcmp(argv[1], "gpu") == 0) {
     int rc = run_gpu(&k, &d);
     kmod_close(&k);
@@ -406,6 +575,8 @@ int main(int argc, char **argv) {
     CHECK(has(ptx, "cp.async.wait_group"));
     CHECK(has(ptx, "bar.sync"));
     CHECK(has(ptx, "shfl.sync.bfly.b32"));
+    CHECK(has(ptx, ".entry wred"));
+    CHECK(has(ptx, "max.NaN.f32") && has(ptx, "min.NaN.f32"));
     CHECK(has(ptx, "ld.global") && has(ptx, "st.global"));
     CHECK(len == strlen(ptx));
     if (asm_mode && (strcmp(arch, "sm_80") == 0 || strcmp(arch, "sm_87") == 0 || strcmp(arch, "sm_90a") == 0)) {

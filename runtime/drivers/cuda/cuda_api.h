@@ -8,16 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUgraph_st *CUgraph;
-typedef struct CUgraphExec_st *CUgraphExec;
+typedef int drk_cu_result_t;
+typedef int drk_cu_device_t;
+typedef unsigned long long drk_cu_deviceptr_t;
+typedef struct drk_cu_ctx *drk_cu_context_t;
+typedef struct drk_cu_mod *drk_cu_module_t;
+typedef struct drk_cu_func *drk_cu_function_t;
+typedef struct drk_cu_stream *drk_cu_stream_t;
+typedef struct drk_cu_event *drk_cu_event_t;
+typedef struct drk_cu_graph *drk_cu_graph_t;
+typedef struct drk_cu_graphExec *drk_cu_graph_exec_t;
 
 enum {
   DRK_CUDA_SUCCESS = 0,
@@ -53,61 +53,61 @@ typedef struct drk_cu_launch_attribute {
 
 typedef struct drk_cu_launch_config {
   unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem_bytes;
-  CUstream stream;
+  drk_cu_stream_t stream;
   drk_cu_launch_attribute_t *attrs;
   unsigned num_attrs;
 } drk_cu_launch_config_t;
 
 typedef struct drk_cu_tensor_map {
-  _Alignas(64) uint64_t opaque[16];
+  _Alignas(128) uint64_t opaque[16];
 } drk_cu_tensor_map_t;
 
 /* X(name in this table, exported symbol, return/argument list). Required entries. */
 #define DRK_CUDA_FUNCS(X)                                                                      \
   X(Init, "cuInit", (unsigned flags))                                                          \
   X(DriverGetVersion, "cuDriverGetVersion", (int *v))                                          \
-  X(GetErrorName, "cuGetErrorName", (CUresult e, const char **s))                              \
-  X(GetErrorString, "cuGetErrorString", (CUresult e, const char **s))                          \
+  X(GetErrorName, "cuGetErrorName", (drk_cu_result_t e, const char **s))                              \
+  X(GetErrorString, "cuGetErrorString", (drk_cu_result_t e, const char **s))                          \
   X(DeviceGetCount, "cuDeviceGetCount", (int *n))                                              \
-  X(DeviceGet, "cuDeviceGet", (CUdevice * d, int ordinal))                                     \
-  X(DeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice d))                       \
-  X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, CUdevice d))                \
-  X(DeviceTotalMem, "cuDeviceTotalMem_v2", (size_t * bytes, CUdevice d))                       \
-  X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * c, CUdevice d))           \
-  X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice d))                     \
-  X(CtxSetCurrent, "cuCtxSetCurrent", (CUcontext c))                                           \
-  X(StreamCreate, "cuStreamCreate", (CUstream * s, unsigned flags))                            \
-  X(StreamDestroy, "cuStreamDestroy_v2", (CUstream s))                                         \
-  X(StreamSynchronize, "cuStreamSynchronize", (CUstream s))                                    \
-  X(MemAlloc, "cuMemAlloc_v2", (CUdeviceptr * p, size_t bytes))                                \
-  X(MemFree, "cuMemFree_v2", (CUdeviceptr p))                                                  \
-  X(MemsetD8Async, "cuMemsetD8Async", (CUdeviceptr p, unsigned char v, size_t n, CUstream s))  \
-  X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr d, const void *h, size_t n, CUstream s)) \
-  X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *h, CUdeviceptr d, size_t n, CUstream s))   \
-  X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr d, CUdeviceptr s_, size_t n, CUstream s)) \
-  X(ModuleLoadDataEx, "cuModuleLoadDataEx", (CUmodule * m, const void *img, unsigned n, int *opts, void **vals)) \
-  X(ModuleUnload, "cuModuleUnload", (CUmodule m))                                              \
-  X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *name))  \
-  X(FuncSetAttribute, "cuFuncSetAttribute", (CUfunction f, int attr, int v))                   \
-  X(LaunchKernel, "cuLaunchKernel", (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s, void **params, void **extra)) \
-  X(StreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream s, int mode))                     \
-  X(StreamEndCapture, "cuStreamEndCapture", (CUstream s, CUgraph * g))                         \
-  X(GraphInstantiate, "cuGraphInstantiateWithFlags", (CUgraphExec * e, CUgraph g, unsigned long long flags)) \
-  X(GraphLaunch, "cuGraphLaunch", (CUgraphExec e, CUstream s))                                 \
-  X(GraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec e))                                   \
-  X(GraphDestroy, "cuGraphDestroy", (CUgraph g))                                               \
-  X(EventCreate, "cuEventCreate", (CUevent * e, unsigned flags))                               \
-  X(EventDestroy, "cuEventDestroy_v2", (CUevent e))                                            \
-  X(EventRecord, "cuEventRecord", (CUevent e, CUstream s))                                     \
-  X(EventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b))
+  X(DeviceGet, "cuDeviceGet", (drk_cu_device_t * d, int ordinal))                                     \
+  X(DeviceGetName, "cuDeviceGetName", (char *name, int len, drk_cu_device_t d))                       \
+  X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, drk_cu_device_t d))                \
+  X(DeviceTotalMem, "cuDeviceTotalMem_v2", (size_t * bytes, drk_cu_device_t d))                       \
+  X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (drk_cu_context_t * c, drk_cu_device_t d))           \
+  X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (drk_cu_device_t d))                     \
+  X(CtxSetCurrent, "cuCtxSetCurrent", (drk_cu_context_t c))                                           \
+  X(StreamCreate, "cuStreamCreate", (drk_cu_stream_t * s, unsigned flags))                            \
+  X(StreamDestroy, "cuStreamDestroy_v2", (drk_cu_stream_t s))                                         \
+  X(StreamSynchronize, "cuStreamSynchronize", (drk_cu_stream_t s))                                    \
+  X(MemAlloc, "cuMemAlloc_v2", (drk_cu_deviceptr_t * p, size_t bytes))                                \
+  X(MemFree, "cuMemFree_v2", (drk_cu_deviceptr_t p))                                                  \
+  X(MemsetD8Async, "cuMemsetD8Async", (drk_cu_deviceptr_t p, unsigned char v, size_t n, drk_cu_stream_t s))  \
+  X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (drk_cu_deviceptr_t d, const void *h, size_t n, drk_cu_stream_t s)) \
+  X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *h, drk_cu_deviceptr_t d, size_t n, drk_cu_stream_t s))   \
+  X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (drk_cu_deviceptr_t d, drk_cu_deviceptr_t s_, size_t n, drk_cu_stream_t s)) \
+  X(ModuleLoadDataEx, "cuModuleLoadDataEx", (drk_cu_module_t * m, const void *img, unsigned n, int *opts, void **vals)) \
+  X(ModuleUnload, "cuModuleUnload", (drk_cu_module_t m))                                              \
+  X(ModuleGetFunction, "cuModuleGetFunction", (drk_cu_function_t * f, drk_cu_module_t m, const char *name))  \
+  X(FuncSetAttribute, "cuFuncSetAttribute", (drk_cu_function_t f, int attr, int v))                   \
+  X(LaunchKernel, "cuLaunchKernel", (drk_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, drk_cu_stream_t s, void **params, void **extra)) \
+  X(StreamBeginCapture, "cuStreamBeginCapture_v2", (drk_cu_stream_t s, int mode))                     \
+  X(StreamEndCapture, "cuStreamEndCapture", (drk_cu_stream_t s, drk_cu_graph_t * g))                         \
+  X(GraphInstantiate, "cuGraphInstantiateWithFlags", (drk_cu_graph_exec_t * e, drk_cu_graph_t g, unsigned long long flags)) \
+  X(GraphLaunch, "cuGraphLaunch", (drk_cu_graph_exec_t e, drk_cu_stream_t s))                                 \
+  X(GraphExecDestroy, "cuGraphExecDestroy", (drk_cu_graph_exec_t e))                                   \
+  X(GraphDestroy, "cuGraphDestroy", (drk_cu_graph_t g))                                               \
+  X(EventCreate, "cuEventCreate", (drk_cu_event_t * e, unsigned flags))                               \
+  X(EventDestroy, "cuEventDestroy_v2", (drk_cu_event_t e))                                            \
+  X(EventRecord, "cuEventRecord", (drk_cu_event_t e, drk_cu_stream_t s))                                     \
+  X(EventElapsedTime, "cuEventElapsedTime", (float *ms, drk_cu_event_t a, drk_cu_event_t b))
 
 /* Optional entries (newer drivers); NULL when missing, checked where used. */
 #define DRK_CUDA_OPTIONAL_FUNCS(X)                                                             \
-  X(LaunchKernelEx, "cuLaunchKernelEx", (const drk_cu_launch_config_t *cfg, CUfunction f, void **params, void **extra)) \
+  X(LaunchKernelEx, "cuLaunchKernelEx", (const drk_cu_launch_config_t *cfg, drk_cu_function_t f, void **params, void **extra)) \
   X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled", (drk_cu_tensor_map_t * map, int dtype, unsigned rank, void *addr, const uint64_t *dims, const uint64_t *strides, const unsigned *box, const unsigned *elem_strides, int interleave, int swizzle, int l2, int oob))
 
 typedef struct drk_cuda_api {
-#define DRK_CUDA_FIELD(name, sym, args) CUresult (*name) args;
+#define DRK_CUDA_FIELD(name, sym, args) drk_cu_result_t (*name) args;
   DRK_CUDA_FUNCS(DRK_CUDA_FIELD)
   DRK_CUDA_OPTIONAL_FUNCS(DRK_CUDA_FIELD)
 #undef DRK_CUDA_FIELD

@@ -1,0 +1,764 @@
+/* ONNX nodes -> graph IR nodes, with every op rewritten into its ai.onnx opset-21 form
+ * (the semantics of ir/graph_ops.def). The table below lists, per op, the lowest opset whose
+ * form drkc can normalize exactly and the rewrite that does it; older forms are rejected
+ * ("unsupported op 'X' (domain 'ai.onnx', opset N): ..."), never imported with different
+ * semantics. docs/onnx-import.md documents each rewrite.
+ *
+ * Requires: the import context of onnx_import.c (values defined so far, value_info).
+ * Guarantees: each created node carries loc {file, node_name, node_index}; node outputs get
+ * the model's value_info type, else a trivially known dtype; nothing else is inferred. */
+#include <string.h>
+
+#include "ir/tensor.h"
+#include "onnx_internal.h"
+
+#define MAX_PENDING 6
+
+typedef struct pending_attr {
+  const char *name;
+  drk_attr_kind_t kind;
+  int64_t i;
+  double f;
+  const char *s;
+} pending_attr_t;
+
+/* One ONNX node being converted. */
+typedef struct nb {
+  drk_onnx_ctx_t *c;
+  const Onnx__NodeProto *np;
+  drk_loc_t loc;
+  const char *op_type;
+  drk_op_t op;
+  int64_t opset;
+  drk_value_t **in;
+  size_t n_in, cap_in;
+  bool *used; /* per ONNX attribute: consumed by a rewrite, not copied */
+  const char **out_names;
+  int n_out;
+  pending_attr_t pend[MAX_PENDING];
+  int n_pend;
+  drk_value_t *reshape_to; /* set: the result is Reshape(node result, reshape_to) */
+} nb_t;
+
+/* ---- helpers ---- */
+
+static bool fail(nb_t *b, const char *fmt, ...) DRK_PRINTF(2, 3);
+static bool fail(nb_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  drk_diag_verror(b->c->d, b->loc, "error", fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool unsupported_version(nb_t *b, const char *why) {
+  return fail(b, "unsupported op '%s' (domain 'ai.onnx', opset %lld): %s", b->op_type, (long long)b->opset, why);
+}
+
+static Onnx__AttributeProto__AttributeType attr_type(const Onnx__AttributeProto *a) {
+  if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return a->type;
+  /* IR < 3 writers may leave `type` unset: infer it from the field in use. */
+  if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+  if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+  if (a->g) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+  if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+  if (a->n_strings) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+  if (a->n_tensors) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+  if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+  return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS; /* also an empty list */
+}
+
+static const Onnx__AttributeProto *find_attr(nb_t *b, const char *name, size_t *out_i) {
+  for (size_t i = 0; i < b->np->n_attribute; i++) {
+    const Onnx__AttributeProto *a = b->np->attribute[i];
+    if (a->name && strcmp(a->name, name) == 0) {
+      if (out_i) *out_i = i;
+      return a;
+    }
+  }
+  return NULL;
+}
+
+/* Finds an attribute and marks it consumed (not copied to the node). */
+static const Onnx__AttributeProto *take(nb_t *b, const char *name) {
+  size_t i;
+  const Onnx__AttributeProto *a = find_attr(b, name, &i);
+  if (a) b->used[i] = true;
+  return a;
+}
+
+static bool want_type(nb_t *b, const Onnx__AttributeProto *a, Onnx__AttributeProto__AttributeType t,
+                      const char *tname) {
+  if (attr_type(a) == t) return true;
+  return fail(b, "attribute '%s' of '%s' must be %s", a->name, b->op_type, tname);
+}
+
+static bool take_int(nb_t *b, const char *name, int64_t dflt, int64_t *out, bool *present) {
+  const Onnx__AttributeProto *a = take(b, name);
+  if (present) *present = a != NULL;
+  if (!a) {
+    *out = dflt;
+    return true;
+  }
+  if (!want_type(b, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "INT")) return false;
+  *out = a->i;
+  return true;
+}
+
+static bool take_float(nb_t *b, const char *name, double dflt, double *out, bool *present) {
+  const Onnx__AttributeProto *a = take(b, name);
+  if (present) *present = a != NULL;
+  if (!a) {
+    *out = dflt;
+    return true;
+  }
+  if (!want_type(b, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "FLOAT")) return false;
+  *out = a->f;
+  return true;
+}
+
+/* *out NULL when absent. */
+static bool take_ints(nb_t *b, const char *name, const Onnx__AttributeProto **out) {
+  const Onnx__AttributeProto *a = take(b, name);
+  *out = a;
+  return !a || want_type(b, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "INTS");
+}
+
+/* Reads a STRING attribute without consuming it. */
+static const char *peek_string(nb_t *b, const char *name, const char *dflt) {
+  const Onnx__AttributeProto *a = find_attr(b, name, NULL);
+  if (!a || attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) return dflt;
+  return drk_arena_strndup(b->c->scratch, (const char *)a->s.data, a->s.len);
+}
+
+static void pend(nb_t *b, pending_attr_t p) {
+  DRK_ASSERT(b->n_pend < MAX_PENDING);
+  size_t i;
+  if (find_attr(b, p.name, &i)) b->used[i] = true; /* the rewrite's value replaces the model's */
+  b->pend[b->n_pend++] = p;
+}
+static void pend_int(nb_t *b, const char *name, int64_t v) {
+  pend(b, (pending_attr_t){name, DRK_ATTR_INT, v, 0, NULL});
+}
+static void pend_float(nb_t *b, const char *name, double v) {
+  pend(b, (pending_attr_t){name, DRK_ATTR_FLOAT, 0, v, NULL});
+}
+static void pend_string(nb_t *b, const char *name, const char *v) {
+  pend(b, (pending_attr_t){name, DRK_ATTR_STRING, 0, 0, v});
+}
+
+static void set_input(nb_t *b, size_t k, drk_value_t *v) {
+  while (b->n_in <= k) DRK_VEC_PUSH(b->c->scratch, b->in, b->n_in, b->cap_in, NULL);
+  b->in[k] = v;
+}
+
+static drk_value_t *in_at(nb_t *b, size_t k) { return k < b->n_in ? b->in[k] : NULL; }
+
+static const char *hint(nb_t *b, const char *what) {
+  const char *base = b->n_out > 0 && b->out_names[0] ? b->out_names[0] : b->op_type;
+  return drk_arena_printf(b->c->scratch, "%s_%s", base, what);
+}
+
+static drk_value_t *add_const(nb_t *b, const char *what, drk_dtype_t t, int rank, const int64_t *dims,
+                              const void *data, size_t nbytes) {
+  drk_onnx_ctx_t *c = b->c;
+  const char *name = drk_onnx_fresh_name(c, hint(b, what));
+  drk_value_t *v = drk_graph_add_const_copy(c->g, name, t, drk_graph_shape_static(c->g, rank, dims), data, nbytes);
+  v->loc = b->loc;
+  drk_onnx_set_known(c, v);
+  drk_onnx_map_put(&c->values, v->name, v);
+  return v;
+}
+
+/* A 1-D i64 constant from an INTS attribute (attribute -> input rewrites). */
+static drk_value_t *const_ints(nb_t *b, const char *what, const Onnx__AttributeProto *a) {
+  int64_t n = (int64_t)a->n_ints;
+  return add_const(b, what, DRK_DT_I64, 1, &n, a->ints, a->n_ints * sizeof(int64_t));
+}
+
+static drk_node_t *emit(nb_t *b, drk_op_t op, int n_in, drk_value_t *const *ins, const char *what) {
+  drk_onnx_ctx_t *c = b->c;
+  const char *name = drk_onnx_fresh_name(c, hint(b, what));
+  drk_node_t *n = drk_graph_add_node(c->g, op, n_in, ins, 1, &name, b->loc);
+  drk_onnx_map_put(&c->values, n->outputs[0]->name, n->outputs[0]);
+  return n;
+}
+
+/* A scalar with x's dtype: a constant of that dtype when known, else an f32 constant cast
+ * with CastLike (old opsets carried such values as float attributes). */
+static drk_value_t *const_like(nb_t *b, const char *what, double val, drk_value_t *x) {
+  drk_dtype_t t = drk_onnx_is_known(b->c, x) ? x->dtype : DRK_DT_F32;
+  uint8_t buf[8] = {0};
+  drk_tensor_t tmp = {.dtype = t, .rank = 0, .data = buf, .nbytes = sizeof buf, .owned = false};
+  drk_tensor_set_f64(&tmp, 0, val);
+  drk_value_t *k = add_const(b, what, t, 0, NULL, buf, drk_dtype_nbytes(t, 1));
+  if (drk_onnx_is_known(b->c, x)) return k;
+  drk_value_t *ins[2] = {k, x};
+  return emit(b, DRK_OP_CAST_LIKE, 2, ins, what)->outputs[0];
+}
+
+/* ---- rewrites into the opset-21 forms ---- */
+
+typedef bool (*rewrite_fn)(nb_t *b);
+
+/* Before opset 7, binary ops broadcast only with broadcast=1, by suffix (numpy-compatible) or
+ * from `axis` (not numpy-compatible: rejected). */
+static bool rw_legacy_broadcast(nb_t *b) {
+  if (b->opset >= 7) return true;
+  int64_t bc, axis;
+  bool has_axis;
+  if (!take_int(b, "broadcast", 0, &bc, NULL) || !take_int(b, "axis", 0, &axis, &has_axis)) return false;
+  if (!bc || !has_axis || b->op == DRK_OP_GEMM || b->n_in < 2 || !b->in[1]) return true;
+  /* B's dims line up with A's from `axis`: with both ranks known, trailing unit dims on B
+   * make that numpy broadcasting. */
+  drk_value_t *x = b->in[0], *y = b->in[1];
+  int ra = x->shape.rank, rb = y->shape.rank;
+  if (ra < 0 || rb < 0)
+    return unsupported_version(b, "legacy broadcasting along 'axis' with operands of unknown rank");
+  if (axis < 0) axis += ra;
+  int64_t trail = ra - axis - rb;
+  if (axis < 0 || trail < 0 || trail > DRK_ONNX_MAX_RANK)
+    return fail(b, "'%s': broadcast axis %lld does not fit ranks %d and %d", b->op_type, (long long)axis, ra, rb);
+  if (trail == 0) return true;
+  int64_t axes[DRK_ONNX_MAX_RANK];
+  for (int64_t i = 0; i < trail; i++) axes[i] = rb + i;
+  drk_value_t *ins[2] = {y, add_const(b, "bcast_axes", DRK_DT_I64, 1, &trail, axes, sizeof(int64_t) * (size_t)trail)};
+  drk_node_t *u = emit(b, DRK_OP_UNSQUEEZE, 2, ins, "bcast");
+  if (drk_onnx_is_known(b->c, y)) {
+    u->outputs[0]->dtype = y->dtype;
+    drk_onnx_set_known(b->c, u->outputs[0]);
+  }
+  b->in[1] = u->outputs[0];
+  return true;
+}
+
+static bool rw_clip(nb_t *b) {
+  if (b->opset >= 11) return true;
+  double mn, mx;
+  bool has_mn, has_mx;
+  if (!take_float(b, "min", 0, &mn, &has_mn) || !take_float(b, "max", 0, &mx, &has_mx)) return false;
+  b->n_in = 1;
+  if (has_mn) set_input(b, 1, const_like(b, "min", mn, b->in[0]));
+  if (has_mx) set_input(b, 2, const_like(b, "max", mx, b->in[0]));
+  return true;
+}
+
+/* Before opset 13, (Log)Softmax flattened the input to 2-D at `axis` (default 1):
+ * Reshape(Softmax(Flatten(x, axis), axis=-1), Shape(x)). */
+static bool rw_softmax(nb_t *b) {
+  if (b->opset >= 13) return true;
+  int64_t axis;
+  if (!take_int(b, "axis", 1, &axis, NULL)) return false;
+  pend_int(b, "axis", -1);
+  if (axis == -1) return true;
+  drk_value_t *x = b->in[0];
+  drk_node_t *shape = emit(b, DRK_OP_SHAPE, 1, &x, "shape");
+  shape->outputs[0]->dtype = DRK_DT_I64;
+  drk_onnx_set_known(b->c, shape->outputs[0]);
+  drk_node_t *flat = emit(b, DRK_OP_FLATTEN, 1, &x, "flat");
+  drk_node_set_int(b->c->g, flat, "axis", axis);
+  if (drk_onnx_is_known(b->c, x)) {
+    flat->outputs[0]->dtype = x->dtype;
+    drk_onnx_set_known(b->c, flat->outputs[0]);
+  }
+  b->in[0] = flat->outputs[0];
+  b->reshape_to = shape->outputs[0];
+  return true;
+}
+
+/* ReduceSum took `axes` as an attribute before 13, the other reductions before 18. */
+static bool rw_reduce(nb_t *b) {
+  int64_t since = b->op == DRK_OP_REDUCE_SUM ? 13 : 18;
+  if (b->opset >= since) return true;
+  const Onnx__AttributeProto *axes;
+  if (!take_ints(b, "axes", &axes)) return false;
+  if (axes && axes->n_ints) set_input(b, 1, const_ints(b, "axes", axes));
+  return true;
+}
+
+static bool rw_squeeze(nb_t *b) {
+  if (b->opset >= 13) return true;
+  const Onnx__AttributeProto *axes;
+  if (!take_ints(b, "axes", &axes)) return false;
+  if (axes) set_input(b, 1, const_ints(b, "axes", axes));
+  else if (b->op == DRK_OP_UNSQUEEZE) return fail(b, "Unsqueeze without 'axes'");
+  return true;
+}
+
+static bool rw_split(nb_t *b) {
+  if (b->opset < 13) {
+    const Onnx__AttributeProto *split;
+    if (!take_ints(b, "split", &split)) return false;
+    if (split && split->n_ints) set_input(b, 1, const_ints(b, "split", split));
+  }
+  /* Without sizes, the opset-21 form states the number of (equal) parts explicitly. */
+  if (!in_at(b, 1) && !find_attr(b, "num_outputs", NULL)) pend_int(b, "num_outputs", b->n_out);
+  return true;
+}
+
+static bool rw_slice(nb_t *b) {
+  if (b->opset >= 10) return true;
+  const Onnx__AttributeProto *starts, *ends, *axes;
+  if (!take_ints(b, "starts", &starts) || !take_ints(b, "ends", &ends) || !take_ints(b, "axes", &axes))
+    return false;
+  if (!starts || !ends) return fail(b, "Slice without 'starts' and 'ends'");
+  b->n_in = 1;
+  set_input(b, 1, const_ints(b, "starts", starts));
+  set_input(b, 2, const_ints(b, "ends", ends));
+  if (axes) set_input(b, 3, const_ints(b, "axes", axes));
+  return true;
+}
+
+static bool rw_topk(nb_t *b) {
+  if (b->opset >= 10) return true;
+  int64_t k, one = 1;
+  bool has;
+  if (!take_int(b, "k", 0, &k, &has)) return false;
+  if (!has) return fail(b, "TopK without 'k'");
+  set_input(b, 1, add_const(b, "k", DRK_DT_I64, 1, &one, &k, sizeof k));
+  return true;
+}
+
+static bool rw_reshape(nb_t *b) {
+  if (b->opset >= 5) return true;
+  const Onnx__AttributeProto *shape;
+  if (!take_ints(b, "shape", &shape)) return false;
+  if (!shape) return fail(b, "Reshape without 'shape'");
+  b->n_in = 1;
+  set_input(b, 1, const_ints(b, "shape", shape));
+  return true;
+}
+
+static bool rw_pad(nb_t *b) {
+  if (b->opset >= 11) return true;
+  const Onnx__AttributeProto *pads;
+  if (!take_ints(b, b->opset < 2 ? "paddings" : "pads", &pads)) return false;
+  if (!pads) return fail(b, "Pad without '%s'", b->opset < 2 ? "paddings" : "pads");
+  double value;
+  if (!take_float(b, "value", 0.0, &value, NULL)) return false;
+  const char *mode = peek_string(b, "mode", "constant");
+  b->n_in = 1;
+  set_input(b, 1, const_ints(b, "pads", pads));
+  if (strcmp(mode, "constant") == 0 && value != 0.0) set_input(b, 2, const_like(b, "value", value, b->in[0]));
+  return true;
+}
+
+static bool is_empty_const(const drk_value_t *v) {
+  return v && v->kind == DRK_VALUE_CONST && drk_shape_numel(&v->shape) == 0;
+}
+
+static bool rw_resize(nb_t *b) {
+  if (b->opset == 10) {
+    /* Resize-10 (X, scales) behaves as Resize-11 with asymmetric coordinates, nearest
+     * rounding down (ONNX's version converter does the same). */
+    drk_value_t *x = in_at(b, 0), *scales = in_at(b, 1);
+    b->n_in = 0;
+    set_input(b, 0, x);
+    set_input(b, 2, scales);
+    pend_string(b, "coordinate_transformation_mode", "asymmetric");
+    if (strcmp(peek_string(b, "mode", "nearest"), "nearest") == 0) pend_string(b, "nearest_mode", "floor");
+    return true;
+  }
+  /* Opsets 11-12 required roi and scales; empty tensors stood for "absent". */
+  if (is_empty_const(in_at(b, 1))) b->in[1] = NULL;
+  if (in_at(b, 3) && is_empty_const(in_at(b, 2))) b->in[2] = NULL;
+  return true;
+}
+
+static bool rw_dropout(nb_t *b) {
+  if (b->opset >= 12) return true;
+  double ratio;
+  bool has_ratio;
+  int64_t is_test;
+  if (!take_float(b, "ratio", 0.5, &ratio, &has_ratio) || !take_int(b, "is_test", 0, &is_test, NULL)) return false;
+  b->n_in = 1;
+  if (has_ratio) {
+    float r = (float)ratio;
+    set_input(b, 1, add_const(b, "ratio", DRK_DT_F32, 0, NULL, &r, sizeof r));
+  }
+  if (b->opset < 7 && !is_test) { /* before 7 the mode was an attribute, training by default */
+    float r = (float)ratio;
+    uint8_t yes = 1;
+    if (!has_ratio) set_input(b, 1, add_const(b, "ratio", DRK_DT_F32, 0, NULL, &r, sizeof r));
+    set_input(b, 2, add_const(b, "training_mode", DRK_DT_BOOL, 0, NULL, &yes, 1));
+  }
+  return true;
+}
+
+static bool rw_batchnorm(nb_t *b) {
+  int64_t v;
+  if (!take_int(b, "is_test", 1, &v, NULL)) return false;
+  if (b->opset < 9) {
+    if (!take_int(b, "spatial", 1, &v, NULL)) return false;
+    if (v == 0) return unsupported_version(b, "spatial=0");
+  }
+  if (!take_int(b, "training_mode", 0, &v, NULL)) return false;
+  if (v) return unsupported_version(b, "training_mode=1");
+  if (b->n_out > 1) return unsupported_version(b, "training outputs (running mean/var)");
+  return true;
+}
+
+static bool rw_concat(nb_t *b) {
+  if (b->opset < 4 && !find_attr(b, "axis", NULL)) pend_int(b, "axis", 1);
+  return true;
+}
+
+static bool rw_selu(nb_t *b) {
+  if (b->opset >= 6) return true;
+  if (!find_attr(b, "alpha", NULL)) pend_float(b, "alpha", 1.6732);
+  if (!find_attr(b, "gamma", NULL)) pend_float(b, "gamma", 1.0507);
+  return true;
+}
+
+/* ---- the table ---- */
+
+typedef struct op_entry {
+  const char *name;
+  int min_opset; /* lowest opset whose form is normalized exactly */
+  rewrite_fn rw;
+  const char *why; /* why older opsets are refused */
+} op_entry_t;
+
+static const op_entry_t op_table[] = {
+    {"Add", 1, rw_legacy_broadcast, NULL}, {"Sub", 1, rw_legacy_broadcast, NULL},
+    {"Mul", 1, rw_legacy_broadcast, NULL}, {"Div", 1, rw_legacy_broadcast, NULL},
+    {"Pow", 1, rw_legacy_broadcast, NULL}, {"And", 1, rw_legacy_broadcast, NULL},
+    {"Or", 1, rw_legacy_broadcast, NULL}, {"Xor", 1, rw_legacy_broadcast, NULL},
+    {"Equal", 1, rw_legacy_broadcast, NULL}, {"Less", 1, rw_legacy_broadcast, NULL},
+    {"Greater", 1, rw_legacy_broadcast, NULL}, {"LessOrEqual", 12, NULL, NULL},
+    {"GreaterOrEqual", 12, NULL, NULL}, {"Neg", 1, NULL, NULL}, {"Abs", 1, NULL, NULL},
+    {"Reciprocal", 1, NULL, NULL}, {"Sqrt", 1, NULL, NULL}, {"Exp", 1, NULL, NULL},
+    {"Log", 1, NULL, NULL}, {"Erf", 9, NULL, NULL}, {"Tanh", 1, NULL, NULL},
+    {"Sigmoid", 1, NULL, NULL}, {"Relu", 1, NULL, NULL}, {"LeakyRelu", 1, NULL, NULL},
+    {"Elu", 1, NULL, NULL}, {"Selu", 1, rw_selu, NULL}, {"Gelu", 20, NULL, NULL},
+    {"HardSigmoid", 1, NULL, NULL}, {"HardSwish", 14, NULL, NULL}, {"Softplus", 1, NULL, NULL},
+    {"Softsign", 1, NULL, NULL}, {"Mish", 18, NULL, NULL}, {"Clip", 1, rw_clip, NULL},
+    {"Min", 1, NULL, NULL}, {"Max", 1, NULL, NULL}, {"Mean", 1, NULL, NULL}, {"Sum", 1, NULL, NULL},
+    {"Sin", 7, NULL, NULL}, {"Cos", 7, NULL, NULL}, {"Floor", 1, NULL, NULL}, {"Ceil", 1, NULL, NULL},
+    {"Round", 11, NULL, NULL}, {"Sign", 9, NULL, NULL}, {"Not", 1, NULL, NULL},
+    {"Where", 9, NULL, NULL}, {"IsNaN", 9, NULL, NULL}, {"IsInf", 10, NULL, NULL},
+    {"Cast", 6, NULL, "'to' was a string"}, {"CastLike", 15, NULL, NULL},
+    {"PRelu", 7, NULL, "slope broadcast per channel"}, {"QuantizeLinear", 10, NULL, NULL},
+    {"DequantizeLinear", 10, NULL, NULL}, {"MatMul", 1, NULL, NULL}, {"Gemm", 1, rw_legacy_broadcast, NULL},
+    {"Conv", 1, NULL, NULL}, {"ConvTranspose", 1, NULL, NULL}, {"Einsum", 12, NULL, NULL},
+    {"BatchNormalization", 1, rw_batchnorm, NULL}, {"InstanceNormalization", 1, NULL, NULL},
+    {"LayerNormalization", 17, NULL, NULL},
+    {"GroupNormalization", 21, NULL, "scale and bias were per group"},
+    {"Softmax", 1, rw_softmax, NULL}, {"LogSoftmax", 1, rw_softmax, NULL},
+    {"ReduceSum", 1, rw_reduce, NULL}, {"ReduceMean", 1, rw_reduce, NULL},
+    {"ReduceMax", 1, rw_reduce, NULL}, {"ReduceMin", 1, rw_reduce, NULL},
+    {"ReduceProd", 1, rw_reduce, NULL}, {"ReduceL2", 1, rw_reduce, NULL},
+    {"ReduceSumSquare", 1, rw_reduce, NULL}, {"ReduceLogSumExp", 1, rw_reduce, NULL},
+    {"ArgMax", 1, NULL, NULL}, {"ArgMin", 1, NULL, NULL}, {"CumSum", 11, NULL, NULL},
+    {"TopK", 1, rw_topk, NULL}, {"MaxPool", 1, NULL, NULL}, {"AveragePool", 1, NULL, NULL},
+    {"GlobalAveragePool", 1, NULL, NULL}, {"GlobalMaxPool", 1, NULL, NULL},
+    {"Reshape", 1, rw_reshape, NULL}, {"Flatten", 1, NULL, NULL}, {"Squeeze", 1, rw_squeeze, NULL},
+    {"Unsqueeze", 1, rw_squeeze, NULL}, {"Transpose", 1, NULL, NULL}, {"Concat", 1, rw_concat, NULL},
+    {"Split", 1, rw_split, NULL}, {"Slice", 1, rw_slice, NULL}, {"Gather", 1, NULL, NULL},
+    {"GatherElements", 11, NULL, NULL}, {"GatherND", 11, NULL, NULL}, {"ScatterND", 11, NULL, NULL},
+    {"Expand", 8, NULL, NULL}, {"Tile", 6, NULL, "inputs were (input, tiles, axis)"},
+    {"Pad", 1, rw_pad, NULL}, {"Resize", 10, rw_resize, NULL}, {"DepthToSpace", 1, NULL, NULL},
+    {"SpaceToDepth", 1, NULL, NULL}, {"Trilu", 14, NULL, NULL}, {"OneHot", 9, NULL, NULL},
+    {"Shape", 1, NULL, NULL}, {"Size", 1, NULL, NULL}, {"ConstantOfShape", 9, NULL, NULL},
+    {"Range", 11, NULL, NULL}, {"Identity", 1, NULL, NULL}, {"Dropout", 1, rw_dropout, NULL},
+};
+
+static const op_entry_t *find_op(const char *name) {
+  for (size_t i = 0; i < DRK_ARRAY_LEN(op_table); i++)
+    if (strcmp(op_table[i].name, name) == 0) return &op_table[i];
+  return NULL;
+}
+
+/* ---- attributes ---- */
+
+static bool copy_attr(nb_t *b, drk_node_t *n, const Onnx__AttributeProto *a) {
+  drk_graph_t *g = b->c->g;
+  if (!a->name || !*a->name) return fail(b, "attribute without a name");
+  if (a->ref_attr_name && *a->ref_attr_name)
+    return fail(b, "unsupported attribute reference '%s' (function bodies)", a->name);
+  Onnx__AttributeProto__AttributeType t = attr_type(a);
+  drk_attr_t *x;
+  switch (t) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+    drk_node_add_attr(g, n, a->name, DRK_ATTR_INT)->i = a->i;
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+    drk_node_add_attr(g, n, a->name, DRK_ATTR_FLOAT)->f = a->f;
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+    x = drk_node_add_attr(g, n, a->name, DRK_ATTR_STRING);
+    x->s = drk_arena_strndup(g->arena, a->s.data ? (const char *)a->s.data : "", a->s.len);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+    x = drk_node_add_attr(g, n, a->name, DRK_ATTR_INTS);
+    x->n = a->n_ints;
+    x->ints = drk_arena_alloc(g->arena, sizeof(int64_t) * (a->n_ints + 1));
+    if (a->n_ints) memcpy(x->ints, a->ints, sizeof(int64_t) * a->n_ints);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+    x = drk_node_add_attr(g, n, a->name, DRK_ATTR_FLOATS);
+    x->n = a->n_floats;
+    x->floats = drk_arena_alloc(g->arena, sizeof(double) * (a->n_floats + 1));
+    for (size_t i = 0; i < a->n_floats; i++) x->floats[i] = a->floats[i];
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
+    x = drk_node_add_attr(g, n, a->name, DRK_ATTR_STRINGS);
+    x->n = a->n_strings;
+    x->strings = drk_arena_alloc(g->arena, sizeof(char *) * (a->n_strings + 1));
+    for (size_t i = 0; i < a->n_strings; i++)
+      x->strings[i] = drk_arena_strndup(g->arena, a->strings[i].data ? (const char *)a->strings[i].data : "",
+                                        a->strings[i].len);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+    if (!a->t) return fail(b, "attribute '%s' of '%s' has no tensor", a->name, b->op_type);
+    drk_value_t *v = drk_onnx_tensor_value(b->c, a->t, hint(b, a->name), false, b->loc);
+    if (!v) return false;
+    drk_node_add_attr(g, n, a->name, DRK_ATTR_TENSOR)->tensor = v;
+    return true;
+  }
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+    return fail(b, "unsupported GRAPH attribute '%s' of '%s' (subgraphs: If/Loop/Scan)", a->name, b->op_type);
+  default:
+    return fail(b, "unsupported attribute '%s' of '%s' (type %d)", a->name, b->op_type, (int)t);
+  }
+}
+
+/* ---- output dtypes that follow trivially from the op ---- */
+
+static bool known_dtype(nb_t *b, drk_node_t *n, int i, drk_dtype_t *out) {
+  drk_onnx_ctx_t *c = b->c;
+  drk_value_t *x = n->n_inputs > 0 ? n->inputs[0] : NULL;
+#define FROM(V)                                                    \
+  do {                                                             \
+    if (!drk_onnx_is_known(c, (V))) return false;                  \
+    *out = (V)->dtype;                                             \
+    return true;                                                   \
+  } while (0)
+  switch (n->op) {
+  case DRK_OP_CAST: {
+    int64_t to = drk_node_attr_int(n, "to", 0);
+    return drk_dtype_from_onnx((int)to, out);
+  }
+  case DRK_OP_CAST_LIKE: FROM(n->inputs[1]);
+  case DRK_OP_EQUAL: case DRK_OP_LESS: case DRK_OP_LESS_OR_EQUAL: case DRK_OP_GREATER:
+  case DRK_OP_GREATER_OR_EQUAL: case DRK_OP_NOT: case DRK_OP_AND: case DRK_OP_OR: case DRK_OP_XOR:
+  case DRK_OP_IS_NAN: case DRK_OP_IS_INF:
+    *out = DRK_DT_BOOL;
+    return true;
+  case DRK_OP_ARG_MAX: case DRK_OP_ARG_MIN: case DRK_OP_SHAPE: case DRK_OP_SIZE:
+    *out = DRK_DT_I64;
+    return true;
+  case DRK_OP_TOP_K: case DRK_OP_MAX_POOL:
+    if (i == 1) {
+      *out = DRK_DT_I64;
+      return true;
+    }
+    FROM(x);
+  case DRK_OP_DROPOUT:
+    if (i == 1) {
+      *out = DRK_DT_BOOL;
+      return true;
+    }
+    FROM(x);
+  case DRK_OP_LAYER_NORMALIZATION:
+    if (i > 0) return drk_dtype_from_onnx((int)drk_node_attr_int(n, "stash_type", 1), out);
+    FROM(x);
+  case DRK_OP_QUANTIZE_LINEAR: {
+    int64_t od = drk_node_attr_int(n, "output_dtype", 0);
+    if (od) return drk_dtype_from_onnx((int)od, out);
+    if (n->n_inputs > 2 && n->inputs[2]) FROM(n->inputs[2]);
+    *out = DRK_DT_U8;
+    return true;
+  }
+  case DRK_OP_DEQUANTIZE_LINEAR: FROM(n->inputs[1]);
+  case DRK_OP_CONSTANT_OF_SHAPE: {
+    const drk_attr_t *v = drk_node_attr(n, "value");
+    *out = v && v->kind == DRK_ATTR_TENSOR ? v->tensor->dtype : DRK_DT_F32;
+    return true;
+  }
+  case DRK_OP_ONE_HOT: FROM(n->inputs[2]);
+  case DRK_OP_WHERE: FROM(n->inputs[1]);
+  default:
+    if (!x) return false;
+    FROM(x);
+  }
+#undef FROM
+}
+
+static bool bind_output(nb_t *b, drk_node_t *n, int i) {
+  drk_onnx_ctx_t *c = b->c;
+  drk_value_t *v = n->outputs[i];
+  const Onnx__ValueInfoProto *vi = drk_onnx_map_get(&c->infos, v->name);
+  drk_dtype_t t;
+  if (known_dtype(b, n, i, &t)) {
+    v->dtype = t;
+    drk_onnx_set_known(c, v);
+  }
+  if (vi && !drk_onnx_apply_type(c, v, vi, b->loc)) return false;
+  return true;
+}
+
+/* ---- Constant ---- */
+
+static bool import_constant(nb_t *b) {
+  drk_onnx_ctx_t *c = b->c;
+  if (b->np->n_output != 1 || !b->out_names[0]) return fail(b, "Constant must have one output");
+  const char *name = b->out_names[0];
+  drk_value_t *v = NULL;
+  for (size_t i = 0; i < b->np->n_attribute && !v; i++) {
+    const Onnx__AttributeProto *a = b->np->attribute[i];
+    const char *an = a->name ? a->name : "";
+    Onnx__AttributeProto__AttributeType t = attr_type(a);
+    if (strcmp(an, "value") == 0) {
+      if (t != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR || !a->t) return fail(b, "Constant 'value' is not a tensor");
+      if (!(v = drk_onnx_tensor_value(c, a->t, name, true, b->loc))) return false;
+    } else if (strcmp(an, "value_float") == 0 || strcmp(an, "value_floats") == 0) {
+      bool one = an[11] == 0;
+      if (t != (one ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS))
+        return fail(b, "Constant '%s' has the wrong type", an);
+      int64_t n = one ? 1 : (int64_t)a->n_floats;
+      float *f = drk_arena_alloc(c->g->arena, sizeof(float) * (size_t)(n + 1));
+      if (one) f[0] = a->f;
+      else if (n) memcpy(f, a->floats, sizeof(float) * (size_t)n);
+      v = drk_graph_add_const(c->g, name, DRK_DT_F32, drk_graph_shape_static(c->g, one ? 0 : 1, &n), f,
+                              sizeof(float) * (size_t)n);
+    } else if (strcmp(an, "value_int") == 0 || strcmp(an, "value_ints") == 0) {
+      bool one = an[9] == 0;
+      if (t != (one ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+        return fail(b, "Constant '%s' has the wrong type", an);
+      int64_t n = one ? 1 : (int64_t)a->n_ints;
+      int64_t *p = drk_arena_alloc(c->g->arena, sizeof(int64_t) * (size_t)(n + 1));
+      if (one) p[0] = a->i;
+      else if (n) memcpy(p, a->ints, sizeof(int64_t) * (size_t)n);
+      v = drk_graph_add_const(c->g, name, DRK_DT_I64, drk_graph_shape_static(c->g, one ? 0 : 1, &n), p,
+                              sizeof(int64_t) * (size_t)n);
+    } else if (strncmp(an, "value_string", 12) == 0) {
+      return fail(b, "unsupported Constant attribute '%s' (string tensors)", an);
+    } else if (strcmp(an, "sparse_value") == 0) {
+      return fail(b, "unsupported Constant attribute 'sparse_value' (sparse tensors)");
+    }
+  }
+  if (!v) return fail(b, "Constant without a value");
+  v->loc = b->loc;
+  drk_onnx_set_known(c, v);
+  if (!drk_onnx_map_put(&c->values, v->name, v)) return fail(b, "value '%s' is defined twice", name);
+  return true;
+}
+
+/* ---- nodes ---- */
+
+bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int index) {
+  nb_t b;
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  b.np = np;
+  b.loc = drk_loc_none;
+  b.loc.file = c->file;
+  b.loc.node_name = drk_graph_str(c->g, np->name ? np->name : "");
+  b.loc.node_index = index;
+  b.op_type = np->op_type ? np->op_type : "";
+  b.opset = c->opset;
+  const char *domain = np->domain && *np->domain ? np->domain : "ai.onnx";
+  if (strcmp(domain, "ai.onnx") != 0) {
+    int64_t dv = drk_onnx_domain_opset(c, domain);
+    if (dv < 0) return fail(&b, "unsupported op '%s' (domain '%s', not imported by the model)", b.op_type, domain);
+    return fail(&b, "unsupported op '%s' (domain '%s', opset %lld)", b.op_type, domain, (long long)dv);
+  }
+  if (!*b.op_type) return fail(&b, "node without an op_type");
+  if (np->n_input > 4096 || np->n_output > 4096) return fail(&b, "node has too many inputs or outputs");
+
+  /* Outputs: trailing empty names are omitted optional outputs; inner ones get fresh names. */
+  b.n_out = (int)np->n_output;
+  while (b.n_out > 0 && (!np->output[b.n_out - 1] || !*np->output[b.n_out - 1])) b.n_out--;
+  if (b.n_out == 0) return fail(&b, "node '%s' has no outputs", b.op_type);
+  b.out_names = drk_arena_alloc(c->scratch, sizeof(char *) * (size_t)b.n_out);
+  for (int i = 0; i < b.n_out; i++) {
+    const char *o = np->output[i];
+    b.out_names[i] = o && *o ? o : drk_onnx_fresh_name(c, b.op_type);
+    if (drk_onnx_map_get(&c->values, b.out_names[i]))
+      return fail(&b, "value '%s' is defined twice", b.out_names[i]);
+  }
+
+  b.used = drk_arena_alloc(c->scratch, sizeof(bool) * (np->n_attribute + 1));
+  if (strcmp(b.op_type, "Constant") == 0) return import_constant(&b);
+
+  const op_entry_t *e = find_op(b.op_type);
+  if (!e || !drk_op_from_name(b.op_type, strlen(b.op_type), &b.op))
+    return fail(&b, "unsupported op '%s' (domain 'ai.onnx', opset %lld)", b.op_type, (long long)c->opset);
+  if (c->opset < e->min_opset) {
+    char why[160];
+    snprintf(why, sizeof why, "drkc reads its form from opset %d%s%s", e->min_opset, e->why ? "; before, " : "",
+             e->why ? e->why : "");
+    return unsupported_version(&b, why);
+  }
+
+  size_t n_in = np->n_input;
+  while (n_in > 0 && (!np->input[n_in - 1] || !*np->input[n_in - 1])) n_in--;
+  for (size_t i = 0; i < n_in; i++) {
+    const char *nm = np->input[i];
+    drk_value_t *v = NULL;
+    if (nm && *nm && !(v = drk_onnx_map_get(&c->values, nm)))
+      return fail(&b, "input '%s' of '%s' is not defined by an earlier node, input or initializer", nm, b.op_type);
+    DRK_VEC_PUSH(c->scratch, b.in, b.n_in, b.cap_in, v);
+  }
+  if (b.n_in == 0 || !b.in[0]) return fail(&b, "'%s' is missing its first input", b.op_type);
+  take(&b, "consumed_inputs"); /* a pre-opset-6 memory hint without semantics */
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    Onnx__AttributeProto__AttributeType t = attr_type(np->attribute[i]);
+    if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS)
+      return fail(&b, "unsupported GRAPH attribute '%s' of '%s' (subgraphs: If/Loop/Scan)",
+                  np->attribute[i]->name ? np->attribute[i]->name : "", b.op_type);
+  }
+  if (e->rw && !e->rw(&b)) return false;
+
+  const drk_op_info_t *info = drk_op_info(b.op);
+  while (b.n_in > 0 && !b.in[b.n_in - 1]) b.n_in--;
+  if ((int)b.n_in < info->min_inputs || (info->max_inputs >= 0 && (int)b.n_in > info->max_inputs))
+    return fail(&b, "'%s' has %zu inputs, expected %d to %d", b.op_type, b.n_in, info->min_inputs,
+                info->max_inputs);
+  for (int i = 0; i < info->min_inputs; i++)
+    if (!b.in[i]) return fail(&b, "'%s' is missing required input #%d", b.op_type, i);
+  if (b.n_out < info->min_outputs || (info->max_outputs >= 0 && b.n_out > info->max_outputs)) {
+    if (b.n_out > info->max_outputs)
+      return fail(&b, "unsupported op '%s' (domain 'ai.onnx', opset %lld) with %d outputs (drkc supports %d)",
+                  b.op_type, (long long)c->opset, b.n_out, info->max_outputs);
+    return fail(&b, "'%s' has %d outputs, expected at least %d", b.op_type, b.n_out, info->min_outputs);
+  }
+
+  const char **names = b.out_names;
+  if (b.reshape_to) {
+    names = drk_arena_alloc(c->scratch, sizeof(char *));
+    names[0] = drk_onnx_fresh_name(c, hint(&b, "2d"));
+  }
+  drk_node_t *n = drk_graph_add_node(c->g, b.op, (int)b.n_in, b.in, b.n_out, names, b.loc);
+  for (size_t i = 0; i < np->n_attribute; i++)
+    if (!b.used[i] && !copy_attr(&b, n, np->attribute[i])) return false;
+  for (int i = 0; i < b.n_pend; i++) {
+    const pending_attr_t *p = &b.pend[i];
+    drk_attr_t *a = drk_node_add_attr(c->g, n, p->name, p->kind);
+    a->i = p->i;
+    a->f = p->f;
+    a->s = p->s ? drk_graph_str(c->g, p->s) : NULL;
+  }
+  if (n->op == DRK_OP_CAST) {
+    int64_t to = drk_node_attr_int(n, "to", 0);
+    drk_dtype_t t;
+    if (!drk_dtype_from_onnx((int)to, &t))
+      return fail(&b, "unsupported dtype %s as 'to' of Cast", drk_onnx_dtype_name((int)to));
+  }
+  if (b.reshape_to) {
+    drk_onnx_map_put(&c->values, n->outputs[0]->name, n->outputs[0]);
+    if (!bind_output(&b, n, 0)) return false;
+    drk_value_t *ins[2] = {n->outputs[0], b.reshape_to};
+    n = drk_graph_add_node(c->g, DRK_OP_RESHAPE, 2, ins, 1, b.out_names, b.loc);
+  }
+  for (int i = 0; i < n->n_outputs; i++) {
+    if (!drk_onnx_map_put(&c->values, n->outputs[i]->name, n->outputs[i]))
+      return fail(&b, "value '%s' is defined twice", n->outputs[i]->name);
+    if (!bind_output(&b, n, i)) return false;
+  }
+  return true;
+}

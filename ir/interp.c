@@ -1,0 +1,386 @@
+/* The CPU reference interpreter's driver: node dispatch, argument checks, and whole-graph
+ * evaluation with use counts so each intermediate is freed right after its last use.
+ *
+ * Requires a graph whose nodes are in topological order (the builder's guarantee).
+ * Guarantees: graph inputs and constants are borrowed (never copied); every returned
+ * output tensor owns its data; on error nothing leaks and out_outputs is untouched. */
+#include <stdarg.h>
+
+#include "interp_internal.h"
+
+bool drk_ierr(drk_ictx_t *c, const char *fmt, ...) {
+  char buf[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  drk_diag_error(c->d, c->n->loc, "%s: %s", drk_op_name(c->n->op), buf);
+  return false;
+}
+
+void *drk_imalloc(drk_ictx_t *c, size_t n, size_t sz) {
+  if (sz && n > SIZE_MAX / sz) {
+    drk_ierr(c, "out of memory");
+    return NULL;
+  }
+  size_t bytes = n * sz;
+  void *p = malloc(bytes > 0 ? bytes : 1);
+  if (!p) drk_ierr(c, "out of memory (%zu bytes)", bytes);
+  return p;
+}
+
+bool drk_iout(drk_ictx_t *c, int i, drk_dtype_t t, int rank, const int64_t *dims) {
+  DRK_ASSERT(i < c->n_out);
+  if (rank < 0 || rank > DRK_MAX_RANK) return drk_ierr(c, "output rank %d out of range (max %d)", rank, DRK_MAX_RANK);
+  for (int k = 0; k < rank; k++)
+    if (dims[k] < 0) return drk_ierr(c, "negative output dimension %lld", (long long)dims[k]);
+  drk_tensor_free(&c->out[i]);
+  if (!drk_tensor_alloc(&c->out[i], t, rank, dims)) return drk_ierr(c, "cannot allocate output %d", i);
+  return true;
+}
+
+bool drk_ireq(drk_ictx_t *c, int i, unsigned mask) {
+  const drk_tensor_t *t = drk_iin(c, i);
+  if (!t) return drk_ierr(c, "input %d is required", i);
+  if (!((mask >> t->dtype) & 1u)) return drk_ierr(c, "input %d: dtype %s not supported", i, drk_dtype_name(t->dtype));
+  return true;
+}
+
+int64_t drk_iread_ints(drk_ictx_t *c, const drk_tensor_t *t, int64_t *out, int64_t max, const char *what) {
+  if (!drk_dtype_is_int(t->dtype)) {
+    drk_ierr(c, "%s must be an integer tensor, got %s", what, drk_dtype_name(t->dtype));
+    return -1;
+  }
+  if (t->rank > 1) {
+    drk_ierr(c, "%s must be 0-D or 1-D, got rank %d", what, t->rank);
+    return -1;
+  }
+  int64_t n = drk_tensor_numel(t);
+  if (n > max) {
+    drk_ierr(c, "%s has %lld elements, at most %lld allowed", what, (long long)n, (long long)max);
+    return -1;
+  }
+  for (int64_t i = 0; i < n; i++) out[i] = drk_tensor_get_i64(t, i);
+  return n;
+}
+
+bool drk_iaxis(drk_ictx_t *c, int64_t a, int rank, int *out_axis) {
+  if (a < -rank || a >= rank || (rank == 0)) {
+    if (rank == 0 && (a == 0 || a == -1)) return drk_ierr(c, "axis %lld invalid for a 0-D tensor", (long long)a);
+    return drk_ierr(c, "axis %lld out of range for rank %d", (long long)a, rank);
+  }
+  *out_axis = (int)(a < 0 ? a + rank : a);
+  return true;
+}
+
+bool drk_ibroadcast(drk_ictx_t *c, int n, const drk_tensor_t *const *ts, int *out_rank, int64_t *out_dims) {
+  int r = 0;
+  for (int i = 0; i < n; i++)
+    if (ts[i] && ts[i]->rank > r) r = ts[i]->rank;
+  for (int k = 0; k < r; k++) out_dims[k] = 1;
+  for (int i = 0; i < n; i++) {
+    const drk_tensor_t *t = ts[i];
+    if (!t) continue;
+    for (int k = 0; k < t->rank; k++) {
+      int o = r - t->rank + k;
+      int64_t a = out_dims[o], b = t->dims[k];
+      if (a == b || b == 1) continue;
+      if (a == 1) {
+        out_dims[o] = b;
+        continue;
+      }
+      return drk_ierr(c, "shapes do not broadcast (dimension %d: %lld vs %lld)", o, (long long)a, (long long)b);
+    }
+  }
+  *out_rank = r;
+  return true;
+}
+
+void drk_istrides(int rank, const int64_t *dims, int64_t *out_strides) {
+  int64_t s = 1;
+  for (int k = rank - 1; k >= 0; k--) {
+    out_strides[k] = s;
+    s *= dims[k];
+  }
+}
+
+void drk_ibstrides(const drk_tensor_t *t, int rank, const int64_t *dims, int64_t *out_strides) {
+  int64_t st[DRK_MAX_RANK];
+  drk_istrides(t->rank, t->dims, st);
+  for (int k = 0; k < rank; k++) {
+    int j = k - (rank - t->rank);
+    out_strides[k] = (j < 0 || t->dims[j] == 1) ? 0 : st[j];
+  }
+  (void)dims;
+}
+
+void drk_iiter_init(drk_iiter_t *it, int rank, const int64_t *dims, int n, int64_t *const *strides) {
+  memset(it, 0, sizeof *it);
+  it->rank = rank;
+  it->n = n;
+  for (int k = 0; k < rank; k++) it->dims[k] = dims[k];
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < rank; k++) it->st[j][k] = strides[j][k];
+}
+
+double *drk_iload_f64(drk_ictx_t *c, const drk_tensor_t *t) {
+  int64_t n = drk_tensor_numel(t);
+  double *p = drk_imalloc(c, (size_t)n, sizeof(double));
+  if (!p) return NULL;
+  switch (t->dtype) {
+    case DRK_DT_F64: if (n) memcpy(p, t->data, (size_t)n * 8); break;
+    case DRK_DT_F32: { const float *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
+    case DRK_DT_I64: { const int64_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = (double)s[i]; } break;
+    case DRK_DT_I32: { const int32_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
+    case DRK_DT_U8: { const uint8_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
+    case DRK_DT_F16: { const uint16_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = drk_f16_to_f32(s[i]); } break;
+    default: for (int64_t i = 0; i < n; i++) p[i] = drk_tensor_get_f64(t, i); break;
+  }
+  return p;
+}
+
+int64_t *drk_iload_i64(drk_ictx_t *c, const drk_tensor_t *t) {
+  int64_t n = drk_tensor_numel(t);
+  int64_t *p = drk_imalloc(c, (size_t)n, sizeof(int64_t));
+  if (!p) return NULL;
+  switch (t->dtype) {
+    case DRK_DT_I64: if (n) memcpy(p, t->data, (size_t)n * 8); break;
+    case DRK_DT_I32: { const int32_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
+    default: for (int64_t i = 0; i < n; i++) p[i] = drk_tensor_get_i64(t, i); break;
+  }
+  return p;
+}
+
+void drk_istore_f64(drk_tensor_t *t, const double *v) {
+  int64_t n = drk_tensor_numel(t);
+  switch (t->dtype) {
+    case DRK_DT_F64: if (n) memcpy(t->data, v, (size_t)n * 8); break;
+    case DRK_DT_F32: { float *d = t->data; for (int64_t i = 0; i < n; i++) d[i] = (float)v[i]; } break;
+    case DRK_DT_F16: { uint16_t *d = t->data; for (int64_t i = 0; i < n; i++) d[i] = drk_f32_to_f16((float)v[i]); } break;
+    default: for (int64_t i = 0; i < n; i++) drk_tensor_set_f64(t, i, v[i]); break;
+  }
+}
+
+void drk_istore_i64(drk_tensor_t *t, const int64_t *v) {
+  int64_t n = drk_tensor_numel(t);
+  switch (t->dtype) {
+    case DRK_DT_I64: if (n) memcpy(t->data, v, (size_t)n * 8); break;
+    case DRK_DT_I32: { int32_t *d = t->data; for (int64_t i = 0; i < n; i++) d[i] = (int32_t)v[i]; } break;
+    default: for (int64_t i = 0; i < n; i++) drk_tensor_set_i64(t, i, v[i]); break;
+  }
+}
+
+void drk_icopy_elem(drk_tensor_t *dst, int64_t di, const drk_tensor_t *src, int64_t si) {
+  int bits = drk_dtype_bits(src->dtype);
+  uint8_t *d = dst->data;
+  const uint8_t *s = src->data;
+  switch (bits) {
+    case 64: memcpy(d + di * 8, s + si * 8, 8); break;
+    case 32: memcpy(d + di * 4, s + si * 4, 4); break;
+    case 16: memcpy(d + di * 2, s + si * 2, 2); break;
+    case 8: d[di] = s[si]; break;
+    default: drk_tensor_set_i64(dst, di, drk_tensor_get_i64(src, si)); break;
+  }
+}
+
+static drk_iop_fn lookup(drk_op_t op) {
+  drk_iop_fn f;
+  if ((f = drk_interp_lookup_ew(op))) return f;
+  if ((f = drk_interp_lookup_reduce(op))) return f;
+  if ((f = drk_interp_lookup_mm(op))) return f;
+  if ((f = drk_interp_lookup_norm(op))) return f;
+  if ((f = drk_interp_lookup_move(op))) return f;
+  if ((f = drk_interp_lookup_pool(op))) return f;
+  if ((f = drk_interp_lookup_resize(op))) return f;
+  return NULL;
+}
+
+bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk_tensor_t *out_outputs,
+                     drk_diag_t *d) {
+  drk_ictx_t c = {n, inputs, n->n_inputs, NULL, n->n_outputs, d};
+  const drk_op_info_t *info = drk_op_info(n->op);
+  if (n->n_inputs < info->min_inputs || (info->max_inputs >= 0 && n->n_inputs > info->max_inputs))
+    return drk_ierr(&c, "%d inputs given, expected %d..%d", n->n_inputs, info->min_inputs, info->max_inputs);
+  if (n->n_outputs < info->min_outputs || (info->max_outputs >= 0 && n->n_outputs > info->max_outputs))
+    return drk_ierr(&c, "%d outputs given, expected %d..%d", n->n_outputs, info->min_outputs, info->max_outputs);
+  if (n->n_outputs > 64) return drk_ierr(&c, "too many outputs (%d)", n->n_outputs);
+  for (int i = 0; i < n->n_inputs; i++) {
+    const drk_tensor_t *t = inputs[i];
+    if (!t) continue;
+    if (t->rank < 0 || t->rank > DRK_MAX_RANK || (unsigned)t->dtype >= DRK_DT_COUNT)
+      return drk_ierr(&c, "input %d is malformed", i);
+    if (drk_tensor_numel(t) && !t->data) return drk_ierr(&c, "input %d has no data", i);
+  }
+  drk_iop_fn f = lookup(n->op);
+  if (!f) return drk_ierr(&c, "not supported by the interpreter");
+  drk_tensor_t outs[64];
+  memset(outs, 0, sizeof outs);
+  c.out = outs;
+  bool ok = f(&c);
+  if (ok) {
+    for (int i = 0; i < n->n_outputs; i++) DRK_ASSERT(outs[i].data != NULL);
+    memcpy(out_outputs, outs, sizeof(drk_tensor_t) * (size_t)n->n_outputs);
+  } else {
+    for (int i = 0; i < n->n_outputs; i++) drk_tensor_free(&outs[i]);
+    if (d && d->n_errors == 0) drk_diag_error(d, n->loc, "%s: failed", drk_op_name(n->op));
+  }
+  return ok;
+}
+
+typedef struct slot {
+  drk_tensor_t t;
+  bool live;
+  bool pinned; /* a graph output: kept to the end */
+  int64_t uses;
+} slot_t;
+
+static void free_slots(slot_t *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i].live) drk_tensor_free(&s[i].t);
+  free(s);
+}
+
+bool drk_interp_run(const drk_graph_t *g, const drk_tensor_t *inputs, drk_tensor_t *out_outputs,
+                    drk_diag_t *d) {
+  size_t nv = g->next_value_id;
+  slot_t *s = calloc(nv ? nv : 1, sizeof *s);
+  if (!s) {
+    drk_diag_error(d, drk_loc_none, "interpreter: out of memory");
+    return false;
+  }
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    const drk_tensor_t *t = &inputs[i];
+    if (t->dtype != v->dtype) {
+      drk_diag_error(d, v->loc, "input '%s': dtype %s given, %s expected", v->name, drk_dtype_name(t->dtype),
+                     drk_dtype_name(v->dtype));
+      free_slots(s, nv);
+      return false;
+    }
+    if (v->shape.rank >= 0 && t->rank != v->shape.rank) {
+      drk_diag_error(d, v->loc, "input '%s': rank %d given, %d expected", v->name, t->rank, v->shape.rank);
+      free_slots(s, nv);
+      return false;
+    }
+    for (int k = 0; k < t->rank && v->shape.rank >= 0; k++)
+      if (!v->shape.dims[k].sym && v->shape.dims[k].size >= 0 && v->shape.dims[k].size != t->dims[k]) {
+        drk_diag_error(d, v->loc, "input '%s': dimension %d is %lld, %lld expected", v->name, k,
+                       (long long)t->dims[k], (long long)v->shape.dims[k].size);
+        free_slots(s, nv);
+        return false;
+      }
+    slot_t *sl = &s[v->id];
+    sl->t = *t;
+    sl->t.owned = false;
+    sl->live = true;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k]) s[n->inputs[k]->id].uses++;
+  }
+  for (size_t i = 0; i < g->n_outputs; i++) s[g->outputs[i]->id].pinned = true;
+
+  const drk_tensor_t *args[256];
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    if (n->n_inputs > 256) {
+      drk_diag_error(d, n->loc, "%s: too many inputs (%d)", drk_op_name(n->op), n->n_inputs);
+      free_slots(s, nv);
+      return false;
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+      const drk_value_t *v = n->inputs[k];
+      if (!v) {
+        args[k] = NULL;
+        continue;
+      }
+      slot_t *sl = &s[v->id];
+      if (!sl->live && v->kind == DRK_VALUE_CONST) {
+        if (!drk_tensor_from_const(&sl->t, v)) {
+          drk_diag_error(d, v->loc, "constant '%s' has no static shape or too little data", v->name);
+          free_slots(s, nv);
+          return false;
+        }
+        sl->live = true;
+      }
+      if (!sl->live) {
+        drk_diag_error(d, n->loc, "%s: input %d ('%s') has no value (not computed before use)",
+                       drk_op_name(n->op), k, v->name);
+        free_slots(s, nv);
+        return false;
+      }
+      args[k] = &sl->t;
+    }
+    drk_tensor_t outs[64];
+    if (n->n_outputs > 64) {
+      drk_diag_error(d, n->loc, "%s: too many outputs", drk_op_name(n->op));
+      free_slots(s, nv);
+      return false;
+    }
+    if (!drk_interp_node(n, args, outs, d)) {
+      free_slots(s, nv);
+      return false;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+      const drk_value_t *v = n->outputs[k];
+      if (!v) {
+        drk_tensor_free(&outs[k]);
+        continue;
+      }
+      slot_t *sl = &s[v->id];
+      if (sl->live) drk_tensor_free(&sl->t);
+      sl->t = outs[k];
+      sl->live = true;
+      if (sl->uses == 0 && !sl->pinned) {
+        drk_tensor_free(&sl->t);
+        sl->live = false;
+      }
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+      const drk_value_t *v = n->inputs[k];
+      if (!v) continue;
+      slot_t *sl = &s[v->id];
+      if (--sl->uses == 0 && !sl->pinned && sl->live) {
+        drk_tensor_free(&sl->t);
+        sl->live = false;
+      }
+    }
+  }
+  drk_tensor_t *res = calloc(g->n_outputs ? g->n_outputs : 1, sizeof *res);
+  if (!res) {
+    drk_diag_error(d, drk_loc_none, "interpreter: out of memory");
+    free_slots(s, nv);
+    return false;
+  }
+  for (size_t i = 0; i < g->n_outputs; i++) {
+    const drk_value_t *v = g->outputs[i];
+    slot_t *sl = &s[v->id];
+    if (!sl->live && v->kind == DRK_VALUE_CONST && drk_tensor_from_const(&sl->t, v)) sl->live = true;
+    bool ok = sl->live;
+    if (ok) {
+      if (sl->t.owned) {
+        res[i] = sl->t; /* move; a repeated output is copied from res below */
+        sl->t.owned = false;
+      } else {
+        size_t j = 0;
+        for (; j < i; j++)
+          if (g->outputs[j] == v) break;
+        ok = drk_tensor_copy(&res[i], j < i ? &res[j] : &sl->t);
+      }
+    }
+    if (!ok) {
+      drk_diag_error(d, v->loc, "output '%s' has no value", v->name);
+      for (size_t j = 0; j < i; j++) drk_tensor_free(&res[j]);
+      free(res);
+      free_slots(s, nv);
+      return false;
+    }
+  }
+  memcpy(out_outputs, res, sizeof *res * g->n_outputs);
+  free(res);
+  free_slots(s, nv);
+  return true;
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Command-line behaviour of drkc: options, aliases, target validation, emit kinds, and that
+# bad input gives exit status 1 with a located message (never a crash).
+# usage: cli.sh DRKC SRC_DIR WORK_DIR PYTHON
+set -u
+DRKC=$1; SRC=$2; W=$3; PY=$4
+rm -rf "$W"; mkdir -p "$W"
+fails=0
+# expect NAME STATUS PATTERN -- ARGS...: runs drkc, checks the exit status and that
+# stdout+stderr match the extended regex PATTERN.
+expect() {
+  local name=$1 status=$2 pat=$3; shift 4
+  "$DRKC" "$@" >"$W/out" 2>&1; local rc=$?
+  if [ "$rc" != "$status" ] || ! grep -Eq -- "$pat" "$W/out"; then
+    echo "FAIL $name: exit $rc (want $status), output:"; sed 's/^/  | /' "$W/out"; echo "  (wanted /$pat/)"
+    fails=$((fails + 1))
+  else
+    echo "PASS $name"
+  fi
+}
+cat >"$W/ok.drkg" <<'G'
+graph @g(%x: f32[N, 4], %y: f32[1, 4]) -> (%z) {
+  %s: f32[N, 4] = Add(%x, %y)
+  %z: f32[N, 4] = Relu(%s)
+  return %z
+}
+G
+printf 'graph @g(%%x: f32[2]) -> (%%z) {\n  %%z: f32[2] = Relu(%%q)\n  return %%z\n}\n' >"$W/bad.drkg"
+printf 'graph @g(%%x: f32[2]) -> (%%z) {\n  %%z: f32[2] = Relu(%%x) {\n' >"$W/trunc.drkg"
+head -c 300 /dev/urandom >"$W/garbage.onnx"
+printf '\x0a\x05hello\x12' >"$W/trunc.onnx"
+
+expect version 0 '^drkc [0-9]+\.[0-9]+\.[0-9]+' -- --version
+expect help 0 'usage: drkc INPUT' -- --help
+expect no-input 2 'no input file' --
+expect unknown-option 2 "unknown option '--frobnicate'" -- "$W/ok.drkg" --frobnicate
+expect unknown-target 1 "unknown target 'sm_99' \(known targets: sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a gfx942\)" -- "$W/ok.drkg" --target=sm_99
+expect unknown-target-in-list 1 "unknown target 'sm_75'" -- "$W/ok.drkg" --target=sm_87,sm_75
+expect target-list 0 'Relu' -- "$W/ok.drkg" --emit=graph --target=sm_87,sm_90a,gfx942
+expect arch-alias 0 'Relu' -- "$W/ok.drkg" --emit=graph -arch=sm_90
+expect gpu-architecture-alias 0 'Relu' -- "$W/ok.drkg" --emit=graph --gpu-architecture=sm_90a
+expect gpu-architecture-space 0 'Relu' -- "$W/ok.drkg" --emit=graph --gpu-architecture sm_80
+expect compute-spelling 0 'Relu' -- "$W/ok.drkg" --emit=graph -arch=compute_89
+expect emit-graph 0 '%z: f32\[N, 4\] = Relu\(%s\)' -- "$W/ok.drkg" --emit=graph
+expect emit-unknown 2 "unknown --emit kind 'bogus'" -- "$W/ok.drkg" --emit=bogus
+expect dump-after 0 '// ---- after canonicalize ----' -- "$W/ok.drkg" --emit=graph --dump-after=canonicalize
+expect dump-after-unknown 2 "unknown pass 'fuse'" -- "$W/ok.drkg" --emit=graph --dump-after=fuse
+expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
+expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
+expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph
+expect truncated-onnx 1 "trunc.onnx.*error" -- "$W/trunc.onnx" --emit=graph
+expect missing-file 1 "nope.onnx.*error" -- "$W/nope.onnx" --emit=graph
+expect unknown-kind 1 "unknown input kind" -- "$W/model.txt" --emit=graph
+expect output-file 0 '' -- "$W/ok.drkg" --emit=graph -o "$W/ok.out.drkg"
+grep -q 'Relu' "$W/ok.out.drkg" || { echo "FAIL output-file: -o wrote nothing"; fails=$((fails + 1)); }
+"$PY" -c "import numpy as np; np.save('$W/x.npy', np.arange(12, dtype=np.float32).reshape(3, 4) - 5)"
+expect run-named-input 0 "output 0 'z': f32\[3, 4\] sum [0-9.]+" -- run "$W/ok.drkg" --input x="$W/x.npy" --output-dir "$W/run" --npy
+"$PY" -c "
+import numpy as np
+z = np.load('$W/run/output_0.npy'); assert z.shape == (3, 4) and z.sum() > 0, z
+" || { echo "FAIL run-named-input: output_0.npy"; fails=$((fails + 1)); }
+expect run-symbolic 1 "input 'x' has symbolic dim 'N'" -- run "$W/ok.drkg"
+expect run-bad-device 2 "unknown device 'tpu'" -- run "$W/ok.drkg" --device=tpu
+expect run-bad-input-name 1 "the model has no input of that name" -- run "$W/ok.drkg" --input nope=x.npy
+for t in "$SRC"/tests/tile/*.drkt; do
+  [ -e "$t" ] || continue
+  grep -q 'EXPECT-ERROR' "$t" && continue
+  expect "emit-tile-$(basename "$t")" 0 'kernel' -- "$t" --emit=tile
+  break
+done
+echo "$fails failed"
+[ "$fails" = 0 ]

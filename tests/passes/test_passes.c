@@ -1,0 +1,747 @@
+/* Tests of the graph passes: shape inference, constant folding, dead-code elimination.
+ * Graphs are built with the builder API. Run one test by name (`test_passes NAME`), or all
+ * without arguments. Fresh symbols made by inference print as "?" in expectations. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "passes/passes.h"
+
+static int failures;
+
+#define CHECK(c)                                                             \
+  do {                                                                       \
+    if (!(c)) {                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+      failures++;                                                            \
+    }                                                                        \
+  } while (0)
+
+static const char *shape_str(const drk_value_t *v) {
+  static char bufs[4][512];
+  static int k;
+  char *b = bufs[k++ & 3];
+  const drk_shape_t *s = &v->shape;
+  if (s->rank < 0) { snprintf(b, 512, "unknown"); return b; }
+  size_t o = 0;
+  o += (size_t)snprintf(b + o, 512 - o, "%s[", drk_dtype_name(v->dtype));
+  for (int i = 0; i < s->rank; i++) {
+    const drk_dim_t *d = &s->dims[i];
+    const char *sep = i ? "," : "";
+    if (d->sym && strncmp(d->sym, DRK_FRESH_SYM_PREFIX, strlen(DRK_FRESH_SYM_PREFIX)) == 0)
+      o += (size_t)snprintf(b + o, 512 - o, "%s?", sep);
+    else if (d->sym) o += (size_t)snprintf(b + o, 512 - o, "%s%s", sep, d->sym);
+    else o += (size_t)snprintf(b + o, 512 - o, "%s%lld", sep, (long long)d->size);
+  }
+  snprintf(b + o, 512 - o, "]");
+  return b;
+}
+
+#define CHECK_SHAPE(v, want)                                                                  \
+  do {                                                                                        \
+    const char *got_ = shape_str(v);                                                          \
+    if (strcmp(got_, want) != 0) {                                                            \
+      fprintf(stderr, "%s:%d: %s: got %s, want %s\n", __FILE__, __LINE__, #v, got_, want);    \
+      failures++;                                                                             \
+    }                                                                                         \
+  } while (0)
+
+/* dims like "N,3,224": numbers are static, anything else a symbol; "" is a scalar. */
+static drk_shape_t dims(drk_graph_t *g, const char *spec) {
+  drk_dim_t d[16];
+  int r = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+    char *end;
+    long long v = strtoll(t, &end, 10);
+    if (*end == 0) d[r].size = v, d[r].sym = NULL;
+    else d[r].size = -1, d[r].sym = t;
+    r++;
+  }
+  return drk_graph_shape(g, r, d);
+}
+
+static drk_value_t *input(drk_graph_t *g, const char *name, drk_dtype_t t, const char *spec) {
+  return drk_graph_add_input(g, name, t, dims(g, spec));
+}
+
+static drk_value_t *ints(drk_graph_t *g, const char *name, int rank, int n, ...) {
+  int64_t v[32];
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n; i++) v[i] = va_arg(ap, int64_t);
+  va_end(ap);
+  int64_t d[1] = {n};
+  return drk_graph_add_const_copy(g, name, DRK_DT_I64, drk_graph_shape_static(g, rank, d), v, sizeof(int64_t) * (size_t)n);
+}
+#define I(x) ((int64_t)(x))
+
+static drk_value_t *f32s(drk_graph_t *g, const char *name, const char *spec) {
+  drk_shape_t s = dims(g, spec);
+  int64_t n = drk_shape_numel(&s);
+  float *p = drk_arena_alloc(g->arena, sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) p[i] = (float)i * 0.5f;
+  return drk_graph_add_const(g, name, DRK_DT_F32, s, p, sizeof(float) * (size_t)n);
+}
+
+static drk_loc_t loc_named(const char *name, int idx) {
+  drk_loc_t l = drk_loc_none;
+  l.file = "model.onnx";
+  l.node_name = name;
+  l.node_index = idx;
+  return l;
+}
+
+static int node_counter;
+static drk_node_t *node(drk_graph_t *g, drk_op_t op, const char *out, int n_out, int n_in, ...) {
+  drk_value_t *ins[16];
+  va_list ap;
+  va_start(ap, n_in);
+  for (int i = 0; i < n_in; i++) ins[i] = va_arg(ap, drk_value_t *);
+  va_end(ap);
+  const char *names[8] = {0};
+  char nb[8][64];
+  for (int i = 0; i < n_out && out; i++) {
+    if (i == 0) names[0] = out;
+    else { snprintf(nb[i], sizeof nb[i], "%s_%d", out, i); names[i] = nb[i]; }
+  }
+  char nn[64];
+  snprintf(nn, sizeof nn, "%s_node", out ? out : "anon");
+  drk_loc_t l = loc_named(drk_graph_str(g, nn), node_counter++);
+  return drk_graph_add_node(g, op, n_in, ins, n_out, names, l);
+}
+#define OUT(n) ((n)->outputs[0])
+
+static bool infer_ok(drk_graph_t *g) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  bool ok = drk_pass_infer_shapes(g, &d);
+  CHECK(ok && d.n_errors == 0);
+  return ok;
+}
+
+/* Runs inference expecting exactly one error containing every needle. */
+static void infer_expect_error(drk_graph_t *g, const char *n1, const char *n2, const char *n3) {
+  drk_diag_t d;
+  drk_diag_init(&d, NULL);
+  bool ok = drk_pass_infer_shapes(g, &d);
+  CHECK(!ok);
+  CHECK(d.n_errors == 1);
+  const char *needles[3] = {n1, n2, n3};
+  for (int i = 0; i < 3; i++)
+    if (needles[i] && !strstr(d.first, needles[i])) {
+      fprintf(stderr, "error message \"%s\" lacks \"%s\"\n", d.first, needles[i]);
+      failures++;
+    }
+}
+
+static size_t live_nodes(const drk_graph_t *g) {
+  size_t k = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) k += !g->nodes[i]->dead;
+  return k;
+}
+
+/* ---- shape inference ---- */
+static void test_broadcast_symbolic(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *a = input(g, "a", DRK_DT_F32, "N,1,3");
+  drk_value_t *b = input(g, "b", DRK_DT_F32, "1,4,3");
+  drk_value_t *c = input(g, "c", DRK_DT_F32, "N,3");
+  drk_value_t *m = input(g, "m", DRK_DT_F32, "M,3");
+  drk_value_t *s = input(g, "s", DRK_DT_F32, "");
+  drk_node_t *n1 = node(g, DRK_OP_ADD, "ab", 1, 2, a, b);
+  drk_node_t *n2 = node(g, DRK_OP_MUL, "cm", 1, 2, c, m);
+  drk_node_t *n3 = node(g, DRK_OP_SUB, "cc", 1, 2, c, c);
+  drk_node_t *n4 = node(g, DRK_OP_LESS, "cs", 1, 2, c, s);
+  drk_node_t *n5 = node(g, DRK_OP_WHERE, "w", 1, 3, OUT(n4), a, c);
+  drk_node_t *n6 = node(g, DRK_OP_MAX, "mx", 1, 3, a, b, s);
+  drk_node_t *n7 = node(g, DRK_OP_ADD, "n5", 1, 2, c, input(g, "five", DRK_DT_F32, "5,1"));
+  infer_ok(g);
+  CHECK_SHAPE(OUT(n1), "f32[N,4,3]");
+  CHECK_SHAPE(OUT(n2), "f32[?,3]");
+  CHECK_SHAPE(OUT(n3), "f32[N,3]");
+  CHECK_SHAPE(OUT(n4), "bool[N,3]");
+  CHECK_SHAPE(OUT(n5), "f32[N,N,3]");
+  CHECK_SHAPE(OUT(n6), "f32[N,4,3]");
+  CHECK_SHAPE(OUT(n7), "f32[5,3]"); /* N must be 5 or 1 */
+  /* idempotent: fresh symbols are stable */
+  const char *first = OUT(n2)->shape.dims[0].sym;
+  infer_ok(g);
+  CHECK(strcmp(first, OUT(n2)->shape.dims[0].sym) == 0);
+  drk_graph_destroy(g);
+}
+
+static void test_matmul(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *q = input(g, "q", DRK_DT_F16, "B,1,S,64");
+  drk_value_t *k = input(g, "k", DRK_DT_F16, "12,64,T");
+  drk_value_t *v = input(g, "v", DRK_DT_F16, "64");
+  drk_value_t *w = input(g, "w", DRK_DT_F16, "B,64,10");
+  drk_node_t *n1 = node(g, DRK_OP_MATMUL, "qk", 1, 2, q, k);
+  drk_node_t *n2 = node(g, DRK_OP_MATMUL, "vw", 1, 2, v, w);
+  drk_node_t *n3 = node(g, DRK_OP_MATMUL, "qv", 1, 2, q, v);
+  drk_value_t *a = input(g, "a", DRK_DT_F32, "M,K");
+  drk_value_t *bt = input(g, "bt", DRK_DT_F32, "N,K");
+  drk_node_t *n4 = node(g, DRK_OP_GEMM, "gemm", 1, 3, a, bt, input(g, "bias", DRK_DT_F32, "N"));
+  drk_node_set_int(g, n4, "transB", 1);
+  infer_ok(g);
+  CHECK_SHAPE(OUT(n1), "f16[B,12,S,T]");
+  CHECK_SHAPE(OUT(n2), "f16[B,10]");
+  CHECK_SHAPE(OUT(n3), "f16[B,1,S]");
+  CHECK_SHAPE(OUT(n4), "f32[M,N]");
+  drk_graph_destroy(g);
+}
+
+static void test_conv_pool(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "N,3,224,224");
+  drk_node_t *c1 = node(g, DRK_OP_CONV, "c1", 1, 2, x, f32s(g, "w1", "64,3,7,7"));
+  int64_t p3[4] = {3, 3, 3, 3}, s2[2] = {2, 2}, d2[2] = {2, 2};
+  drk_node_set_ints(g, c1, "pads", 4, p3);
+  drk_node_set_ints(g, c1, "strides", 2, s2);
+  drk_node_t *c2 = node(g, DRK_OP_CONV, "c2", 1, 2, OUT(c1), f32s(g, "w2", "32,16,3,3"));
+  drk_node_set_ints(g, c2, "dilations", 2, d2);
+  drk_node_set_int(g, c2, "group", 4);
+  drk_node_t *c3 = node(g, DRK_OP_CONV, "c3", 1, 2, OUT(c2), f32s(g, "w3", "8,32,3,3"));
+  drk_node_set_string(g, c3, "auto_pad", "SAME_UPPER");
+  drk_node_set_ints(g, c3, "strides", 2, s2);
+  drk_node_t *p = node(g, DRK_OP_MAX_POOL, "mp", 1, 1, OUT(c3));
+  int64_t k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+  drk_node_set_ints(g, p, "kernel_shape", 2, k3);
+  drk_node_set_ints(g, p, "strides", 2, s2);
+  drk_node_set_ints(g, p, "pads", 4, p1);
+  drk_node_t *pc = node(g, DRK_OP_AVERAGE_POOL, "ap", 1, 1, OUT(c3));
+  drk_node_set_ints(g, pc, "kernel_shape", 2, k3);
+  drk_node_set_ints(g, pc, "strides", 2, s2);
+  drk_node_set_int(g, pc, "ceil_mode", 1);
+  drk_node_t *ct = node(g, DRK_OP_CONV_TRANSPOSE, "ct", 1, 2, OUT(c3), f32s(g, "wt", "8,4,4,4"));
+  drk_node_set_ints(g, ct, "strides", 2, s2);
+  drk_node_set_ints(g, ct, "pads", 4, p1);
+  drk_node_set_int(g, ct, "group", 2);
+  drk_node_t *gp = node(g, DRK_OP_GLOBAL_AVERAGE_POOL, "gap", 1, 1, OUT(c3));
+  infer_ok(g);
+  CHECK_SHAPE(OUT(c1), "f32[N,64,112,112]"); /* (224+6-7)/2+1 */
+  CHECK_SHAPE(OUT(c2), "f32[N,32,108,108]"); /* 112-(2*2+1)+1 */
+  CHECK_SHAPE(OUT(c3), "f32[N,8,54,54]");    /* ceil(108/2) */
+  CHECK_SHAPE(OUT(p), "f32[N,8,27,27]");     /* (54+2-3)/2+1 */
+  CHECK_SHAPE(OUT(pc), "f32[N,8,27,27]");    /* ceil((54-3)/2)+1 = 27 */
+  CHECK_SHAPE(OUT(ct), "f32[N,8,108,108]");  /* 2*53+4-2 */
+  CHECK_SHAPE(OUT(gp), "f32[N,8,1,1]");
+  drk_graph_destroy(g);
+
+  /* channels that do not match the weight */
+  g = drk_graph_create("t");
+  x = input(g, "x", DRK_DT_F32, "1,3,8,8");
+  node(g, DRK_OP_CONV, "bad", 1, 2, x, f32s(g, "w", "4,5,3,3"));
+  infer_expect_error(g, "Conv", "input channels 3", "bad_node");
+  drk_graph_destroy(g);
+}
+
+static void test_reshape(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "B,S,768");
+  drk_node_t *r1 = node(g, DRK_OP_RESHAPE, "r1", 1, 2, x, ints(g, "s1", 1, 4, I(0), I(0), I(12), I(-1)));
+  drk_node_t *r2 = node(g, DRK_OP_RESHAPE, "r2", 1, 2, x, ints(g, "s2", 1, 2, I(-1), I(768)));
+  drk_node_t *r3 = node(g, DRK_OP_RESHAPE, "r3", 1, 2, OUT(r1), ints(g, "s3", 1, 3, I(0), I(-1), I(768)));
+  drk_value_t *y = input(g, "y", DRK_DT_F32, "2,3,4");
+  drk_node_t *r4 = node(g, DRK_OP_RESHAPE, "r4", 1, 2, y, ints(g, "s4", 1, 1, I(-1)));
+  drk_node_t *r5 = node(g, DRK_OP_RESHAPE, "r5", 1, 2, y, ints(g, "s5", 1, 3, I(4), I(0), I(-1)));
+  drk_node_t *f = node(g, DRK_OP_FLATTEN, "fl", 1, 1, x);
+  infer_ok(g);
+  CHECK_SHAPE(OUT(r1), "f32[B,S,12,64]");
+  CHECK_SHAPE(OUT(r2), "f32[?,768]");
+  CHECK_SHAPE(OUT(r3), "f32[B,S,768]");
+  CHECK_SHAPE(OUT(r4), "f32[24]");
+  CHECK_SHAPE(OUT(r5), "f32[4,3,2]");
+  CHECK_SHAPE(OUT(f), "f32[B,?]");
+  drk_graph_destroy(g);
+
+  g = drk_graph_create("t");
+  y = input(g, "y", DRK_DT_F32, "2,3");
+  node(g, DRK_OP_RESHAPE, "bad", 1, 2, y, ints(g, "s", 1, 2, I(4), I(2)));
+  infer_expect_error(g, "Reshape", "[2,3]", "[4,2]");
+  drk_graph_destroy(g);
+  g = drk_graph_create("t");
+  y = input(g, "y", DRK_DT_F32, "2,3");
+  node(g, DRK_OP_RESHAPE, "bad", 1, 2, y, ints(g, "s", 1, 2, I(4), I(-1)));
+  infer_expect_error(g, "Reshape", "not a multiple", "bad_node");
+  drk_graph_destroy(g);
+}
+
+static void test_transpose_split_slice(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_BF16, "N,3,224,225");
+  drk_node_t *t1 = node(g, DRK_OP_TRANSPOSE, "t1", 1, 1, x);
+  int64_t perm[4] = {0, 2, 3, 1};
+  drk_node_set_ints(g, t1, "perm", 4, perm);
+  drk_node_t *t2 = node(g, DRK_OP_TRANSPOSE, "t2", 1, 1, x);
+  drk_value_t *y = input(g, "y", DRK_DT_F32, "N,12,10");
+  drk_node_t *s1 = node(g, DRK_OP_SPLIT, "s1", 2, 2, y, ints(g, "sp", 1, 2, I(4), I(8)));
+  drk_node_set_int(g, s1, "axis", 1);
+  drk_node_t *s2 = node(g, DRK_OP_SPLIT, "s2", 3, 1, y);
+  drk_node_set_int(g, s2, "axis", -1);
+  drk_node_set_int(g, s2, "num_outputs", 3);
+  drk_node_t *sl1 = node(g, DRK_OP_SLICE, "sl1", 1, 5, y, ints(g, "st", 1, 2, I(1), I(-5)),
+                         ints(g, "en", 1, 2, I(INT64_MAX), I(1000)), ints(g, "ax", 1, 2, I(1), I(2)),
+                         ints(g, "steps", 1, 2, I(2), I(1)));
+  drk_node_t *sl2 = node(g, DRK_OP_SLICE, "sl2", 1, 5, y, ints(g, "st2", 1, 1, I(-1)), ints(g, "en2", 1, 1, I(INT64_MIN)),
+                         ints(g, "ax2", 1, 1, I(-1)), ints(g, "steps2", 1, 1, I(-3)));
+  drk_node_t *sl3 = node(g, DRK_OP_SLICE, "sl3", 1, 3, y, ints(g, "st3", 1, 1, I(0)), ints(g, "en3", 1, 1, I(INT64_MAX)));
+  drk_node_t *ga = node(g, DRK_OP_GATHER, "ga", 1, 2, y, ints(g, "ix", 1, 2, I(0), I(1)));
+  drk_node_set_int(g, ga, "axis", 1);
+  drk_node_t *cc = node(g, DRK_OP_CONCAT, "cc", 1, 3, y, s1->outputs[0], y);
+  drk_node_set_int(g, cc, "axis", 1);
+  drk_node_t *cc2 = node(g, DRK_OP_CONCAT, "cc2", 1, 2, y, y);
+  drk_node_set_int(g, cc2, "axis", 0);
+  drk_node_t *un = node(g, DRK_OP_UNSQUEEZE, "un", 1, 2, y, ints(g, "uax", 1, 2, I(0), I(-1)));
+  drk_node_t *sq = node(g, DRK_OP_SQUEEZE, "sq", 1, 2, OUT(un), ints(g, "sax", 1, 1, I(-1)));
+  infer_ok(g);
+  CHECK_SHAPE(OUT(t1), "bf16[N,224,225,3]");
+  CHECK_SHAPE(OUT(t2), "bf16[225,224,3,N]");
+  CHECK_SHAPE(s1->outputs[0], "f32[N,4,10]");
+  CHECK_SHAPE(s1->outputs[1], "f32[N,8,10]");
+  CHECK_SHAPE(s2->outputs[0], "f32[N,12,4]");
+  CHECK_SHAPE(s2->outputs[2], "f32[N,12,2]");
+  CHECK_SHAPE(OUT(sl1), "f32[N,6,5]");
+  CHECK_SHAPE(OUT(sl2), "f32[N,12,4]"); /* 9,6,3,0 */
+  CHECK_SHAPE(OUT(sl3), "f32[N,12,10]");
+  CHECK_SHAPE(OUT(ga), "f32[N,2,10]");
+  CHECK_SHAPE(OUT(cc), "f32[N,28,10]");
+  CHECK_SHAPE(OUT(cc2), "f32[?,12,10]");
+  CHECK_SHAPE(OUT(un), "f32[1,N,12,10,1]");
+  CHECK_SHAPE(OUT(sq), "f32[1,N,12,10]");
+  drk_graph_destroy(g);
+}
+
+static void test_misc_ops(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "B,S,64");
+  drk_node_t *rs = node(g, DRK_OP_REDUCE_MEAN, "rs", 1, 2, x, ints(g, "ax", 1, 1, I(-1)));
+  drk_node_t *rk = node(g, DRK_OP_REDUCE_SUM, "rk", 1, 2, x, ints(g, "ax2", 1, 2, I(0), I(2)));
+  drk_node_set_int(g, rk, "keepdims", 0);
+  drk_node_t *am = node(g, DRK_OP_ARG_MAX, "am", 1, 1, x);
+  drk_node_set_int(g, am, "axis", 2);
+  drk_node_t *tk = node(g, DRK_OP_TOP_K, "tk", 2, 2, x, ints(g, "k", 1, 1, I(5)));
+  drk_node_t *ln = node(g, DRK_OP_LAYER_NORMALIZATION, "ln", 3, 2, x, f32s(g, "gamma", "64"));
+  drk_node_t *pd = node(g, DRK_OP_PAD, "pd", 1, 2, x, ints(g, "pads", 1, 6, I(0), I(1), I(2), I(0), I(3), I(4)));
+  drk_node_t *rg = node(g, DRK_OP_RANGE, "rg", 1, 3, ints(g, "r0", 0, 1, I(2)), ints(g, "r1", 0, 1, I(11)),
+                        ints(g, "r2", 0, 1, I(3)));
+  drk_node_t *oh = node(g, DRK_OP_ONE_HOT, "oh", 1, 3, input(g, "idx", DRK_DT_I64, "B,S"), ints(g, "depth", 0, 1, I(10)),
+                        f32s(g, "onoff", "2"));
+  drk_node_t *cs = node(g, DRK_OP_CONSTANT_OF_SHAPE, "cs", 1, 1, ints(g, "csh", 1, 2, I(3), I(4)));
+  drk_node_t *sh = node(g, DRK_OP_SHAPE, "sh", 1, 1, x);
+  drk_node_set_int(g, sh, "start", 1);
+  drk_node_t *ca = node(g, DRK_OP_CAST, "ca", 1, 1, x);
+  drk_node_set_int(g, ca, "to", 10);
+  drk_node_t *es = node(g, DRK_OP_EINSUM, "es", 1, 2, x, input(g, "wt", DRK_DT_F32, "64,K"));
+  drk_node_set_string(g, es, "equation", "bsh,hk->bsk");
+  drk_node_t *rz = node(g, DRK_OP_RESIZE, "rz", 1, 3, input(g, "img", DRK_DT_F32, "N,3,16,20"), NULL,
+                        drk_graph_add_const_copy(g, "scales", DRK_DT_F32, dims(g, "4"),
+                                                 (float[]){1, 1, 2, 1.5f}, 16));
+  drk_node_t *u = node(g, DRK_OP_RELU, "u", 1, 1, input(g, "unk", DRK_DT_F32, "1"));
+  OUT(u)->shape.rank = -1;
+  u->inputs[0]->shape.rank = -1; /* unknown-rank input: unknown result, no error */
+  drk_node_t *u2 = node(g, DRK_OP_ADD, "u2", 1, 2, OUT(u), x);
+  infer_ok(g);
+  CHECK_SHAPE(OUT(rs), "f32[B,S,1]");
+  CHECK_SHAPE(OUT(rk), "f32[S]");
+  CHECK_SHAPE(OUT(am), "i64[B,S,1]");
+  CHECK_SHAPE(tk->outputs[0], "f32[B,S,5]");
+  CHECK_SHAPE(tk->outputs[1], "i64[B,S,5]");
+  CHECK_SHAPE(ln->outputs[0], "f32[B,S,64]");
+  CHECK_SHAPE(ln->outputs[1], "f32[B,S,1]");
+  CHECK_SHAPE(OUT(pd), "f32[B,?,70]");
+  CHECK_SHAPE(OUT(rg), "i64[3]");
+  CHECK_SHAPE(OUT(oh), "f32[B,S,10]");
+  CHECK_SHAPE(OUT(cs), "f32[3,4]");
+  CHECK_SHAPE(OUT(sh), "i64[2]");
+  CHECK_SHAPE(OUT(ca), "f16[B,S,64]");
+  CHECK_SHAPE(OUT(es), "f32[B,S,K]");
+  CHECK_SHAPE(OUT(rz), "f32[N,3,32,30]");
+  CHECK_SHAPE(OUT(u), "unknown");
+  CHECK_SHAPE(OUT(u2), "unknown");
+  drk_graph_destroy(g);
+}
+
+static void test_errors(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *a = input(g, "a", DRK_DT_F32, "2,3");
+  drk_value_t *b = input(g, "b", DRK_DT_F32, "4,3");
+  drk_graph_add_node(g, DRK_OP_ADD, 2, (drk_value_t *[]){a, b}, 1, NULL, loc_named("my_add", 7));
+  infer_expect_error(g, "model.onnx: node 'my_add' (#7): error: Add: cannot broadcast shapes [2,3] and [4,3]", NULL, NULL);
+  drk_graph_destroy(g);
+
+  g = drk_graph_create("t");
+  a = input(g, "a", DRK_DT_F32, "B,2,3");
+  b = input(g, "b", DRK_DT_F32, "4,5");
+  node(g, DRK_OP_MATMUL, "mm", 1, 2, a, b);
+  infer_expect_error(g, "'mm_node'", "MatMul: inner dimensions differ", "[B,2,3] x [4,5]");
+  drk_graph_destroy(g);
+
+  g = drk_graph_create("t");
+  a = input(g, "a", DRK_DT_F32, "2,3");
+  b = input(g, "b", DRK_DT_F32, "2,3,1");
+  drk_node_t *c = node(g, DRK_OP_CONCAT, "cat", 1, 2, a, b);
+  drk_node_set_int(g, c, "axis", 0);
+  infer_expect_error(g, "Concat: inputs differ in rank", "[2,3,1]", "cat_node");
+  drk_graph_destroy(g);
+
+  g = drk_graph_create("t");
+  a = input(g, "a", DRK_DT_F32, "2,N");
+  b = input(g, "b", DRK_DT_F32, "3,N");
+  c = node(g, DRK_OP_CONCAT, "cat", 1, 2, a, b);
+  drk_node_set_int(g, c, "axis", 1);
+  infer_expect_error(g, "Concat: inputs differ in dimension 0", "[3,N]", NULL);
+  drk_graph_destroy(g);
+
+  /* a declared (value_info) shape that disagrees with the op */
+  g = drk_graph_create("t");
+  a = input(g, "a", DRK_DT_F32, "2,3");
+  c = node(g, DRK_OP_RELU, "r", 1, 1, a);
+  OUT(c)->shape = dims(g, "2,4");
+  infer_expect_error(g, "result 'r' is declared with shape [2,4]", "[2,3]", NULL);
+  drk_graph_destroy(g);
+
+  /* a declared shape that agrees refines: static declared dims win over symbols */
+  g = drk_graph_create("t");
+  a = input(g, "a", DRK_DT_F32, "N,3");
+  c = node(g, DRK_OP_RELU, "r", 1, 1, a);
+  OUT(c)->shape = dims(g, "8,3");
+  infer_ok(g);
+  CHECK_SHAPE(OUT(c), "f32[8,3]");
+  drk_graph_destroy(g);
+}
+
+/* ---- folding and DCE ---- */
+
+/* PyTorch's BERT self-attention export: x.view(x.size(0), x.size(1), 12, 64). */
+static drk_node_t *bert_chain(drk_graph_t *g, drk_value_t *x, const char *pfx) {
+  char nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, "%s_%s", pfx, s), nm)
+  drk_node_t *sh = node(g, DRK_OP_SHAPE, NM("shape"), 1, 1, x);
+  drk_node_t *g0 = node(g, DRK_OP_GATHER, NM("g0"), 1, 2, OUT(sh), ints(g, NM("i0"), 0, 1, I(0)));
+  drk_node_t *sh2 = node(g, DRK_OP_SHAPE, NM("shape2"), 1, 1, x);
+  drk_node_t *g1 = node(g, DRK_OP_GATHER, NM("g1"), 1, 2, OUT(sh2), ints(g, NM("i1"), 0, 1, I(1)));
+  drk_node_t *u0 = node(g, DRK_OP_UNSQUEEZE, NM("u0"), 1, 2, OUT(g0), ints(g, NM("a0"), 1, 1, I(0)));
+  drk_node_t *u1 = node(g, DRK_OP_UNSQUEEZE, NM("u1"), 1, 2, OUT(g1), ints(g, NM("a1"), 1, 1, I(0)));
+  drk_node_t *cat = node(g, DRK_OP_CONCAT, NM("cat"), 1, 4, OUT(u0), OUT(u1), ints(g, NM("c12"), 1, 1, I(12)),
+                         ints(g, NM("c64"), 1, 1, I(64)));
+  drk_node_set_int(g, cat, "axis", 0);
+  return node(g, DRK_OP_RESHAPE, NM("view"), 1, 2, x, OUT(cat));
+#undef NM
+}
+
+static void test_bert_chain(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "batch,seq,768");
+  drk_node_t *r = bert_chain(g, x, "q");
+  drk_graph_add_output(g, OUT(r));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(d.n_errors == 0);
+  CHECK_SHAPE(OUT(r), "f32[batch,seq,12,64]");
+  CHECK(g->n_nodes == 1 && g->nodes[0] == r);
+  CHECK(r->inputs[1]->kind == DRK_VALUE_CONST);
+  CHECK_SHAPE(r->inputs[1], "i64[4]");
+  const int64_t *sv = r->inputs[1]->data;
+  CHECK(sv[0] == 0 && sv[1] == 0 && sv[2] == 12 && sv[3] == 64);
+  CHECK(g->n_consts == 1); /* the chain's constants went with it */
+  CHECK(g->outputs[0] == OUT(r));
+  drk_graph_destroy(g);
+
+  /* GPT-2's merge-heads: x.view(x.size()[:-2] + (x.size(-2) * x.size(-1),)) with a Slice
+   * of the shape and arithmetic on static dims */
+  g = drk_graph_create("t");
+  x = input(g, "x", DRK_DT_F32, "batch,seq,12,64");
+  drk_node_t *sh = node(g, DRK_OP_SHAPE, "sh", 1, 1, x);
+  drk_node_t *sl = node(g, DRK_OP_SLICE, "sl", 1, 3, OUT(sh), ints(g, "s0", 1, 1, I(0)), ints(g, "s1", 1, 1, I(-2)));
+  drk_node_t *ga = node(g, DRK_OP_GATHER, "ga", 1, 2, OUT(sh), ints(g, "gi", 0, 1, I(-2)));
+  drk_node_t *gb = node(g, DRK_OP_GATHER, "gb", 1, 2, OUT(sh), ints(g, "gj", 0, 1, I(-1)));
+  drk_node_t *mu = node(g, DRK_OP_MUL, "mu", 1, 2, OUT(ga), OUT(gb));
+  drk_node_t *un = node(g, DRK_OP_UNSQUEEZE, "un", 1, 2, OUT(mu), ints(g, "ua", 1, 1, I(0)));
+  drk_node_t *cat = node(g, DRK_OP_CONCAT, "cat", 1, 2, OUT(sl), OUT(un));
+  drk_node_set_int(g, cat, "axis", 0);
+  r = node(g, DRK_OP_RESHAPE, "merged", 1, 2, x, OUT(cat));
+  drk_graph_add_output(g, OUT(r));
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_infer_shapes(g, &d));
+  CHECK_SHAPE(OUT(r), "f32[batch,seq,768]");
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(g->n_nodes == 1 && g->nodes[0] == r);
+  sv = r->inputs[1]->data;
+  CHECK(r->inputs[1]->kind == DRK_VALUE_CONST && sv[0] == 0 && sv[1] == 0 && sv[2] == 768);
+  drk_graph_destroy(g);
+}
+
+static void test_expand_from_shape(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *m = input(g, "mask", DRK_DT_BOOL, "B,1,S");
+  drk_value_t *y = input(g, "y", DRK_DT_F32, "B,12,S");
+  drk_node_t *sh = node(g, DRK_OP_SHAPE, "ysh", 1, 1, y);
+  drk_node_t *e = node(g, DRK_OP_EXPAND, "ex", 1, 2, m, OUT(sh));
+  drk_graph_add_output(g, OUT(e));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK_SHAPE(OUT(e), "bool[B,12,S]");
+  CHECK(g->n_nodes == 1);
+  const int64_t *sv = e->inputs[1]->data;
+  CHECK(e->inputs[1]->kind == DRK_VALUE_CONST && sv[0] == 1 && sv[1] == 12 && sv[2] == 1);
+  drk_graph_destroy(g);
+}
+
+static void test_fold_static_shapes(void) {
+  /* Shape/Size of static values fold without the interpreter; a graph output that becomes
+   * a constant keeps its name */
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "N,3,5");
+  drk_node_t *sh = node(g, DRK_OP_SHAPE, "shp", 1, 1, input(g, "s", DRK_DT_F32, "2,7"));
+  drk_node_t *sz = node(g, DRK_OP_SIZE, "size", 1, 1, input(g, "t", DRK_DT_F32, "4,5"));
+  drk_node_t *xs = node(g, DRK_OP_SHAPE, "xs", 1, 1, x);
+  drk_node_t *g2 = node(g, DRK_OP_GATHER, "dim2", 1, 2, OUT(xs), ints(g, "i", 0, 1, I(2)));
+  drk_node_t *g0 = node(g, DRK_OP_GATHER, "dim0", 1, 2, OUT(xs), ints(g, "j", 0, 1, I(0)));
+  drk_graph_add_output(g, OUT(sh));
+  drk_graph_add_output(g, OUT(sz));
+  drk_graph_add_output(g, OUT(g2));
+  drk_graph_add_output(g, OUT(g0));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(g->outputs[0]->kind == DRK_VALUE_CONST && strcmp(g->outputs[0]->name, "shp") == 0);
+  CHECK_SHAPE(g->outputs[0], "i64[2]");
+  const int64_t *v = g->outputs[0]->data;
+  CHECK(v[0] == 2 && v[1] == 7);
+  CHECK(g->outputs[1]->kind == DRK_VALUE_CONST && *(const int64_t *)g->outputs[1]->data == 20);
+  CHECK_SHAPE(g->outputs[1], "i64[]");
+  CHECK(g->outputs[2]->kind == DRK_VALUE_CONST && *(const int64_t *)g->outputs[2]->data == 5);
+  CHECK_SHAPE(g->outputs[2], "i64[]");
+  CHECK(g->outputs[3]->kind != DRK_VALUE_CONST); /* N is symbolic: Shape -> Gather stays */
+  CHECK(g->n_nodes == 2);
+  drk_graph_destroy(g);
+}
+
+static void test_fold_interp(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "4");
+  drk_value_t *a = f32s(g, "a", "4");
+  drk_node_t *n1 = node(g, DRK_OP_MUL, "twice", 1, 2, a, a);
+  drk_node_t *n2 = node(g, DRK_OP_ADD, "use", 1, 2, x, OUT(n1));
+  drk_node_t *big = node(g, DRK_OP_CONSTANT_OF_SHAPE, "big", 1, 1, ints(g, "bs", 1, 2, I(1024), I(1024)));
+  drk_node_t *n3 = node(g, DRK_OP_REDUCE_SUM, "bigsum", 1, 1, OUT(big));
+  drk_graph_add_output(g, OUT(n2));
+  drk_graph_add_output(g, OUT(n3));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(!big->dead); /* 1 Mi elements: over the limit */
+  CHECK(n1->dead);
+  CHECK(n2->inputs[1]->kind == DRK_VALUE_CONST && strcmp(n2->inputs[1]->name, "twice") == 0);
+  const float *p = n2->inputs[1]->data;
+  CHECK(p[3] == 2.25f); /* 1.5 * 1.5 */
+  CHECK(g->n_nodes == 3);
+  drk_graph_destroy(g);
+}
+
+static void test_dce(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "N,4");
+  drk_value_t *unused_in = input(g, "unused", DRK_DT_F32, "3");
+  (void)unused_in;
+  drk_value_t *w = f32s(g, "w", "4,4");
+  drk_value_t *w2 = f32s(g, "w2", "4,4");
+  drk_node_t *a = node(g, DRK_OP_MATMUL, "a", 1, 2, x, w);
+  drk_node_t *b = node(g, DRK_OP_MATMUL, "b", 1, 2, x, w2); /* unused: goes, with w2 */
+  drk_node_t *c = node(g, DRK_OP_RELU, "c", 1, 1, OUT(b));
+  drk_node_t *e = node(g, DRK_OP_TANH, "e", 1, 1, OUT(a));
+  drk_node_t *sp = node(g, DRK_OP_SPLIT, "sp", 2, 2, OUT(e), ints(g, "sz", 1, 2, I(1), I(3)));
+  drk_node_set_int(g, sp, "axis", 1);
+  drk_graph_add_output(g, sp->outputs[1]); /* only one result used: the node stays */
+  CHECK(infer_ok(g));
+  CHECK(drk_pass_eliminate_dead(g));
+  CHECK(g->n_nodes == 3);
+  CHECK(g->nodes[0] == a && g->nodes[1] == e && g->nodes[2] == sp);
+  CHECK(b->dead && c->dead);
+  CHECK(g->n_consts == 2); /* w and sz */
+  CHECK(g->n_inputs == 2);
+  CHECK(!drk_pass_eliminate_dead(g)); /* nothing left to do */
+  /* a node already marked dead goes even if used by nothing else */
+  e->dead = true;
+  sp->inputs[0] = OUT(a);
+  CHECK(drk_pass_eliminate_dead(g));
+  CHECK(g->n_nodes == 2 && live_nodes(g) == 2);
+  drk_graph_destroy(g);
+}
+
+/* Every op with hostile inputs (unknown rank, scalars, symbolic, huge and negative
+ * constants, over-long shape tensors): inference must report or infer, never crash. Run
+ * under ASan/UBSan to mean much. */
+static void test_all_ops_no_crash(void) {
+  int64_t wild[40];
+  for (int i = 0; i < 40; i++) wild[i] = (i % 5 == 0) ? INT64_MAX : (i % 5 == 1) ? INT64_MIN : (i % 5 == 2) ? -1 : i;
+  for (int op = 0; op < DRK_OP_COUNT; op++) {
+    const drk_op_info_t *info = drk_op_info((drk_op_t)op);
+    for (int cfg = 0; cfg < 7; cfg++) {
+      drk_graph_t *g = drk_graph_create("t");
+      int n_in = info->max_inputs < 0 ? 3 : info->max_inputs;
+      int n_out = info->min_outputs > 2 ? info->min_outputs : (info->max_outputs < 0 || info->max_outputs > 1 ? 2 : 1);
+      drk_value_t *ins[8];
+      for (int i = 0; i < n_in; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "i%d", i);
+        switch (cfg) {
+          case 0: ins[i] = input(g, nm, DRK_DT_F32, ""); ins[i]->shape.rank = -1; break;
+          case 1: ins[i] = input(g, nm, DRK_DT_F32, ""); break;
+          case 2: ins[i] = i ? ints(g, nm, 1, 3, I(-1), I(0), I(5)) : input(g, nm, DRK_DT_F32, "3"); break;
+          case 3: ins[i] = i ? ints(g, nm, 1, 3, I(1), I(-1), I(INT64_MAX)) : input(g, nm, DRK_DT_F32, "N,3,1,5"); break;
+          case 4: {
+            int64_t d[1] = {8};
+            ins[i] = i ? drk_graph_add_const_copy(g, nm, DRK_DT_I64, drk_graph_shape_static(g, 1, d), wild, 64)
+                       : input(g, nm, DRK_DT_F32, "2,3,4,5");
+            break;
+          }
+          case 5: {
+            int64_t d[1] = {40}, ones[40];
+            for (int j = 0; j < 40; j++) ones[j] = 1;
+            ins[i] = i ? drk_graph_add_const_copy(g, nm, DRK_DT_I64, drk_graph_shape_static(g, 1, d), ones, sizeof ones)
+                       : input(g, nm, DRK_DT_F32, "2,3,4,5");
+            break;
+          }
+          default: ins[i] = input(g, nm, i ? DRK_DT_I64 : DRK_DT_F32, i ? "0" : "1,1,0,7"); break;
+        }
+      }
+      drk_node_t *n = drk_graph_add_node(g, (drk_op_t)op, n_in, ins, n_out, NULL, drk_loc_none);
+      if (cfg == 4) {
+        drk_node_set_ints(g, n, "kernel_shape", 2, wild);
+        drk_node_set_ints(g, n, "pads", 4, wild);
+        drk_node_set_ints(g, n, "strides", 2, wild + 2);
+        drk_node_set_ints(g, n, "perm", 4, wild);
+        drk_node_set_int(g, n, "axis", INT64_MIN);
+        drk_node_set_int(g, n, "blocksize", INT64_MAX);
+        drk_node_set_string(g, n, "equation", "ab,bc->ac");
+      }
+      for (int i = 0; i < n_out; i++) drk_graph_add_output(g, n->outputs[i]);
+      drk_diag_t d;
+      drk_diag_init(&d, NULL);
+      drk_pass_infer_shapes(g, &d);
+      drk_pass_infer_shapes(g, &d);
+      drk_pass_fold_constants(g, &d);
+      drk_pass_eliminate_dead(g);
+      drk_graph_destroy(g);
+    }
+  }
+  CHECK(true);
+}
+
+typedef struct {
+  const char *name;
+  void (*fn)(void);
+} test_t;
+
+static const test_t tests[] = {
+    {"broadcast_symbolic", test_broadcast_symbolic},
+    {"matmul", test_matmul},
+    {"conv_pool", test_conv_pool},
+    {"reshape", test_reshape},
+    {"transpose_split_slice", test_transpose_split_slice},
+    {"misc_ops", test_misc_ops},
+    {"errors", test_errors},
+    {"bert_chain", test_bert_chain},
+    {"expand_from_shape", test_expand_from_shape},
+    {"fold_static_shapes", test_fold_static_shapes},
+    {"fold_interp", test_fold_interp},
+    {"dce", test_dce},
+    {"all_ops_no_crash", test_all_ops_no_crash},
+};
+
+/* A self-contained .drkg test: parse, canonicalize, then either compare the printed graph
+ * with the "# | " lines after "# EXPECT-CANONICAL:" (and check that the printed form parses
+ * and verifies again), or expect the first error to be the "# EXPECT-ERROR: " text. */
+static int run_drkg(const char *path) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  size_t len;
+  char *text = drk_read_file(path, &len, &d);
+  if (!text) return 1;
+  char want[16384];
+  size_t wn = 0;
+  want[0] = 0;
+  const char *exp_err = NULL;
+  const char *mark = strstr(text, "# EXPECT-CANONICAL:\n");
+  if (mark) {
+    for (const char *l = strchr(mark, '\n') + 1; strncmp(l, "# | ", 4) == 0 || strncmp(l, "# |\n", 4) == 0;) {
+      const char *e = strchr(l, '\n');
+      size_t ln = (size_t)(e - l) - (l[3] == ' ' ? 4 : 3);
+      if (wn + ln + 2 >= sizeof want) break;
+      memcpy(want + wn, l + (l[3] == ' ' ? 4 : 3), ln);
+      wn += ln;
+      want[wn++] = '\n';
+      want[wn] = 0;
+      l = e + 1;
+    }
+  }
+  char errbuf[1100] = {0};
+  const char *em = strstr(text, "# EXPECT-ERROR: ");
+  if (em) {
+    em += strlen("# EXPECT-ERROR: ");
+    const char *e = strchr(em, '\n');
+    snprintf(errbuf, sizeof errbuf, "%.*s", (int)(e ? e - em : (long)strlen(em)), em);
+    exp_err = errbuf;
+  }
+  if (!mark && !exp_err) {
+    fprintf(stderr, "%s: no EXPECT-CANONICAL or EXPECT-ERROR\n", path);
+    free(text);
+    return 1;
+  }
+  drk_graph_t *g = drk_graph_parse(text, len, path, &d);
+  if (!g) { free(text); return 1; }
+  drk_diag_t pd;
+  drk_diag_init(&pd, exp_err ? NULL : stderr);
+  bool ok = drk_pass_pipeline_canonicalize(g, &pd);
+  int rc = 0;
+  if (exp_err) {
+    if (ok || strcmp(pd.first, exp_err) != 0) {
+      fprintf(stderr, "%s: expected error\n  %s\ngot\n  %s\n", path, exp_err, ok ? "(success)" : pd.first);
+      rc = 1;
+    }
+  } else if (!ok) {
+    rc = 1;
+  } else {
+    size_t pn;
+    char *got = drk_graph_print_string(g, SIZE_MAX, &pn);
+    if (!got || strcmp(got, want) != 0) {
+      fprintf(stderr, "%s: printed graph differs; got:\n%s\nwant:\n%s", path, got ? got : "(null)", want);
+      rc = 1;
+    } else {
+      drk_graph_t *g2 = drk_graph_parse(got, pn, "<printed>", &d);
+      if (!g2 || !drk_graph_verify(g2, &d)) rc = 1;
+      drk_graph_destroy(g2);
+    }
+    free(got);
+  }
+  drk_graph_destroy(g);
+  free(text);
+  fprintf(stderr, "%s: %s\n", path, rc ? "FAILED" : "ok");
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--drkg") == 0) return run_drkg(argv[2]);
+  int ran = 0;
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    if (argc > 1 && strcmp(argv[1], tests[i].name) != 0) continue;
+    int before = failures;
+    tests[i].fn();
+    fprintf(stderr, "%s: %s\n", tests[i].name, failures == before ? "ok" : "FAILED");
+    ran++;
+  }
+  if (!ran) {
+    fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "");
+    return 2;
+  }
+  return failures ? 1 : 0;
+}

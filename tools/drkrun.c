@@ -1,0 +1,232 @@
+/* drkrun: loads a drkc module and runs it, like trtexec.
+ *
+ *   drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile]
+ *          [--device N]
+ *
+ * Inputs come from DIR/input_<i>.pb (ONNX TensorProto) or DIR/input_<i>.bin (raw bytes of
+ * exactly the tensor's size); without --input-dir they are random (fixed seed). Outputs go
+ * to OUT/output_<i>.pb (or .bin when built without the ONNX frontend). Reports the median,
+ * min, p90 and mean latency of a run (GPU events, input copies + kernels + output copies)
+ * and, with --profile, per-kernel times. Exit status: 0 ok, 1 runtime error (including no
+ * GPU driver), 2 usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "drk/drkrt.h"
+#ifdef DRK_HAVE_TENSOR_IO
+#include "frontend/onnx/tensor_io.h"
+#include "ir/graph.h"
+#endif
+
+static int usage(void) {
+  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N]\n");
+  return 2;
+}
+
+static int fail(drk_status_t st, const char *what) {
+  fflush(stdout);
+  fprintf(stderr, "drkrun: error: %s: %s\n", what, drk_status_message(st));
+  drk_status_destroy(st);
+  return 1;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static float percentile(float *v, size_t n, double p) {
+  qsort(v, n, sizeof *v, cmp_float);
+  size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+static int file_exists(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0;
+}
+
+static int read_raw(const char *path, void *dst, size_t size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { fprintf(stderr, "drkrun: error: %s: %s\n", path, strerror(errno)); return 0; }
+  size_t got = fread(dst, 1, size, f);
+  int extra = fgetc(f) != EOF;
+  fclose(f);
+  if (got != size || extra) {
+    fprintf(stderr, "drkrun: error: %s: expected exactly %zu bytes\n", path, size);
+    return 0;
+  }
+  return 1;
+}
+
+/* Fills a tensor with finite random values of its dtype (ONNX codes). */
+static void fill_random(void *p, size_t size, int dtype, unsigned *seed) {
+  unsigned char *b = p;
+  for (size_t i = 0; i < size;) {
+    unsigned r = (unsigned)rand_r(seed);
+    if (dtype == 1 && i + 4 <= size) {
+      float f = (float)((double)r / RAND_MAX * 2.0 - 1.0);
+      memcpy(b + i, &f, 4), i += 4;
+    } else if ((dtype == 10 || dtype == 16) && i + 2 <= size) {
+      unsigned short h = dtype == 10 ? (unsigned short)(0x3800 | (r & 0x3ff) | ((r >> 12 & 1) << 15))
+                                     : (unsigned short)(0x3f00 | (r & 0x7f) | ((r >> 12 & 1) << 15));
+      memcpy(b + i, &h, 2), i += 2;
+    } else if (dtype == 11 && i + 8 <= size) {
+      double d = (double)r / RAND_MAX * 2.0 - 1.0;
+      memcpy(b + i, &d, 8), i += 8;
+    } else {
+      b[i++] = (unsigned char)(r & 0x07); /* small non-negative integers, valid as indices */
+    }
+  }
+}
+
+static int load_input(const char *dir, size_t i, const drk_tensor_info_t *info, void *dst) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+  if (file_exists(path)) {
+#ifdef DRK_HAVE_TENSOR_IO
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_tensor_t t;
+    if (!drk_tensor_read_pb(path, &t, NULL, &d)) return 0;
+    int ok = drk_dtype_to_onnx(t.dtype) == info->dtype && t.nbytes == info->size_bytes;
+    if (ok) memcpy(dst, t.data, t.nbytes);
+    else fprintf(stderr, "drkrun: error: %s: tensor has ONNX dtype %d and %zu bytes, input '%s' needs dtype %d and %llu bytes\n", path,
+                 drk_dtype_to_onnx(t.dtype), t.nbytes, info->name, info->dtype, (unsigned long long)info->size_bytes);
+    drk_tensor_free(&t);
+    return ok;
+#else
+    fprintf(stderr, "drkrun: error: %s: reading TensorProto .pb files needs the ONNX frontend (frontend/onnx/tensor_io.h), "
+                    "which this drkrun was built without; convert the input to raw bytes as input_%zu.bin\n", path, i);
+    return 0;
+#endif
+  }
+  snprintf(path, sizeof path, "%s/input_%zu.bin", dir, i);
+  if (file_exists(path)) return read_raw(path, dst, (size_t)info->size_bytes);
+  fprintf(stderr, "drkrun: error: input %zu ('%s'): neither %s/input_%zu.pb nor %s/input_%zu.bin exists\n", i, info->name, dir, i, dir, i);
+  return 0;
+}
+
+static int save_output(const char *dir, size_t i, const drk_tensor_info_t *info, void *src) {
+  char path[4096];
+#ifdef DRK_HAVE_TENSOR_IO
+  drk_dtype_t dt;
+  if (drk_dtype_from_onnx(info->dtype, &dt)) {
+    snprintf(path, sizeof path, "%s/output_%zu.pb", dir, i);
+    drk_tensor_t t = {0};
+    t.dtype = dt;
+    t.rank = (int)info->rank;
+    for (uint32_t d = 0; d < info->rank; d++) t.dims[d] = info->dims[d];
+    t.data = src;
+    t.nbytes = (size_t)info->size_bytes;
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    return drk_tensor_write_pb(path, &t, info->name, &d);
+  }
+#endif
+  snprintf(path, sizeof path, "%s/output_%zu.bin", dir, i);
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(src, 1, (size_t)info->size_bytes, f) == info->size_bytes;
+  if (f && fclose(f)) ok = 0;
+  if (!ok) fprintf(stderr, "drkrun: error: %s: cannot write\n", path);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL;
+  int warmup = 10, iters = 100, profile = 0, device = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--profile")) profile = 1;
+    else if (!strcmp(a, "--input-dir") && i + 1 < argc) in_dir = argv[++i];
+    else if (!strcmp(a, "--output-dir") && i + 1 < argc) out_dir = argv[++i];
+    else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(a, "--device") && i + 1 < argc) device = atoi(argv[++i]);
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(), 0;
+    else if (a[0] == '-') { fprintf(stderr, "drkrun: error: unknown option '%s'\n", a); return usage(); }
+    else if (!module_path) module_path = a;
+    else return usage();
+  }
+  if (!module_path || warmup < 0 || iters < 1) return usage();
+
+  drk_module_t *m = NULL;
+  drk_status_t st = drk_module_load_file(NULL, module_path, &m);
+  if (st) return fail(st, "loading the module");
+  printf("module: %s\n  %s\n", module_path, drk_module_provenance(m));
+
+  drk_runtime_options_t ro = {NULL, device, NULL};
+  drk_runtime_t *rt = NULL;
+  if ((st = drk_runtime_create(&ro, &rt))) {
+    drk_module_destroy(m);
+    return fail(st, "starting the runtime");
+  }
+  printf("device %d: %s\n", device, drk_runtime_device_name(rt));
+  int rc = 1;
+  drk_session_t *s = NULL;
+  size_t nin = drk_module_num_inputs(m), nout = drk_module_num_outputs(m), nk = drk_module_num_kernels(m);
+  void **in_bufs = calloc(nin + 1, sizeof *in_bufs), **out_bufs = calloc(nout + 1, sizeof *out_bufs);
+  float *lat = calloc((size_t)iters, sizeof *lat), *kt = calloc((size_t)iters * (nk + 1), sizeof *kt), *one = calloc(nk + 1, sizeof *one);
+  unsigned seed = 12345;
+  if (!in_bufs || !out_bufs || !lat || !kt || !one) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
+  if ((st = drk_session_create(rt, m, &s))) { rc = fail(st, "preparing the module"); goto done; }
+  for (size_t i = 0; i < nin; i++) {
+    drk_tensor_info_t info;
+    if ((st = drk_module_input_info(m, i, &info))) { rc = fail(st, "input"); goto done; }
+    if (!(in_bufs[i] = malloc(info.size_bytes ? (size_t)info.size_bytes : 1))) goto done;
+    if (in_dir) { if (!load_input(in_dir, i, &info, in_bufs[i])) goto done; }
+    else fill_random(in_bufs[i], (size_t)info.size_bytes, info.dtype, &seed);
+    if ((st = drk_session_bind_input(s, i, in_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an input"); goto done; }
+  }
+  for (size_t i = 0; i < nout; i++) {
+    drk_tensor_info_t info;
+    if ((st = drk_module_output_info(m, i, &info))) { rc = fail(st, "output"); goto done; }
+    if (!(out_bufs[i] = malloc(info.size_bytes ? (size_t)info.size_bytes : 1))) goto done;
+    if ((st = drk_session_bind_output(s, i, out_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an output"); goto done; }
+  }
+  for (int i = 0; i < warmup; i++)
+    if ((st = drk_session_run(s))) { rc = fail(st, "warm-up run"); goto done; }
+  for (int i = 0; i < iters; i++) {
+    if ((st = drk_session_run(s))) { rc = fail(st, "timed run"); goto done; }
+    drk_session_last_run_ms(s, &lat[i]);
+  }
+  float mean = 0;
+  for (int i = 0; i < iters; i++) mean += lat[i] / (float)iters;
+  float med = percentile(lat, (size_t)iters, 0.5), p90 = percentile(lat, (size_t)iters, 0.9), mn = lat[0];
+  printf("latency over %d runs (GPU events, copies + kernels, CUDA graph): median %.4f ms, min %.4f ms, p90 %.4f ms, mean %.4f ms\n", iters, med, mn, p90, mean);
+  if (profile && nk) {
+    drk_session_set_profiling(s, 1);
+    for (int i = 0; i < iters; i++) {
+      if ((st = drk_session_run(s)) || (st = drk_session_kernel_times(s, one, nk))) { rc = fail(st, "profiled run"); goto done; }
+      for (size_t k = 0; k < nk; k++) kt[k * (size_t)iters + (size_t)i] = one[k];
+    }
+    drk_session_set_profiling(s, 0);
+    float total = 0;
+    for (size_t k = 0; k < nk; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
+    printf("per kernel (median of %d profiled runs, launched one by one):\n  %4s %10s %6s  %s\n", iters, "#", "ms", "%", "kernel");
+    for (size_t k = 0; k < nk; k++)
+      printf("  %4zu %10.4f %5.1f%%  %s\n", k, one[k], total > 0 ? 100.0 * one[k] / total : 0.0, drk_module_kernel_name(m, k));
+    printf("  total %.4f ms\n", total);
+  }
+  if (out_dir) {
+    for (size_t i = 0; i < nout; i++) {
+      drk_tensor_info_t info;
+      drk_module_output_info(m, i, &info);
+      if (!save_output(out_dir, i, &info, out_bufs[i])) goto done;
+    }
+    printf("wrote %zu outputs to %s\n", nout, out_dir);
+  }
+  rc = 0;
+done:
+  drk_session_destroy(s);
+  drk_runtime_destroy(rt);
+  drk_module_destroy(m);
+  for (size_t i = 0; in_bufs && i < nin; i++) free(in_bufs[i]);
+  for (size_t i = 0; out_bufs && i < nout; i++) free(out_bufs[i]);
+  free(in_bufs), free(out_bufs), free(lat), free(kt), free(one);
+  return rc;
+}
