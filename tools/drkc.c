@@ -341,7 +341,17 @@ static int run_model(const run_options_t *ro) {
   drk_tensor_t *outputs = calloc(no + 1, sizeof *outputs);
   uint64_t rng = ro->seed;
   size_t loaded = 0;
-  bool named_used[64] = {0};
+  for (int k = 0; k < ro->n_named; k++) {
+    const char *eq = strchr(ro->named_inputs[k], '=');
+    bool found = false;
+    for (size_t i = 0; i < ni; i++)
+      found |= strlen(g->inputs[i]->name) == (size_t)(eq - ro->named_inputs[k]) &&
+               strncmp(g->inputs[i]->name, ro->named_inputs[k], (size_t)(eq - ro->named_inputs[k])) == 0;
+    if (!found) {
+      drk_diag_error(&d, drk_loc_none, "--input %s: the model has no input of that name", ro->named_inputs[k]);
+      goto done;
+    }
+  }
   for (size_t i = 0; i < ni; i++) {
     const drk_value_t *v = g->inputs[i];
     char path[4096];
@@ -351,7 +361,6 @@ static int run_model(const run_options_t *ro) {
       if ((size_t)(eq - ro->named_inputs[k]) == strlen(v->name) &&
           strncmp(ro->named_inputs[k], v->name, strlen(v->name)) == 0) {
         src = eq + 1;
-        named_used[k] = true;
       }
     }
     if (!src && ro->input_dir) {
@@ -367,11 +376,6 @@ static int run_model(const run_options_t *ro) {
     if (!ok) goto done;
     loaded++;
   }
-  for (int k = 0; k < ro->n_named; k++)
-    if (!named_used[k]) {
-      drk_diag_error(&d, drk_loc_none, "--input %s: the model has no input of that name", ro->named_inputs[k]);
-      goto done;
-    }
   if (!drk_interp_run(g, inputs, outputs, &d)) goto done;
   if (ro->output_dir) {
     mkdir(ro->output_dir, 0777);

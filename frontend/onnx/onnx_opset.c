@@ -130,7 +130,7 @@ static bool take_ints(nb_t *b, const char *name, const Onnx__AttributeProto **ou
 static const char *peek_string(nb_t *b, const char *name, const char *dflt) {
   const Onnx__AttributeProto *a = find_attr(b, name, NULL);
   if (!a || attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) return dflt;
-  return drk_arena_strndup(b->c->scratch, (const char *)a->s.data, a->s.len);
+  return drk_arena_strndup(b->c->scratch, a->s.data ? (const char *)a->s.data : "", a->s.len);
 }
 
 static void pend(nb_t *b, pending_attr_t p) {
@@ -165,7 +165,9 @@ static drk_value_t *add_const(nb_t *b, const char *what, drk_dtype_t t, int rank
                               const void *data, size_t nbytes) {
   drk_onnx_ctx_t *c = b->c;
   const char *name = drk_onnx_fresh_name(c, hint(b, what));
-  drk_value_t *v = drk_graph_add_const_copy(c->g, name, t, drk_graph_shape_static(c->g, rank, dims), data, nbytes);
+  static const uint8_t none[1];
+  drk_value_t *v = drk_graph_add_const_copy(c->g, name, t, drk_graph_shape_static(c->g, rank, dims),
+                                            nbytes ? data : none, nbytes);
   v->loc = b->loc;
   drk_onnx_set_known(c, v);
   drk_onnx_map_put(&c->values, v->name, v);
@@ -190,6 +192,7 @@ static drk_node_t *emit(nb_t *b, drk_op_t op, int n_in, drk_value_t *const *ins,
  * with CastLike (old opsets carried such values as float attributes). */
 static drk_value_t *const_like(nb_t *b, const char *what, double val, drk_value_t *x) {
   drk_dtype_t t = drk_onnx_is_known(b->c, x) ? x->dtype : DRK_DT_F32;
+  if (!drk_dtype_is_float(t) && !(val >= -9.2e18 && val <= 9.2e18)) val = 0; /* invalid model; avoid UB */
   uint8_t buf[8] = {0};
   drk_tensor_t tmp = {.dtype = t, .rank = 0, .data = buf, .nbytes = sizeof buf, .owned = false};
   drk_tensor_set_f64(&tmp, 0, val);
