@@ -64,7 +64,7 @@ bool drk_tile_layout_equal(const drk_tile_layout_t *a, const drk_tile_layout_t *
 int drk_tile_layout_num_warps(const drk_tile_layout_t *l) {
   switch (l->kind) {
   case DRK_TL_SLICE:
-  case DRK_TL_DOT_OP: return drk_tile_layout_num_warps(l->parent);
+  case DRK_TL_DOT_OP: return l->parent ? drk_tile_layout_num_warps(l->parent) : 0;
   case DRK_TL_SHARED: return 0;
   default: break;
   }
