@@ -124,7 +124,7 @@ save("consts.onnx", consts, [], [vi("idf", F, [2]), vi("cos", TensorProto.INT32,
 dims_nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["z"]),
               helper.make_node("Greater", ["z", "x"], ["y"])]
 save("dims.onnx", dims_nodes, [vi("x", F, ["N", 3, None])], [vi("y", TensorProto.BOOL, None)],
-     value_info=[vi("h", F, ["N", 3])])
+     value_info=[vi("h", F, ["N", 3, "W"])])
 
 # ---- errors ----
 relus = [helper.make_node("Relu", ["x" if i == 0 else f"r{i}"], [f"r{i+1}"]) for i in range(4)]

@@ -1,7 +1,8 @@
 /* Tests of the ONNX importer and tensor I/O (driven by CTest, see CMakeLists.txt):
  *   corpus DIR...   import every DIR/STAR/model.onnx in a child process each; count imported,
  *                   rejected as unsupported (by reason) and crashed; fail on a crash or on an
- *                   error that is not an "unsupported ..." one.
+ *                   error that is not an "unsupported ..." one; imported graphs must pass
+ *                   drk_graph_verify and their test_data_set_0 tensors must read.
  *   gen DIR         check the models that gen_models.py wrote into DIR (old-opset rewrites,
  *                   external data, typed initializers, dim_param, error texts), then feed
  *                   truncated and corrupted copies of them to the importer.
@@ -77,7 +78,13 @@ static int run_corpus(int n_dirs, char **dirs) {
         drk_diag_init(&d, NULL);
         drk_graph_t *g = drk_onnx_import(path, &d);
         char msg[2600];
-        if (g) {
+        drk_diag_t vd;
+        drk_diag_init(&vd, NULL);
+        if (g && !drk_graph_verify(g, &vd)) {
+          snprintf(msg, sizeof msg, "ERR verifier: %s", vd.first);
+          drk_graph_destroy(g);
+          g = NULL;
+        } else if (g) {
           snprintf(msg, sizeof msg, "OK");
           drk_graph_destroy(g);
         } else {
@@ -207,6 +214,7 @@ static drk_graph_t *load(const char *dir, const char *file, drk_diag_t *d) {
   drk_diag_init(d, stderr);
   drk_graph_t *g = drk_onnx_import(path, d);
   check(g != NULL, "%s: import failed: %s", file, d->first);
+  check(!g || drk_graph_verify(g, d), "%s: verifier: %s", file, d->first);
   return g;
 }
 
@@ -371,7 +379,8 @@ static void test_dims(const char *dir) {
     check(x->shape.dims[2].sym && strcmp(x->shape.dims[2].sym, "N") != 0, "dims: fresh symbol for unknown dim");
   }
   drk_value_t *h = find_value(g, "h");
-  check(h && h->shape.rank == 2 && h->shape.dims[0].sym && strcmp(h->shape.dims[0].sym, "N") == 0 &&
+  check(h && h->shape.rank == 3 && h->shape.dims[0].sym && strcmp(h->shape.dims[0].sym, "N") == 0 &&
+            h->shape.dims[2].sym && strcmp(h->shape.dims[2].sym, "W") == 0 &&
             h->dtype == DRK_DT_F32,
         "dims: value_info applied");
   drk_value_t *z = find_value(g, "z");

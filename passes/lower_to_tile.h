@@ -1,0 +1,223 @@
+/* Graph IR -> tile IR lowering: one kernel per graph node, plus a launch plan (see
+ * docs/lowering.md).
+ *
+ * Requires a graph after drk_pass_pipeline_canonicalize (dtypes and shapes inferred, shape
+ * chains folded) whose shapes are all static: bind symbolic dims first with
+ * drk_graph_bind_dims(). Guarantees, when drk_lower_graph() returns true: every kernel of
+ * out->module passes drk_tile_verify(); out->launches lists, in the graph's topological
+ * order, one or more launches per lowered node, each naming the kernel, its launch shape
+ * and its arguments (graph values for buffers, immediates for scalars) in the kernel's
+ * parameter order; out->aliases lists values that share another value's bytes (no kernel).
+ *
+ * Errors (user-visible, reported at the node through d, never a crash): a symbolic dim
+ * ("GPU lowering needs static shapes; ..."), an op/dtype combination not lowered yet
+ * ("... not lowered for GPU yet"), attributes out of the supported range.
+ *
+ * Ownership: everything in *out (launch and alias arrays, argument arrays) lives in
+ * out->module's arena and is released by drk_lowered_destroy(); graph values in launches
+ * and aliases are borrowed from the graph, which must outlive *out. */
+#ifndef DRK_LOWER_TO_TILE_H
+#define DRK_LOWER_TO_TILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/graph.h"
+#include "ir/tile.h"
+
+typedef enum { DRK_LARG_BUFFER, DRK_LARG_I32, DRK_LARG_I64, DRK_LARG_F32 } drk_larg_kind_t;
+
+typedef struct drk_larg {
+  drk_larg_kind_t kind;
+  const drk_value_t *value; /* BUFFER: graph value (input, const, or node result) */
+  int64_t i;                /* I32, I64 */
+  double f;                 /* F32 */
+} drk_larg_t;
+
+/* The schedule knobs the default heuristic (passes/schedule.c) chose for one kernel. Kernels
+ * of the tile IR carry no free-form attributes, so these live here and are printed as a
+ * comment above the kernel by drk_lowered_print(). 0: not applicable. */
+typedef struct drk_schedule {
+  const char *kind;     /* "flat", "rows", "seq", "mm", "pool" */
+  int block_elems;      /* flat: elements per program */
+  int spt;              /* elements per thread (fastest dim) */
+  int warps;
+  int rows, cols;       /* rows: rows per program, columns per chunk */
+  int tile_m, tile_n, tile_k, stages;
+  const char *mma;      /* "mma_sync", "fma", or NULL */
+  bool tf32;
+} drk_schedule_t;
+
+typedef struct drk_launch {
+  const drk_node_t *node;
+  drk_tile_kernel_t *kernel;
+  uint32_t grid[3];
+  uint32_t block;      /* threads per program */
+  uint32_t smem_bytes; /* dynamic shared memory */
+  uint32_t cluster[3];
+  int n_args;
+  drk_larg_t *args; /* in kernel parameter order */
+  drk_schedule_t sched;
+} drk_launch_t;
+
+/* value shares base's bytes (Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout in
+ * inference). base may itself be an alias; resolve transitively. */
+typedef struct drk_alias {
+  const drk_value_t *value, *base;
+} drk_alias_t;
+
+typedef struct drk_lowered {
+  drk_tile_module_t *module;
+  size_t n_launches;
+  drk_launch_t *launches;
+  size_t n_aliases;
+  drk_alias_t *aliases;
+} drk_lowered_t;
+
+typedef struct drk_lower_options {
+  int target_sm;   /* 80..90; 0 means 80 */
+  bool allow_tf32; /* --matmul-precision=high: f32 MatMul/Gemm/Conv through tf32 mma.sync */
+} drk_lower_options_t;
+
+/* Lowers every live node of g. On failure reports at least one error (each node that cannot
+ * be lowered gets its own; lowering goes on past errors to list them all) and leaves *out
+ * untouched. o may be NULL (defaults). */
+bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d);
+void drk_lowered_destroy(drk_lowered_t *l);
+
+/* Prints the module with each kernel preceded by a comment line giving its node, launch and
+ * schedule (the result still parses as .drkt). */
+void drk_lowered_print(const drk_lowered_t *l, FILE *out);
+
+/* Whether drk_lower_graph would try to lower node n (op and dtypes supported); when not and
+ * why is not NULL, *why gets a static reason. For test summaries. */
+bool drk_lower_node_supported(const drk_node_t *n, const char **why);
+
+/* Binds symbolic dims to sizes in place, e.g. "batch=2,seq=64": every dim named so, on graph
+ * inputs and on any value, becomes static. Run before drk_pass_pipeline_canonicalize.
+ * Unknown names in spec are an error (reported with the list of symbolic dims the graph
+ * has); a malformed spec too. */
+bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d);
+
+/* ------------------------------------------------------------------------------------------
+ * Internal to passes/lower_*.c and passes/schedule.c (not a public contract). */
+#ifdef DRK_LOWER_INTERNAL
+
+#define LW_MAX_RANK 8
+
+typedef drk_tile_value_t tv_t;
+
+typedef struct drk_lctx {
+  const drk_graph_t *g;
+  drk_lower_options_t o;
+  drk_diag_t *d;
+  drk_tile_module_t *m;
+  const drk_node_t *node;
+  size_t node_index;
+  int n_kernels_node; /* kernels made for this node so far (name suffixes) */
+  /* the kernel being built */
+  drk_tile_kernel_t *k;
+  drk_tile_builder_t b;
+  drk_launch_t cur;
+  size_t cap_args;
+  drk_dtype_t it;                  /* index dtype of the kernel: i32 or i64 */
+  const drk_tile_layout_t *lay;    /* current frame layout (for lw_* helpers on tiles) */
+  /* results */
+  size_t n_launches, cap_launches;
+  drk_launch_t *launches;
+  size_t n_aliases, cap_aliases;
+  drk_alias_t *aliases;
+} drk_lctx_t;
+
+/* per-family entry points: return false after reporting an error */
+bool drk_lower_ew(drk_lctx_t *c);
+bool drk_lower_reduce(drk_lctx_t *c);
+bool drk_lower_matmul(drk_lctx_t *c);
+bool drk_lower_move(drk_lctx_t *c);
+bool drk_lower_pool(drk_lctx_t *c);
+bool drk_lower_ew_supported(const drk_node_t *n, const char **why);
+bool drk_lower_reduce_supported(const drk_node_t *n, const char **why);
+bool drk_lower_matmul_supported(const drk_node_t *n, const char **why);
+bool drk_lower_move_supported(const drk_node_t *n, const char **why);
+bool drk_lower_pool_supported(const drk_node_t *n, const char **why);
+
+/* ---- errors ---- */
+bool lw_err(drk_lctx_t *c, const char *fmt, ...) DRK_PRINTF(2, 3); /* always false */
+bool lw_unsupported_dtype(drk_lctx_t *c, drk_dtype_t t);          /* always false */
+
+/* ---- kernels ---- */
+/* Starts a kernel for the current node (name k<idx>_<Op>[_n]); it: index dtype. */
+void lw_kernel_begin(drk_lctx_t *c, drk_dtype_t it);
+/* A pointer parameter for graph value v (buffer argument). */
+tv_t *lw_param_buf(drk_lctx_t *c, const drk_value_t *v, const char *name);
+/* Appends return and records the launch with grid g0 x g1 x g2, warps*32 threads, smem. */
+void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps, int64_t smem,
+                   const drk_schedule_t *s);
+void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base);
+
+/* ---- types and building blocks (results take operand a's frame) ---- */
+drk_tile_type_t lw_tt(const drk_tile_layout_t *l, int rank, const int64_t *dims, drk_dtype_t t);
+drk_tile_type_t lw_retype(const drk_tile_type_t *like, drk_dtype_t t);
+tv_t *lw_bin(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a, tv_t *b);
+tv_t *lw_un(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a);
+tv_t *lw_cmp(drk_lctx_t *c, const char *pred, tv_t *a, tv_t *b);
+tv_t *lw_sel(drk_lctx_t *c, tv_t *cond, tv_t *a, tv_t *b);
+tv_t *lw_cast(drk_lctx_t *c, tv_t *a, drk_dtype_t t); /* no-op when same dtype */
+tv_t *lw_ci(drk_lctx_t *c, const tv_t *like, int64_t v);   /* constant of like's type */
+tv_t *lw_cf(drk_lctx_t *c, const tv_t *like, double v);    /* float (or int-valued) constant */
+tv_t *lw_cdt(drk_lctx_t *c, const tv_t *like, drk_dtype_t t, double v); /* like's frame, dtype t */
+tv_t *lw_sci(drk_lctx_t *c, drk_dtype_t t, int64_t v);    /* scalar constant */
+tv_t *lw_splat(drk_lctx_t *c, tv_t *s, const drk_tile_type_t *frame); /* scalar -> tile of frame */
+tv_t *lw_range(drk_lctx_t *c, int64_t n, const drk_tile_layout_t *l);  /* make_range 0..n (i32) */
+tv_t *lw_pid(drk_lctx_t *c, int axis);                                 /* program_id, it */
+/* idx (it, any frame) unravelled row-major over dims, sum of coord*strides (coalesces
+ * contiguous dims, skips size-1 and stride-0 dims); base added. NULL dims: returns base. */
+tv_t *lw_affine(drk_lctx_t *c, tv_t *idx, int n, const int64_t *dims, const int64_t *strides, int64_t base);
+/* coordinate k of idx unravelled over dims (row-major). */
+tv_t *lw_coord(drk_lctx_t *c, tv_t *idx, int n, const int64_t *dims, int k);
+/* load/store through pointer param p at element offsets off (it) with mask (NULL: none) */
+tv_t *lw_load(drk_lctx_t *c, tv_t *p, tv_t *off, tv_t *mask, double other);
+void lw_store(drk_lctx_t *c, tv_t *p, tv_t *off, tv_t *val, tv_t *mask);
+/* 2-D frame helpers: expand a row vector (slice dim 1) or column vector (slice dim 0) of
+ * parent P to [R, C] */
+tv_t *lw_bcast_row(drk_lctx_t *c, tv_t *v, const drk_tile_layout_t *P, int64_t R, int64_t C);
+tv_t *lw_bcast_col(drk_lctx_t *c, tv_t *v, const drk_tile_layout_t *P, int64_t R, int64_t C);
+
+/* ---- static-shape helpers ---- */
+int64_t lw_numel(const drk_value_t *v);
+void lw_strides(const drk_value_t *v, int64_t *out); /* row-major element strides */
+/* strides of v broadcast (right-aligned) to out rank r with 0 for broadcast dims */
+void lw_bstrides(const drk_value_t *v, int r, const int64_t *out_dims, int64_t *out);
+int64_t lw_pow2ceil(int64_t v);
+bool lw_dtype_ok(drk_dtype_t t);        /* a dtype kernels can load/store */
+drk_dtype_t lw_compute_dtype(drk_dtype_t t); /* f16/bf16 -> f32, others unchanged */
+/* value of constant v at element i as double (v->kind == CONST) */
+double lw_const_f64(const drk_value_t *v, int64_t i);
+bool lw_const_ints(drk_lctx_t *c, const drk_value_t *v, int64_t *out, int max, int *out_n);
+int lw_norm_axis(int64_t axis, int rank);
+
+/* ---- flat 1-D frame: offs = pid*BLOCK + range, mask offs < n ---- */
+typedef struct lw_flat {
+  int64_t n;
+  drk_schedule_t s;
+  tv_t *offs, *mask;
+  drk_tile_type_t fr; /* the tile frame (it dtype) */
+} lw_flat_t;
+void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f);
+void lw_flat_end(drk_lctx_t *c, lw_flat_t *f);
+
+/* ---- schedule (schedule.c) ---- */
+drk_schedule_t drk_sched_flat(int64_t n);
+/* rows x R reduction: contiguous: the reduced index is memory-contiguous */
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
+drk_schedule_t drk_sched_seq(int64_t rows);
+drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);
+/* the 2-D blocked layout of a rows schedule */
+const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous);
+const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s);
+
+#endif /* DRK_LOWER_INTERNAL */
+
+#endif

@@ -1,0 +1,37 @@
+/* Memory planning: every tensor a compiled model touches lives in one device arena.
+ *
+ * Requires: a graph with static shapes (the GPU path binds symbolic dims first) and the
+ * aliases the lowering decided (values that share another value's bytes: Reshape, Squeeze,
+ * Identity, ...). Guarantees: every graph input, constant, node result and graph output gets
+ * an arena range; constants are packed into one weights region at the start of the arena
+ * (256-byte aligned, the module file's rule); activations are placed after it, each 256-byte
+ * aligned, and two activations share bytes only when their lifetimes (first definition to
+ * last use, in node order) do not overlap. Graph inputs and outputs are never shared, so a
+ * caller can read outputs after a run and write inputs before the next. */
+#ifndef DRK_PLAN_MEMORY_H
+#define DRK_PLAN_MEMORY_H
+
+#include "ir/graph.h"
+
+typedef struct drk_value_alias {
+  const drk_value_t *value, *base; /* value occupies base's bytes */
+} drk_value_alias_t;
+
+typedef struct drk_mem_plan {
+  uint32_t n_ids;     /* arrays below are indexed by drk_value_t.id */
+  uint64_t *offset;   /* arena offset; UINT64_MAX: value not placed (not used) */
+  uint64_t *size;     /* bytes */
+  uint64_t arena_size;
+  uint64_t weights_size; /* weights region is [0, weights_size) */
+  uint64_t naive_size;   /* sum of all activation sizes without reuse, for reports */
+} drk_mem_plan_t;
+
+/* Plans g. Reports a non-static shape at the value's location. Free with drk_mem_plan_free. */
+bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                     drk_mem_plan_t *out_plan, drk_diag_t *d);
+void drk_mem_plan_free(drk_mem_plan_t *p);
+/* Copies the constants of g into a weights blob laid out as the plan says (malloc'ed; caller
+ * frees). */
+void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g);
+
+#endif
