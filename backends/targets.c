@@ -4,8 +4,8 @@
 #include <string.h>
 
 static const drk_target_info_t table[] = {
-#define DRK_TARGET(E, name, vendor, num, ptx, fp8, archspec) \
-  {#name, DRK_VENDOR_##vendor, num, ptx, fp8, archspec},
+#define DRK_TARGET(E, name, vendor, num, fp8, archspec) \
+  {#name, DRK_VENDOR_##vendor, num, fp8, archspec},
 #include "targets.def"
 #undef DRK_TARGET
 };

@@ -8,7 +8,7 @@
 #include "ir/support.h"
 
 typedef enum drk_target {
-#define DRK_TARGET(E, name, vendor, num, ptx, fp8, archspec) DRK_TARGET_##E,
+#define DRK_TARGET(E, name, vendor, num, fp8, archspec) DRK_TARGET_##E,
 #include "targets.def"
 #undef DRK_TARGET
   DRK_TARGET_COUNT
@@ -20,7 +20,6 @@ typedef struct drk_target_info {
   const char *name;
   drk_vendor_t vendor;
   int number;      /* 90 for sm_90/sm_90a, 942 for gfx942 */
-  int ptx_version; /* 78 = PTX ISA 7.8; 0 for AMD */
   bool has_fp8;
   bool arch_specific; /* sm_90a: code runs only on exactly that arch */
 } drk_target_info_t;

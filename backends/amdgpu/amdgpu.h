@@ -21,6 +21,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "ir/support.h"
+#include "ir/tile.h"
 
 #define DRK_AMDGPU_TRIPLE "amdgcn-amd-amdhsa"
 #define DRK_AMDGPU_CC_KERNEL 91 /* LLVM's CallingConv::AMDGPU_KERNEL */
@@ -229,6 +230,14 @@ LLVMValueRef drk_amdgpu_global_load(drk_amdgpu_cg_t *cg, LLVMTypeRef t, LLVMValu
                                     LLVMValueRef index, unsigned align);
 void drk_amdgpu_global_store(drk_amdgpu_cg_t *cg, LLVMValueRef v, LLVMValueRef ptr,
                              LLVMValueRef index, unsigned align);
+
+/* ---- tile IR -> LLVM IR (lower.c) ---- */
+/* Lowers every kernel of the verified tile module `tm` into a new LLVM module in ctx for
+ * `arch` (caller disposes it). The first construct not supported yet (an op, a layout, a
+ * dtype) is reported at its location (`file:line:col: error: tile op 'dot' is not supported
+ * by the AMDGPU backend yet`) and NULL is returned; it never aborts. */
+LLVMModuleRef drk_amdgpu_lower_module(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
+                                      drk_diag_t *d);
 
 /* Calls intrinsic `name` (overloaded on `over`, may be 0 of them). */
 LLVMValueRef drk_amdgpu_call_intrinsic(drk_amdgpu_cg_t *cg, const char *name, LLVMTypeRef *over,

@@ -5,7 +5,10 @@
  * llvm-readelf, llvm-objdump and clang-offload-bundler.
  *
  * usage: test_amdgpu build OUTDIR          (exit 77 when ld.lld is missing)
- *        test_amdgpu readbundle FILE HSACO  (our reader on a bundle made by clang) */
+ *        test_amdgpu readbundle FILE HSACO  (our reader on a bundle made by clang)
+ *        test_amdgpu lower FILE.drkt OUTDIR (tile IR -> hsaco; usage checked, OUTDIR/NAME.hsaco)
+ *        test_amdgpu lower-error FILE.drkt TEXT  (lowering must fail with a located error
+ *                                                containing TEXT, without crashing) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +230,7 @@ static void check_usage(const void *h, size_t n, const char *kernel, int lds, in
   CHECK(u.private_segment == 0);
   CHECK(u.sgpr_count > 0 && u.sgpr_count <= 112);
   CHECK(u.vgpr_count > 0 && u.vgpr_count <= 512);
-  CHECK(u.group_segment == lds);
+  if (lds >= 0) CHECK(u.group_segment == lds);
   CHECK(u.max_flat_workgroup_size == max_wg);
   CHECK(u.sgpr_spill_count == 0 && u.vgpr_spill_count == 0);
 }
@@ -346,7 +349,72 @@ static int mode_readbundle(const char *bundle, const char *hsaco) {
   return failures ? 1 : 0;
 }
 
+static drk_tile_module_t *parse_tile(const char *path, drk_diag_t *d) {
+  size_t n = 0;
+  char *text = drk_read_file(path, &n, d);
+  if (!text) return NULL;
+  drk_tile_module_t *m = drk_tile_parse(text, n, path, d);
+  free(text);
+  if (m && !drk_tile_verify(m, d)) {
+    drk_tile_module_destroy(m);
+    return NULL;
+  }
+  return m;
+}
+
+static int mode_lower(const char *path, const char *dir) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  char *lld = drk_amdgpu_lld_find(&d);
+  if (!lld) return 77;
+  free(lld);
+  drk_tile_module_t *tm = parse_tile(path, &d);
+  if (!tm) return 1;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = drk_amdgpu_lower_module(tm, ctx, "gfx942", &d);
+  CHECK(m != NULL);
+  if (m) {
+    void *obj = NULL, *h = NULL;
+    size_t on = 0, hn = 0;
+    CHECK(drk_amdgpu_compile_module(m, "gfx942", &obj, &on, &d));
+    if (obj) CHECK(drk_amdgpu_link(obj, on, &h, &hn, NULL, &d));
+    for (size_t i = 0; h && i < tm->n_kernels; i++) {
+      const drk_tile_kernel_t *k = tm->kernels[i];
+      check_usage(h, hn, k->name, -1, (int)k->block);
+      char name[512];
+      snprintf(name, sizeof name, "%s.hsaco", k->name);
+      CHECK(write_file(dir, name, h, hn));
+    }
+    free(obj);
+    free(h);
+    LLVMDisposeModule(m);
+  }
+  LLVMContextDispose(ctx);
+  drk_tile_module_destroy(tm);
+  return failures ? 1 : 0;
+}
+
+static int mode_lower_error(const char *path, const char *text) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tile_module_t *tm = parse_tile(path, &d);
+  if (!tm) return 1;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = drk_amdgpu_lower_module(tm, ctx, "gfx942", &d);
+  CHECK(m == NULL);
+  CHECK(d.n_errors == 1);
+  /* Located: "FILE:LINE:COL: error: ..." */
+  CHECK(strncmp(d.first, path, strlen(path)) == 0 && strstr(d.first, ": error: ") != NULL);
+  CHECK(strstr(d.first, text) != NULL);
+  if (m) LLVMDisposeModule(m);
+  LLVMContextDispose(ctx);
+  drk_tile_module_destroy(tm);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "lower") == 0) return mode_lower(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "lower-error") == 0) return mode_lower_error(argv[2], argv[3]);
   if (argc == 3 && strcmp(argv[1], "build") == 0) return mode_build(argv[2]);
   if (argc == 4 && strcmp(argv[1], "readbundle") == 0) return mode_readbundle(argv[2], argv[3]);
   fprintf(stderr, "usage: test_amdgpu build OUTDIR | readbundle BUNDLE HSACO\n");

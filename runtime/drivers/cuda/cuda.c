@@ -309,7 +309,9 @@ static drk_status_t session_init(drk_session_t *s) {
     char hint[128];
     snprintf(hint, sizeof hint, "the module plans one %llu-byte arena", (unsigned long long)mf->arena_size);
     if ((r = rt->cu.MemAlloc(&s->arena, (size_t)mf->arena_size))) return cu_error(rt, r, "cuMemAlloc (arena)", hint);
-    if ((r = rt->cu.MemsetD8Async(s->arena, 0, (size_t)mf->arena_size, rt->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
+    /* Poison (all bits set: NaN for floats, -1 for integers) so that an output element no
+     * kernel wrote shows up in every check instead of passing as a stale or zero value. */
+    if ((r = rt->cu.MemsetD8Async(s->arena, 0xff, (size_t)mf->arena_size, rt->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
   }
   if (mf->weights_size && (r = rt->cu.MemcpyHtoDAsync(s->arena + mf->weights_offset, mf->weights, (size_t)mf->weights_size, rt->stream)))
     return cu_error(rt, r, "cuMemcpyHtoDAsync (weights)", NULL);

@@ -1,0 +1,45 @@
+/* From a canonical graph to a module file: the back half of the drkc pipeline.
+ *
+ * Requires a graph after drk_pass_pipeline_canonicalize with static shapes. Runs, as a plain
+ * list of calls: lower to tile IR (passes/lower_to_tile.h), plan memory
+ * (passes/plan_memory.h), generate code for every requested NVIDIA target (tile IR -> LLVM
+ * -> PTX -> ptxas -> cubin), pack a fat binary (a cubin per target plus PTX of the newest for
+ * forward compatibility), and describe everything as a module (backends/package/module.h).
+ * Each stage can stop the pipeline early for --emit (tile, llvm, ptx, cubin, fatbin).
+ *
+ * Errors are reported through d (located at the node or tile op that caused them); the
+ * function then returns false and writes nothing to its out parameters. */
+#ifndef DRK_BUILD_H
+#define DRK_BUILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ir/graph.h"
+
+typedef enum drk_build_stop {
+  DRK_BUILD_TILE,   /* print the lowered tile module */
+  DRK_BUILD_LLVM,   /* print LLVM IR for the first NVIDIA target */
+  DRK_BUILD_PTX,    /* PTX text of the first NVIDIA target */
+  DRK_BUILD_CUBIN,  /* cubin of the first NVIDIA target */
+  DRK_BUILD_FATBIN, /* fat binary of all NVIDIA targets */
+  DRK_BUILD_MODULE, /* module file */
+} drk_build_stop_t;
+
+typedef struct drk_build_options {
+  unsigned targets;         /* bit set over drk_target_t (backends/targets.h) */
+  drk_build_stop_t stop;
+  bool allow_tf32;          /* --matmul-precision=high */
+  const char *command_line; /* provenance */
+  const void *model_bytes;  /* provenance hash input (the model file as read); may be NULL */
+  size_t model_size;
+  bool verbose;             /* per-kernel register/spill report on stderr */
+} drk_build_options_t;
+
+/* Runs the pipeline on g up to o->stop. On success *out_data (malloc'ed; free()) and
+ * *out_size hold the result: text for TILE/LLVM/PTX, bytes otherwise. */
+bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
+               drk_diag_t *d);
+
+#endif

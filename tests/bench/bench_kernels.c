@@ -1,0 +1,362 @@
+/* The first speed bar (issue: NVIDIA end to end), measured side by side in one process:
+ *   - bf16 and f16 matmul 4096x4096x4096 compiled by drkc vs cuBLAS (cublasGemmEx, loaded with
+ *     dlopen), as a ratio of achieved TFLOP/s;
+ *   - an elementwise Add over 2^28 bf16 elements compiled by drkc vs the device-to-device copy
+ *     bandwidth (cuMemcpyDtoD), as a ratio of achieved GB/s (bytes read + written).
+ * Each drkc kernel's output is checked against cuBLAS (matmul) or the host (add) before it is
+ * timed. Times are medians of many runs after warm-up, taken with CUDA events around each
+ * kernel (the runtime's profiling mode), so host<->device copies are not counted.
+ *
+ * usage: bench_kernels [--quick] [RESULTS.md]   (exit 77 without a GPU) */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/package/build.h"
+#include "backends/targets.h"
+#include "drk/drkrt.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "passes/passes.h"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUevent;
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDeviceGet)(int *, int);
+static CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
+static CUresult (*cuCtxSetCurrent)(void *);
+static CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*cuMemFree)(CUdeviceptr);
+static CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+static CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+static CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, void *);
+static CUresult (*cuEventCreate)(CUevent *, unsigned);
+static CUresult (*cuEventRecord)(CUevent, void *);
+static CUresult (*cuEventSynchronize)(CUevent);
+static CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+static CUresult (*cuCtxSynchronize)(void);
+
+static int (*cublasCreate)(void **);
+static int (*cublasDestroy)(void *);
+static int (*cublasGemmEx)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *,
+                           int, int, const void *, void *, int, int, int, int);
+
+#define CK(x)                                                        \
+  do {                                                               \
+    CUresult r_ = (x);                                               \
+    if (r_) {                                                        \
+      fprintf(stderr, "bench: %s failed: CUresult %d\n", #x, r_);    \
+      exit(1);                                                       \
+    }                                                                \
+  } while (0)
+
+static void *sym(void *lib, const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "bench: missing symbol %s\n", name);
+    exit(1);
+  }
+  return p;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static float median(float *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_float);
+  return v[n / 2];
+}
+
+static double copy_bandwidth(size_t bytes, int iters) {
+  CUdeviceptr a, b;
+  CK(cuMemAlloc(&a, bytes));
+  CK(cuMemAlloc(&b, bytes));
+  CUevent e0, e1;
+  CK(cuEventCreate(&e0, 0));
+  CK(cuEventCreate(&e1, 0));
+  float *t = calloc((size_t)iters, sizeof *t);
+  for (int i = -3; i < iters; i++) {
+    CK(cuEventRecord(e0, NULL));
+    CK(cuMemcpyDtoDAsync(b, a, bytes, NULL));
+    CK(cuEventRecord(e1, NULL));
+    CK(cuEventSynchronize(e1));
+    if (i >= 0) CK(cuEventElapsedTime(&t[i], e0, e1));
+  }
+  double gbs = 2.0 * (double)bytes / (median(t, iters) * 1e-3) / 1e9;
+  free(t);
+  CK(cuMemFree(a));
+  CK(cuMemFree(b));
+  return gbs;
+}
+
+/* cuBLAS C = A·B, row-major bf16/f16 with f32 accumulation; returns median ms. */
+static float cublas_gemm(void *h, int cuda_type, int n, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int iters) {
+  float alpha = 1, beta = 0;
+  CUevent e0, e1;
+  CK(cuEventCreate(&e0, 0));
+  CK(cuEventCreate(&e1, 0));
+  float *t = calloc((size_t)iters, sizeof *t);
+  for (int i = -3; i < iters; i++) {
+    CK(cuEventRecord(e0, NULL));
+    /* Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ. CUBLAS_COMPUTE_32F = 68, default algo -1. */
+    int st = cublasGemmEx(h, 0, 0, n, n, n, &alpha, (void *)B, cuda_type, n, (void *)A, cuda_type, n, &beta,
+                          (void *)C, cuda_type, n, 68, -1);
+    if (st) {
+      fprintf(stderr, "bench: cublasGemmEx failed: %d\n", st);
+      exit(1);
+    }
+    CK(cuEventRecord(e1, NULL));
+    CK(cuEventSynchronize(e1));
+    if (i >= 0) CK(cuEventElapsedTime(&t[i], e0, e1));
+  }
+  float m = median(t, iters);
+  free(t);
+  return m;
+}
+
+/* A one-node graph: out = op(x, y) with the given shapes. */
+static drk_graph_t *one_op_graph(drk_op_t op, drk_dtype_t t, int rank, const int64_t *xs, const int64_t *ys) {
+  drk_graph_t *g = drk_graph_create("bench");
+  drk_value_t *in[2];
+  in[0] = drk_graph_add_input(g, "x", t, drk_graph_shape_static(g, rank, xs));
+  in[1] = drk_graph_add_input(g, "y", t, drk_graph_shape_static(g, rank, ys));
+  drk_node_t *n = drk_graph_add_node(g, op, 2, in, 1, (const char *const[]){"out"}, drk_loc_none);
+  drk_graph_add_output(g, n->outputs[0]);
+  return g;
+}
+
+typedef struct compiled {
+  drk_module_t *m;
+  drk_session_t *s;
+  void *bytes;
+} compiled_t;
+
+static bool compile_and_load(drk_graph_t *g, drk_runtime_t *rt, compiled_t *c) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  if (!drk_pass_pipeline_canonicalize(g, &d)) return false;
+  unsigned targets = 0;
+  if (!drk_target_parse_list("sm_90a", &targets, &d)) return false;
+  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .command_line = "bench_kernels"};
+  size_t size;
+  if (!drk_build(g, &bo, &c->bytes, &size, &d)) return false;
+  drk_status_t st = drk_module_load_memory(NULL, c->bytes, size, &c->m);
+  if (!st) st = drk_session_create(rt, c->m, &c->s);
+  if (!st) st = drk_session_set_profiling(c->s, 1);
+  if (st) {
+    fprintf(stderr, "bench: %s\n", drk_status_message(st));
+    drk_status_destroy(st);
+    return false;
+  }
+  return true;
+}
+
+/* Median of the first kernel's time over iters profiled runs (after warm-up). */
+static float time_kernel(compiled_t *c, int iters) {
+  float *t = calloc((size_t)iters, sizeof *t);
+  for (int i = -2; i < iters; i++) {
+    drk_status_t st = drk_session_run(c->s);
+    if (st) {
+      fprintf(stderr, "bench: run: %s\n", drk_status_message(st));
+      exit(1);
+    }
+    float k[16];
+    size_t nk = drk_module_num_kernels(c->m);
+    if (nk > 16) nk = 16;
+    st = drk_session_kernel_times(c->s, k, drk_module_num_kernels(c->m));
+    if (st) {
+      fprintf(stderr, "bench: kernel times: %s\n", drk_status_message(st));
+      exit(1);
+    }
+    float sum = 0;
+    for (size_t j = 0; j < nk; j++) sum += k[j];
+    if (i >= 0) t[i] = sum;
+  }
+  float m = median(t, iters);
+  free(t);
+  return m;
+}
+
+static void fill_random(uint16_t *p, size_t n, bool bf16, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    float v = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f;
+    p[i] = bf16 ? drk_f32_to_bf16(v) : drk_f32_to_f16(v);
+  }
+}
+
+static float h2f(uint16_t v, bool bf16) { return bf16 ? drk_bf16_to_f32(v) : drk_f16_to_f32(v); }
+
+int main(int argc, char **argv) {
+  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  const char *results = argc > 1 + quick ? argv[1 + quick] : NULL;
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!cu) {
+    printf("SKIP: no CUDA driver (%s)\n", dlerror());
+    return 77;
+  }
+  void *blas = NULL;
+  const char *blas_names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12", NULL};
+  for (const char **n = blas_names; *n && !blas; n++) blas = dlopen(*n, RTLD_NOW | RTLD_GLOBAL);
+  if (!blas) {
+    fprintf(stderr, "bench: cuBLAS not found (%s)\n", dlerror());
+    return 1;
+  }
+  cuInit = sym(cu, "cuInit");
+  cuDeviceGet = sym(cu, "cuDeviceGet");
+  cuDevicePrimaryCtxRetain = sym(cu, "cuDevicePrimaryCtxRetain");
+  cuCtxSetCurrent = sym(cu, "cuCtxSetCurrent");
+  cuMemAlloc = sym(cu, "cuMemAlloc_v2");
+  cuMemFree = sym(cu, "cuMemFree_v2");
+  cuMemcpyHtoD = sym(cu, "cuMemcpyHtoD_v2");
+  cuMemcpyDtoH = sym(cu, "cuMemcpyDtoH_v2");
+  cuMemcpyDtoDAsync = sym(cu, "cuMemcpyDtoDAsync_v2");
+  cuEventCreate = sym(cu, "cuEventCreate");
+  cuEventRecord = sym(cu, "cuEventRecord");
+  cuEventSynchronize = sym(cu, "cuEventSynchronize");
+  cuEventElapsedTime = sym(cu, "cuEventElapsedTime_v2");
+  cuCtxSynchronize = sym(cu, "cuCtxSynchronize");
+  cublasCreate = sym(blas, "cublasCreate_v2");
+  cublasDestroy = sym(blas, "cublasDestroy_v2");
+  cublasGemmEx = sym(blas, "cublasGemmEx");
+
+  drk_runtime_t *rt;
+  drk_runtime_options_t ro = {0};
+  drk_status_t st = drk_runtime_create(&ro, &rt);
+  if (st) {
+    printf("SKIP: %s\n", drk_status_message(st));
+    return 77;
+  }
+  int dev;
+  void *ctx;
+  CK(cuInit(0));
+  CK(cuDeviceGet(&dev, 0));
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxSetCurrent(ctx));
+  void *h;
+  if (cublasCreate(&h)) {
+    fprintf(stderr, "bench: cublasCreate failed\n");
+    return 1;
+  }
+  int iters = quick ? 5 : 30;
+  char report[8192];
+  int rl = 0, failures = 0;
+  time_t now = time(NULL);
+  char date[64];
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  rl += snprintf(report + rl, sizeof report - (size_t)rl,
+                 "# drkc kernel benchmarks\n\n%s, %s, one process; medians of %d runs after warm-up.\n\n"
+                 "| kernel | drkc | reference | ratio | bar |\n|---|---|---|---|---|\n",
+                 date, drk_runtime_device_name(rt), iters);
+
+  /* ---- copy bandwidth and elementwise add ---- */
+  size_t n_add = quick ? (size_t)1 << 24 : (size_t)1 << 28;
+  double bw = copy_bandwidth(n_add * 2, iters);
+  {
+    int64_t shape[1] = {(int64_t)n_add};
+    drk_graph_t *g = one_op_graph(DRK_OP_ADD, DRK_DT_BF16, 1, shape, shape);
+    compiled_t c = {0};
+    if (!compile_and_load(g, rt, &c)) return 1;
+    uint16_t *x = malloc(n_add * 2), *y = malloc(n_add * 2), *z = malloc(n_add * 2);
+    fill_random(x, n_add, true, 1);
+    fill_random(y, n_add, true, 2);
+    memset(z, 0xff, n_add * 2);
+    drk_session_bind_input(c.s, 0, x, n_add * 2, DRK_MEMORY_HOST);
+    drk_session_bind_input(c.s, 1, y, n_add * 2, DRK_MEMORY_HOST);
+    drk_session_bind_output(c.s, 0, z, n_add * 2, DRK_MEMORY_HOST);
+    float ms = time_kernel(&c, iters);
+    size_t bad = 0;
+    for (size_t i = 0; i < n_add; i++) {
+      float want = drk_bf16_to_f32(drk_f32_to_bf16(drk_bf16_to_f32(x[i]) + drk_bf16_to_f32(y[i])));
+      if (drk_bf16_to_f32(z[i]) != want) bad++;
+    }
+    double gbs = 3.0 * (double)n_add * 2 / (ms * 1e-3) / 1e9;
+    double ratio = gbs / bw;
+    printf("add bf16 n=%zu: %.3f ms, %.0f GB/s; copy %.0f GB/s; ratio %.2f; %zu wrong elements\n", n_add, ms, gbs,
+           bw, ratio, bad);
+    failures += bad != 0;
+    rl += snprintf(report + rl, sizeof report - (size_t)rl,
+                   "| Add bf16, %zu elements | %.0f GB/s | D2D copy %.0f GB/s | %.2f | >= 0.80 %s |\n", n_add, gbs, bw,
+                   ratio, bad ? "(WRONG RESULTS)" : ratio >= 0.8 ? "met" : "NOT met");
+    free(x);
+    free(y);
+    free(z);
+    drk_session_destroy(c.s);
+    drk_module_destroy(c.m);
+    free(c.bytes);
+    drk_graph_destroy(g);
+  }
+
+  /* ---- matmuls ---- */
+  int n = quick ? 1024 : 4096;
+  for (int pass = 0; pass < 2; pass++) {
+    bool bf16 = pass == 0;
+    drk_dtype_t t = bf16 ? DRK_DT_BF16 : DRK_DT_F16;
+    int64_t shape[2] = {n, n};
+    drk_graph_t *g = one_op_graph(DRK_OP_MATMUL, t, 2, shape, shape);
+    compiled_t c = {0};
+    if (!compile_and_load(g, rt, &c)) return 1;
+    size_t elems = (size_t)n * (size_t)n, bytes = elems * 2;
+    uint16_t *a = malloc(bytes), *b = malloc(bytes), *z = malloc(bytes), *ref = malloc(bytes);
+    fill_random(a, elems, bf16, 3);
+    fill_random(b, elems, bf16, 4);
+    memset(z, 0xff, bytes);
+    drk_session_bind_input(c.s, 0, a, bytes, DRK_MEMORY_HOST);
+    drk_session_bind_input(c.s, 1, b, bytes, DRK_MEMORY_HOST);
+    drk_session_bind_output(c.s, 0, z, bytes, DRK_MEMORY_HOST);
+    float ms = time_kernel(&c, iters);
+    CUdeviceptr A, B, C;
+    CK(cuMemAlloc(&A, bytes));
+    CK(cuMemAlloc(&B, bytes));
+    CK(cuMemAlloc(&C, bytes));
+    CK(cuMemcpyHtoD(A, a, bytes));
+    CK(cuMemcpyHtoD(B, b, bytes));
+    float ms_ref = cublas_gemm(h, bf16 ? 14 : 2, n, A, B, C, iters);
+    CK(cuMemcpyDtoH(ref, C, bytes));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < elems; i++) {
+      double x = h2f(z[i], bf16), y = h2f(ref[i], bf16);
+      num += (x - y) * (x - y);
+      den += y * y;
+    }
+    double err = den > 0 ? sqrt(num / den) : INFINITY;
+    bool ok = err <= 1e-2; /* NaN fails too */
+    double flops = 2.0 * n * (double)n * n;
+    double tf = flops / (ms * 1e-3) / 1e12, tf_ref = flops / (ms_ref * 1e-3) / 1e12;
+    printf("matmul %s %dx%dx%d: drkc %.3f ms %.0f TFLOP/s, cuBLAS %.3f ms %.0f TFLOP/s, ratio %.2f, rel err vs cuBLAS %.2g\n",
+           bf16 ? "bf16" : "f16", n, n, n, ms, tf, ms_ref, tf_ref, tf / tf_ref, err);
+    failures += !ok;
+    rl += snprintf(report + rl, sizeof report - (size_t)rl,
+                   "| MatMul %s %dx%dx%d | %.0f TFLOP/s | cuBLAS %.0f TFLOP/s | %.2f | >= 0.50 %s |\n",
+                   bf16 ? "bf16" : "f16", n, n, n, tf, tf_ref, tf / tf_ref,
+                   !ok ? "(WRONG RESULTS)" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
+    CK(cuMemFree(A));
+    CK(cuMemFree(B));
+    CK(cuMemFree(C));
+    free(a);
+    free(b);
+    free(z);
+    free(ref);
+    drk_session_destroy(c.s);
+    drk_module_destroy(c.m);
+    free(c.bytes);
+    drk_graph_destroy(g);
+  }
+  cublasDestroy(h);
+  drk_runtime_destroy(rt);
+  fputs(report, stdout);
+  if (results) {
+    FILE *f = fopen(results, "w");
+    if (f) {
+      fputs(report, f);
+      fclose(f);
+    }
+  }
+  return failures ? 1 : 0;
+}
