@@ -12,18 +12,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/package/build.h"
 #include "backends/targets.h"
+#include "drk/drkrt.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
+#include "passes/lower_to_tile.h"
 #include "passes/passes.h"
 
 static const char usage_text[] =
-    "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [-v]\n"
+    "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
+    "                  [--matmul-precision=highest|high] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
-    "                      [--output-dir OUT] [--seed N] [--npy] [--check]\n"
+    "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -35,11 +39,16 @@ static const char usage_text[] =
     "  --emit=KIND             graph | tile | llvm | ptx | cubin | fatbin | hsaco | bundle | module\n"
     "                          (default module)\n"
     "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, or all)\n"
+    "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
+    "                          path needs static shapes)\n"
+    "  --matmul-precision=P    highest (f32 math for f32 matmuls, the default) or high (TF32)\n"
     "  -v                      say what each stage does\n"
     "\n"
     "drkc run: inputs are ONNX TensorProto files (input_0.pb ... in graph-input order) or .npy;\n"
     "inputs not given are drawn at random from --seed. Outputs go to OUT/output_0.pb ... (and\n"
-    ".npy with --npy). --device=cpu runs the reference interpreter.\n";
+    ".npy with --npy). --device=cpu runs the reference interpreter; --device=cuda compiles for\n"
+    "the local GPU and runs there; --check also runs the interpreter on the same inputs and\n"
+    "prints the relative error of every output with PASS/FAIL.\n";
 
 /* ---- the pass pipeline: a plain list of calls ---- */
 typedef bool (*graph_pass_fn)(drk_graph_t *g, drk_diag_t *d);
@@ -55,20 +64,22 @@ static const struct {
     {"verify-canonical", pass_verify},
 };
 
-/* What each --emit kind needs; kinds whose stage does not exist yet fail naming it. */
+/* --emit kinds: where the pipeline stops, and whether the result is text. */
 static const struct {
   const char *kind;
-  const char *stage; /* NULL: available */
+  int stop; /* drk_build_stop_t; -1: graph IR */
+  bool text;
+  const char *ext;
 } emit_kinds[] = {
-    {"graph", NULL},
-    {"tile", "lower-to-tile (graph IR -> tile IR)"},
-    {"llvm", "nvptx/amdgpu code generation (tile IR -> LLVM IR)"},
-    {"ptx", "nvptx code generation (tile IR -> LLVM IR -> PTX)"},
-    {"cubin", "nvptx code generation (PTX -> ptxas -> cubin)"},
-    {"fatbin", "fat binary packaging"},
-    {"hsaco", "amdgpu code generation (tile IR -> gfx942 code object)"},
-    {"bundle", "offload bundle packaging"},
-    {"module", "module file (.drkm) packaging"},
+    {"graph", -1, true, ".drkg"},
+    {"tile", DRK_BUILD_TILE, true, ".drkt"},
+    {"llvm", DRK_BUILD_LLVM, true, ".ll"},
+    {"ptx", DRK_BUILD_PTX, true, ".ptx"},
+    {"cubin", DRK_BUILD_CUBIN, false, ".cubin"},
+    {"fatbin", DRK_BUILD_FATBIN, false, ".fatbin"},
+    {"module", DRK_BUILD_MODULE, false, ".drkm"},
+    {"hsaco", -2, false, ".hsaco"},
+    {"bundle", -2, false, ".bundle"},
 };
 
 typedef struct options {
@@ -78,7 +89,10 @@ typedef struct options {
   unsigned targets;
   const char *emit;
   const char *dump_after;
+  const char *bind;
+  bool allow_tf32;
   int verbose;
+  const char *command_line;
 } options_t;
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -137,25 +151,60 @@ static drk_graph_t *load_graph(const char *path, drk_diag_t *d) {
   return drk_onnx_import(path, d);
 }
 
-static drk_graph_t *load_and_canonicalize(const char *path, const options_t *o, drk_diag_t *d) {
+/* Loads the model and binds the dims the user named with --bind. */
+static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t *d) {
   drk_graph_t *g = load_graph(path, d);
   if (!g) return NULL;
+  if (o->bind && !drk_graph_bind_dims(g, o->bind, d)) {
+    drk_graph_destroy(g);
+    return NULL;
+  }
   if (dump_wanted(o, "import")) {
     fprintf(stderr, "// ---- after import ----\n");
     drk_graph_print_ex(g, stderr, 4096);
   }
+  return g;
+}
+
+/* The graph pass pipeline; destroys g on failure. */
+static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
   for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) {
     if (o->verbose) fprintf(stderr, "drkc: pass %s\n", graph_passes[i].name);
     if (!graph_passes[i].run(g, d)) {
       drk_graph_destroy(g);
-      return NULL;
+      return false;
     }
     if (dump_wanted(o, graph_passes[i].name)) {
       fprintf(stderr, "// ---- after %s ----\n", graph_passes[i].name);
       drk_graph_print_ex(g, stderr, 4096);
     }
   }
-  return g;
+  return true;
+}
+
+static drk_graph_t *load_and_canonicalize(const char *path, const options_t *o, drk_diag_t *d) {
+  drk_graph_t *g = load_bound(path, o, d);
+  return g && run_graph_passes(g, o, d) ? g : NULL;
+}
+
+/* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so
+ * the compiled (static-shape) model matches the data. */
+static bool bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_diag_t *d) {
+  char spec[4096] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    for (int k = 0; k < v->shape.rank && k < inputs[i].rank; k++) {
+      const char *sym = v->shape.dims[k].sym;
+      if (!sym) continue;
+      char item[256];
+      int n = snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", sym, (long long)inputs[i].dims[k]);
+      if (strstr(spec, item + (len ? 1 : 0)) || n >= (int)sizeof item || len + (size_t)n >= sizeof spec) continue;
+      memcpy(spec + len, item, (size_t)n + 1);
+      len += (size_t)n;
+    }
+  }
+  return len == 0 || drk_graph_bind_dims(g, spec, d);
 }
 
 static FILE *open_output(const char *path) {
@@ -186,26 +235,58 @@ static int compile_tile_module(const options_t *o, drk_diag_t *d) {
         rc = close_output(f);
       }
     } else {
-      for (size_t i = 0; i < DRK_ARRAY_LEN(emit_kinds); i++)
-        if (strcmp(emit_kinds[i].kind, o->emit) == 0)
-          fprintf(stderr, "drkc: error: --emit=%s needs the stage '%s', which is not implemented yet\n",
-                  o->emit, emit_kinds[i].stage);
+      fprintf(stderr, "drkc: error: --emit=%s from a tile module (.drkt) is not supported; compile a graph "
+                      "(.onnx, .drkg), or use --emit=tile\n", o->emit);
     }
   }
   drk_tile_module_destroy(m);
   return rc;
 }
 
+static char *default_output(const char *input, const char *ext) {
+  const char *base = strrchr(input, '/');
+  base = base ? base + 1 : input;
+  const char *dot = strrchr(base, '.');
+  size_t n = dot ? (size_t)(dot - base) : strlen(base);
+  char *p = malloc(n + strlen(ext) + 1);
+  memcpy(p, base, n);
+  strcpy(p + n, ext);
+  return p;
+}
+
+static int write_result(const options_t *o, const void *data, size_t size, bool text, const char *ext) {
+  char *dflt = NULL;
+  const char *path = o->output;
+  if (!path && !text) path = dflt = default_output(o->input, ext);
+  FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "wb") : stdout;
+  if (!f) {
+    fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(errno));
+    free(dflt);
+    return 1;
+  }
+  bool ok = fwrite(data, 1, size, f) == size;
+  ok &= f == stdout ? fflush(f) == 0 : fclose(f) == 0;
+  if (!ok) fprintf(stderr, "drkc: error: writing '%s' failed\n", path ? path : "<stdout>");
+  else if (o->verbose && path) fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
+  free(dflt);
+  return ok ? 0 : 1;
+}
+
 static int compile(const options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  const char *stage = NULL;
+  int k = -1;
   for (size_t i = 0; i < DRK_ARRAY_LEN(emit_kinds); i++)
-    if (strcmp(emit_kinds[i].kind, o->emit) == 0) stage = emit_kinds[i].stage ? emit_kinds[i].stage : "";
-  if (!stage) {
+    if (strcmp(emit_kinds[i].kind, o->emit) == 0) k = (int)i;
+  if (k < 0) {
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: graph tile llvm ptx cubin fatbin "
                     "hsaco bundle module)\n", o->emit);
     return 2;
+  }
+  if (emit_kinds[k].stop == -2) {
+    fprintf(stderr, "drkc: error: --emit=%s needs the AMD GPU (gfx942) code generation stage, which is not "
+                    "implemented yet\n", o->emit);
+    return 1;
   }
   if (has_suffix(o->input, ".drkt")) {
     if (strcmp(o->emit, "graph") == 0) {
@@ -222,15 +303,31 @@ static int compile(const options_t *o) {
   drk_graph_t *g = load_and_canonicalize(o->input, o, &d);
   if (!g) return 1;
   int rc = 1;
-  if (strcmp(o->emit, "graph") == 0) {
+  if (emit_kinds[k].stop == -1) {
     FILE *f = open_output(o->output);
     if (f) {
       drk_graph_print(g, f);
       rc = close_output(f);
     }
   } else {
-    fprintf(stderr, "drkc: error: --emit=%s (targets %s) needs the stage '%s', which is not implemented yet; "
-                    "available now: --emit=graph\n", o->emit, o->targets_arg, stage);
+    size_t model_size = 0;
+    char *model = drk_read_file(o->input, &model_size, &d);
+    drk_build_options_t bo = {
+        .targets = o->targets,
+        .stop = (drk_build_stop_t)emit_kinds[k].stop,
+        .allow_tf32 = o->allow_tf32,
+        .command_line = o->command_line,
+        .model_bytes = model,
+        .model_size = model_size,
+        .verbose = o->verbose,
+    };
+    void *data;
+    size_t size;
+    if (model && drk_build(g, &bo, &data, &size, &d)) {
+      rc = write_result(o, data, size, emit_kinds[k].text, emit_kinds[k].ext);
+      free(data);
+    }
+    free(model);
   }
   drk_graph_destroy(g);
   return rc;
@@ -245,7 +342,8 @@ typedef struct run_options {
   const char *named_inputs[64]; /* NAME=FILE */
   int n_named;
   uint64_t seed;
-  bool npy, check;
+  bool npy, check, allow_tf32;
+  const char *bind;
 } run_options_t;
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -316,24 +414,91 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
   return true;
 }
 
+/* Tolerance of --check, as ‖gpu − ref‖ / ‖ref‖ (DESIGN.md, "Correctness oracles"): f32 math
+ * that reorders reductions 1e-4, TF32 5e-4, f16/bf16 1e-2, fp8 6e-2; integers exact. */
+static double check_tolerance(drk_dtype_t t, bool tf32) {
+  switch (t) {
+    case DRK_DT_F64: return 1e-5;
+    case DRK_DT_F32: return tf32 ? 5e-4 : 1e-4;
+    case DRK_DT_F16: case DRK_DT_BF16: return 1e-2;
+    case DRK_DT_F8E4M3: case DRK_DT_F8E5M2: return 6e-2;
+    default: return 0;
+  }
+}
+
+static bool rt_ok(drk_status_t st, const char *what, drk_diag_t *d) {
+  if (!st) return true;
+  drk_diag_error(d, drk_loc_none, "%s: %s", what, drk_status_message(st));
+  drk_status_destroy(st);
+  return false;
+}
+
+/* Compiles g for the GPU `device` (cuda or cuda:N), runs it on `inputs` and returns its
+ * outputs (caller frees each). */
+static bool run_on_gpu(const drk_graph_t *g, const char *device, const run_options_t *ro, drk_tensor_t *inputs,
+                       drk_tensor_t *out_outputs, drk_diag_t *d) {
+  drk_runtime_options_t rto = {0};
+  if (device[4] == ':') rto.device = atoi(device + 5);
+  drk_runtime_t *rt = NULL;
+  if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the CUDA runtime", d)) return false;
+  unsigned sm = drk_runtime_device_sm(rt);
+  char arch[16];
+  snprintf(arch, sizeof arch, sm == 90 ? "sm_90a" : "sm_%u", sm);
+  unsigned targets;
+  drk_diag_t quiet;
+  drk_diag_init(&quiet, NULL);
+  if (!drk_target_parse_list(arch, &targets, &quiet)) {
+    drk_diag_error(d, drk_loc_none, "the GPU is %s (%s), which drkc does not target (known: %s)",
+                   drk_runtime_device_name(rt), arch, drk_target_known_list());
+    drk_runtime_destroy(rt);
+    return false;
+  }
+  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .allow_tf32 = ro->allow_tf32,
+                            .command_line = "drkc run"};
+  void *bytes = NULL;
+  size_t size = 0;
+  drk_module_t *m = NULL;
+  drk_session_t *s = NULL;
+  size_t no = g->n_outputs, bound = 0;
+  bool ok = drk_build(g, &bo, &bytes, &size, d) &&
+            rt_ok(drk_module_load_memory(NULL, bytes, size, &m), "loading the module", d) &&
+            rt_ok(drk_session_create(rt, m, &s), "preparing the module", d);
+  for (size_t i = 0; ok && i < g->n_inputs; i++)
+    ok = rt_ok(drk_session_bind_input(s, i, inputs[i].data, inputs[i].nbytes, DRK_MEMORY_HOST), "binding an input", d);
+  for (size_t i = 0; ok && i < no; i++) {
+    const drk_value_t *v = g->outputs[i];
+    int64_t dims[DRK_MAX_RANK];
+    for (int k = 0; k < v->shape.rank; k++) dims[k] = v->shape.dims[k].size;
+    ok = drk_tensor_alloc(&out_outputs[i], v->dtype, v->shape.rank, dims);
+    if (!ok) drk_diag_error(d, drk_loc_none, "output '%s': cannot allocate", v->name);
+    else bound++;
+    ok = ok && rt_ok(drk_session_bind_output(s, i, out_outputs[i].data, out_outputs[i].nbytes, DRK_MEMORY_HOST),
+                     "binding an output", d);
+  }
+  ok = ok && rt_ok(drk_session_run(s), "running the model", d);
+  if (!ok)
+    for (size_t i = 0; i < bound; i++) drk_tensor_free(&out_outputs[i]);
+  drk_session_destroy(s);
+  drk_module_destroy(m);
+  drk_runtime_destroy(rt);
+  free(bytes);
+  return ok;
+}
+
 static int run_model(const run_options_t *ro) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  if (strcmp(ro->device, "cpu") != 0) {
-    if (strncmp(ro->device, "cuda", 4) == 0) {
-      fprintf(stderr, "drkc: error: --device=%s needs the stages 'lower-to-tile' and 'nvptx code generation', "
-                      "which are not implemented yet; use --device=cpu\n", ro->device);
-      return 1;
-    }
+  bool gpu = strcmp(ro->device, "cuda") == 0 || strncmp(ro->device, "cuda:", 5) == 0;
+  if (!gpu && strcmp(ro->device, "cpu") != 0) {
     fprintf(stderr, "drkc: error: unknown device '%s' (cpu, cuda, cuda:N)\n", ro->device);
     return 2;
   }
-  if (ro->check) {
+  if (ro->check && !gpu) {
     fprintf(stderr, "drkc: error: --check compares a GPU run with the interpreter and needs --device=cuda\n");
     return 2;
   }
-  options_t o = {0};
-  drk_graph_t *g = load_and_canonicalize(ro->model, &o, &d);
+  options_t o = {.bind = ro->bind};
+  drk_graph_t *g = load_bound(ro->model, &o, &d);
   if (!g) return 1;
   int rc = 1;
   size_t ni = g->n_inputs, no = g->n_outputs;
@@ -376,7 +541,34 @@ static int run_model(const run_options_t *ro) {
     if (!ok) goto done;
     loaded++;
   }
-  if (!drk_interp_run(g, inputs, outputs, &d)) goto done;
+  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes(g, &o, &d)) {
+    g = NULL;
+    goto done;
+  }
+  if (gpu) {
+    if (!run_on_gpu(g, ro->device, ro, inputs, outputs, &d)) goto done;
+    if (ro->check) {
+      drk_tensor_t *ref = calloc(no + 1, sizeof *ref);
+      bool ref_ok = drk_interp_run(g, inputs, ref, &d);
+      int failed = 0;
+      for (size_t i = 0; ref_ok && i < no; i++) {
+        double err = drk_tensor_rel_error(&outputs[i], &ref[i]);
+        double tol = check_tolerance(g->outputs[i]->dtype, ro->allow_tf32);
+        bool pass = err <= tol; /* NaN never passes */
+        failed += !pass;
+        printf("check output %zu '%s': rel error %.3g (tolerance %.0e) %s\n", i, g->outputs[i]->name, err, tol,
+               pass ? "PASS" : "FAIL");
+      }
+      for (size_t i = 0; ref_ok && i < no; i++) drk_tensor_free(&ref[i]);
+      free(ref);
+      if (!ref_ok || failed) {
+        for (size_t i = 0; i < no; i++) drk_tensor_free(&outputs[i]);
+        goto done;
+      }
+    }
+  } else if (!drk_interp_run(g, inputs, outputs, &d)) {
+    goto done;
+  }
   if (ro->output_dir) {
     mkdir(ro->output_dir, 0777);
     for (size_t i = 0; i < no; i++) {
@@ -409,11 +601,21 @@ done:
   return rc;
 }
 
+/* highest: f32 math for f32 matmuls; high: TF32 allowed. (medium, bf16 inputs, comes with
+ * the precision policy.) */
+static bool parse_matmul_precision(const char *v, bool *out_tf32) {
+  if (strcmp(v, "highest") == 0) *out_tf32 = false;
+  else if (strcmp(v, "high") == 0) *out_tf32 = true;
+  else return false;
+  return true;
+}
+
 static int main_run(int argc, char **argv) {
   run_options_t ro = {.device = "cpu", .seed = 0};
   static const char *const o_device[] = {"--device", NULL}, *const o_indir[] = {"--input-dir", NULL},
                            *const o_outdir[] = {"--output-dir", NULL}, *const o_seed[] = {"--seed", NULL},
-                           *const o_input[] = {"--input", NULL};
+                           *const o_input[] = {"--input", NULL}, *const o_bind[] = {"--bind", NULL},
+                           *const o_mmp[] = {"--matmul-precision", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, o_device))) ro.device = v;
@@ -429,7 +631,10 @@ static int main_run(int argc, char **argv) {
       ro.named_inputs[ro.n_named++] = v;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
-    else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
+    else if ((v = opt_value(argc, argv, &i, o_bind))) ro.bind = v;
+    else if ((v = opt_value(argc, argv, &i, o_mmp))) {
+      if (!parse_matmul_precision(v, &ro.allow_tf32)) return usage_error("--matmul-precision: 'highest' or 'high', not '%s'", v);
+    } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
     else if (ro.model) return usage_error("more than one model given ('%s')", argv[i]);
     else ro.model = argv[i];
   }
@@ -442,7 +647,8 @@ int main(int argc, char **argv) {
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
-                           *const o_out[] = {"-o", "--output", NULL};
+                           *const o_out[] = {"-o", "--output", NULL}, *const o_bind[] = {"--bind", NULL},
+                           *const o_mmp[] = {"--matmul-precision", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -458,11 +664,16 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, o_emit))) o.emit = v;
     else if ((v = opt_value(argc, argv, &i, o_dump))) o.dump_after = v;
     else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
+    else if ((v = opt_value(argc, argv, &i, o_bind))) o.bind = v;
+    else if ((v = opt_value(argc, argv, &i, o_mmp))) {
+      if (!parse_matmul_precision(v, &o.allow_tf32)) return usage_error("--matmul-precision: 'highest' or 'high', not '%s'", v);
+    }
     else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
     else if (o.input) return usage_error("more than one input given ('%s')", argv[i]);
     else o.input = argv[i];
   }
   if (!o.input) return usage_error("no input file%s", "");
+
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   if (!drk_target_parse_list(o.targets_arg, &o.targets, &d)) return 1;
@@ -474,5 +685,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  return compile(&o);
+  size_t cl = 1;
+  for (int i = 0; i < argc; i++) cl += strlen(argv[i]) + 1;
+  char *cmdline = calloc(1, cl);
+  for (int i = 0; i < argc; i++) {
+    if (i) strcat(cmdline, " ");
+    strcat(cmdline, argv[i]);
+  }
+  o.command_line = cmdline;
+  int rc = compile(&o);
+  free(cmdline);
+  return rc;
 }

@@ -213,4 +213,30 @@ LLVMValueRef drk_nvptx_wgmma_desc(drk_nvptx_cg_t *cg, LLVMValueRef smem, unsigne
 LLVMValueRef drk_nvptx_call_intrinsic(drk_nvptx_cg_t *cg, const char *name, LLVMTypeRef *over,
                                       unsigned n_over, LLVMValueRef *args, unsigned n_args);
 
+/* ---- tile IR lowering (lower.c, lower_math.c, lower_mem.c) ----
+ * Kernel parameters, in order: ptr<T> -> `ptr addrspace(1)`, scalars by value (bool as i1),
+ * tmadesc -> `ptr byval([128 x i8]) align 64 "nvvm.grid_constant"`. Dynamic shared memory
+ * (local_alloc offsets) is the module's `drk_dsmem`; the launcher passes kernel->smem bytes.
+ * Unsupported op/layout/dtype/arch combinations are located errors ("nvptx: cannot lower
+ * 'op' ..."), never aborts. Math functions come from CUDA's libdevice ($DRK_LIBDEVICE,
+ * $CUDA_HOME/nvvm/libdevice/libdevice.10.bc, /usr/local/cuda/nvvm/libdevice/...): a kernel
+ * using exp/log/tanh/erf... is an error when it is missing. docs/backend-nvptx.md lists what
+ * lowers. */
+typedef struct drk_tile_module drk_tile_module_t;
+typedef struct drk_tile_kernel drk_tile_kernel_t;
+/* Adds kernel k of verified module m to cg->mod as a ptx_kernel function named k->name.
+ * cg->arch must be set. On failure nothing is left in cg->mod for k. Does not link
+ * libdevice (drk_nvptx_lower_module does). */
+bool drk_nvptx_lower_kernel(drk_nvptx_cg_t *cg, const drk_tile_module_t *m, const drk_tile_kernel_t *k,
+                            drk_diag_t *d);
+/* One LLVM function per kernel of the verified module m, in a fresh module of ctx, with
+ * libdevice linked in where needed and verified (LLVMVerifyModule). The caller disposes
+ * *out_mod (LLVMDisposeModule) before ctx. Errors for every kernel that does not lower. */
+bool drk_nvptx_lower_module(LLVMContextRef ctx, const drk_tile_module_t *m, const char *arch,
+                            LLVMModuleRef *out_mod, drk_diag_t *d);
+/* lower -> PTX (*out_ptx, free()) -> with out_cubin != NULL also ptxas (*out_cubin,
+ * *out_cubin_size, free()); out_cubin NULL: PTX only. Uses its own LLVM context. */
+bool drk_nvptx_compile_tile_module(const drk_tile_module_t *m, const char *arch, char **out_ptx,
+                                   void **out_cubin, size_t *out_cubin_size, drk_diag_t *d);
+
 #endif

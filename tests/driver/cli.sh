@@ -62,6 +62,17 @@ z = np.load('$W/run/output_0.npy'); assert z.shape == (3, 4) and z.sum() > 0, z
 expect run-symbolic 1 "input 'x' has symbolic dim 'N'" -- run "$W/ok.drkg"
 expect run-bad-device 2 "unknown device 'tpu'" -- run "$W/ok.drkg" --device=tpu
 expect run-bad-input-name 1 "the model has no input of that name" -- run "$W/ok.drkg" --input nope=x.npy
+expect emit-tile-symbolic 1 "GPU lowering needs static shapes" -- "$W/ok.drkg" --emit=tile
+expect emit-tile-bound 0 'kernel @' -- "$W/ok.drkg" --emit=tile --bind=N=3
+expect bind-unknown-dim 1 "M" -- "$W/ok.drkg" --emit=tile --bind=M=3
+expect emit-ptx 0 '\.entry' -- "$W/ok.drkg" --emit=ptx --bind=N=3 --target=sm_87
+expect emit-llvm 0 'ptx_kernel' -- "$W/ok.drkg" --emit=llvm --bind=N=3
+expect emit-hsaco 1 "AMD GPU \(gfx942\) code generation stage" -- "$W/ok.drkg" --emit=hsaco --bind=N=3
+expect matmul-precision-bad 2 "'highest' or 'high'" -- "$W/ok.drkg" --matmul-precision=low
+export DRK_CUDA_DRIVER=/nonexistent/libcuda.so.1 # the same answer on machines with a GPU
+expect run-cuda-no-driver 1 "no CUDA driver" -- run "$W/ok.drkg" --device=cuda --bind=N=3
+unset DRK_CUDA_DRIVER
+expect run-check-needs-cuda 2 "needs --device=cuda" -- run "$W/ok.drkg" --check --bind=N=3
 for t in "$SRC"/tests/tile/*.drkt; do
   [ -e "$t" ] || continue
   grep -q 'EXPECT-ERROR' "$t" && continue

@@ -1,0 +1,272 @@
+/* The back half of the pipeline (see build.h): lower, plan, generate, pack. */
+#include "build.h"
+
+#include <llvm-c/Core.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/nvptx/nvptx.h"
+#include "backends/package/fatbin.h"
+#include "backends/package/module.h"
+#include "backends/targets.h"
+#include "passes/lower_to_tile.h"
+#include "passes/plan_memory.h"
+
+/* One NVIDIA target's code. */
+typedef struct nv_code {
+  const drk_target_info_t *t;
+  char *ptx;
+  void *cubin;
+  size_t cubin_size;
+} nv_code_t;
+
+static bool text_result(char *text, size_t len, void **out_data, size_t *out_size) {
+  *out_data = text;
+  *out_size = len;
+  return true;
+}
+
+static bool print_tile(const drk_lowered_t *l, void **out_data, size_t *out_size) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return false;
+  drk_lowered_print(l, f);
+  fclose(f);
+  return text_result(buf, len, out_data, out_size);
+}
+
+static bool print_llvm(const drk_lowered_t *l, const char *arch, void **out_data, size_t *out_size,
+                       drk_diag_t *d) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod;
+  bool ok = drk_nvptx_lower_module(ctx, l->module, arch, &mod, d);
+  if (ok) {
+    char *s = LLVMPrintModuleToString(mod);
+    char *copy = strdup(s);
+    LLVMDisposeMessage(s);
+    LLVMDisposeModule(mod);
+    ok = text_result(copy, strlen(copy), out_data, out_size);
+  }
+  LLVMContextDispose(ctx);
+  return ok;
+}
+
+static uint64_t param_scalar(drk_modfile_param_t *p, const drk_larg_t *a) {
+  p->kind = DRK_MODFILE_PARAM_SCALAR;
+  if (a->kind == DRK_LARG_I32) {
+    int32_t v = (int32_t)a->i;
+    p->scalar_size = 4;
+    memcpy(p->scalar, &v, 4);
+  } else if (a->kind == DRK_LARG_I64) {
+    p->scalar_size = 8;
+    memcpy(p->scalar, &a->i, 8);
+  } else {
+    float v = (float)a->f;
+    p->scalar_size = 4;
+    memcpy(p->scalar, &v, 4);
+  }
+  return 0;
+}
+
+static void fill_tensor(drk_modfile_tensor_t *t, const drk_value_t *v, const drk_mem_plan_t *plan) {
+  t->name = v->name;
+  t->dtype = drk_dtype_to_onnx(v->dtype);
+  t->rank = (uint32_t)v->shape.rank;
+  for (int i = 0; i < v->shape.rank; i++) t->dims[i] = v->shape.dims[i].size;
+  t->offset = plan->offset[v->id];
+  t->size = plan->size[v->id];
+}
+
+static char *targets_string(unsigned set) {
+  char buf[256] = "";
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if (set & (1u << t)) {
+      if (buf[0]) strcat(buf, ",");
+      strcat(buf, drk_target_info((drk_target_t)t)->name);
+    }
+  return strdup(buf);
+}
+
+static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
+                        const void *fatbin, size_t fatbin_size, const char *image_targets, void **out_data,
+                        size_t *out_size, drk_diag_t *d) {
+  drk_mem_plan_t plan;
+  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
+  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
+  bool ok = drk_plan_memory(g, al, l->n_aliases, &plan, d);
+  free(al);
+  if (!ok) return false;
+
+  drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
+  size_t n_params = 0;
+  for (size_t i = 0; i < l->n_launches; i++) n_params += (size_t)l->launches[i].n_args;
+  drk_modfile_param_t *ps = calloc(n_params + 1, sizeof *ps), *p = ps;
+  for (size_t i = 0; i < l->n_launches; i++) {
+    const drk_launch_t *la = &l->launches[i];
+    drk_modfile_kernel_t *k = &ks[i];
+    k->name = la->kernel->name;
+    k->slot = 0;
+    for (int j = 0; j < 3; j++) {
+      k->grid[j] = la->grid[j] ? la->grid[j] : 1;
+      k->cluster[j] = la->cluster[j];
+    }
+    k->block[0] = la->block;
+    k->block[1] = k->block[2] = 1;
+    k->dyn_smem = la->smem_bytes;
+    k->params = p;
+    k->n_params = (uint32_t)la->n_args;
+    for (int j = 0; j < la->n_args; j++, p++) {
+      const drk_larg_t *a = &la->args[j];
+      if (a->kind == DRK_LARG_BUFFER) {
+        p->kind = DRK_MODFILE_PARAM_BUFFER;
+        p->offset = plan.offset[a->value->id];
+        p->size = plan.size[a->value->id];
+      } else {
+        param_scalar(p, a);
+      }
+    }
+  }
+  drk_modfile_tensor_t *ins = calloc(g->n_inputs + 1, sizeof *ins), *outs = calloc(g->n_outputs + 1, sizeof *outs);
+  for (size_t i = 0; i < g->n_inputs; i++) fill_tensor(&ins[i], g->inputs[i], &plan);
+  for (size_t i = 0; i < g->n_outputs; i++) fill_tensor(&outs[i], g->outputs[i], &plan);
+  drk_modfile_weight_t *ws = calloc(g->n_consts + 1, sizeof *ws);
+  for (size_t i = 0; i < g->n_consts; i++)
+    ws[i] = (drk_modfile_weight_t){g->consts[i]->name, plan.offset[g->consts[i]->id], plan.size[g->consts[i]->id]};
+  void *weights = drk_mem_plan_weights(&plan, g);
+
+  char hash[72] = "sha256:unknown";
+  if (o->model_bytes) drk_modfile_sha256_string(o->model_bytes, o->model_size, hash);
+  char *tstr = targets_string(o->targets);
+  drk_modfile_image_t img = {DRK_MODFILE_IMAGE_FATBIN, 0, image_targets, fatbin, fatbin_size};
+  drk_modfile_t mf = {
+      .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
+      .arena_size = plan.arena_size ? plan.arena_size : 256,
+      .weights_offset = 0,
+      .weights = weights,
+      .weights_size = plan.weights_size,
+      .weight_entries = ws,
+      .n_weight_entries = (uint32_t)g->n_consts,
+      .kernels = ks,
+      .n_kernels = (uint32_t)l->n_launches,
+      .inputs = ins,
+      .n_inputs = (uint32_t)g->n_inputs,
+      .outputs = outs,
+      .n_outputs = (uint32_t)g->n_outputs,
+      .images = &img,
+      .n_images = 1,
+  };
+  char err[512];
+  drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
+  if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
+  free(tstr);
+  free(weights);
+  free(ws);
+  free(ins);
+  free(outs);
+  free(ps);
+  free(ks);
+  drk_mem_plan_free(&plan);
+  return r == DRK_MODFILE_OK;
+}
+
+bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
+               drk_diag_t *d) {
+  if (o->targets & (1u << DRK_TARGET_GFX942)) {
+    drk_diag_error(d, drk_loc_none, "target gfx942: the AMD GPU code generation stage is not implemented yet");
+    return false;
+  }
+  drk_lower_options_t lo = {.target_sm = 90, .allow_tf32 = o->allow_tf32};
+  /* Tile kernels are lowered once for the oldest requested arch: they must run on all. */
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if (o->targets & (1u << t)) {
+      lo.target_sm = drk_target_info((drk_target_t)t)->number;
+      break;
+    }
+  drk_lowered_t l;
+  if (!drk_lower_graph(g, &lo, &l, d)) return false;
+  bool ok = false;
+  nv_code_t code[DRK_TARGET_COUNT];
+  size_t n_code = 0;
+  memset(code, 0, sizeof code);
+  const char *first_arch = NULL;
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if ((o->targets & (1u << t)) && !first_arch) first_arch = drk_target_info((drk_target_t)t)->name;
+
+  if (o->stop == DRK_BUILD_TILE) {
+    ok = print_tile(&l, out_data, out_size);
+    goto done;
+  }
+  if (o->stop == DRK_BUILD_LLVM) {
+    ok = print_llvm(&l, first_arch, out_data, out_size, d);
+    goto done;
+  }
+  for (int t = 0; t < DRK_TARGET_COUNT; t++) {
+    if (!(o->targets & (1u << t))) continue;
+    nv_code_t *c = &code[n_code++];
+    c->t = drk_target_info((drk_target_t)t);
+    bool need_cubin = o->stop != DRK_BUILD_PTX;
+    if (!drk_nvptx_compile_tile_module(l.module, c->t->name, &c->ptx, need_cubin ? &c->cubin : NULL,
+                                       need_cubin ? &c->cubin_size : NULL, d))
+      goto done;
+    if (o->stop == DRK_BUILD_PTX) {
+      ok = text_result(c->ptx, strlen(c->ptx), out_data, out_size);
+      c->ptx = NULL;
+      goto done;
+    }
+    if (o->stop == DRK_BUILD_CUBIN) {
+      *out_data = c->cubin;
+      *out_size = c->cubin_size;
+      c->cubin = NULL;
+      ok = true;
+      goto done;
+    }
+  }
+  /* Fat binary: a cubin per target, plus PTX of the newest (JIT on future GPUs). */
+  {
+    drk_fatbin_image_t imgs[DRK_TARGET_COUNT + 1];
+    size_t n_img = 0;
+    char image_targets[256] = "", arch[32];
+    for (size_t i = 0; i < n_code; i++) {
+      imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_ELF, (unsigned)code[i].t->number, code[i].t->arch_specific,
+                                           false, code[i].cubin, code[i].cubin_size};
+      if (image_targets[0]) strcat(image_targets, ",");
+      strcat(image_targets, code[i].t->name);
+    }
+    /* Arch-specific PTX (compute_90a) cannot be JIT-compiled for later GPUs: prefer the
+     * newest portable target. */
+    const nv_code_t *newest = &code[n_code - 1];
+    for (size_t i = n_code; i-- > 0;)
+      if (!code[i].t->arch_specific) {
+        newest = &code[i];
+        break;
+      }
+    imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_PTX, (unsigned)newest->t->number, newest->t->arch_specific,
+                                         false, newest->ptx, strlen(newest->ptx)};
+    drk_fatbin_format_arch((unsigned)newest->t->number, newest->t->arch_specific, arch, sizeof arch);
+    strcat(image_targets, ",compute_");
+    strcat(image_targets, arch + 3);
+    void *fb;
+    size_t fb_size;
+    char err[512];
+    if (drk_fatbin_build(imgs, n_img, &fb, &fb_size, err, sizeof err) != 0) {
+      drk_diag_error(d, drk_loc_none, "building the fat binary: %s", err);
+      goto done;
+    }
+    if (o->stop == DRK_BUILD_FATBIN) {
+      *out_data = fb;
+      *out_size = fb_size;
+      ok = true;
+      goto done;
+    }
+    ok = pack_module(g, &l, o, fb, fb_size, image_targets, out_data, out_size, d);
+    free(fb);
+  }
+done:
+  for (size_t i = 0; i < n_code; i++) {
+    free(code[i].ptx);
+    free(code[i].cubin);
+  }
+  drk_lowered_destroy(&l);
+  return ok;
+}

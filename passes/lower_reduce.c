@@ -1,0 +1,531 @@
+/* Lowering of reductions and normalizations: Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax,
+ * LayerNormalization, InstanceNormalization, GroupNormalization, GlobalAverage/MaxPool
+ * (row reductions), CumSum and ReduceProd (sequential per row), BatchNormalization
+ * (inference: elementwise, lower_ew.c).
+ *
+ * Row reductions view the input as rows x R (R = the reduced elements of one output): each
+ * program takes ROWS rows; a loop over R in chunks of COLS carries [ROWS, COLS] accumulators
+ * and one `reduce` along axis 1 ends it. Row and column offsets are unravelled separately
+ * (kept dims with their strides, reduced dims with theirs) and added as broadcasts.
+ *
+ * Requires: static shapes. Guarantees: f16/bf16 accumulate in f32, f64 in f64, integers in
+ * i64; warps are laid along rows so no reduction crosses warps. */
+#include <math.h>
+#include <string.h>
+
+#define DRK_LOWER_INTERNAL
+#include "lower_to_tile.h"
+
+#define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
+#define UN(op, a) lw_un(c, DRK_TOP_##op, (a))
+
+static bool is_row_op(drk_op_t op) {
+  switch (op) {
+  case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
+  case DRK_OP_REDUCE_L2: case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_LOG_SUM_EXP: case DRK_OP_ARG_MAX:
+  case DRK_OP_ARG_MIN: case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: case DRK_OP_LAYER_NORMALIZATION:
+  case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION: case DRK_OP_GLOBAL_AVERAGE_POOL:
+  case DRK_OP_GLOBAL_MAX_POOL:
+    return true;
+  default: return false;
+  }
+}
+
+static bool float_op(drk_op_t op) {
+  return op != DRK_OP_REDUCE_SUM && op != DRK_OP_REDUCE_MAX && op != DRK_OP_REDUCE_MIN && op != DRK_OP_ARG_MAX &&
+         op != DRK_OP_ARG_MIN && op != DRK_OP_REDUCE_PROD && op != DRK_OP_CUM_SUM && op != DRK_OP_GLOBAL_MAX_POOL;
+}
+
+bool drk_lower_reduce_supported(const drk_node_t *n, const char **why) {
+  if (n->op == DRK_OP_BATCH_NORMALIZATION) return drk_lower_ew_supported(n, why);
+  if (!is_row_op(n->op) && n->op != DRK_OP_REDUCE_PROD && n->op != DRK_OP_CUM_SUM) { *why = "op not lowered"; return false; }
+  drk_dtype_t t = n->inputs[0]->dtype;
+  bool fl = t == DRK_DT_F64 || t == DRK_DT_F32 || t == DRK_DT_F16 || t == DRK_DT_BF16;
+  bool in = t == DRK_DT_I64 || t == DRK_DT_I32 || t == DRK_DT_I16 || t == DRK_DT_I8 || t == DRK_DT_U8;
+  if (!fl && !(in && !float_op(n->op))) { *why = "dtype"; return false; }
+  if (n->op == DRK_OP_LAYER_NORMALIZATION && n->n_inputs > 1 && n->inputs[1] && n->inputs[1]->dtype != t) { *why = "mixed dtypes"; return false; }
+  return true;
+}
+
+static drk_dtype_t acc_dtype(drk_dtype_t t) {
+  if (t == DRK_DT_F64) return DRK_DT_F64;
+  if (drk_dtype_is_float(t)) return DRK_DT_F32;
+  return DRK_DT_I64;
+}
+
+/* a row view of x */
+typedef struct rv {
+  const drk_value_t *x;
+  int nk, nr;
+  int64_t kd[LW_MAX_RANK], ks[LW_MAX_RANK], rd[LW_MAX_RANK], rs[LW_MAX_RANK];
+  int64_t rows, R;
+  bool contig;
+  drk_schedule_t s;
+  const drk_tile_layout_t *P, *Lr, *Lc;
+  tv_t *px;
+  tv_t *row, *rmask, *rowoff, *rowoff2, *rmask2, *ci;
+  /* per chunk */
+  tv_t *col, *cmask, *off2, *mask2, *col2;
+} rv_t;
+
+static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
+  memset(v, 0, sizeof *v);
+  v->x = x;
+  int64_t st[LW_MAX_RANK];
+  lw_strides(x, st);
+  v->rows = 1;
+  v->R = 1;
+  for (int i = 0; i < x->shape.rank; i++) {
+    int64_t d = x->shape.dims[i].size;
+    if (red_mask & (1u << i)) {
+      v->rd[v->nr] = d;
+      v->rs[v->nr++] = st[i];
+      v->R *= d;
+    } else {
+      v->kd[v->nk] = d;
+      v->ks[v->nk++] = st[i];
+      v->rows *= d;
+    }
+  }
+  v->contig = v->nr == 0 || v->rs[v->nr - 1] == 1;
+}
+
+static void rv_begin(drk_lctx_t *c, rv_t *v) {
+  v->s = drk_sched_rows(v->rows, v->R, v->contig);
+  v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
+  v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
+  v->Lc = drk_tile_layout_slice(c->m, v->P, 0);
+  tv_t *ri = lw_cast(c, lw_range(c, v->s.rows, v->Lr), c->it);
+  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, v->s.rows));
+  v->row = BIN(ADD, lw_splat(c, base, &ri->type), ri);
+  v->rmask = lw_cmp(c, "lt", v->row, lw_ci(c, v->row, v->rows));
+  v->rowoff = lw_affine(c, v->row, v->nk, v->kd, v->ks, 0);
+  v->rowoff2 = lw_bcast_row(c, v->rowoff, v->P, v->s.rows, v->s.cols);
+  v->rmask2 = lw_bcast_row(c, v->rmask, v->P, v->s.rows, v->s.cols);
+  v->ci = lw_cast(c, lw_range(c, v->s.cols, v->Lc), c->it);
+}
+
+static void rv_chunk(drk_lctx_t *c, rv_t *v, tv_t *kb) {
+  v->col = BIN(ADD, lw_splat(c, kb, &v->ci->type), v->ci);
+  v->cmask = lw_cmp(c, "lt", v->col, lw_ci(c, v->col, v->R));
+  tv_t *coff = lw_affine(c, v->col, v->nr, v->rd, v->rs, 0);
+  v->off2 = BIN(ADD, v->rowoff2, lw_bcast_col(c, coff, v->P, v->s.rows, v->s.cols));
+  v->mask2 = BIN(AND, v->rmask2, lw_bcast_col(c, v->cmask, v->P, v->s.rows, v->s.cols));
+  v->col2 = NULL;
+}
+
+static tv_t *rv_col2(drk_lctx_t *c, rv_t *v) {
+  if (!v->col2) v->col2 = lw_bcast_col(c, v->col, v->P, v->s.rows, v->s.cols);
+  return v->col2;
+}
+
+/* for kb in [0, R) step COLS */
+static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) {
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v->R),
+                                               lw_sci(c, c->it, v->s.cols), n, init);
+  rv_chunk(c, v, f->regions[0]->args[0]);
+  return f;
+}
+
+static tv_t *acc_tile(drk_lctx_t *c, rv_t *v, drk_dtype_t t, double init) {
+  int64_t d[2] = {v->s.rows, v->s.cols};
+  drk_tile_type_t ty = drk_tile_type_tile(t, 2, d, v->P);
+  if (drk_dtype_is_float(t)) return drk_tile_build_const_float(&c->b, init, ty);
+  if (init >= 9.2e18) return drk_tile_build_const_int(&c->b, INT64_MAX, ty);
+  if (init <= -9.2e18) return drk_tile_build_const_int(&c->b, INT64_MIN, ty);
+  return drk_tile_build_const_int(&c->b, (int64_t)init, ty);
+}
+
+static tv_t *reduce(drk_lctx_t *c, rv_t *v, tv_t *t, const char *comb) {
+  int64_t d = v->s.rows;
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_REDUCE, 1, &t, 1,
+                                     (drk_tile_type_t[]){drk_tile_type_tile(t->type.dtype, 1, &d, v->Lr)});
+  drk_tile_op_set_int(c->m, op, "axis", 1);
+  drk_tile_op_set_ident(c->m, op, "combiner", comb);
+  return op->results[0];
+}
+
+static tv_t *load_chunk(drk_lctx_t *c, rv_t *v, double other, drk_dtype_t at) {
+  return lw_cast(c, lw_load(c, v->px, v->off2, v->mask2, other), at);
+}
+
+static void rv_end(drk_lctx_t *c, rv_t *v) {
+  lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, 1, 1, v->s.warps, 0, &v->s);
+}
+
+static drk_dtype_t index_dtype(const drk_node_t *n) {
+  int64_t big = 0;
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
+  for (int i = 0; i < n->n_outputs; i++)
+    if (n->outputs[i] && lw_numel(n->outputs[i]) > big) big = lw_numel(n->outputs[i]);
+  return big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64;
+}
+
+static double lowest(drk_dtype_t t) {
+  if (drk_dtype_is_float(t)) return -INFINITY;
+  switch (t) {
+  case DRK_DT_I32: return -2147483648.0;
+  case DRK_DT_I16: return -32768;
+  case DRK_DT_I8: return -128;
+  case DRK_DT_U8: return 0;
+  default: return -1e19;
+  }
+}
+
+static double highest(drk_dtype_t t) {
+  if (drk_dtype_is_float(t)) return INFINITY;
+  switch (t) {
+  case DRK_DT_I32: return 2147483647.0;
+  case DRK_DT_I16: return 32767;
+  case DRK_DT_I8: return 127;
+  case DRK_DT_U8: return 255;
+  default: return 1e19;
+  }
+}
+
+/* reduced axes of a Reduce* node (bit mask); *noop: identity */
+static bool reduce_axes(drk_lctx_t *c, uint32_t *mask, bool *noop) {
+  const drk_node_t *n = c->node;
+  int r = n->inputs[0]->shape.rank;
+  int64_t ax[LW_MAX_RANK * 2];
+  int na = 0;
+  *noop = false;
+  if (n->n_inputs > 1 && n->inputs[1]) {
+    if (!lw_const_ints(c, n->inputs[1], ax, LW_MAX_RANK * 2, &na)) return false;
+  } else {
+    size_t cnt = 0;
+    const int64_t *a = drk_node_attr_ints(n, "axes", &cnt);
+    for (size_t i = 0; a && i < cnt && i < LW_MAX_RANK * 2; i++) ax[na++] = a[i];
+  }
+  *mask = 0;
+  if (na == 0) {
+    if (drk_node_attr_int(n, "noop_with_empty_axes", 0)) *noop = true;
+    else *mask = r ? (1u << r) - 1 : 0;
+    return true;
+  }
+  for (int i = 0; i < na; i++) {
+    int a = lw_norm_axis(ax[i], r);
+    if (a < 0 || a >= r) return lw_err(c, "axis %lld out of range", (long long)ax[i]);
+    *mask |= 1u << a;
+  }
+  return true;
+}
+
+static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  drk_dtype_t at = acc_dtype(x->dtype);
+  drk_op_t op = n->op;
+  bool is_max = op == DRK_OP_REDUCE_MAX || op == DRK_OP_GLOBAL_MAX_POOL;
+  bool is_min = op == DRK_OP_REDUCE_MIN;
+  if (is_max || is_min) at = lw_compute_dtype(x->dtype);
+  rv_t v;
+  rv_init(&v, x, mask);
+  lw_kernel_begin(c, index_dtype(n));
+  v.px = lw_param_buf(c, x, "x");
+  tv_t *py = lw_param_buf(c, y, "y");
+  rv_begin(c, &v);
+  tv_t *res;
+  if (is_max || is_min) {
+    double id = is_max ? lowest(at) : highest(at);
+    tv_t *init = acc_tile(c, &v, at, id);
+    rv_loop_begin(c, &v, 1, &init);
+    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *xv = load_chunk(c, &v, id, at);
+    tv_t *nacc = lw_bin(c, is_max ? DRK_TOP_MAX : DRK_TOP_MIN, acc, xv);
+    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    res = reduce(c, &v, f->results[0], is_max ? "max" : "min");
+  } else {
+    tv_t *mx = NULL;
+    if (op == DRK_OP_REDUCE_LOG_SUM_EXP) {
+      tv_t *init = acc_tile(c, &v, at, -INFINITY);
+      rv_loop_begin(c, &v, 1, &init);
+      tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+      tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
+      drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+      mx = reduce(c, &v, f->results[0], "max");
+      /* rows of all -inf: keep exp finite */
+      mx = lw_sel(c, lw_cmp(c, "eq", mx, lw_cf(c, mx, -INFINITY)), lw_cf(c, mx, 0), mx);
+    }
+    tv_t *init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *xv = load_chunk(c, &v, 0, at);
+    if (op == DRK_OP_REDUCE_L2 || op == DRK_OP_REDUCE_SUM_SQUARE) xv = BIN(MUL, xv, xv);
+    if (mx) {
+      xv = UN(EXP, BIN(SUB, xv, lw_bcast_row(c, mx, v.P, v.s.rows, v.s.cols)));
+      xv = lw_sel(c, v.mask2, xv, lw_cf(c, xv, 0));
+    }
+    tv_t *nacc = BIN(ADD, acc, xv);
+    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    res = reduce(c, &v, f->results[0], "sum");
+    if (op == DRK_OP_REDUCE_MEAN || op == DRK_OP_GLOBAL_AVERAGE_POOL) res = BIN(DIV, res, lw_cf(c, res, (double)v.R));
+    if (op == DRK_OP_REDUCE_L2) res = UN(SQRT, res);
+    if (mx) res = BIN(ADD, UN(LOG, res), mx);
+  }
+  lw_store(c, py, v.row, res, v.rmask);
+  rv_end(c, &v);
+  return true;
+}
+
+static bool lower_argmax(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  int r = x->shape.rank;
+  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+  if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
+  bool last = drk_node_attr_int(n, "select_last_index", 0) != 0;
+  bool mx = n->op == DRK_OP_ARG_MAX;
+  drk_dtype_t at = lw_compute_dtype(x->dtype);
+  rv_t v;
+  rv_init(&v, x, 1u << axis);
+  lw_kernel_begin(c, index_dtype(n));
+  v.px = lw_param_buf(c, x, "x");
+  tv_t *py = lw_param_buf(c, y, "y");
+  rv_begin(c, &v);
+  double id = mx ? lowest(at) : highest(at);
+  tv_t *init[2] = {acc_tile(c, &v, at, id), acc_tile(c, &v, c->it, 0)};
+  rv_loop_begin(c, &v, 2, init);
+  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1], *idx = c->b.stack[c->b.depth - 1]->args[2];
+  tv_t *xv = load_chunk(c, &v, id, at);
+  const char *pred = mx ? (last ? "ge" : "gt") : (last ? "le" : "lt");
+  tv_t *better = BIN(AND, lw_cmp(c, pred, xv, acc), v.mask2);
+  tv_t *y2[2] = {lw_sel(c, better, xv, acc), lw_sel(c, better, rv_col2(c, &v), idx)};
+  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 2, y2);
+  tv_t *best = reduce(c, &v, f->results[0], mx ? "max" : "min");
+  tv_t *hit = lw_cmp(c, "eq", f->results[0], lw_bcast_row(c, best, v.P, v.s.rows, v.s.cols));
+  tv_t *cand = lw_sel(c, hit, f->results[1], lw_ci(c, f->results[1], last ? -1 : (int64_t)INT32_MAX));
+  tv_t *res = reduce(c, &v, cand, last ? "max" : "min");
+  lw_store(c, py, v.row, lw_cast(c, res, DRK_DT_I64), v.rmask);
+  rv_end(c, &v);
+  return true;
+}
+
+static bool lower_softmax(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  int r = x->shape.rank;
+  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+  if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
+  drk_dtype_t at = acc_dtype(x->dtype);
+  rv_t v;
+  rv_init(&v, x, 1u << axis);
+  lw_kernel_begin(c, index_dtype(n));
+  v.px = lw_param_buf(c, x, "x");
+  tv_t *py = lw_param_buf(c, y, "y");
+  rv_begin(c, &v);
+  /* pass 1: row max */
+  tv_t *init = acc_tile(c, &v, at, -INFINITY);
+  rv_loop_begin(c, &v, 1, &init);
+  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+  tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
+  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+  tv_t *m = reduce(c, &v, f->results[0], "max");
+  m = lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
+  tv_t *m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
+  /* pass 2: sum of exp(x - max) */
+  init = acc_tile(c, &v, at, 0);
+  rv_loop_begin(c, &v, 1, &init);
+  acc = c->b.stack[c->b.depth - 1]->args[1];
+  tv_t *e = UN(EXP, BIN(SUB, load_chunk(c, &v, -INFINITY, at), m2));
+  e = lw_sel(c, v.mask2, e, lw_cf(c, e, 0));
+  nacc = BIN(ADD, acc, e);
+  f = drk_tile_build_for_end(&c->b, 1, &nacc);
+  tv_t *s = reduce(c, &v, f->results[0], "sum");
+  tv_t *k2;
+  if (n->op == DRK_OP_SOFTMAX) k2 = lw_bcast_row(c, BIN(DIV, lw_cf(c, s, 1), s), v.P, v.s.rows, v.s.cols);
+  else k2 = lw_bcast_row(c, BIN(ADD, m, UN(LOG, s)), v.P, v.s.rows, v.s.cols);
+  /* pass 3: write */
+  drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v.R), lw_sci(c, c->it, v.s.cols), 0, NULL);
+  rv_chunk(c, &v, c->b.stack[c->b.depth - 1]->args[0]);
+  tv_t *xv = load_chunk(c, &v, 0, at);
+  tv_t *out = n->op == DRK_OP_SOFTMAX ? BIN(MUL, UN(EXP, BIN(SUB, xv, m2)), k2) : BIN(SUB, xv, k2);
+  lw_store(c, py, v.off2, out, v.mask2);
+  drk_tile_build_for_end(&c->b, 0, NULL);
+  rv_end(c, &v);
+  return true;
+}
+
+/* Normalization over rows: LayerNorm, InstanceNorm, GroupNorm. */
+static bool lower_norm(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  const drk_value_t *scale = n->n_inputs > 1 ? n->inputs[1] : NULL, *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+  int r = x->shape.rank;
+  drk_dtype_t at = acc_dtype(x->dtype);
+  double eps = drk_node_attr_float(n, "epsilon", 1e-5);
+  rv_t v;
+  int64_t C = r >= 2 ? x->shape.dims[1].size : 1, G = 1, S = 1;
+  int axis = 0;
+  if (n->op == DRK_OP_LAYER_NORMALIZATION) {
+    axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
+    uint32_t mask = 0;
+    for (int i = axis; i < r; i++) mask |= 1u << i;
+    rv_init(&v, x, mask);
+  } else {
+    if (r < 2) return lw_err(c, "input must have rank >= 2");
+    for (int i = 2; i < r; i++) S *= x->shape.dims[i].size;
+    if (n->op == DRK_OP_INSTANCE_NORMALIZATION) {
+      rv_init(&v, x, r > 2 ? ((1u << r) - 1) & ~3u : 0);
+      if (r == 2) { v.R = 1; }
+    } else {
+      G = drk_node_attr_int(n, "num_groups", 1);
+      if (G < 1 || C % G) return lw_err(c, "num_groups %lld must divide the %lld channels", (long long)G, (long long)C);
+      memset(&v, 0, sizeof v);
+      v.x = x;
+      v.rows = x->shape.dims[0].size * G;
+      v.R = (C / G) * S;
+      v.nk = 1; v.kd[0] = v.rows; v.ks[0] = v.R;
+      v.nr = 1; v.rd[0] = v.R; v.rs[0] = 1;
+      v.contig = true;
+    }
+  }
+  lw_kernel_begin(c, index_dtype(n));
+  v.px = lw_param_buf(c, x, "x");
+  tv_t *ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
+  tv_t *pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
+  tv_t *py = lw_param_buf(c, y, "y");
+  tv_t *pmean = n->n_outputs > 1 && n->outputs[1] ? lw_param_buf(c, n->outputs[1], "mean") : NULL;
+  tv_t *pinv = n->n_outputs > 2 && n->outputs[2] ? lw_param_buf(c, n->outputs[2], "inv_std") : NULL;
+  rv_begin(c, &v);
+  /* pass 1: mean */
+  tv_t *init = acc_tile(c, &v, at, 0);
+  rv_loop_begin(c, &v, 1, &init);
+  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+  tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
+  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+  tv_t *s1 = reduce(c, &v, f->results[0], "sum");
+  tv_t *mean = BIN(DIV, s1, lw_cf(c, s1, (double)v.R));
+  tv_t *mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
+  /* pass 2: variance around the mean */
+  init = acc_tile(c, &v, at, 0);
+  rv_loop_begin(c, &v, 1, &init);
+  acc = c->b.stack[c->b.depth - 1]->args[1];
+  tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
+  dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
+  nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
+  f = drk_tile_build_for_end(&c->b, 1, &nacc);
+  tv_t *s2 = reduce(c, &v, f->results[0], "sum");
+  tv_t *rstd = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, (double)v.R)), lw_cf(c, s2, eps)));
+  tv_t *rstd2 = lw_bcast_row(c, rstd, v.P, v.s.rows, v.s.cols);
+  /* per-row parameter offsets (InstanceNorm, GroupNorm) */
+  tv_t *prow = NULL;
+  if (n->op == DRK_OP_INSTANCE_NORMALIZATION) prow = BIN(REM, v.row, lw_ci(c, v.row, C));
+  if (n->op == DRK_OP_GROUP_NORMALIZATION) {
+    prow = BIN(REM, v.row, lw_ci(c, v.row, G));
+    if (scale && lw_numel(scale) == C) prow = BIN(MUL, prow, lw_ci(c, prow, C / G));
+  }
+  tv_t *prow2 = prow ? lw_bcast_row(c, prow, v.P, v.s.rows, v.s.cols) : NULL;
+  /* pass 3: write */
+  rv_loop_begin(c, &v, 0, NULL);
+  tv_t *xv = load_chunk(c, &v, 0, at);
+  tv_t *out = BIN(MUL, BIN(SUB, xv, mean2), rstd2);
+  tv_t *poff = NULL;
+  if (n->op == DRK_OP_LAYER_NORMALIZATION) {
+    int64_t sst[LW_MAX_RANK];
+    if (scale) {
+      lw_bstrides(scale, v.nr, v.rd, sst);
+      poff = lw_bcast_col(c, lw_affine(c, v.col, v.nr, v.rd, sst, 0), v.P, v.s.rows, v.s.cols);
+    }
+  } else if (n->op == DRK_OP_GROUP_NORMALIZATION && scale && lw_numel(scale) == C) {
+    tv_t *cc = S > 1 ? BIN(DIV, v.col, lw_ci(c, v.col, S)) : v.col;
+    poff = BIN(ADD, prow2, lw_bcast_col(c, cc, v.P, v.s.rows, v.s.cols));
+  } else {
+    poff = prow2;
+  }
+  if (ps) out = BIN(MUL, out, lw_cast(c, lw_load(c, ps, poff, v.mask2, 0), at));
+  if (pb) {
+    tv_t *boff = poff;
+    if (n->op == DRK_OP_LAYER_NORMALIZATION && (!scale || !drk_shape_equal(&bias->shape, &scale->shape))) {
+      int64_t bst[LW_MAX_RANK];
+      lw_bstrides(bias, v.nr, v.rd, bst);
+      boff = lw_bcast_col(c, lw_affine(c, v.col, v.nr, v.rd, bst, 0), v.P, v.s.rows, v.s.cols);
+    }
+    out = BIN(ADD, out, lw_cast(c, lw_load(c, pb, boff, v.mask2, 0), at));
+  }
+  lw_store(c, py, v.off2, out, v.mask2);
+  drk_tile_build_for_end(&c->b, 0, NULL);
+  if (pmean) lw_store(c, pmean, v.row, mean, v.rmask);
+  if (pinv) lw_store(c, pinv, v.row, rstd, v.rmask);
+  rv_end(c, &v);
+  return true;
+}
+
+/* Sequential per row (CumSum, ReduceProd): a flat frame over rows, a scalar loop along R. */
+static bool lower_seq(drk_lctx_t *c, uint32_t mask) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  drk_dtype_t at = lw_compute_dtype(x->dtype);
+  if (n->op == DRK_OP_REDUCE_PROD && !drk_dtype_is_float(at)) at = DRK_DT_I64;
+  rv_t v;
+  rv_init(&v, x, mask);
+  bool cum = n->op == DRK_OP_CUM_SUM;
+  bool excl = cum && drk_node_attr_int(n, "exclusive", 0) != 0, rev = cum && drk_node_attr_int(n, "reverse", 0) != 0;
+  lw_kernel_begin(c, index_dtype(n));
+  tv_t *px = lw_param_buf(c, x, "x");
+  tv_t *py = lw_param_buf(c, y, "y");
+  drk_schedule_t s = drk_sched_seq(v.rows);
+  c->lay = drk_sched_flat_layout(c->m, &s);
+  tv_t *ri = lw_cast(c, lw_range(c, s.block_elems, c->lay), c->it);
+  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, s.block_elems));
+  tv_t *row = BIN(ADD, lw_splat(c, base, &ri->type), ri);
+  tv_t *rmask = lw_cmp(c, "lt", row, lw_ci(c, row, v.rows));
+  tv_t *rowoff = lw_affine(c, row, v.nk, v.kd, v.ks, 0);
+  tv_t *init = lw_cdt(c, row, at, cum ? 0 : 1);
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v.R), lw_sci(c, c->it, 1), 1, &init);
+  tv_t *j = f->regions[0]->args[0], *acc = f->regions[0]->args[1];
+  if (rev) j = BIN(SUB, lw_sci(c, c->it, v.R - 1), j);
+  tv_t *coff = lw_affine(c, j, v.nr, v.rd, v.rs, 0);
+  tv_t *off = BIN(ADD, rowoff, lw_splat(c, coff, &rowoff->type));
+  tv_t *xv = lw_cast(c, lw_load(c, px, off, rmask, 0), at);
+  tv_t *nacc;
+  if (cum) {
+    nacc = BIN(ADD, acc, xv);
+    lw_store(c, py, off, excl ? acc : nacc, rmask);
+  } else {
+    nacc = BIN(MUL, acc, xv);
+  }
+  f = drk_tile_build_for_end(&c->b, 1, &nacc);
+  if (!cum) lw_store(c, py, row, f->results[0], rmask);
+  lw_kernel_end(c, (v.rows + s.block_elems - 1) / s.block_elems, 1, 1, s.warps, 0, &s);
+  return true;
+}
+
+/* a copy kernel (noop reductions): y = x */
+static bool lower_copy(drk_lctx_t *c) {
+  lw_alias(c, c->node->outputs[0], c->node->inputs[0]);
+  return true;
+}
+
+bool drk_lower_reduce(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  int r = n->inputs[0]->shape.rank;
+  switch (n->op) {
+  case DRK_OP_BATCH_NORMALIZATION: return drk_lower_ew(c);
+  case DRK_OP_ARG_MAX: case DRK_OP_ARG_MIN: return lower_argmax(c);
+  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: return lower_softmax(c);
+  case DRK_OP_LAYER_NORMALIZATION: case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION:
+    return lower_norm(c);
+  case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL:
+    if (r < 2) return lw_err(c, "input must have rank >= 2");
+    return lower_row_reduce(c, ((1u << r) - 1) & ~3u);
+  case DRK_OP_CUM_SUM: {
+    int64_t ax[1];
+    int na = 0;
+    if (!lw_const_ints(c, n->inputs[1], ax, 1, &na)) return false;
+    if (na != 1) return lw_err(c, "axis must have one element");
+    int a = lw_norm_axis(ax[0], r);
+    if (a < 0 || a >= r) return lw_err(c, "axis out of range");
+    return lower_seq(c, 1u << a);
+  }
+  default: break;
+  }
+  uint32_t mask;
+  bool noop;
+  if (!reduce_axes(c, &mask, &noop)) return false;
+  if (noop) return lower_copy(c);
+  if (n->op == DRK_OP_REDUCE_PROD) return lower_seq(c, mask);
+  return lower_row_reduce(c, mask);
+}

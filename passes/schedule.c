@@ -1,0 +1,125 @@
+/* Default schedule heuristic of the GPU lowering, in one place: elements per program and
+ * per thread for flat kernels, rows x columns per program for row reductions, tile M/N/K,
+ * warps, stages and mma kind for matmul-like kernels.
+ *
+ * Requires: static sizes. Guarantees: deterministic choices (same sizes, same schedule);
+ * every tile dimension is a power of two and every layout spreads over exactly `warps`
+ * warps, so the kernels verify. The search later replaces these defaults. */
+#define DRK_LOWER_INTERNAL
+#include "lower_to_tile.h"
+
+int64_t lw_pow2ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v && p < ((int64_t)1 << 40)) p <<= 1;
+  return p;
+}
+
+drk_schedule_t drk_sched_flat(int64_t n) {
+  drk_schedule_t s = {0};
+  s.kind = "flat";
+  if (n >= 1024) {
+    s.block_elems = 1024;
+    s.warps = 4;
+    s.spt = 8;
+  } else {
+    int64_t b = lw_pow2ceil(n < 32 ? 32 : n);
+    s.block_elems = (int)b;
+    s.warps = (int)(b / 32 >= 4 ? 4 : b / 32);
+    s.spt = (int)(b / (32 * s.warps));
+  }
+  return s;
+}
+
+const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s) {
+  int spt[1] = {s->spt}, tpw[1] = {32}, wpc[1] = {s->warps}, ord[1] = {0};
+  return drk_tile_layout_blocked(m, 1, spt, tpw, wpc, ord);
+}
+
+/* Warps go along rows only, so that `reduce` along the columns never crosses warps (no
+ * scratch shared memory). Contiguous rows: a warp's lanes walk the columns (coalesced);
+ * otherwise lanes walk rows (neighbouring rows are neighbours in memory). */
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous) {
+  drk_schedule_t s = {0};
+  s.kind = "rows";
+  int64_t cols = lw_pow2ceil(R < 1 ? 1 : R);
+  if (contiguous) {
+    if (cols > 1024) cols = 1024;
+    if (cols < 32) cols = 32;
+    int64_t rp = 4096 / cols; /* about 4K elements per program */
+    if (rp < 1) rp = 1;
+    int64_t rr = lw_pow2ceil(rows);
+    if (rp > rr) rp = rr;
+    if (rp > 64) rp = 64;
+    s.rows = (int)rp;
+    s.cols = (int)cols;
+    s.warps = (int)(rp >= 4 ? 4 : rp);
+    s.spt = (int)(cols / 32 >= 4 ? 4 : cols / 32);
+  } else {
+    if (cols > 64) cols = 64;
+    int64_t rp = 128;
+    int64_t rr = lw_pow2ceil(rows);
+    if (rp > rr) rp = rr;
+    if (rp < 32) rp = 32;
+    s.rows = (int)rp;
+    s.cols = (int)cols;
+    s.warps = (int)(rp / 32 >= 4 ? 4 : rp / 32);
+    s.spt = 1;
+  }
+  return s;
+}
+
+const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
+  int spt[2], tpw[2], wpc[2] = {s->warps, 1}, ord[2] = {1, 0};
+  if (contiguous) {
+    spt[0] = 1;
+    spt[1] = s->spt;
+    tpw[0] = 1;
+    tpw[1] = 32;
+  } else {
+    spt[0] = 1;
+    spt[1] = 1;
+    tpw[0] = 32;
+    tpw[1] = 1;
+  }
+  return drk_tile_layout_blocked(m, 2, spt, tpw, wpc, ord);
+}
+
+drk_schedule_t drk_sched_seq(int64_t rows) {
+  drk_schedule_t s = drk_sched_flat(rows);
+  s.kind = "seq";
+  if (s.block_elems > 256) {
+    s.block_elems = 256;
+    s.spt = 2;
+  }
+  return s;
+}
+
+/* Simple (non-pipelined) matmul tiles. 4 warps. mma_sync: 2x2 warps of m16n8 instructions,
+ * so BLOCK_M >= 32, BLOCK_N >= 16; fma: blocked accumulator. */
+drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o) {
+  drk_schedule_t s = {0};
+  s.kind = "mm";
+  s.warps = 4;
+  s.stages = 1;
+  bool mma = t == DRK_DT_F16 || t == DRK_DT_BF16 || (t == DRK_DT_F32 && o->allow_tf32);
+  s.mma = mma ? "mma_sync" : "fma";
+  s.tf32 = t == DRK_DT_F32 && mma;
+  int64_t bm = lw_pow2ceil(M), bn = lw_pow2ceil(N);
+  int64_t maxt = mma ? 128 : 64;
+  if (bm > maxt) bm = maxt;
+  if (bn > maxt) bn = maxt;
+  if (mma) {
+    if (bm < 32) bm = 32;
+    if (bn < 16) bn = 16;
+    if (bm == 128 && bn == 128) s.stages = 3; /* eligible for the cp.async pipeline */
+    s.tile_k = t == DRK_DT_F32 ? 16 : 32;
+  } else {
+    if (bm < 16) bm = 16;
+    if (bn < 16) bn = 16;
+    s.tile_k = 16;
+  }
+  (void)K;
+  s.tile_m = (int)bm;
+  s.tile_n = (int)bn;
+  return s;
+}

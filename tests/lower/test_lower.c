@@ -1,0 +1,303 @@
+/* Tests of the graph -> tile IR lowering (passes/lower_to_tile.h).
+ *
+ *   test_lower model MODEL.onnx [BIND] [DUMP.drkt]  whole model: must lower completely
+ *   test_lower drkg FILE.drkg [BIND]                 a text graph: must lower completely
+ *   test_lower node-corpus DIR [MUST_LIST]           ONNX node tests: per-op summary; every
+ *                                                    model that lowers must verify and
+ *                                                    round-trip; the ops in MUST_LIST must lower
+ *   test_lower errors                                user errors are reported, not crashes
+ *
+ * Every produced module must pass drk_tile_verify and print -> parse -> print must be a
+ * fixed point. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frontend/onnx/onnx_import.h"
+#include "ir/tile.h"
+#include "passes/lower_to_tile.h"
+#include "passes/passes.h"
+
+static char *print_mod(const drk_tile_module_t *m, size_t *len) {
+  char *buf = NULL;
+  FILE *f = open_memstream(&buf, len);
+  drk_tile_print(m, f);
+  fclose(f);
+  return buf;
+}
+
+/* verify + print/parse/print fixed point; returns false with a message */
+static bool check_module(const drk_lowered_t *l, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  if (!drk_tile_verify(l->module, &d)) {
+    fprintf(stderr, "%s: tile module does not verify\n", what);
+    return false;
+  }
+  size_t n1, n2;
+  char *t1 = print_mod(l->module, &n1);
+  drk_tile_module_t *m2 = drk_tile_parse(t1, n1, what, &d);
+  if (!m2) {
+    fprintf(stderr, "%s: printed tile module does not parse\n", what);
+    free(t1);
+    return false;
+  }
+  bool ok = drk_tile_verify(m2, &d);
+  char *t2 = print_mod(m2, &n2);
+  if (!ok || n1 != n2 || memcmp(t1, t2, n1) != 0) {
+    fprintf(stderr, "%s: print -> parse -> print is not a fixed point (verify %d)\n", what, ok);
+    ok = false;
+  }
+  /* every launch's args match its kernel's params */
+  for (size_t i = 0; ok && i < l->n_launches; i++)
+    if (l->launches[i].n_args != l->launches[i].kernel->n_params) {
+      fprintf(stderr, "%s: launch %zu has %d args for %d params\n", what, i, l->launches[i].n_args,
+              l->launches[i].kernel->n_params);
+      ok = false;
+    }
+  free(t1);
+  free(t2);
+  drk_tile_module_destroy(m2);
+  return ok;
+}
+
+static drk_graph_t *load_graph(const char *path, const char *bind, drk_diag_t *d) {
+  drk_graph_t *g = NULL;
+  size_t pl = strlen(path);
+  if (pl > 5 && strcmp(path + pl - 5, ".drkg") == 0) {
+    size_t n;
+    char *text = drk_read_file(path, &n, d);
+    if (!text) return NULL;
+    g = drk_graph_parse(text, n, path, d);
+    free(text);
+  } else {
+    g = drk_onnx_import(path, d);
+  }
+  if (!g) return NULL;
+  if (bind && *bind && !drk_graph_bind_dims(g, bind, d)) {
+    drk_graph_destroy(g);
+    return NULL;
+  }
+  if (!drk_pass_pipeline_canonicalize(g, d)) {
+    drk_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int run_model(const char *path, const char *bind, const char *dump) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = load_graph(path, bind, &d);
+  if (!g) return 1;
+  drk_lowered_t l;
+  drk_lower_options_t o = {80, false};
+  if (!drk_lower_graph(g, &o, &l, &d)) {
+    fprintf(stderr, "FAIL: %s does not lower (%d errors)\n", path, d.n_errors);
+    drk_graph_destroy(g);
+    return 1;
+  }
+  bool ok = check_module(&l, path);
+  size_t live = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
+  printf("%s: %zu nodes -> %zu kernels, %zu launches, %zu aliases\n", path, live, l.module->n_kernels, l.n_launches,
+         l.n_aliases);
+  if (dump) {
+    FILE *f = fopen(dump, "w");
+    if (f) {
+      drk_lowered_print(&l, f);
+      fclose(f);
+    }
+  }
+  /* tf32 and sm_90 variants lower too */
+  drk_lowered_t l2;
+  o.allow_tf32 = true;
+  o.target_sm = 90;
+  if (!drk_lower_graph(g, &o, &l2, &d)) {
+    fprintf(stderr, "FAIL: %s does not lower with tf32\n", path);
+    ok = false;
+  } else {
+    ok = check_module(&l2, path) && ok;
+    drk_lowered_destroy(&l2);
+  }
+  drk_lowered_destroy(&l);
+  drk_graph_destroy(g);
+  return ok ? 0 : 1;
+}
+
+/* ---- node corpus ---- */
+typedef struct opstat {
+  char op[48];
+  int ok, fail;
+  char why[200];
+} opstat_t;
+
+static opstat_t stats[256];
+static int n_stats;
+
+static opstat_t *stat_for(const char *op) {
+  for (int i = 0; i < n_stats; i++)
+    if (strcmp(stats[i].op, op) == 0) return &stats[i];
+  if (n_stats == 256) return &stats[255];
+  snprintf(stats[n_stats].op, sizeof stats[n_stats].op, "%s", op);
+  return &stats[n_stats++];
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int run_corpus(const char *dir, const char *must) {
+  DIR *dd = opendir(dir);
+  if (!dd) {
+    printf("SKIP: no ONNX node tests at %s\n", dir);
+    return 77;
+  }
+  char **names = NULL;
+  size_t nn = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(dd))) {
+    if (e->d_name[0] == '.') continue;
+    if (nn == cap) names = realloc(names, (cap = cap ? cap * 2 : 256) * sizeof *names);
+    names[nn++] = strdup(e->d_name);
+  }
+  closedir(dd);
+  qsort(names, nn, sizeof *names, cmp_str);
+  int bad = 0, lowered = 0, failed = 0, skipped = 0;
+  char lowered_list[65536] = ",";
+  for (size_t i = 0; i < nn; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", dir, names[i]);
+    drk_diag_t d;
+    drk_diag_init(&d, NULL);
+    drk_graph_t *g = load_graph(path, NULL, &d);
+    if (!g) { skipped++; continue; }
+    /* the op under test: the op of the first live node that is not an alias */
+    const char *op = NULL;
+    size_t live = 0;
+    for (size_t j = 0; j < g->n_nodes; j++) {
+      if (g->nodes[j]->dead) continue;
+      live++;
+      if (!op) op = drk_op_name(g->nodes[j]->op);
+    }
+    if (!live) { drk_graph_destroy(g); skipped++; continue; }
+    drk_lowered_t l;
+    drk_lower_options_t o = {80, false};
+    drk_diag_t d2;
+    drk_diag_init(&d2, NULL);
+    opstat_t *st = stat_for(op);
+    if (drk_lower_graph(g, &o, &l, &d2)) {
+      lowered++;
+      st->ok++;
+      if (!check_module(&l, names[i])) bad++;
+      drk_lowered_destroy(&l);
+      if (strlen(lowered_list) + strlen(names[i]) + 2 < sizeof lowered_list) {
+        strcat(lowered_list, names[i]);
+        strcat(lowered_list, ",");
+      }
+    } else {
+      failed++;
+      st->fail++;
+      if (strstr(d2.first, "internal")) {
+        fprintf(stderr, "%s: %s\n", names[i], d2.first);
+        bad++;
+      }
+      if (!st->why[0]) {
+        const char *w = strstr(d2.first, "error: ");
+        snprintf(st->why, sizeof st->why, "%.60s: %.130s", names[i], w ? w + 7 : d2.first);
+      }
+    }
+    drk_graph_destroy(g);
+  }
+  printf("%-28s %6s %6s  first failure\n", "op", "ok", "fail");
+  for (int i = 0; i < n_stats; i++)
+    printf("%-28s %6d %6d  %s\n", stats[i].op, stats[i].ok, stats[i].fail, stats[i].fail ? stats[i].why : "");
+  printf("node models: %d lowered, %d not lowered, %d not importable/canonicalizable\n", lowered, failed, skipped);
+  if (must) {
+    FILE *f = fopen(must, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\r\n#")] = 0;
+      char *s = line;
+      while (*s == ' ') s++;
+      if (!*s) continue;
+      char key[300];
+      snprintf(key, sizeof key, ",%s,", s);
+      if (!strstr(lowered_list, key)) {
+        fprintf(stderr, "FAIL: %s must lower\n", s);
+        bad++;
+      }
+    }
+    if (f) fclose(f);
+    else { fprintf(stderr, "cannot read %s\n", must); bad++; }
+  }
+  for (size_t i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  return bad ? 1 : 0;
+}
+
+/* ---- user errors ---- */
+static bool expect_error(const char *text, const char *bind, const char *want) {
+  drk_diag_t d;
+  drk_diag_init(&d, NULL);
+  drk_graph_t *g = drk_graph_parse(text, strlen(text), "t.drkg", &d);
+  if (!g) { fprintf(stderr, "parse failed: %s\n", d.first); return false; }
+  bool ok = true;
+  if (bind && !drk_graph_bind_dims(g, bind, &d)) {
+    ok = strstr(d.first, want) != NULL;
+    if (!ok) fprintf(stderr, "expected '%s', got '%s'\n", want, d.first);
+    drk_graph_destroy(g);
+    return ok;
+  }
+  if (!drk_pass_pipeline_canonicalize(g, &d)) { fprintf(stderr, "canonicalize: %s\n", d.first); drk_graph_destroy(g); return false; }
+  drk_lowered_t l;
+  if (drk_lower_graph(g, NULL, &l, &d)) {
+    fprintf(stderr, "expected an error '%s', lowering succeeded\n", want);
+    drk_lowered_destroy(&l);
+    ok = false;
+  } else if (!strstr(d.first, want)) {
+    fprintf(stderr, "expected '%s', got '%s'\n", want, d.first);
+    ok = false;
+  }
+  drk_graph_destroy(g);
+  return ok;
+}
+
+static bool expect_ok(const char *text, const char *bind) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = drk_graph_parse(text, strlen(text), "t.drkg", &d);
+  if (!g) return false;
+  bool ok = (!bind || drk_graph_bind_dims(g, bind, &d)) && drk_pass_pipeline_canonicalize(g, &d);
+  drk_lowered_t l;
+  if (ok && (ok = drk_lower_graph(g, NULL, &l, &d))) {
+    ok = check_module(&l, "t.drkg");
+    drk_lowered_destroy(&l);
+  }
+  drk_graph_destroy(g);
+  return ok;
+}
+
+static int run_errors(void) {
+  int bad = 0;
+  const char *sym = "graph @g(%x: f32[N, 4]) -> (%y) {\n  %y: f32[*] = Relu(%x)\n  return %y\n}\n";
+  bad += !expect_error(sym, NULL, "GPU lowering needs static shapes; dim 'N' of input 'x' is symbolic");
+  bad += !expect_ok(sym, "N=3");
+  bad += !expect_error(sym, "M=3", "no symbolic dim named 'M'");
+  bad += !expect_error(sym, "N", "bad dim binding");
+  const char *topk = "graph @g(%x: f32[3, 4], %k: i64[1]) -> (%v, %i) {\n  %v: f32[*], %i: i64[*] = TopK(%x, %k)\n  return %v, %i\n}\n";
+  bad += !expect_error(topk, NULL, "TopK on f32 is not lowered for GPU yet");
+  const char *i4 = "graph @g(%x: i32[3, 4]) -> (%y) {\n  %y: i32[*] = Exp(%x)\n  return %y\n}\n";
+  bad += !expect_error(i4, NULL, "Exp on i32 is not lowered for GPU yet");
+  printf("errors: %d failed\n", bad);
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "model") == 0) return run_model(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
+  if (argc >= 3 && strcmp(argv[1], "drkg") == 0) return run_model(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
+  if (argc >= 3 && strcmp(argv[1], "node-corpus") == 0) return run_corpus(argv[2], argc > 3 ? argv[3] : NULL);
+  if (argc >= 2 && strcmp(argv[1], "errors") == 0) return run_errors();
+  fprintf(stderr, "usage: test_lower model|drkg|node-corpus|errors ...\n");
+  return 2;
+}
