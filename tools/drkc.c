@@ -25,6 +25,7 @@
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
+    "                  [--shapes-from=DIR]\n"
     "                  [--matmul-precision=highest|high] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
@@ -41,6 +42,7 @@ static const char usage_text[] =
     "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
+    "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
     "  --matmul-precision=P    highest (f32 math for f32 matmuls, the default) or high (TF32)\n"
     "  -v                      say what each stage does\n"
     "\n"
@@ -90,6 +92,7 @@ typedef struct options {
   const char *emit;
   const char *dump_after;
   const char *bind;
+  const char *shapes_from;
   bool allow_tf32;
   int verbose;
   const char *command_line;
@@ -182,11 +185,6 @@ static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) 
   return true;
 }
 
-static drk_graph_t *load_and_canonicalize(const char *path, const options_t *o, drk_diag_t *d) {
-  drk_graph_t *g = load_bound(path, o, d);
-  return g && run_graph_passes(g, o, d) ? g : NULL;
-}
-
 /* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so
  * the compiled (static-shape) model matches the data. */
 static bool bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_diag_t *d) {
@@ -205,6 +203,25 @@ static bool bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_dia
     }
   }
   return len == 0 || drk_graph_bind_dims(g, spec, d);
+}
+
+static bool read_input_file(const char *path, drk_tensor_t *out, drk_diag_t *d);
+static bool file_exists(const char *p);
+
+/* Binds symbolic input dims to the shapes of the tensors in dir (input_N.pb or .npy). */
+static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
+  drk_tensor_t *ts = calloc(g->n_inputs + 1, sizeof *ts);
+  bool ok = true;
+  for (size_t i = 0; ok && i < g->n_inputs; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+    if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
+    ok = read_input_file(path, &ts[i], d);
+  }
+  ok = ok && bind_from_inputs(g, ts, d);
+  for (size_t i = 0; i < g->n_inputs; i++) drk_tensor_free(&ts[i]);
+  free(ts);
+  return ok;
 }
 
 static FILE *open_output(const char *path) {
@@ -300,8 +317,13 @@ static int compile(const options_t *o) {
     fprintf(stderr, "drkc: error: '%s': unknown input kind (expected .onnx, .drkg or .drkt)\n", o->input);
     return 1;
   }
-  drk_graph_t *g = load_and_canonicalize(o->input, o, &d);
+  drk_graph_t *g = load_bound(o->input, o, &d);
   if (!g) return 1;
+  if (o->shapes_from && !bind_from_dir(g, o->shapes_from, &d)) {
+    drk_graph_destroy(g);
+    return 1;
+  }
+  if (!run_graph_passes(g, o, &d)) return 1;
   int rc = 1;
   if (emit_kinds[k].stop == -1) {
     FILE *f = open_output(o->output);
@@ -648,7 +670,8 @@ int main(int argc, char **argv) {
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_bind[] = {"--bind", NULL},
-                           *const o_mmp[] = {"--matmul-precision", NULL};
+                           *const o_mmp[] = {"--matmul-precision", NULL},
+                           *const o_shapes[] = {"--shapes-from", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -665,6 +688,7 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, o_dump))) o.dump_after = v;
     else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
     else if ((v = opt_value(argc, argv, &i, o_bind))) o.bind = v;
+    else if ((v = opt_value(argc, argv, &i, o_shapes))) o.shapes_from = v;
     else if ((v = opt_value(argc, argv, &i, o_mmp))) {
       if (!parse_matmul_precision(v, &o.allow_tf32)) return usage_error("--matmul-precision: 'highest' or 'high', not '%s'", v);
     }

@@ -7,7 +7,13 @@
  * timed. Times are medians of many runs after warm-up, taken with CUDA events around each
  * kernel (the runtime's profiling mode), so host<->device copies are not counted.
  *
- * usage: bench_kernels [--quick] [RESULTS.md]   (exit 77 without a GPU) */
+ * The kernels come as modules compiled by drkc (tests/gpu/run.sh makes them from the .drkg
+ * files beside this program), so this program needs only libdrkrt:
+ *   DIR/add_bf16.drkm      Add of two bf16 vectors
+ *   DIR/matmul_bf16.drkm   MatMul of two square bf16 matrices
+ *   DIR/matmul_f16.drkm    the same in f16
+ *
+ * usage: bench_kernels DIR [RESULTS.md]   (exit 77 without a GPU) */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,12 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/package/build.h"
-#include "backends/targets.h"
 #include "drk/drkrt.h"
-#include "ir/graph.h"
 #include "ir/tensor.h"
-#include "passes/passes.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -120,41 +122,38 @@ static float cublas_gemm(void *h, int cuda_type, int n, CUdeviceptr A, CUdevicep
   return m;
 }
 
-/* A one-node graph: out = op(x, y) with the given shapes. */
-static drk_graph_t *one_op_graph(drk_op_t op, drk_dtype_t t, int rank, const int64_t *xs, const int64_t *ys) {
-  drk_graph_t *g = drk_graph_create("bench");
-  drk_value_t *in[2];
-  in[0] = drk_graph_add_input(g, "x", t, drk_graph_shape_static(g, rank, xs));
-  in[1] = drk_graph_add_input(g, "y", t, drk_graph_shape_static(g, rank, ys));
-  drk_node_t *n = drk_graph_add_node(g, op, 2, in, 1, (const char *const[]){"out"}, drk_loc_none);
-  drk_graph_add_output(g, n->outputs[0]);
-  return g;
-}
-
 typedef struct compiled {
   drk_module_t *m;
   drk_session_t *s;
-  void *bytes;
 } compiled_t;
 
-static bool compile_and_load(drk_graph_t *g, drk_runtime_t *rt, compiled_t *c) {
-  drk_diag_t d;
-  drk_diag_init(&d, stderr);
-  if (!drk_pass_pipeline_canonicalize(g, &d)) return false;
-  unsigned targets = 0;
-  if (!drk_target_parse_list("sm_90a", &targets, &d)) return false;
-  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .command_line = "bench_kernels"};
-  size_t size;
-  if (!drk_build(g, &bo, &c->bytes, &size, &d)) return false;
-  drk_status_t st = drk_module_load_memory(NULL, c->bytes, size, &c->m);
+static bool load(const char *dir, const char *name, drk_runtime_t *rt, compiled_t *c) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  drk_status_t st = drk_module_load_file(NULL, path, &c->m);
   if (!st) st = drk_session_create(rt, c->m, &c->s);
   if (!st) st = drk_session_set_profiling(c->s, 1);
   if (st) {
-    fprintf(stderr, "bench: %s\n", drk_status_message(st));
+    fprintf(stderr, "bench: %s: %s\n", path, drk_status_message(st));
     drk_status_destroy(st);
     return false;
   }
   return true;
+}
+
+static void unload(compiled_t *c) {
+  drk_session_destroy(c->s);
+  drk_module_destroy(c->m);
+}
+
+static int64_t input_dim(const compiled_t *c, int which) {
+  drk_tensor_info_t ti;
+  drk_status_t st = drk_module_input_info(c->m, 0, &ti);
+  if (st || (uint32_t)which >= ti.rank) {
+    drk_status_destroy(st);
+    return -1;
+  }
+  return ti.dims[which];
 }
 
 /* Median of the first kernel's time over iters profiled runs (after warm-up). */
@@ -194,8 +193,11 @@ static void fill_random(uint16_t *p, size_t n, bool bf16, uint64_t seed) {
 static float h2f(uint16_t v, bool bf16) { return bf16 ? drk_bf16_to_f32(v) : drk_f16_to_f32(v); }
 
 int main(int argc, char **argv) {
-  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-  const char *results = argc > 1 + quick ? argv[1 + quick] : NULL;
+  if (argc < 2) {
+    fprintf(stderr, "usage: bench_kernels DIR [RESULTS.md]\n");
+    return 2;
+  }
+  const char *dir = argv[1], *results = argc > 2 ? argv[2] : NULL;
   void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!cu) {
     printf("SKIP: no CUDA driver (%s)\n", dlerror());
@@ -244,7 +246,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench: cublasCreate failed\n");
     return 1;
   }
-  int iters = quick ? 5 : 30;
+  int iters = 30;
   char report[8192];
   int rl = 0, failures = 0;
   time_t now = time(NULL);
@@ -256,13 +258,11 @@ int main(int argc, char **argv) {
                  date, drk_runtime_device_name(rt), iters);
 
   /* ---- copy bandwidth and elementwise add ---- */
-  size_t n_add = quick ? (size_t)1 << 24 : (size_t)1 << 28;
+  compiled_t c = {0};
+  if (!load(dir, "add_bf16.drkm", rt, &c)) return 1;
+  size_t n_add = (size_t)input_dim(&c, 0);
   double bw = copy_bandwidth(n_add * 2, iters);
   {
-    int64_t shape[1] = {(int64_t)n_add};
-    drk_graph_t *g = one_op_graph(DRK_OP_ADD, DRK_DT_BF16, 1, shape, shape);
-    compiled_t c = {0};
-    if (!compile_and_load(g, rt, &c)) return 1;
     uint16_t *x = malloc(n_add * 2), *y = malloc(n_add * 2), *z = malloc(n_add * 2);
     fill_random(x, n_add, true, 1);
     fill_random(y, n_add, true, 2);
@@ -287,21 +287,15 @@ int main(int argc, char **argv) {
     free(x);
     free(y);
     free(z);
-    drk_session_destroy(c.s);
-    drk_module_destroy(c.m);
-    free(c.bytes);
-    drk_graph_destroy(g);
+    unload(&c);
   }
 
   /* ---- matmuls ---- */
-  int n = quick ? 1024 : 4096;
   for (int pass = 0; pass < 2; pass++) {
     bool bf16 = pass == 0;
-    drk_dtype_t t = bf16 ? DRK_DT_BF16 : DRK_DT_F16;
-    int64_t shape[2] = {n, n};
-    drk_graph_t *g = one_op_graph(DRK_OP_MATMUL, t, 2, shape, shape);
     compiled_t c = {0};
-    if (!compile_and_load(g, rt, &c)) return 1;
+    if (!load(dir, bf16 ? "matmul_bf16.drkm" : "matmul_f16.drkm", rt, &c)) return 1;
+    int n = (int)input_dim(&c, 0);
     size_t elems = (size_t)n * (size_t)n, bytes = elems * 2;
     uint16_t *a = malloc(bytes), *b = malloc(bytes), *z = malloc(bytes), *ref = malloc(bytes);
     fill_random(a, elems, bf16, 3);
@@ -343,10 +337,7 @@ int main(int argc, char **argv) {
     free(b);
     free(z);
     free(ref);
-    drk_session_destroy(c.s);
-    drk_module_destroy(c.m);
-    free(c.bytes);
-    drk_graph_destroy(g);
+    unload(&c);
   }
   cublasDestroy(h);
   drk_runtime_destroy(rt);
