@@ -132,11 +132,198 @@ static bool mm_setup(drk_lctx_t *c, mm_t *s) {
   return true;
 }
 
+/* ---- sm_90a: warp-specialized TMA + mbarrier + wgmma kernel ----
+ *
+ * 12 warps: warpgroup 0 is the producer (one thread issues TMA loads of the A tile
+ * [BM x 64] and of B's [64 x 64] column chunks into a ring of S stages of 128-byte swizzled
+ * shared memory; full[s] completes on the transaction bytes, empty[s] when both consumers
+ * are done with the stage), warpgroups 1 and 2 are consumers (rows [0, 64) and [64, 128)
+ * of the tile: wgmma m64nBNk16 with A K-major and B N-major from shared memory, f32
+ * accumulators in registers), then a masked store from the accumulator layout. TMA
+ * zero-fills rows and columns past the tensor, so any M, N and K work; row strides must be
+ * multiples of 16 bytes (K and N multiples of 8). Batches: A rows [batch*M, K] and B rows
+ * [batch*K, N] in 2-D descriptors, indexed with program_id 2 (rows of A past M belong to
+ * the next batch and only reach masked-off output rows; B needs K % 64 == 0 when batched). */
+
+typedef enum { WS_NONE, WS_BCAST, WS_FULL } ws_batch_t;
+
+/* Whether the operand's batch strides are all 0 (broadcast) or those of a contiguous batch
+ * of mat-sized matrices. */
+static ws_batch_t ws_batch_kind(const mm_t *s, const int64_t *bst, int64_t mat) {
+  bool zero = true, full = true;
+  int64_t st = mat;
+  for (int i = s->nb - 1; i >= 0; i--) {
+    zero &= bst[i] == 0;
+    full &= bst[i] == st || s->bd[i] == 1;
+    st *= s->bd[i];
+  }
+  return zero ? WS_BCAST : full ? WS_FULL : WS_NONE;
+}
+
+static tv_t *ws_param_tma(drk_lctx_t *c, const drk_value_t *v, const char *name, drk_tile_type_t t,
+                          const drk_larg_tma_t *spec) {
+  tv_t *p = drk_tile_kernel_add_param(c->m, c->k, name, t, c->node->loc);
+  if (!c->cur.tmas) c->cur.tmas = drk_arena_alloc(c->m->arena, 4 * sizeof *c->cur.tmas);
+  DRK_ASSERT(c->cur.n_tmas < 4);
+  c->cur.tmas[c->cur.n_tmas] = *spec;
+  drk_larg_t a = {DRK_LARG_TMA, v, c->cur.n_tmas++, 0};
+  size_t n = (size_t)c->cur.n_args;
+  DRK_VEC_PUSH(c->m->arena, c->cur.args, n, c->cap_args, a);
+  c->cur.n_args = (int)n;
+  return p;
+}
+
+static tv_t *ws_alloc(drk_lctx_t *c, int64_t off, drk_dtype_t t, int rank, const int64_t *dims, const drk_tile_layout_t *l) {
+  tv_t *v = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(t, rank, dims, l));
+  drk_tile_op_set_int(c->m, v->def, "offset", off);
+  return v;
+}
+
+static tv_t *ws_index(drk_lctx_t *c, tv_t *buf, tv_t *i) {
+  const drk_tile_type_t *t = &buf->type;
+  drk_tile_type_t r = drk_tile_type_smem(t->dtype, t->rank - 1, t->dims + 1, t->layout);
+  return drk_tile_build1(&c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, i}, r);
+}
+
+static void ws_op1(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *x, const char *attr, int64_t v) {
+  drk_tile_op_t *op = drk_tile_build(&c->b, code, x ? 1 : 0, x ? &x : NULL, 0, NULL);
+  if (attr) drk_tile_op_set_int(c->m, op, attr, v);
+}
+
+/* Whether the Hopper kernel takes this node; false leaves the general kernel to it. */
+static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, ws_batch_t *ba, ws_batch_t *bb) {
+  const drk_node_t *n = c->node;
+  if (!S->mma || n->op != DRK_OP_MATMUL || n->inputs[0]->shape.rank < 2 || n->inputs[1]->shape.rank < 2) return false;
+  if (s->K % 8 || s->N % 8 || s->M < 1 || s->K < 1) return false;
+  *ba = ws_batch_kind(s, s->bas, s->M * s->K);
+  *bb = ws_batch_kind(s, s->bbs, s->K * s->N);
+  if (*ba == WS_NONE || *bb == WS_NONE) return false;
+  if (*bb == WS_FULL && s->batch > 1 && s->K % S->tile_k) return false;
+  if (s->batch * s->M >= ((int64_t)1 << 31) - 256 || s->batch * s->K >= ((int64_t)1 << 31) - 256) return false;
+  return true;
+}
+
+static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, ws_batch_t bb) {
+  const drk_node_t *n = c->node;
+  drk_tile_module_t *m = c->m;
+  const int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages, NC = BN / 64;
+  int64_t es = drk_dtype_bits(s->t) / 8;
+  int64_t M = s->M, batch = s->batch;
+  /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
+  bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
+  if (fold) M *= batch, batch = 1;
+  int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
+  int64_t big = lw_numel(n->outputs[0]);
+  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
+
+  const drk_tile_layout_t *SW = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
+  const drk_tile_layout_t *BAR = drk_tile_layout_shared(m, 0, 1, (int[]){0});
+  drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)BK, (int32_t)BM}, 128, 256, false};
+  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)BK}, 128, 256, false};
+  tv_t *da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BM, BK}, SW), &ta);
+  tv_t *db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BK, 64}, SW), &tb);
+  tv_t *py = lw_param_buf(c, n->outputs[0], "y");
+
+  int64_t stage_a = BM * BK * es, stage_b = BK * BN * es;
+  int64_t off_b = ST * stage_a, off_bar = off_b + ST * stage_b, smem = off_bar + 16 * ST;
+  drk_dtype_t I = DRK_DT_I32;
+  tv_t *pm = lw_pid(c, 0), *pn = lw_pid(c, 1), *pz = lw_pid(c, 2);
+  if (c->it != I) pm = lw_cast(c, pm, I), pn = lw_cast(c, pn, I), pz = lw_cast(c, pz, I);
+  tv_t *c0 = lw_sci(c, I, 0), *c1 = lw_sci(c, I, 1), *cst = lw_sci(c, I, ST);
+  tv_t *m0 = BIN(MUL, pm, lw_sci(c, I, BM)), *n0 = BIN(MUL, pn, lw_sci(c, I, BN));
+  tv_t *arow = ba == WS_FULL && batch > 1 ? BIN(ADD, BIN(MUL, pz, lw_sci(c, I, M)), m0) : m0;
+  tv_t *bk0 = bb == WS_FULL && batch > 1 ? BIN(MUL, pz, lw_sci(c, I, s->K)) : c0;
+  tv_t *nk = lw_sci(c, I, (s->K + BK - 1) / BK);
+
+  tv_t *sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, BM, BK}, SW);
+  tv_t *sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, BK}, SW);
+  tv_t *sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, NC, BK, 64}, SW);
+  tv_t *sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, BK, BN}, SW);
+  tv_t *full = ws_alloc(c, off_bar, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
+  tv_t *empty = ws_alloc(c, off_bar + 8 * ST, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
+  for (int64_t i = 0; i < ST; i++) {
+    tv_t *ci = lw_sci(c, I, i);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, full, ci), "count", 1);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, empty, ci), "count", 2);
+  }
+  drk_tile_op_t *fe = drk_tile_build(&c->b, DRK_TOP_FENCE, 0, NULL, 0, NULL);
+  drk_tile_op_set_ident(m, fe, "kind", "mbarrier_init");
+  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+
+  /* producer */
+  drk_tile_op_t *wg = drk_tile_build_warp_group_begin(&c->b, "producer", 0, 4);
+  (void)wg;
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
+  drk_tile_op_set_int(m, op, "regs", 40);
+  drk_tile_op_set_ident(m, op, "action", "dec");
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, c0, nk, c1, 0, NULL);
+  {
+    tv_t *kp = f->regions[0]->args[0];
+    tv_t *st = BIN(REM, kp, cst), *ph = BIN(AND, BIN(DIV, kp, cst), c1), *eph = BIN(SUB, c1, ph);
+    drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){ws_index(c, empty, st), eph}, 0, NULL);
+    tv_t *fb = ws_index(c, full, st);
+    ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", stage_a + stage_b);
+    tv_t *kk = BIN(MUL, kp, lw_sci(c, I, BK));
+    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){da, ws_index(c, sa_t, st), fb, arow, kk}, 0, NULL);
+    tv_t *sbs = ws_index(c, sb_t, st), *kb = BIN(ADD, bk0, kk);
+    for (int64_t j = 0; j < NC; j++) {
+      tv_t *nj = j ? BIN(ADD, n0, lw_sci(c, I, 64 * j)) : n0;
+      drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){db, ws_index(c, sbs, lw_sci(c, I, j)), fb, kb, nj}, 0, NULL);
+    }
+  }
+  drk_tile_build_for_end(&c->b, 0, NULL);
+  drk_tile_build_warp_group_end(&c->b);
+
+  /* consumers */
+  const drk_tile_layout_t *acc_l = drk_tile_layout_mma(m, DRK_TL_WGMMA, 4, 1, 64, (int)BN);
+  int64_t cd[2] = {64, BN};
+  for (int w = 0; w < 2; w++) {
+    drk_tile_build_warp_group_begin(&c->b, "consumer", 4 + 4 * w, 4);
+    op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
+    drk_tile_op_set_int(m, op, "regs", 232);
+    drk_tile_op_set_ident(m, op, "action", "inc");
+    tv_t *zero = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, cd, acc_l));
+    f = drk_tile_build_for_begin(&c->b, c0, nk, c1, 1, &zero);
+    tv_t *k = f->regions[0]->args[0], *acc = f->regions[0]->args[1];
+    tv_t *st = BIN(REM, k, cst), *ph = BIN(AND, BIN(DIV, k, cst), c1);
+    drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){ws_index(c, full, st), ph}, 0, NULL);
+    tv_t *a = ws_index(c, ws_index(c, sa_w, st), lw_sci(c, I, w)), *b = ws_index(c, sb_w, st);
+    drk_tile_build(&c->b, DRK_TOP_WGMMA_FENCE, 0, NULL, 0, NULL);
+    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, acc}, 1, &acc->type);
+    drk_tile_op_set_ident(m, dot, "kind", "wgmma");
+    drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
+    drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, 1, dot->results, 1, &acc->type);
+    drk_tile_op_set_int(m, wt, "pending", 0);
+    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, st), NULL, 0);
+    f = drk_tile_build_for_end(&c->b, 1, wt->results);
+    tv_t *res = f->results[0];
+    /* epilogue: masked store straight from the accumulator layout */
+    const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
+    tv_t *mw = lw_cast(c, BIN(ADD, m0, lw_sci(c, I, 64 * w)), c->it), *nw = lw_cast(c, n0, c->it);
+    tv_t *ei = lw_cast(c, lw_range(c, 64, Cr), c->it);
+    tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
+    tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
+    tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
+    tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, BN),
+                      lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s->N)), acc_l, 64, BN));
+    tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, s->N));
+    if (batch > 1) rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, pz, c->it), lw_sci(c, c->it, M * s->N)), &rp->type));
+    tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
+    lw_store(c, py, yoff, res, emask);
+    drk_tile_build_warp_group_end(&c->b);
+  }
+  lw_kernel_end(c, (M + BM - 1) / BM, (s->N + BN - 1) / BN, batch, 12, smem, &S);
+  return true;
+}
+
 bool drk_lower_matmul(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   mm_t s;
   if (!mm_setup(c, &s)) return false;
   if (s.batch > 65535) return lw_err(c, "batch of %lld matrices exceeds the grid limit", (long long)s.batch);
+  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.t, &c->o);
+  ws_batch_t ba, bb;
+  if (ws_eligible(c, &s, &W, &ba, &bb)) return mm_hopper(c, &s, W, ba, bb);
   drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.t, &c->o);
   bool mma = strcmp(S.mma, "mma_sync") == 0;
   drk_dtype_t at = s.t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32;

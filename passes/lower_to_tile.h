@@ -27,7 +27,23 @@
 #include "ir/graph.h"
 #include "ir/tile.h"
 
-typedef enum { DRK_LARG_BUFFER, DRK_LARG_I32, DRK_LARG_I64, DRK_LARG_F32 } drk_larg_kind_t;
+/* DRK_LARG_TMA: a TMA descriptor (CUtensorMap, passed as a 128-byte __grid_constant__
+ * parameter) over buffer `value`; `i` indexes the launch's `tmas` array (its spec). */
+typedef enum { DRK_LARG_BUFFER, DRK_LARG_I32, DRK_LARG_I64, DRK_LARG_F32, DRK_LARG_TMA } drk_larg_kind_t;
+
+/* What cuTensorMapEncodeTiled needs besides the address: the tensor seen by a tma_load or
+ * tma_store, starting at the buffer's first element. Dims and the box run innermost first
+ * (the box matches the kernel's tmadesc<...> type read in its shared layout's order). */
+typedef struct drk_larg_tma {
+  drk_dtype_t dtype;
+  int rank;            /* 1..5 */
+  int64_t dims[5];     /* elements */
+  int64_t strides[4];  /* bytes between consecutive indices of dims 1..rank-1 (multiples of 16) */
+  int32_t box[5];      /* elements, each <= 256 */
+  int swizzle;         /* bytes: 0, 32, 64 or 128 (the shared layout's swizzle) */
+  int l2_promotion;    /* bytes: 0, 64, 128 or 256 */
+  bool oob_nan;        /* out-of-bounds elements read as NaN (else zero) */
+} drk_larg_tma_t;
 
 typedef struct drk_larg {
   drk_larg_kind_t kind;
@@ -46,7 +62,7 @@ typedef struct drk_schedule {
   int warps;
   int rows, cols;       /* rows: rows per program, columns per chunk */
   int tile_m, tile_n, tile_k, stages;
-  const char *mma;      /* "mma_sync", "fma", or NULL */
+  const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;
 } drk_schedule_t;
 
@@ -60,6 +76,8 @@ typedef struct drk_launch {
   int n_args;
   drk_larg_t *args; /* in kernel parameter order */
   drk_schedule_t sched;
+  int n_tmas;
+  drk_larg_tma_t *tmas; /* specs of the DRK_LARG_TMA arguments */
 } drk_launch_t;
 
 /* value shares base's bytes (Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout in
@@ -79,6 +97,7 @@ typedef struct drk_lowered {
 typedef struct drk_lower_options {
   int target_sm;   /* 80..90; 0 means 80 */
   bool allow_tf32; /* --matmul-precision=high: f32 MatMul/Gemm/Conv through tf32 mma.sync */
+  bool arch_specific; /* the kernels only run on exactly target_sm (sm_90a): wgmma, setmaxnreg, TMA */
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot
@@ -214,6 +233,9 @@ drk_schedule_t drk_sched_flat(int64_t n);
 drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
 drk_schedule_t drk_sched_seq(int64_t rows);
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);
+/* The sm_90a warp-specialized TMA + wgmma matmul (passes/lower_matmul.c): mma = "wgmma",
+ * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);
 /* the 2-D blocked layout of a rows schedule */
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous);
 const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s);

@@ -17,7 +17,13 @@ int64_t lw_pow2ceil(int64_t v) {
 drk_schedule_t drk_sched_flat(int64_t n) {
   drk_schedule_t s = {0};
   s.kind = "flat";
-  if (n >= 1024) {
+  if (n >= ((int64_t)1 << 22)) {
+    /* Large streams: each thread keeps 4 chunks of 8 elements in flight (the tile is 4x the
+     * layout's coverage), enough memory-level parallelism to approach copy bandwidth. */
+    s.block_elems = 4096;
+    s.warps = 4;
+    s.spt = 8;
+  } else if (n >= 1024) {
     s.block_elems = 1024;
     s.warps = 4;
     s.spt = 8;
@@ -121,5 +127,22 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, cons
   (void)K;
   s.tile_m = (int)bm;
   s.tile_n = (int)bn;
+  return s;
+}
+
+/* The sm_90a warp-specialized kernel: 128 x BN x 64 tiles (two consumer warpgroups of
+ * 64 rows), a ring of 128-byte swizzled stages filling most of the 227 KB of shared memory:
+ * 6 stages of 32 KB for BN = 128. */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o) {
+  drk_schedule_t s = {0};
+  s.kind = "mm_ws";
+  if (o->target_sm != 90 || !o->arch_specific || (t != DRK_DT_F16 && t != DRK_DT_BF16)) return s;
+  s.mma = "wgmma";
+  s.warps = 12;
+  s.tile_m = 128;
+  s.tile_n = 128;
+  s.tile_k = 64;
+  s.stages = 6;
+  (void)M, (void)N, (void)K;
   return s;
 }

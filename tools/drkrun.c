@@ -213,6 +213,10 @@ int main(int argc, char **argv) {
     printf("  total %.4f ms\n", total);
   }
   if (out_dir) {
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "drkrun: error: cannot create %s: %s\n", out_dir, strerror(errno));
+      goto done;
+    }
     for (size_t i = 0; i < nout; i++) {
       drk_tensor_info_t info;
       drk_module_output_info(m, i, &info);

@@ -823,10 +823,22 @@ LLVMValueRef nv_smem_elem_addr(nv_lc_t *lc, LLVMValueRef base, const drk_tile_ty
   int lr = L->rank, first = st->rank - lr;
   int64_t es = drk_dtype_bits(st->dtype) / 8, stride = es;
   LLVMValueRef off = nv_i32(lc, 0);
+  /* A swizzled fastest dim longer than the swizzle is split into chunks of `swizzle` bytes,
+   * each a [rows][swizzle] block (what TMA writes box by box, and a canonical wgmma layout). */
+  int f = L->order[0];
+  int64_t ce = L->swizzle ? L->swizzle / es : 0, rest = 1;
+  bool chunked = ce > 0 && st->dims[first + f] > ce;
   for (int i = 0; i < lr; i++) {
     int d = L->order[i];
-    off = LLVMBuildAdd(lc->b, off, LLVMBuildMul(lc->b, coords[d], nv_i32(lc, stride), ""), "");
-    stride *= st->dims[first + d];
+    LLVMValueRef cd = coords[d];
+    if (chunked && i == 0) cd = LLVMBuildAnd(lc->b, cd, nv_i32(lc, ce - 1), "");
+    off = LLVMBuildAdd(lc->b, off, LLVMBuildMul(lc->b, cd, nv_i32(lc, stride), ""), "");
+    stride *= chunked && i == 0 ? ce : st->dims[first + d];
+    if (i) rest *= st->dims[first + d];
+  }
+  if (chunked) {
+    LLVMValueRef ch = LLVMBuildUDiv(lc->b, coords[f], nv_i32(lc, ce), "");
+    off = LLVMBuildAdd(lc->b, off, LLVMBuildMul(lc->b, ch, nv_i32(lc, rest * L->swizzle), ""), "");
   }
   if (L->swizzle) {
     int64_t m = L->swizzle / 16 - 1;
@@ -1011,7 +1023,14 @@ static bool lower_op(nv_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_MEMDESC_INDEX: return lower_memdesc_index(lc, op);
   case DRK_TOP_LOCAL_LOAD: return nv_lower_local_load(lc, op);
   case DRK_TOP_LOCAL_STORE: return nv_lower_local_store(lc, op);
-  case DRK_TOP_DOT: return nv_lower_dot(lc, op);
+  case DRK_TOP_DOT:
+    if (strcmp(drk_tile_op_attr_ident(op, "kind", ""), "wgmma") == 0) return nv_lower_wgmma(lc, op);
+    return nv_lower_dot(lc, op);
+  case DRK_TOP_TMA_LOAD: case DRK_TOP_TMA_STORE: case DRK_TOP_TMA_STORE_WAIT:
+  case DRK_TOP_MBARRIER_INIT: case DRK_TOP_MBARRIER_ARRIVE: case DRK_TOP_MBARRIER_EXPECT_TX:
+  case DRK_TOP_MBARRIER_WAIT: case DRK_TOP_FENCE: case DRK_TOP_SETMAXNREG:
+  case DRK_TOP_WGMMA_FENCE: case DRK_TOP_WGMMA_COMMIT: case DRK_TOP_WGMMA_WAIT:
+    return nv_lower_hopper(lc, op);
   case DRK_TOP_REDUCE: return nv_lower_reduce(lc, op);
   case DRK_TOP_FOR: return lower_for(lc, op);
   case DRK_TOP_IF: return lower_if(lc, op);

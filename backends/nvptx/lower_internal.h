@@ -112,4 +112,9 @@ bool nv_lower_dot(nv_lc_t *lc, const drk_tile_op_t *op);
 int nv_vec_width(const nv_dist_t *D, int f, int esize, const nv_axis_t *pa, const nv_axis_t *ma);
 int nv_fastest_dim(const drk_tile_type_t *t);
 
+/* lower_hopper.c: TMA, bulk groups, mbarriers, fences, setmaxnreg, wgmma_fence/commit/wait
+ * (nv_lower_hopper) and dot kind=wgmma (nv_lower_wgmma); sm_90a only. */
+bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op);
+bool nv_lower_wgmma(nv_lc_t *lc, const drk_tile_op_t *op);
+
 #endif

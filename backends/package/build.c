@@ -69,6 +69,39 @@ static uint64_t param_scalar(drk_modfile_param_t *p, const drk_larg_t *a) {
   return 0;
 }
 
+/* CUDA driver enum values (cuda.h: CUtensorMapDataType, CUtensorMapSwizzle,
+ * CUtensorMapL2promotion); the module stores them as they are. */
+static uint32_t tma_dtype(drk_dtype_t t) {
+  switch (t) {
+  case DRK_DT_U8: case DRK_DT_I8: case DRK_DT_F8E4M3: case DRK_DT_F8E5M2: case DRK_DT_BOOL: return 0; /* UINT8 */
+  case DRK_DT_I16: return 1;                                                                         /* UINT16 */
+  case DRK_DT_I32: return 3;                                                                         /* INT32 */
+  case DRK_DT_I64: return 5;                                                                         /* INT64 */
+  case DRK_DT_F16: return 6;                                                                         /* FLOAT16 */
+  case DRK_DT_F32: return 7;                                                                         /* FLOAT32 */
+  case DRK_DT_F64: return 8;                                                                         /* FLOAT64 */
+  case DRK_DT_BF16: return 9;                                                                        /* BFLOAT16 */
+  default: DRK_ASSERT(!"TMA of a sub-byte dtype"); return 0;
+  }
+}
+
+static void tma_fill(drk_modfile_tma_t *t, const drk_larg_tma_t *s, uint64_t offset) {
+  memset(t, 0, sizeof *t);
+  t->data_type = tma_dtype(s->dtype);
+  t->rank = (uint32_t)s->rank;
+  t->offset = offset;
+  for (int i = 0; i < s->rank; i++) {
+    t->dims[i] = (uint64_t)s->dims[i];
+    if (i) t->strides[i - 1] = (uint64_t)s->strides[i - 1];
+    t->box[i] = (uint32_t)s->box[i];
+    t->elem_strides[i] = 1;
+  }
+  t->interleave = 0; /* CU_TENSOR_MAP_INTERLEAVE_NONE */
+  t->swizzle = s->swizzle == 128 ? 3 : s->swizzle == 64 ? 2 : s->swizzle == 32 ? 1 : 0;
+  t->l2_promotion = s->l2_promotion == 256 ? 3 : s->l2_promotion == 128 ? 2 : s->l2_promotion == 64 ? 1 : 0;
+  t->oob_fill = s->oob_nan ? 1 : 0; /* CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : _NONE (zeros) */
+}
+
 static void fill_tensor(drk_modfile_tensor_t *t, const drk_value_t *v, const drk_mem_plan_t *plan) {
   t->name = v->name;
   t->dtype = drk_dtype_to_onnx(v->dtype);
@@ -99,9 +132,10 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   if (!ok) return false;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
-  size_t n_params = 0;
+  size_t n_params = 0, n_tmas = 0;
   for (size_t i = 0; i < l->n_launches; i++) n_params += (size_t)l->launches[i].n_args;
   drk_modfile_param_t *ps = calloc(n_params + 1, sizeof *ps), *p = ps;
+  drk_modfile_tma_t *tmas = calloc(n_params + 1, sizeof *tmas);
   for (size_t i = 0; i < l->n_launches; i++) {
     const drk_launch_t *la = &l->launches[i];
     drk_modfile_kernel_t *k = &ks[i];
@@ -122,6 +156,11 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
         p->kind = DRK_MODFILE_PARAM_BUFFER;
         p->offset = plan.offset[a->value->id];
         p->size = plan.size[a->value->id];
+      } else if (a->kind == DRK_LARG_TMA) {
+        DRK_ASSERT(a->i >= 0 && a->i < la->n_tmas);
+        p->kind = DRK_MODFILE_PARAM_TMA;
+        p->tma = (uint32_t)n_tmas;
+        tma_fill(&tmas[n_tmas++], &la->tmas[a->i], plan.offset[a->value->id]);
       } else {
         param_scalar(p, a);
       }
@@ -153,6 +192,8 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_inputs = (uint32_t)g->n_inputs,
       .outputs = outs,
       .n_outputs = (uint32_t)g->n_outputs,
+      .tmas = tmas,
+      .n_tmas = (uint32_t)n_tmas,
       .images = &img,
       .n_images = 1,
   };
@@ -165,6 +206,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   free(ins);
   free(outs);
   free(ps);
+  free(tmas);
   free(ks);
   drk_mem_plan_free(&plan);
   return r == DRK_MODFILE_OK;
@@ -181,6 +223,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
   for (int t = 0; t < DRK_TARGET_COUNT; t++)
     if (o->targets & (1u << t)) {
       lo.target_sm = drk_target_info((drk_target_t)t)->number;
+      lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
       break;
     }
   drk_lowered_t l;
