@@ -12,6 +12,7 @@ mkdir -p "$OUT"
 echo "== drkc $MODEL --target=sm_90 -o $OUT/mlp.drkm"
 if "$DRKC" "$MODEL" --target=sm_90 -o "$OUT/mlp.drkm"; then
   compiled=1
+  echo "-- built $OUT/mlp.drkm ($(wc -c <"$OUT/mlp.drkm") bytes: kernels, plan, weights, fat binary)"
 else
   compiled=0
   echo "-- the GPU module could not be built (above: the stage that is missing); showing the graph IR instead"
@@ -21,8 +22,10 @@ fi
 gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 if [ $gpu = 1 ] && [ $compiled = 1 ]; then
-  echo "== drkrun $OUT/mlp.drkm"
-  exec "$BUILD/tools/drkrun" "$OUT/mlp.drkm" --iters 100
+  echo "== drkrun $OUT/mlp.drkm --profile"
+  "$BUILD/tools/drkrun" "$OUT/mlp.drkm" --iters 100 --profile || exit 1
+  echo "== drkc run $MODEL --device=cuda --check (GPU vs the reference interpreter)"
+  exec "$DRKC" run "$MODEL" --device=cuda --check --seed 1
 fi
 if [ $gpu = 0 ]; then
   echo "-- GPU run skipped: no NVIDIA GPU on this machine"
