@@ -147,6 +147,10 @@ static bool mm_setup(drk_lctx_t *c, mm_t *s) {
 
 typedef enum { WS_NONE, WS_BCAST, WS_FULL } ws_batch_t;
 
+/* wgmma groups left in flight at the end of a K step: 1 overlaps a step's MMAs with the
+ * next step's barrier wait and issue (the stage is released one step later); 0 waits. */
+#define WS_PENDING 1
+
 /* Whether the operand's batch strides are all 0 (broadcast) or those of a contiguous batch
  * of mat-sized matrices. */
 static ws_batch_t ws_batch_kind(const mm_t *s, const int64_t *bst, int64_t mat) {
@@ -293,10 +297,23 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     drk_tile_op_set_ident(m, dot, "kind", "wgmma");
     drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
     drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, 1, dot->results, 1, &acc->type);
-    drk_tile_op_set_int(m, wt, "pending", 0);
-    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, st), NULL, 0);
+    drk_tile_op_set_int(m, wt, "pending", WS_PENDING);
+    if (WS_PENDING == 0) {
+      ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, st), NULL, 0);
+    } else {
+      /* this step's wgmma may still run: release the stage of the step before */
+      drk_tile_build_if_begin(&c->b, lw_cmp(c, "gt", k, c0), 0, NULL);
+      tv_t *prev = BIN(REM, BIN(ADD, k, lw_sci(c, I, ST - 1)), cst);
+      ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, prev), NULL, 0);
+      drk_tile_build_if_end(&c->b, 0, NULL);
+    }
     f = drk_tile_build_for_end(&c->b, 1, wt->results);
     tv_t *res = f->results[0];
+    if (WS_PENDING) {
+      wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, 1, &res, 1, &acc->type);
+      drk_tile_op_set_int(m, wt, "pending", 0);
+      res = wt->results[0];
+    }
     /* epilogue: masked store straight from the accumulator layout */
     const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
     tv_t *mw = lw_cast(c, BIN(ADD, m0, lw_sci(c, I, 64 * w)), c->it), *nw = lw_cast(c, n0, c->it);

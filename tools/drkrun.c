@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "backends/package/fatbin.h"
+#include "backends/package/module.h"
 #include "drk/drkrt.h"
 #ifdef DRK_HAVE_TENSOR_IO
 #include "frontend/onnx/tensor_io.h"
@@ -23,7 +25,8 @@
 #endif
 
 static int usage(void) {
-  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N]\n");
+  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N]\n"
+                  "       drkrun MODULE --list   (what the module holds; needs no GPU)\n");
   return 2;
 }
 
@@ -136,12 +139,63 @@ static int save_output(const char *dir, size_t i, const drk_tensor_info_t *info,
   return ok;
 }
 
+/* --list: what a module holds, read without a GPU (like cuobjdump --list-elf --list-ptx). */
+static int list_module(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "drkrun: error: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *buf = malloc(n > 0 ? (size_t)n : 1);
+  bool ok = buf && n >= 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
+  fclose(f);
+  drk_modfile_t *mf = NULL;
+  char err[512];
+  if (!ok || drk_modfile_read(buf, (size_t)n, NULL, &mf, err, sizeof err) != DRK_MODFILE_OK) {
+    fprintf(stderr, "drkrun: error: %s: %s\n", path, ok ? err : "cannot read");
+    free(buf);
+    return 1;
+  }
+  printf("module %s: format %u, drkc %s, model %s, targets %s\n  command: %s\n", path, mf->format_version,
+         mf->prov.drkc_version, mf->prov.model_hash, mf->prov.targets, mf->prov.command_line);
+  printf("  arena %llu bytes (weights %llu), %u kernels, %u inputs, %u outputs\n", (unsigned long long)mf->arena_size,
+         (unsigned long long)mf->weights_size, mf->n_kernels, mf->n_inputs, mf->n_outputs);
+  for (uint32_t i = 0; i < mf->n_images; i++) {
+    const drk_modfile_image_t *im = &mf->images[i];
+    printf("  image %u: slot %u, kind %d, %llu bytes, targets %s\n", i, im->slot, (int)im->kind,
+           (unsigned long long)im->size, im->targets);
+    if (im->kind != DRK_MODFILE_IMAGE_FATBIN) continue;
+    drk_fatbin_image_t e[32];
+    size_t ne = 0;
+    if (drk_fatbin_parse(im->data, (size_t)im->size, e, 32, &ne, err, sizeof err) != 0) {
+      printf("    bad fat binary: %s\n", err);
+      continue;
+    }
+    for (size_t k = 0; k < ne && k < 32; k++) {
+      char arch[16];
+      drk_fatbin_format_arch(e[k].sm, e[k].arch_specific, arch, sizeof arch);
+      printf("    %s %s, %zu bytes%s\n", e[k].kind == DRK_FATBIN_ELF ? "ELF" : "PTX", arch, e[k].size,
+             e[k].compressed ? " (compressed)" : "");
+    }
+  }
+  for (uint32_t i = 0; i < mf->n_kernels; i++)
+    printf("  kernel %u: %s grid(%u,%u,%u) block(%u) smem %u\n", i, mf->kernels[i].name, mf->kernels[i].grid[0],
+           mf->kernels[i].grid[1], mf->kernels[i].grid[2], mf->kernels[i].block[0], mf->kernels[i].dyn_smem);
+  drk_modfile_free(NULL, mf);
+  free(buf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL;
-  int warmup = 10, iters = 100, profile = 0, device = 0;
+  int warmup = 10, iters = 100, profile = 0, device = 0, list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--profile")) profile = 1;
+    else if (!strcmp(a, "--list")) list = 1;
     else if (!strcmp(a, "--input-dir") && i + 1 < argc) in_dir = argv[++i];
     else if (!strcmp(a, "--output-dir") && i + 1 < argc) out_dir = argv[++i];
     else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
@@ -153,6 +207,7 @@ int main(int argc, char **argv) {
     else return usage();
   }
   if (!module_path || warmup < 0 || iters < 1) return usage();
+  if (list) return list_module(module_path);
 
   drk_module_t *m = NULL;
   drk_status_t st = drk_module_load_file(NULL, module_path, &m);

@@ -188,6 +188,8 @@ LLVMValueRef drk_amdgpu_wave_reduce(drk_amdgpu_cg_t *cg, drk_amdgpu_red_t op, LL
  *   F32_16X16X32_FP8   i64 (8 x e4m3)         <4 x float>
  *   F32_32X32X16_FP8   i64 (8 x e4m3)         <16 x float>
  *   F32_16X16X32_BF8 / F32_32X32X16_BF8: as FP8 with e5m2 operands.
+ *   F32_16X16X4_F32    float                  <4 x float>
+ *   F32_32X32X2_F32    float                  <16 x float>
  * Register layouts are in docs/backend-amdgpu.md. */
 typedef enum {
   DRK_AMDGPU_MFMA_F32_32X32X8_BF16,
@@ -198,6 +200,8 @@ typedef enum {
   DRK_AMDGPU_MFMA_F32_32X32X16_FP8,
   DRK_AMDGPU_MFMA_F32_16X16X32_BF8,
   DRK_AMDGPU_MFMA_F32_32X32X16_BF8,
+  DRK_AMDGPU_MFMA_F32_16X16X4_F32, /* float A/B per lane: full f32 products (not tf32) */
+  DRK_AMDGPU_MFMA_F32_32X32X2_F32,
   DRK_AMDGPU_MFMA_COUNT
 } drk_amdgpu_mfma_t;
 

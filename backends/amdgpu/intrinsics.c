@@ -213,6 +213,8 @@ static const drk_amdgpu_mfma_info_t drk_mfma_table[DRK_AMDGPU_MFMA_COUNT] = {
     [DRK_AMDGPU_MFMA_F32_32X32X16_FP8] = {"llvm.amdgcn.mfma.f32.32x32x16.fp8.fp8", 32, 32, 16, 8, 16, true},
     [DRK_AMDGPU_MFMA_F32_16X16X32_BF8] = {"llvm.amdgcn.mfma.f32.16x16x32.bf8.bf8", 16, 16, 32, 8, 4, true},
     [DRK_AMDGPU_MFMA_F32_32X32X16_BF8] = {"llvm.amdgcn.mfma.f32.32x32x16.bf8.bf8", 32, 32, 16, 8, 16, true},
+    [DRK_AMDGPU_MFMA_F32_16X16X4_F32] = {"llvm.amdgcn.mfma.f32.16x16x4f32", 16, 16, 4, 1, 4, false},
+    [DRK_AMDGPU_MFMA_F32_32X32X2_F32] = {"llvm.amdgcn.mfma.f32.32x32x2f32", 32, 32, 2, 1, 16, false},
 };
 
 const drk_amdgpu_mfma_info_t *drk_amdgpu_mfma_info(drk_amdgpu_mfma_t kind) {
@@ -226,6 +228,8 @@ LLVMTypeRef drk_amdgpu_mfma_ab_type(drk_amdgpu_cg_t *cg, drk_amdgpu_mfma_t kind)
   case DRK_AMDGPU_MFMA_F32_16X16X16_BF16: return LLVMVectorType(LLVMInt16TypeInContext(cg->ctx), 4);
   case DRK_AMDGPU_MFMA_F32_32X32X8_F16:
   case DRK_AMDGPU_MFMA_F32_16X16X16_F16: return LLVMVectorType(LLVMHalfTypeInContext(cg->ctx), 4);
+  case DRK_AMDGPU_MFMA_F32_16X16X4_F32:
+  case DRK_AMDGPU_MFMA_F32_32X32X2_F32: return LLVMFloatTypeInContext(cg->ctx);
   default: return LLVMInt64TypeInContext(cg->ctx); /* 8 packed fp8/bf8 bytes */
   }
 }

@@ -28,6 +28,7 @@
  * 8 (r1/2) + r1 % 2, so d[i] is register ((i/2)%2) N/4 + 2 (i/4) + i % 2. */
 #include "backends/nvptx/lower_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool need_90a(nv_lc_t *lc, const drk_tile_op_t *op) {
@@ -118,15 +119,26 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
     leader_end(lc, j);
     return true;
   }
+  case DRK_TOP_MBARRIER_ARRIVE: {
+    /* A predicated arrive, not a branch: consumers arrive between wgmmas, and a divergent
+     * path there makes ptxas serialize the wgmma pipeline (C7520). */
+    LLVMValueRef args[2] = {drk_nvptx_tid(cg, 0), nv_get(lc, op->operands[0])->r[0]};
+    LLVMTypeRef ts[2] = {lc->i32, LLVMTypeOf(args[1])};
+    char text[160];
+    snprintf(text, sizeof text,
+             "{\n.reg .pred p;\nsetp.eq.u32 p, $0, %d;\n@p mbarrier.arrive.shared::cta.b64 _, [$1];\n}",
+             lc->first_warp * 32);
+    LLVMTypeRef ft = LLVMFunctionType(lc->vd, ts, 2, 0);
+    LLVMValueRef ia = LLVMGetInlineAsm(ft, text, strlen(text), "r,l,~{memory}", 13, 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMBuildCall2(lc->b, ft, ia, args, 2, "");
+    return true;
+  }
   case DRK_TOP_MBARRIER_INIT:
-  case DRK_TOP_MBARRIER_ARRIVE:
   case DRK_TOP_MBARRIER_EXPECT_TX: {
     LLVMValueRef bar = nv_get(lc, op->operands[0])->r[0];
     LLVMBasicBlockRef j = leader_begin(lc);
     if (op->code == DRK_TOP_MBARRIER_INIT)
       drk_nvptx_mbarrier_init(cg, bar, nv_i32(lc, drk_tile_op_attr_int(op, "count", 1)));
-    else if (op->code == DRK_TOP_MBARRIER_ARRIVE)
-      drk_nvptx_mbarrier_arrive(cg, bar);
     else
       drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, nv_i32(lc, drk_tile_op_attr_int(op, "bytes", 0)));
     leader_end(lc, j);
