@@ -2,7 +2,8 @@
  * builders for the GPU primitives that tile IR lowering needs. Mirrors backends/nvptx/nvptx.h:
  * target.c (archs, target machines, modules), emit.c (module -> object in memory), link.c
  * (ld.lld subprocess, in place of ptxas; resource usage from the code object's metadata),
- * intrinsics.c (builders), lower.c (tile IR -> LLVM IR).
+ * intrinsics.c (builders), lower.c + lower_math.c + lower_mem.c (tile IR -> LLVM IR, private
+ * state in lower_internal.h).
  *
  * Requires LLVM 22's C API (AMDGPU target) and, for linking, the ld.lld program. Every
  * function that can fail takes a drk_diag_t, reports there and returns false/NULL; out_*
@@ -237,9 +238,11 @@ void drk_amdgpu_global_store(drk_amdgpu_cg_t *cg, LLVMValueRef v, LLVMValueRef p
 
 /* ---- tile IR -> LLVM IR (lower.c) ---- */
 /* Lowers every kernel of the verified tile module `tm` into a new LLVM module in ctx for
- * `arch` (caller disposes it). The first construct not supported yet (an op, a layout, a
- * dtype) is reported at its location (`file:line:col: error: tile op 'dot' is not supported
- * by the AMDGPU backend yet`) and NULL is returned; it never aborts. */
+ * `arch` (caller disposes it). A construct not supported (an NVIDIA-only op, an f64
+ * transcendental, a layout or dtype) is reported at its location (`file:line:col: error:
+ * amdgpu: cannot lower 'wgmma_fence' ...`, the first per kernel) and NULL is returned; it
+ * never aborts. Kernels' shared memory is static LDS (no dynamic LDS at launch); mma_sync
+ * and mfma dots become MFMA (docs/backend-amdgpu.md, "Lowering"). */
 LLVMModuleRef drk_amdgpu_lower_module(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
                                       drk_diag_t *d);
 

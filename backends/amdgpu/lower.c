@@ -1145,6 +1145,12 @@ static bool lower_kernel(drk_amdgpu_cg_t *cg, const drk_tile_module_t *m, const 
   if (!lower_region(&lc, k->body, &y)) goto done;
   LLVMBuildRetVoid(cg->b);
   ok = lc.ok;
+  if (ok && lc.scratch && (uint64_t)lc.scratch_bytes + (uint64_t)k->smem > cg->arch->lds_bytes) {
+    /* LLVM would stop on "local memory limit exceeded": report it here, located */
+    drk_diag_error(d, k->loc, "amdgpu: cannot lower kernel '%s': %lld bytes of shared memory plus %u of scratch exceed the %u bytes of LDS",
+                   k->name, (long long)k->smem, lc.scratch_bytes, cg->arch->lds_bytes);
+    ok = false;
+  }
 done:
   if (!ok && lc.fn) LLVMDeleteFunction(lc.fn);
   if (ok) scratch_finish(&lc);
