@@ -80,8 +80,8 @@ static const struct {
     {"cubin", DRK_BUILD_CUBIN, false, ".cubin"},
     {"fatbin", DRK_BUILD_FATBIN, false, ".fatbin"},
     {"module", DRK_BUILD_MODULE, false, ".drkm"},
-    {"hsaco", -2, false, ".hsaco"},
-    {"bundle", -2, false, ".bundle"},
+    {"hsaco", DRK_BUILD_HSACO, false, ".hsaco"},
+    {"bundle", DRK_BUILD_BUNDLE, false, ".bundle"},
 };
 
 typedef struct options {
@@ -299,11 +299,6 @@ static int compile(const options_t *o) {
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: graph tile llvm ptx cubin fatbin "
                     "hsaco bundle module)\n", o->emit);
     return 2;
-  }
-  if (emit_kinds[k].stop == -2) {
-    fprintf(stderr, "drkc: error: --emit=%s needs the AMD GPU (gfx942) code generation stage, which is not "
-                    "implemented yet\n", o->emit);
-    return 1;
   }
   if (has_suffix(o->input, ".drkt")) {
     if (strcmp(o->emit, "graph") == 0) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/nvptx/nvptx.h"
+#include "backends/package/build_amd.h"
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
@@ -122,8 +123,8 @@ static char *targets_string(unsigned set) {
 }
 
 static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
-                        const void *fatbin, size_t fatbin_size, const char *image_targets, void **out_data,
-                        size_t *out_size, drk_diag_t *d) {
+                        const drk_modfile_image_t *images, uint32_t n_images, void **out_data, size_t *out_size,
+                        drk_diag_t *d) {
   drk_mem_plan_t plan;
   drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
   for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
@@ -177,7 +178,6 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   char hash[72] = "sha256:unknown";
   if (o->model_bytes) drk_modfile_sha256_string(o->model_bytes, o->model_size, hash);
   char *tstr = targets_string(o->targets);
-  drk_modfile_image_t img = {DRK_MODFILE_IMAGE_FATBIN, 0, image_targets, fatbin, fatbin_size};
   drk_modfile_t mf = {
       .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
       .arena_size = plan.arena_size ? plan.arena_size : 256,
@@ -194,8 +194,8 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_outputs = (uint32_t)g->n_outputs,
       .tmas = tmas,
       .n_tmas = (uint32_t)n_tmas,
-      .images = &img,
-      .n_images = 1,
+      .images = images,
+      .n_images = n_images,
   };
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
@@ -212,64 +212,45 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   return r == DRK_MODFILE_OK;
 }
 
-bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
-               drk_diag_t *d) {
-  if (o->targets & (1u << DRK_TARGET_GFX942)) {
-    drk_diag_error(d, drk_loc_none, "target gfx942: the AMD GPU code generation stage is not implemented yet");
-    return false;
-  }
-  drk_lower_options_t lo = {.target_sm = 90, .allow_tf32 = o->allow_tf32};
-  /* Tile kernels are lowered once for the oldest requested arch: they must run on all. */
-  for (int t = 0; t < DRK_TARGET_COUNT; t++)
-    if (o->targets & (1u << t)) {
-      lo.target_sm = drk_target_info((drk_target_t)t)->number;
-      lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
-      break;
-    }
-  drk_lowered_t l;
-  if (!drk_lower_graph(g, &lo, &l, d)) return false;
-  bool ok = false;
+/* The NVIDIA half: a cubin per NVIDIA target (or the PTX/cubin --emit asked for), packed into
+ * a fat binary with PTX of the newest portable target. Returns the fat binary in *out_fb
+ * and the image's target list, or, when o->stop ends here, the result in out_data. */
+static bool build_nvidia(const drk_lowered_t *l, const drk_build_options_t *o, unsigned nv, void **out_fb,
+                         size_t *out_fb_size, char *image_targets, void **out_data, size_t *out_size, bool *out_done,
+                         drk_diag_t *d) {
   nv_code_t code[DRK_TARGET_COUNT];
   size_t n_code = 0;
+  bool ok = false;
   memset(code, 0, sizeof code);
-  const char *first_arch = NULL;
-  for (int t = 0; t < DRK_TARGET_COUNT; t++)
-    if ((o->targets & (1u << t)) && !first_arch) first_arch = drk_target_info((drk_target_t)t)->name;
-
-  if (o->stop == DRK_BUILD_TILE) {
-    ok = print_tile(&l, out_data, out_size);
-    goto done;
-  }
-  if (o->stop == DRK_BUILD_LLVM) {
-    ok = print_llvm(&l, first_arch, out_data, out_size, d);
-    goto done;
-  }
+  *out_done = false;
   for (int t = 0; t < DRK_TARGET_COUNT; t++) {
-    if (!(o->targets & (1u << t))) continue;
+    if (!(nv & (1u << t))) continue;
     nv_code_t *c = &code[n_code++];
     c->t = drk_target_info((drk_target_t)t);
     bool need_cubin = o->stop != DRK_BUILD_PTX;
-    if (!drk_nvptx_compile_tile_module(l.module, c->t->name, &c->ptx, need_cubin ? &c->cubin : NULL,
+    if (!drk_nvptx_compile_tile_module(l->module, c->t->name, &c->ptx, need_cubin ? &c->cubin : NULL,
                                        need_cubin ? &c->cubin_size : NULL, d))
       goto done;
-    if (o->stop == DRK_BUILD_PTX) {
-      ok = text_result(c->ptx, strlen(c->ptx), out_data, out_size);
-      c->ptx = NULL;
-      goto done;
-    }
-    if (o->stop == DRK_BUILD_CUBIN) {
-      *out_data = c->cubin;
-      *out_size = c->cubin_size;
-      c->cubin = NULL;
-      ok = true;
+    if (o->stop == DRK_BUILD_PTX || o->stop == DRK_BUILD_CUBIN) {
+      /* The first NVIDIA target's code is the result. */
+      if (o->stop == DRK_BUILD_PTX) {
+        *out_data = c->ptx;
+        *out_size = strlen(c->ptx);
+        c->ptx = NULL;
+      } else {
+        *out_data = c->cubin;
+        *out_size = c->cubin_size;
+        c->cubin = NULL;
+      }
+      *out_done = ok = true;
       goto done;
     }
   }
-  /* Fat binary: a cubin per target, plus PTX of the newest (JIT on future GPUs). */
   {
     drk_fatbin_image_t imgs[DRK_TARGET_COUNT + 1];
     size_t n_img = 0;
-    char image_targets[256] = "", arch[32];
+    char arch[32];
+    image_targets[0] = 0;
     for (size_t i = 0; i < n_code; i++) {
       imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_ELF, (unsigned)code[i].t->number, code[i].t->arch_specific,
                                            false, code[i].cubin, code[i].cubin_size};
@@ -289,27 +270,111 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
     drk_fatbin_format_arch((unsigned)newest->t->number, newest->t->arch_specific, arch, sizeof arch);
     strcat(image_targets, ",compute_");
     strcat(image_targets, arch + 3);
-    void *fb;
-    size_t fb_size;
     char err[512];
-    if (drk_fatbin_build(imgs, n_img, &fb, &fb_size, err, sizeof err) != 0) {
+    if (drk_fatbin_build(imgs, n_img, out_fb, out_fb_size, err, sizeof err) != 0) {
       drk_diag_error(d, drk_loc_none, "building the fat binary: %s", err);
       goto done;
     }
-    if (o->stop == DRK_BUILD_FATBIN) {
-      *out_data = fb;
-      *out_size = fb_size;
-      ok = true;
-      goto done;
-    }
-    ok = pack_module(g, &l, o, fb, fb_size, image_targets, out_data, out_size, d);
-    free(fb);
+    ok = true;
   }
 done:
   for (size_t i = 0; i < n_code; i++) {
     free(code[i].ptx);
     free(code[i].cubin);
   }
+  return ok;
+}
+
+static bool need(bool have, const char *what, const char *emit, drk_diag_t *d) {
+  if (!have) drk_diag_error(d, drk_loc_none, "--emit=%s needs %s target (e.g. %s)", emit, what,
+                            strcmp(what, "an NVIDIA") == 0 ? "--target=sm_90" : "--target=gfx942");
+  return have;
+}
+
+bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
+               drk_diag_t *d) {
+  unsigned amd = o->targets & (1u << DRK_TARGET_GFX942), nv = o->targets & ~amd;
+  /* Tile kernels are lowered once for all targets of the module (one plan serves every
+   * image): for the oldest NVIDIA target, Hopper-only kernels only when sm_90a is the only
+   * one. With gfx942 in the set, the common sm_80 form, which the AMD backend maps to MFMA. */
+  drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32};
+  for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
+    if (nv & (1u << t)) {
+      lo.target_sm = drk_target_info((drk_target_t)t)->number;
+      lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
+      break;
+    }
+  const char *first_nv = NULL;
+  for (int t = 0; t < DRK_TARGET_COUNT && !first_nv; t++)
+    if (nv & (1u << t)) first_nv = drk_target_info((drk_target_t)t)->name;
+  static const char *const stop_names[] = {"tile", "llvm", "ptx", "cubin", "fatbin", "hsaco", "bundle", "module"};
+  const char *emit = stop_names[o->stop];
+  if ((o->stop == DRK_BUILD_PTX || o->stop == DRK_BUILD_CUBIN || o->stop == DRK_BUILD_FATBIN) &&
+      !need(nv != 0, "an NVIDIA", emit, d))
+    return false;
+  if ((o->stop == DRK_BUILD_HSACO || o->stop == DRK_BUILD_BUNDLE) && !need(amd != 0, "the gfx942", emit, d))
+    return false;
+
+  drk_lowered_t l;
+  if (!drk_lower_graph(g, &lo, &l, d)) return false;
+  bool ok = false, done = false;
+  void *fb = NULL, *hsaco = NULL, *bundle = NULL;
+  size_t fb_size = 0, hsaco_size = 0, bundle_size = 0;
+  char nv_targets[256] = "";
+  switch (o->stop) {
+    case DRK_BUILD_TILE:
+      ok = print_tile(&l, out_data, out_size);
+      goto out;
+    case DRK_BUILD_LLVM:
+      if (first_nv) {
+        ok = print_llvm(&l, first_nv, out_data, out_size, d);
+      } else {
+        char *text;
+        ok = drk_build_amd_llvm(l.module, "gfx942", &text, d) && text_result(text, strlen(text), out_data, out_size);
+      }
+      goto out;
+    default:
+      break;
+  }
+  if (nv && o->stop != DRK_BUILD_HSACO && o->stop != DRK_BUILD_BUNDLE) {
+    if (!build_nvidia(&l, o, nv, &fb, &fb_size, nv_targets, out_data, out_size, &done, d)) goto out;
+    if (done) {
+      ok = true;
+      goto out;
+    }
+    if (o->stop == DRK_BUILD_FATBIN) {
+      *out_data = fb;
+      *out_size = fb_size;
+      fb = NULL;
+      ok = true;
+      goto out;
+    }
+  }
+  if (amd) {
+    if (!drk_build_amd(l.module, "gfx942", &hsaco, &hsaco_size, &bundle, &bundle_size, d)) goto out;
+    if (o->verbose) drk_build_amd_report(l.module, hsaco, hsaco_size, stderr);
+    if (o->stop == DRK_BUILD_HSACO || o->stop == DRK_BUILD_BUNDLE) {
+      bool h = o->stop == DRK_BUILD_HSACO;
+      *out_data = h ? hsaco : bundle;
+      *out_size = h ? hsaco_size : bundle_size;
+      if (h) hsaco = NULL;
+      else bundle = NULL;
+      ok = true;
+      goto out;
+    }
+  }
+  {
+    /* One code slot, one image per platform: the runtime picks the one for its device. */
+    drk_modfile_image_t imgs[2];
+    uint32_t n = 0;
+    if (fb) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_FATBIN, 0, nv_targets, fb, fb_size};
+    if (bundle) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", bundle, bundle_size};
+    ok = pack_module(g, &l, o, imgs, n, out_data, out_size, d);
+  }
+out:
+  free(fb);
+  free(hsaco);
+  free(bundle);
   drk_lowered_destroy(&l);
   return ok;
 }

@@ -3,8 +3,10 @@
  * Requires a graph after drk_pass_pipeline_canonicalize with static shapes. Runs, as a plain
  * list of calls: lower to tile IR (passes/lower_to_tile.h), plan memory
  * (passes/plan_memory.h), generate code for every requested NVIDIA target (tile IR -> LLVM
- * -> PTX -> ptxas -> cubin), pack a fat binary (a cubin per target plus PTX of the newest for
- * forward compatibility), and describe everything as a module (backends/package/module.h).
+ * -> PTX -> ptxas -> cubin) and for gfx942 (tile IR -> LLVM AMDGPU -> code object -> offload
+ * bundle), pack a fat binary (a cubin per target plus PTX of the newest portable one for
+ * forward compatibility), and describe everything as a module (backends/package/module.h)
+ * whose one plan serves every image.
  * Each stage can stop the pipeline early for --emit (tile, llvm, ptx, cubin, fatbin).
  *
  * Errors are reported through d (located at the node or tile op that caused them); the
@@ -20,10 +22,12 @@
 
 typedef enum drk_build_stop {
   DRK_BUILD_TILE,   /* print the lowered tile module */
-  DRK_BUILD_LLVM,   /* print LLVM IR for the first NVIDIA target */
+  DRK_BUILD_LLVM,   /* LLVM IR for the first NVIDIA target (or gfx942 if it is the only one) */
   DRK_BUILD_PTX,    /* PTX text of the first NVIDIA target */
   DRK_BUILD_CUBIN,  /* cubin of the first NVIDIA target */
   DRK_BUILD_FATBIN, /* fat binary of all NVIDIA targets */
+  DRK_BUILD_HSACO,  /* gfx942 code object */
+  DRK_BUILD_BUNDLE, /* clang offload bundle holding the gfx942 code object */
   DRK_BUILD_MODULE, /* module file */
 } drk_build_stop_t;
 

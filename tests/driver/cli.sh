@@ -67,7 +67,11 @@ expect emit-tile-bound 0 'kernel @' -- "$W/ok.drkg" --emit=tile --bind=N=3
 expect bind-unknown-dim 1 "M" -- "$W/ok.drkg" --emit=tile --bind=M=3
 expect emit-ptx 0 '\.entry' -- "$W/ok.drkg" --emit=ptx --bind=N=3 --target=sm_87
 expect emit-llvm 0 'ptx_kernel' -- "$W/ok.drkg" --emit=llvm --bind=N=3
-expect emit-hsaco 1 "AMD GPU \(gfx942\) code generation stage" -- "$W/ok.drkg" --emit=hsaco --bind=N=3
+expect emit-hsaco-needs-amd 1 "needs the gfx942 target" -- "$W/ok.drkg" --emit=hsaco --bind=N=3
+expect emit-hsaco 0 '' -- "$W/ok.drkg" --emit=hsaco --target=gfx942 --bind=N=3 -o "$W/ok.hsaco"
+expect emit-bundle 0 '' -- "$W/ok.drkg" --emit=bundle --target=gfx942 --bind=N=3 -o "$W/ok.bundle"
+expect emit-ptx-needs-nv 1 "needs an NVIDIA target" -- "$W/ok.drkg" --emit=ptx --target=gfx942 --bind=N=3
+expect module-mixed 0 '' -- "$W/ok.drkg" --target=sm_87,gfx942 --bind=N=3 -o "$W/ok.drkm"
 expect matmul-precision-bad 2 "'highest' or 'high'" -- "$W/ok.drkg" --matmul-precision=low
 export DRK_CUDA_DRIVER=/nonexistent/libcuda.so.1 # the same answer on machines with a GPU
 expect run-cuda-no-driver 1 "no CUDA driver" -- run "$W/ok.drkg" --device=cuda --bind=N=3

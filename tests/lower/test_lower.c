@@ -93,7 +93,7 @@ static int run_model(const char *path, const char *bind, const char *dump) {
   drk_graph_t *g = load_graph(path, bind, &d);
   if (!g) return 1;
   drk_lowered_t l;
-  drk_lower_options_t o = {80, false};
+  drk_lower_options_t o = {.target_sm = 80};
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL: %s does not lower (%d errors)\n", path, d.n_errors);
     drk_graph_destroy(g);
@@ -182,7 +182,7 @@ static int run_corpus(const char *dir, const char *must) {
     }
     if (!live) { drk_graph_destroy(g); skipped++; continue; }
     drk_lowered_t l;
-    drk_lower_options_t o = {80, false};
+    drk_lower_options_t o = {.target_sm = 80};
     drk_diag_t d2;
     drk_diag_init(&d2, NULL);
     opstat_t *st = stat_for(op);

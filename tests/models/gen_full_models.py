@@ -49,24 +49,25 @@ CONFIGS = {
         "full": dict(layers=12, hidden=768, heads=12, ffn=3072, seq=128, vocab=30522,
                      max_pos=512, type_vocab=2, pad=16, batch=1),
         "small": dict(layers=2, hidden=64, heads=4, ffn=256, seq=32, vocab=100, max_pos=64,
-                      type_vocab=2, pad=5, batch=1),
+                      type_vocab=2, pad=5, batch=1, std=0.07),
     },
     "gpt2_small": {
         "full": dict(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, max_pos=1024,
                      batch=1),
-        "small": dict(layers=2, hidden=64, heads=4, seq=32, vocab=100, max_pos=64, batch=1),
+        "small": dict(layers=2, hidden=64, heads=4, seq=32, vocab=100, max_pos=64, batch=1,
+                      std=0.07),
     },
     "vit_b16": {
         "full": dict(layers=12, hidden=768, heads=12, ffn=3072, image=224, patch=16,
                      classes=1000, batch=1),
         "small": dict(layers=2, hidden=64, heads=4, ffn=256, image=64, patch=16, classes=10,
-                      batch=1),
+                      batch=1, std=0.07),
     },
     "llama_decoder": {
         "full": dict(layers=8, hidden=2048, heads=16, kv_heads=4, ffn=5632, seq=2048,
                      max_pos=2048, eps=1e-5, rope_theta=10000.0, batch=1),
         "small": dict(layers=2, hidden=128, heads=4, kv_heads=2, ffn=256, seq=32, max_pos=64,
-                      eps=1e-5, rope_theta=10000.0, batch=1),
+                      eps=1e-5, rope_theta=10000.0, batch=1, std=0.05),
     },
 }
 
@@ -92,11 +93,14 @@ class Net(Builder):
         # Not exactly 1: a twin that swapped two norm weights must not match by accident.
         return self.param(name, 1.0 + self.rng.standard_normal(n, dtype=np.float32) * np.float32(spread))
 
-    def linear(self, x, k, n, name, bias=True, std=0.02):
+    def linear(self, x, k, n, name, bias=True):
         """nn.Linear on a 3-D input as torch.onnx writes it: MatMul([in, out]) + Add."""
+        # config "std": the small configs use a larger one, so that their activations are as
+        # large as the full models' (std * sqrt(hidden) alike) and a wrong twin shows.
+        std = self.config.get("std", 0.02)
         y = self.op("MatMul", [x, self.randn(f"{name}.weight", [k, n], std)])
         if bias:
-            y = self.op("Add", [y, self.randn(f"{name}.bias", [n], std)])
+            y = self.op("Add", [y, self.randn(f"{name}.bias", [n], 0.02)])
         return y
 
     def layer_norm(self, x, n, name, eps, out=None):

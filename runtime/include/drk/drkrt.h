@@ -14,9 +14,10 @@
  * Memory: every object takes a drk_allocator_t (NULL selects the default, malloc/free). All
  * host memory the runtime uses comes from it; nothing is allocated during drk_session_run.
  *
- * GPU drivers are reached only through dlopen("libcuda.so.1"): the library links and runs
+ * GPU drivers are reached only through dlopen: "libcuda.so.1" (NVIDIA) and, when that
+ * reports no device, "libamdhip64.so" (AMD; then .so.6, .so.5). The library links and runs
  * on machines without a GPU, and there drk_runtime_create (the one gate to every device
- * operation) returns DRK_STATUS_NO_DRIVER naming the library and the dlerror() text.
+ * operation) returns DRK_STATUS_NO_DRIVER naming both libraries and their dlerror() texts.
  *
  * Threading: objects are not internally locked; use one runtime per thread or serialize. */
 #ifndef DRK_DRKRT_H
@@ -36,11 +37,11 @@ typedef enum drk_status_code {
   DRK_STATUS_IO,               /* a file could not be read */
   DRK_STATUS_BAD_MODULE,       /* truncated, corrupted or inconsistent module file */
   DRK_STATUS_VERSION_MISMATCH, /* module written for another module format version */
-  DRK_STATUS_NO_DRIVER,        /* libcuda.so.1 missing or unusable */
+  DRK_STATUS_NO_DRIVER,        /* libcuda.so.1 (and libamdhip64.so) missing or unusable */
   DRK_STATUS_NO_DEVICE,        /* no GPU, or device index out of range */
   DRK_STATUS_NO_IMAGE,         /* module has no code for this device's architecture */
   DRK_STATUS_OUT_OF_MEMORY,    /* host allocator or device memory exhausted */
-  DRK_STATUS_DRIVER,           /* any other driver error (message has the CUresult name) */
+  DRK_STATUS_DRIVER,           /* any other driver error (message has the CUresult/hipError_t name) */
 } drk_status_code_t;
 
 typedef struct drk_status *drk_status_t; /* NULL = OK */
@@ -93,34 +94,58 @@ const char *drk_module_provenance(const drk_module_t *m);
 /* ---- runtime: driver, device, context, stream ---- */
 typedef struct drk_runtime drk_runtime_t;
 
+/* Which GPU driver a runtime uses. */
+typedef enum drk_driver_kind {
+  DRK_DRIVER_AUTO = 0, /* CUDA when libcuda loads and reports a device, else HIP */
+  DRK_DRIVER_CUDA = 1,
+  DRK_DRIVER_HIP = 2,
+} drk_driver_kind_t;
+
+/* Zero-initialize, then set what you need (fields may be added at the end). */
 typedef struct drk_runtime_options {
   const drk_allocator_t *allocator; /* NULL: default */
-  int device;                       /* CUDA device ordinal */
-  const char *driver_library;       /* NULL: $DRK_CUDA_DRIVER if set, else "libcuda.so.1" */
+  int device;                       /* device ordinal (of the chosen driver's devices) */
+  const char *driver_library;       /* CUDA; NULL: $DRK_CUDA_DRIVER if set, else "libcuda.so.1" */
+  drk_driver_kind_t driver;         /* DRK_DRIVER_AUTO (0) picks from the devices present */
+  const char *hip_library;          /* HIP; NULL: $DRK_HIP_DRIVER if set, else the first of
+                                       "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"
+                                       that loads */
 } drk_runtime_options_t;
 
-/* Loads the driver, initializes it, retains the device's primary context, creates a stream. */
+/* Loads the driver, initializes it, opens the device (CUDA: retains its primary context;
+ * HIP: makes it current), creates a stream. With DRK_DRIVER_AUTO, when neither driver gives
+ * a device, the status names both attempts; its code is DRK_STATUS_NO_DRIVER when neither
+ * library loads, DRK_STATUS_NO_DEVICE when one loads but has no (such) device. */
 drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt);
 void drk_runtime_destroy(drk_runtime_t *rt);
-/* E.g. "NVIDIA H200 (sm_90, 139.8 GiB, driver 13.0)"; borrowed. */
+/* E.g. "NVIDIA H200 (sm_90, 139.8 GiB, driver 13.0)",
+ * "AMD Instinct MI300X (gfx942:sramecc+:xnack-, 192.0 GiB, HIP 6.2)"; borrowed. */
 const char *drk_runtime_device_name(const drk_runtime_t *rt);
-/* Device architecture as major*10+minor (90 for H100/H200, 87 for Orin). */
+/* Device architecture as major*10+minor (90 for H100/H200, 87 for Orin); 0 on AMD GPUs. */
 unsigned drk_runtime_device_sm(const drk_runtime_t *rt);
+/* Architecture name: "sm_90", or an AMD target ID such as "gfx942:sramecc+:xnack-"
+ * (hipDeviceProp_t.gcnArchName); borrowed, "" for NULL. */
+const char *drk_runtime_device_arch(const drk_runtime_t *rt);
+/* The driver in use: "CUDA" or "HIP"; "" for NULL. */
+const char *drk_runtime_driver_name(const drk_runtime_t *rt);
 
 /* ---- sessions: a module made ready to run on one runtime's device ---- */
 typedef struct drk_session drk_session_t;
 
-/* Picks an image per code slot for the device (cubin for its sm; else the newest PTX not
- * newer than the device, JIT-compiled; else DRK_STATUS_NO_IMAGE naming the archs present
- * and the device's), loads it, resolves kernels, allocates the one arena the module plans,
- * uploads the weights, encodes TMA descriptors, and captures the launch sequence as a CUDA
- * graph. The module must outlive the session. */
+/* Picks an image per code slot for the device (CUDA: cubin for its sm; else the newest PTX
+ * not newer than the device, JIT-compiled. HIP: a code object, bare or in an offload
+ * bundle, whose target ID fits the device's gcnArchName. Else DRK_STATUS_NO_IMAGE naming the
+ * archs present and the device's), loads it, resolves kernels, allocates the one arena the
+ * module plans, uploads the weights, encodes TMA descriptors (CUDA only: a module with TMA
+ * parameters or cluster launches fails on HIP), and captures the launch sequence as a
+ * CUDA/HIP graph (HIP: where the runtime has stream capture). The module must outlive the
+ * session. */
 drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session);
 void drk_session_destroy(drk_session_t *s);
 
 typedef enum drk_memory_kind {
   DRK_MEMORY_HOST = 0,   /* ordinary host pointer (pinned is faster, not required) */
-  DRK_MEMORY_DEVICE = 1, /* CUdeviceptr cast to void *, on the runtime's device */
+  DRK_MEMORY_DEVICE = 1, /* CUdeviceptr cast to void * (HIP: a hipMalloc pointer), on the runtime's device */
 } drk_memory_kind_t;
 
 /* Binds a caller buffer to graph input/output `index`. size must equal the tensor's
