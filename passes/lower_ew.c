@@ -5,7 +5,9 @@
  * masked loads and stores.
  *
  * Requires: static shapes (checked by the driver). Guarantees: f16/bf16 math happens in
- * f32 and rounds to nearest on the store; scalar constant inputs become immediates. */
+ * f32 and rounds to nearest on the store; scalar constant inputs become immediates. The
+ * per-op math (drk_lower_ew_math) works on tile values of any frame, so fused kernels
+ * (lower_fused.c) emit exactly the same arithmetic as the one-node kernels. */
 #include <math.h>
 #include <string.h>
 
@@ -110,8 +112,13 @@ static tv_t *softplus(drk_lctx_t *c, tv_t *x) {
 
 static tv_t *expm1ish(drk_lctx_t *c, tv_t *x) { return BIN(SUB, UN(EXP, x), k(c, x, 1)); }
 
-static tv_t *compute(drk_lctx_t *c, tv_t **x, int nx, drk_dtype_t ct) {
-  const drk_node_t *n = c->node;
+drk_dtype_t drk_lower_ew_compute_dtype(const drk_node_t *n, bool *out_raw) {
+  *out_raw = n->op == DRK_OP_CAST || n->op == DRK_OP_CAST_LIKE || n->op == DRK_OP_DEQUANTIZE_LINEAR ||
+             n->op == DRK_OP_QUANTIZE_LINEAR;
+  return lw_compute_dtype((n->op == DRK_OP_WHERE ? n->inputs[1] : n->inputs[0])->dtype);
+}
+
+tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, drk_dtype_t ct) {
   tv_t *a = x[0];
   switch (n->op) {
   case DRK_OP_ADD: return BIN(ADD, a, x[1]);
@@ -272,10 +279,8 @@ bool drk_lower_ew(drk_lctx_t *c) {
   tv_t *py = lw_param_buf(c, y, "y");
   lw_flat_t f;
   lw_flat_begin(c, lw_numel(y), &f);
-  drk_dtype_t t0 = (n->op == DRK_OP_WHERE ? n->inputs[1] : n->inputs[0])->dtype;
-  drk_dtype_t ct = lw_compute_dtype(t0);
-  bool raw = n->op == DRK_OP_CAST || n->op == DRK_OP_CAST_LIKE || n->op == DRK_OP_DEQUANTIZE_LINEAR ||
-             n->op == DRK_OP_QUANTIZE_LINEAR;
+  bool raw;
+  drk_dtype_t ct = drk_lower_ew_compute_dtype(n, &raw);
   tv_t *x[16] = {0};
   for (int i = 0; i < nin; i++) {
     if (!n->inputs[i] || (n->op == DRK_OP_CAST_LIKE && i == 1)) continue;
@@ -283,7 +288,7 @@ bool drk_lower_ew(drk_lctx_t *c) {
     if (!raw && !(n->op == DRK_OP_WHERE && i == 0)) v = lw_cast(c, v, ct);
     x[i] = v;
   }
-  tv_t *r = compute(c, x, nin, ct);
+  tv_t *r = drk_lower_ew_math(c, n, x, nin, ct);
   lw_store(c, py, f.offs, r, f.mask);
   lw_flat_end(c, &f);
   return true;

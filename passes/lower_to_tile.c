@@ -12,6 +12,7 @@
 
 #define DRK_LOWER_INTERNAL
 #include "ir/tensor.h"
+#include "fuse.h"
 #include "lower_to_tile.h"
 #include "passes.h"
 
@@ -402,21 +403,28 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   if (o) c.o = *o;
   if (!c.o.target_sm) c.o.target_sm = 80;
   c.m = drk_tile_module_create(g->source ? g->source : g->name);
+  drk_fusion_t fu;
+  drk_fusion_compute(g, c.o.fusion_set ? c.o.fusion_level : DRK_FUSION_DEFAULT_LEVEL,
+                     c.o.fusion_set && c.o.max_group_depth >= 1 ? c.o.max_group_depth : DRK_FUSION_DEFAULT_DEPTH, &fu);
   bool ok = true;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
     if (n->dead) continue;
+    /* a fused group launches at its last node (fuse.h) */
+    const drk_fusion_group_t *gr = &fu.groups[fu.group[i]];
+    if (gr->kind != DRK_FUSION_SINGLE && (size_t)gr->last != i) continue;
     c.node = n;
     c.node_index = i;
     c.n_kernels_node = 0;
     size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases;
-    if (!lower_node(&c)) {
+    if (!(gr->kind == DRK_FUSION_SINGLE ? lower_node(&c) : drk_lower_fused(&c, &fu, fu.group[i]))) {
       ok = false;
       c.m->n_kernels = nk; /* drop the node's partial kernels */
       c.n_launches = nl;
       c.n_aliases = na;
     }
   }
+  drk_fusion_destroy(&fu);
   if (ok && !drk_tile_verify(c.m, d)) {
     drk_diag_error(d, drk_loc_none, "internal: lowered tile IR does not verify");
     ok = false;

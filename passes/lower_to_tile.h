@@ -98,6 +98,14 @@ typedef struct drk_lower_options {
   int target_sm;   /* 80..90; 0 means 80 */
   bool allow_tf32; /* --matmul-precision=high: f32 MatMul/Gemm/Conv through tf32 mma.sync */
   bool arch_specific; /* the kernels only run on exactly target_sm (sm_90a): wgmma, setmaxnreg, TMA */
+  /* Fusion (passes/fuse.h, docs/fusion.md). fusion_set false: the defaults, level
+   * DRK_FUSION_DEFAULT_LEVEL (2) and depth DRK_FUSION_DEFAULT_DEPTH (50). Otherwise
+   * fusion_level 0..3 (--fusion-aggressiveness; 0: one kernel per node) and max_group_depth
+   * (--max-graph-depth; < 1 means the default). Memory planning must then use the node
+   * times of the same fusion (drk_fusion_node_times). */
+  bool fusion_set;
+  int fusion_level;
+  int max_group_depth;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot
@@ -239,6 +247,17 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, c
 /* the 2-D blocked layout of a rows schedule */
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous);
 const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s);
+
+/* ---- fusion (lower_ew.c, lower_fused.c) ---- */
+/* The dtype node n's math runs in, and whether its operands go in uncast (*out_raw: casts,
+ * quantization). */
+drk_dtype_t drk_lower_ew_compute_dtype(const drk_node_t *n, bool *out_raw);
+/* The math of elementwise node n on operand tiles x[0..nx) of one frame (absent optional
+ * operands NULL), each already cast to ct unless raw (Where's condition stays bool). */
+tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, drk_dtype_t ct);
+/* One kernel for group gi of fusion f (a FLAT or ROWS group; fuse.h). */
+struct drk_fusion;
+bool drk_lower_fused(drk_lctx_t *c, const struct drk_fusion *f, int gi);
 
 #endif /* DRK_LOWER_INTERNAL */
 

@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
   if (st) return fail(st, "loading the module");
   printf("module: %s\n  %s\n", module_path, drk_module_provenance(m));
 
-  drk_runtime_options_t ro = {NULL, device, NULL};
+  drk_runtime_options_t ro = {.device = device};
   drk_runtime_t *rt = NULL;
   if ((st = drk_runtime_create(&ro, &rt))) {
     drk_module_destroy(m);

@@ -143,7 +143,7 @@ static int cmp_f(const void *a, const void *b) {
 
 static int run(const char *dir) {
   drk_runtime_t *rt = NULL;
-  drk_runtime_options_t o = {NULL, 0, NULL};
+  drk_runtime_options_t o = {.device = 0};
   drk_status_t st = drk_runtime_create(&o, &rt);
   if (st && (drk_status_code(st) == DRK_STATUS_NO_DRIVER || drk_status_code(st) == DRK_STATUS_NO_DEVICE)) {
     printf("SKIP: no GPU: %s\n", drk_status_message(st));
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
   }
   /* both: skip early without a GPU (building the 4096 cases takes a while) */
   drk_runtime_t *rt = NULL;
-  drk_runtime_options_t o = {NULL, 0, NULL};
+  drk_runtime_options_t o = {.device = 0};
   drk_status_t st = drk_runtime_create(&o, &rt);
   if (st) {
     printf("SKIP: no GPU: %s\n", drk_status_message(st));

@@ -6,7 +6,10 @@
  * with cuGetErrorName/String and a hint. Image choice per code slot: a cubin for the
  * device's exact sm, else a cubin of the same major and not newer that is not
  * arch-specific, else the newest PTX not newer than the device (JIT), else
- * DRK_STATUS_NO_IMAGE listing what the module has. */
+ * DRK_STATUS_NO_IMAGE listing what the module has.
+ *
+ * Reached through the drk_driver_cuda table (runtime/src/driver.h): runtime/src/runtime.c
+ * has checked every handle and binding before a call arrives here. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +17,12 @@
 
 #include "backends/package/fatbin.h"
 #include "runtime/drivers/cuda/cuda_api.h"
-#include "runtime/src/internal.h"
+#include "runtime/src/driver.h"
 
 #define DRK_CUDA_DEFAULT_LIBRARY "libcuda.so.1"
 #define MAX_FATBIN_ENTRIES 64
 
-struct drk_runtime {
+typedef struct cuda_rt {
   drk_allocator_t alloc;
   void *lib;
   drk_cuda_api_t cu;
@@ -28,11 +31,12 @@ struct drk_runtime {
   drk_cu_context_t ctx;
   drk_cu_stream_t stream;
   unsigned sm;
+  char arch[16];
   char name[320];
-};
+} cuda_rt_t;
 
 /* ---- error conversion ---- */
-static drk_status_t cu_error(drk_runtime_t *rt, drk_cu_result_t r, const char *call, const char *hint) {
+static drk_status_t cu_error(cuda_rt_t *rt, drk_cu_result_t r, const char *call, const char *hint) {
   const char *name = NULL, *text = NULL;
   if (rt->cu.GetErrorName) rt->cu.GetErrorName(r, &name);
   if (rt->cu.GetErrorString) rt->cu.GetErrorString(r, &text);
@@ -50,11 +54,10 @@ static drk_status_t cu_error(drk_runtime_t *rt, drk_cu_result_t r, const char *c
   } while (0)
 
 /* ---- runtime ---- */
-drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt) {
-  drk_runtime_options_t o = {0};
-  if (opts) o = *opts;
-  const drk_allocator_t *a = drk_rt_allocator(o.allocator);
-  if (!out_rt) return drk_rt_status(a, DRK_STATUS_INVALID_ARGUMENT, "drk_runtime_create: out_rt is NULL");
+static void cuda_runtime_destroy(void *rtv);
+
+static drk_status_t cuda_runtime_create(const drk_runtime_options_t *opts, const drk_allocator_t *a, void **out_rt) {
+  drk_runtime_options_t o = *opts;
   const char *libname = o.driver_library;
   if (!libname) libname = getenv("DRK_CUDA_DRIVER");
   if (!libname || !*libname) libname = DRK_CUDA_DEFAULT_LIBRARY;
@@ -63,7 +66,7 @@ drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t
     const char *e = dlerror();
     return drk_rt_status(a, DRK_STATUS_NO_DRIVER, "no CUDA driver: dlopen(\"%s\") failed: %s", libname, e ? e : "unknown error");
   }
-  drk_runtime_t *rt = drk_rt_alloc(a, sizeof *rt, 16);
+  cuda_rt_t *rt = drk_rt_alloc(a, sizeof *rt, 16);
   if (!rt) {
     dlclose(lib);
     return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the runtime");
@@ -107,6 +110,7 @@ drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t
     goto fail;
   }
   rt->sm = (unsigned)(major * 10 + minor);
+  snprintf(rt->arch, sizeof rt->arch, "sm_%u", rt->sm);
   snprintf(rt->name, sizeof rt->name, "%s (sm_%u, %.1f GiB, driver %d.%d)", dname, rt->sm, (double)mem / (1024.0 * 1024 * 1024), drv / 1000, (drv % 1000) / 10);
   if ((r = rt->cu.DevicePrimaryCtxRetain(&rt->ctx, rt->dev))) { st = cu_error(rt, r, "cuDevicePrimaryCtxRetain", NULL); goto fail; }
   if ((r = rt->cu.CtxSetCurrent(rt->ctx))) { st = cu_error(rt, r, "cuCtxSetCurrent", NULL); goto fail; }
@@ -114,11 +118,12 @@ drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t
   *out_rt = rt;
   return NULL;
 fail:
-  drk_runtime_destroy(rt);
+  cuda_runtime_destroy(rt);
   return st;
 }
 
-void drk_runtime_destroy(drk_runtime_t *rt) {
+static void cuda_runtime_destroy(void *rtv) {
+  cuda_rt_t *rt = rtv;
   if (!rt) return;
   if (rt->stream) rt->cu.StreamDestroy(rt->stream);
   if (rt->ctx) rt->cu.DevicePrimaryCtxRelease(rt->dev);
@@ -127,8 +132,9 @@ void drk_runtime_destroy(drk_runtime_t *rt) {
   drk_rt_free(&a, rt, sizeof *rt);
 }
 
-const char *drk_runtime_device_name(const drk_runtime_t *rt) { return rt ? rt->name : ""; }
-unsigned drk_runtime_device_sm(const drk_runtime_t *rt) { return rt ? rt->sm : 0; }
+static const char *cuda_device_name(const void *rt) { return ((const cuda_rt_t *)rt)->name; }
+static unsigned cuda_device_sm(const void *rt) { return ((const cuda_rt_t *)rt)->sm; }
+static const char *cuda_device_arch(const void *rt) { return ((const cuda_rt_t *)rt)->arch; }
 
 /* ---- sessions ---- */
 typedef struct binding {
@@ -137,8 +143,8 @@ typedef struct binding {
   drk_memory_kind_t kind;
 } binding_t;
 
-struct drk_session {
-  drk_runtime_t *rt;
+typedef struct cuda_session {
+  cuda_rt_t *rt;
   const drk_modfile_t *mf;
   uint32_t n_slots;
   uint32_t *slots;        /* distinct code slots used by kernels */
@@ -158,9 +164,9 @@ struct drk_session {
   float *kernel_ms;
   float last_ms;
   int profiling, profiled;
-};
+} cuda_session_t;
 
-static size_t session_alloc_size(const drk_session_t *s) { (void)s; return sizeof(drk_session_t); }
+static size_t session_alloc_size(const cuda_session_t *s) { (void)s; return sizeof(cuda_session_t); }
 
 /* One candidate code image for a slot. */
 typedef struct cand {
@@ -184,8 +190,8 @@ static void describe(const cand_t *c, size_t n, char *buf, size_t len) {
   if (!n) snprintf(buf, len, "nothing for CUDA");
 }
 
-static drk_status_t load_slot(drk_session_t *s, uint32_t si) {
-  drk_runtime_t *rt = s->rt;
+static drk_status_t load_slot(cuda_session_t *s, uint32_t si) {
+  cuda_rt_t *rt = s->rt;
   const drk_modfile_t *mf = s->mf;
   uint32_t slot = s->slots[si];
   cand_t c[MAX_FATBIN_ENTRIES];
@@ -245,8 +251,8 @@ static drk_status_t load_slot(drk_session_t *s, uint32_t si) {
   return NULL;
 }
 
-static drk_status_t launch(drk_session_t *s, uint32_t k) {
-  drk_runtime_t *rt = s->rt;
+static drk_status_t launch(cuda_session_t *s, uint32_t k) {
+  cuda_rt_t *rt = s->rt;
   const drk_modfile_kernel_t *kd = &s->mf->kernels[k];
   if (kd->cluster[0]) {
     if (!rt->cu.LaunchKernelEx) return drk_rt_status(&rt->alloc, DRK_STATUS_DRIVER, "kernel '%s' needs a cluster launch; this driver lacks cuLaunchKernelEx", kd->name);
@@ -265,8 +271,8 @@ static drk_status_t launch(drk_session_t *s, uint32_t k) {
   return NULL;
 }
 
-static drk_status_t session_init(drk_session_t *s) {
-  drk_runtime_t *rt = s->rt;
+static drk_status_t session_init(cuda_session_t *s) {
+  cuda_rt_t *rt = s->rt;
   const drk_modfile_t *mf = s->mf;
   const drk_allocator_t *a = &rt->alloc;
   uint32_t nk = mf->n_kernels;
@@ -370,24 +376,27 @@ static drk_status_t session_init(drk_session_t *s) {
   return NULL;
 }
 
-drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session) {
-  if (!rt || !m || !out_session) return drk_rt_status(rt ? &rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_create: NULL argument");
-  drk_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
+static void cuda_session_destroy(void *sv);
+
+static drk_status_t cuda_session_create(void *rtv, const drk_module_t *m, void **out_session) {
+  cuda_rt_t *rt = rtv;
+  cuda_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
   if (!s) return drk_rt_status(&rt->alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the session");
   s->rt = rt;
   s->mf = m->mf;
   drk_status_t st = session_init(s);
   if (st) {
-    drk_session_destroy(s);
+    cuda_session_destroy(s);
     return drk_rt_status_wrap(st, "session on %s", rt->name);
   }
   *out_session = s;
   return NULL;
 }
 
-void drk_session_destroy(drk_session_t *s) {
+static void cuda_session_destroy(void *sv) {
+  cuda_session_t *s = sv;
   if (!s) return;
-  drk_runtime_t *rt = s->rt;
+  cuda_rt_t *rt = s->rt;
   const drk_allocator_t *a = &rt->alloc;
   const drk_modfile_t *mf = s->mf;
   uint32_t nk = mf->n_kernels;
@@ -418,26 +427,15 @@ void drk_session_destroy(drk_session_t *s) {
   drk_rt_free(a, s, session_alloc_size(s));
 }
 
-static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output) {
-  if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "bind: session is NULL");
-  const drk_modfile_tensor_t *ts = output ? s->mf->outputs : s->mf->inputs;
-  size_t n = output ? s->mf->n_outputs : s->mf->n_inputs;
-  const char *what = output ? "output" : "input";
-  if (index >= n) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", what, index, n);
-  if (!ptr || size != ts[index].size)
-    return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu ('%s'): bound %zu bytes at %p, the tensor has %llu bytes", what, index, ts[index].name, size, ptr, (unsigned long long)ts[index].size);
-  if (kind != DRK_MEMORY_HOST && kind != DRK_MEMORY_DEVICE) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu: unknown memory kind %d", what, index, (int)kind);
+static void cuda_session_bind(void *sv, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output) {
+  cuda_session_t *s = sv;
   binding_t *b = output ? &s->outputs[index] : &s->inputs[index];
   *b = (binding_t){ptr, size, kind};
-  return NULL;
 }
 
-drk_status_t drk_session_bind_input(drk_session_t *s, size_t index, void *ptr, size_t size, drk_memory_kind_t kind) { return bind(s, index, ptr, size, kind, 0); }
-drk_status_t drk_session_bind_output(drk_session_t *s, size_t index, void *ptr, size_t size, drk_memory_kind_t kind) { return bind(s, index, ptr, size, kind, 1); }
-
-drk_status_t drk_session_run(drk_session_t *s) {
-  if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_run: session is NULL");
-  drk_runtime_t *rt = s->rt;
+static drk_status_t cuda_session_run(void *sv) {
+  cuda_session_t *s = sv;
+  cuda_rt_t *rt = s->rt;
   const drk_modfile_t *mf = s->mf;
   uint32_t nk = mf->n_kernels;
   drk_cu_stream_t st = rt->stream;
@@ -479,22 +477,17 @@ drk_status_t drk_session_run(drk_session_t *s) {
   return NULL;
 }
 
-drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled) {
-  if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_set_profiling: session is NULL");
-  s->profiling = enabled != 0;
-  return NULL;
+static void cuda_session_set_profiling(void *s, int enabled) { ((cuda_session_t *)s)->profiling = enabled != 0; }
+
+static const float *cuda_session_kernel_ms(const void *sv) {
+  const cuda_session_t *s = sv;
+  return s->profiled ? s->kernel_ms : NULL;
 }
 
-drk_status_t drk_session_kernel_times(const drk_session_t *s, float *out_ms, size_t n) {
-  if (!s || !out_ms || n != s->mf->n_kernels)
-    return drk_rt_status(s ? &s->rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_kernel_times: need an array of %u floats", s ? s->mf->n_kernels : 0);
-  if (!s->profiled) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "no profiled run yet: call drk_session_set_profiling(s, 1) and run");
-  memcpy(out_ms, s->kernel_ms, n * sizeof *out_ms);
-  return NULL;
-}
+static float cuda_session_last_run_ms(const void *s) { return ((const cuda_session_t *)s)->last_ms; }
 
-drk_status_t drk_session_last_run_ms(const drk_session_t *s, float *out_ms) {
-  if (!s || !out_ms) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_last_run_ms: NULL argument");
-  *out_ms = s->last_ms;
-  return NULL;
-}
+const drk_driver_t drk_driver_cuda = {
+    "CUDA", cuda_runtime_create, cuda_runtime_destroy, cuda_device_name, cuda_device_sm, cuda_device_arch,
+    cuda_session_create, cuda_session_destroy, cuda_session_bind, cuda_session_run, cuda_session_set_profiling,
+    cuda_session_kernel_ms, cuda_session_last_run_ms,
+};

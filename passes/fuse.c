@@ -1,0 +1,567 @@
+/* Fusion grouping (see fuse.h and docs/fusion.md).
+ *
+ * Requires a canonicalized graph; reads it only. Guarantees (fuse.h): a partition of the
+ * live nodes into groups that each run as one launch at the position of their last node.
+ *
+ * The partition is greedy and deterministic: row groups grow first (level >= 2), from each
+ * reduction/normalization anchor in node order; flat groups then grow from each remaining
+ * elementwise node in node order. A group grows breadth-first over producers and consumers
+ * of its members; a candidate joins when its class fits the group, every edge between it
+ * and the group maps element to element (flat: one element count; rows: full rows x R
+ * values, or per-row values that broadcast along the row), the group stays within
+ * max_depth, and no consumer outside the group runs before the group's last node (which
+ * also rules out cycles through outside nodes). */
+#include "fuse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DRK_LOWER_INTERNAL
+#include "lower_to_tile.h"
+
+typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW } cls_t;
+
+typedef struct fz {
+  const drk_graph_t *g;
+  drk_fusion_t *f;
+  int level, max_depth;
+  int n;
+  cls_t *cls;
+  const char **why_other; /* C_OTHER: why the node is not fusible */
+  int64_t *rows, *R;      /* C_ROW: frame */
+  uint32_t n_vid;
+  int **users;            /* per value id: consumer positions (ascending) */
+  int *n_users;
+  bool *is_out;           /* per value id: graph output */
+  int *pos_of_node;       /* per node id */
+} fz_t;
+
+/* a group being grown, or a group of the partition looked at again */
+typedef struct grp {
+  drk_fusion_kind_t kind;
+  int64_t n, R; /* FLAT: n elements; ROWS: n rows x R */
+  int cnt, last, anchor;
+  bool *in;     /* per position */
+  int *mem;     /* members in join order */
+} grp_t;
+
+static int64_t numel(const drk_value_t *v) { return drk_shape_numel(&v->shape); }
+
+static bool value_static(const drk_value_t *v) {
+  return !v || (v->shape.rank >= 0 && drk_shape_is_static(&v->shape) && v->shape.rank <= LW_MAX_RANK &&
+                numel(v) < ((int64_t)1 << 40));
+}
+
+static bool is_alias_op(drk_op_t op) {
+  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
+         op == DRK_OP_IDENTITY;
+}
+
+static bool is_f8(drk_dtype_t t) { return t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; }
+static bool is_float(drk_dtype_t t) { return t == DRK_DT_F32 || t == DRK_DT_F16 || t == DRK_DT_BF16 || t == DRK_DT_F64; }
+
+/* The reduced axes of a Reduce* node as a bit mask; false when not known statically. */
+static bool reduce_mask(const drk_node_t *n, uint32_t *mask) {
+  int r = n->inputs[0]->shape.rank;
+  int64_t ax[LW_MAX_RANK * 2];
+  int na = 0;
+  if (n->n_inputs > 1 && n->inputs[1]) {
+    const drk_value_t *a = n->inputs[1];
+    if (a->kind != DRK_VALUE_CONST || !a->data || numel(a) > LW_MAX_RANK * 2) return false;
+    for (int64_t i = 0; i < numel(a); i++) ax[na++] = (int64_t)lw_const_f64(a, i);
+  } else {
+    size_t cnt = 0;
+    const int64_t *a = drk_node_attr_ints(n, "axes", &cnt);
+    for (size_t i = 0; a && i < cnt && i < LW_MAX_RANK * 2; i++) ax[na++] = a[i];
+  }
+  *mask = 0;
+  if (na == 0) {
+    if (drk_node_attr_int(n, "noop_with_empty_axes", 0)) return false;
+    *mask = r ? (1u << r) - 1 : 0;
+    return true;
+  }
+  for (int i = 0; i < na; i++) {
+    int a = lw_norm_axis(ax[i], r);
+    if (a < 0 || a >= r) return false;
+    *mask |= 1u << a;
+  }
+  return true;
+}
+
+/* Whether mask is a non-empty suffix {k..r-1}; *R = product of those dims. */
+static bool suffix_mask(const drk_value_t *x, uint32_t mask, int64_t *R) {
+  int r = x->shape.rank;
+  if (!mask || r == 0) return false;
+  int k = r;
+  while (k > 0 && (mask & (1u << (k - 1)))) k--;
+  if (mask != (((1u << r) - 1) & ~((1u << k) - 1))) return false;
+  *R = 1;
+  for (int i = k; i < r; i++) *R *= x->shape.dims[i].size;
+  return true;
+}
+
+/* Row anchor frame, or a reason why the node is not one. */
+static const char *row_anchor(const fz_t *z, const drk_node_t *n, int64_t *rows, int64_t *R) {
+  const drk_value_t *x = n->inputs[0];
+  if (!x || !is_float(x->dtype)) return "row fusion handles float inputs only";
+  int r = x->shape.rank;
+  uint32_t mask = 0;
+  switch (n->op) {
+  case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
+  case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_L2: case DRK_OP_REDUCE_LOG_SUM_EXP:
+    if (!reduce_mask(n, &mask)) return "reduction axes not constant (or no-op)";
+    break;
+  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: {
+    int a = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    if (a != r - 1) return "softmax not over the last axis";
+    mask = 1u << a;
+    break;
+  }
+  case DRK_OP_LAYER_NORMALIZATION: {
+    for (int i = 1; i < n->n_outputs; i++) {
+      const drk_value_t *o = n->outputs[i];
+      if (o && (z->n_users[o->id] || z->is_out[o->id])) return "LayerNormalization's mean/inv_std outputs are used";
+    }
+    int a = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    if (a < 0 || a >= r) return "axis out of range";
+    for (int i = a; i < r; i++) mask |= 1u << i;
+    break;
+  }
+  case DRK_OP_INSTANCE_NORMALIZATION:
+    if (r < 3) return "InstanceNormalization of rank < 3";
+    mask = ((1u << r) - 1) & ~3u;
+    break;
+  case DRK_OP_GROUP_NORMALIZATION: {
+    if (r < 2) return "GroupNormalization of rank < 2";
+    int64_t C = x->shape.dims[1].size, G = drk_node_attr_int(n, "num_groups", 1);
+    if (G < 1 || C % G) return "num_groups does not divide the channels";
+    *rows = x->shape.dims[0].size * G;
+    *R = numel(x) / (*rows ? *rows : 1);
+    if (*R < 2) return "rows of one element";
+    return NULL;
+  }
+  default:
+    return "reduction kind not fused";
+  }
+  if (!suffix_mask(x, mask, R)) return "reduces dims that are not the innermost";
+  if (*R < 2) return "rows of one element";
+  *rows = numel(x) / *R;
+  return NULL;
+}
+
+static void classify(fz_t *z, int k) {
+  const drk_node_t *n = z->g->nodes[k];
+  z->why_other[k] = NULL;
+  if (n->dead) {
+    z->cls[k] = C_DEAD;
+    return;
+  }
+  z->cls[k] = C_OTHER;
+  for (int io = 0; io < 2; io++) {
+    int cnt = io ? n->n_outputs : n->n_inputs;
+    for (int i = 0; i < cnt; i++) {
+      const drk_value_t *v = io ? n->outputs[i] : n->inputs[i];
+      if (!value_static(v)) {
+        z->why_other[k] = "shapes not static";
+        return;
+      }
+      if (v && (is_f8(v->dtype) || !lw_dtype_ok(v->dtype))) {
+        z->why_other[k] = "f8 or sub-byte dtype";
+        return;
+      }
+    }
+  }
+  const char *why = NULL;
+  if (!drk_lower_node_supported(n, &why)) {
+    z->why_other[k] = "not lowered for GPU";
+    return;
+  }
+  const drk_value_t *y = n->outputs[0];
+  if (!y || numel(y) <= 0) {
+    z->why_other[k] = "empty result";
+    return;
+  }
+  unsigned fl = drk_op_info(n->op)->flags;
+  if (is_alias_op(n->op)) {
+    if (n->inputs[0] && numel(n->inputs[0]) == numel(y)) z->cls[k] = C_ALIAS;
+    else z->why_other[k] = "view changes the element count";
+    return;
+  }
+  if ((fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION) {
+    if (n->op == DRK_OP_QUANTIZE_LINEAR || n->op == DRK_OP_DEQUANTIZE_LINEAR || n->op == DRK_OP_CAST_LIKE) {
+      z->why_other[k] = "quantization ops are not fused";
+      return;
+    }
+    if (n->n_outputs != 1 || n->n_inputs > 16) {
+      z->why_other[k] = "op shape not fused";
+      return;
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+      if (n->inputs[i] && numel(n->inputs[i]) > numel(y)) {
+        z->why_other[k] = "an input is larger than the result";
+        return;
+      }
+    z->cls[k] = z->level >= 1 ? C_EW : C_OTHER;
+    if (z->level < 1) z->why_other[k] = "fusion disabled (level 0)";
+    return;
+  }
+  if (fl & (DRK_OPF_RED | DRK_OPF_NORM)) {
+    if (z->level < 2) {
+      z->why_other[k] = z->level < 1 ? "fusion disabled (level 0)" : "reductions fuse from --fusion-aggressiveness=2";
+      return;
+    }
+    const char *w = row_anchor(z, n, &z->rows[k], &z->R[k]);
+    if (w) z->why_other[k] = w;
+    else z->cls[k] = C_ROW;
+    return;
+  }
+  if (fl & DRK_OPF_MM)
+    z->why_other[k] = "matmul/conv fusion (epilogue, prologue, attention) needs a hook in lower_matmul.c: not yet";
+  else if (fl & DRK_OPF_MOVE)
+    z->why_other[k] = "data movement op: not fused";
+  else
+    z->why_other[k] = "op not fused";
+}
+
+/* ---- group checks ---- */
+typedef enum { V_NONE, V_FULL, V_ROW } vclass_t;
+
+static vclass_t vclass(const grp_t *G, const drk_value_t *v) {
+  int64_t m = numel(v);
+  if (G->kind == DRK_FUSION_FLAT) return m == G->n ? V_FULL : V_NONE;
+  if (m == G->n * G->R) return V_FULL;
+  if (m == G->n) return V_ROW;
+  return V_NONE;
+}
+
+/* A per-row value v broadcast into out (a full value): the row index of out's element
+ * must be v's element index. */
+static bool row_bcast_ok(const grp_t *G, const drk_value_t *v, const drk_value_t *out) {
+  int r = out->shape.rank, vr = v->shape.rank;
+  if (r < 1 || vr > r || out->shape.dims[r - 1].size != G->R) return false;
+  for (int i = 0; i < r; i++) {
+    int j = i - (r - vr);
+    int64_t vd = j < 0 ? 1 : v->shape.dims[j].size;
+    if (i == r - 1 ? vd != 1 : vd != out->shape.dims[i].size) return false;
+  }
+  return true;
+}
+
+/* Edge v (made in the group) -> consumer node c (in the group or joining). */
+static const char *edge_ok(const fz_t *z, const grp_t *G, const drk_value_t *v, const drk_node_t *c, int ci) {
+  int k = z->pos_of_node[c->id];
+  cls_t cc = z->cls[k];
+  if (cc == C_ALIAS) return ci == 0 ? NULL : "a view's shape operand is computed in the group";
+  if (cc == C_ROW) {
+    if (ci != 0) return "a normalization's scale/bias is computed in the group";
+    return vclass(G, v) == V_FULL ? NULL : "the reduced value is not a full row";
+  }
+  vclass_t vc = vclass(G, v), oc = vclass(G, c->outputs[0]);
+  if (vc == V_NONE || oc == V_NONE) return "element counts differ";
+  if (vc == oc) return NULL;
+  if (vc == V_ROW && oc == V_FULL)
+    return row_bcast_ok(G, v, c->outputs[0]) ? NULL : "a per-row value does not broadcast along the rows";
+  return "element counts differ";
+}
+
+/* position of the earliest launch that consumes v outside G (looking through alias views
+ * outside G); INT32_MAX if none */
+static int first_outside_use(const fz_t *z, const grp_t *G, const drk_value_t *v, int extra, int depth) {
+  int best = INT32_MAX;
+  for (int u = 0; u < z->n_users[v->id]; u++) {
+    int e = z->users[v->id][u];
+    if (G->in[e] || e == extra) continue;
+    if (z->cls[e] == C_ALIAS && depth < 64) {
+      int p = first_outside_use(z, G, z->g->nodes[e]->outputs[0], extra, depth + 1);
+      if (p < best) best = p;
+    } else if (e < best) {
+      best = e;
+    }
+  }
+  return best;
+}
+
+/* NULL if node k can join G; else why not. */
+static const char *can_join(const fz_t *z, const grp_t *G, int k) {
+  const drk_node_t *c = z->g->nodes[k];
+  cls_t ck = z->cls[k];
+  if (ck == C_OTHER || ck == C_DEAD) return z->why_other[k] ? z->why_other[k] : "not fusible";
+  if (ck == C_ROW && G->kind != DRK_FUSION_ROWS) return "reductions do not join flat groups";
+  if (ck == C_ROW && (z->rows[k] != G->n || z->R[k] != G->R))
+    return drk_arena_printf(z->f->arena, "row frames differ (%lld x %lld vs %lld x %lld)", (long long)z->rows[k],
+                            (long long)z->R[k], (long long)G->n, (long long)G->R);
+  if (ck != C_ROW && vclass(G, c->outputs[0]) == V_NONE)
+    return drk_arena_printf(z->f->arena, "element counts differ (%lld vs %lld)", (long long)numel(c->outputs[0]),
+                            (long long)(G->kind == DRK_FUSION_ROWS ? G->n * G->R : G->n));
+  /* edges into c from the group */
+  int nin = ck == C_ALIAS ? 1 : c->n_inputs;
+  for (int i = 0; i < nin; i++) {
+    const drk_value_t *v = c->inputs[i];
+    if (!v || v->kind != DRK_VALUE_NODE) continue;
+    int p = z->pos_of_node[v->def->id];
+    if (!G->in[p]) continue;
+    const char *w = edge_ok(z, G, v, c, i);
+    if (w) return w;
+  }
+  /* edges from c into the group */
+  for (int o = 0; o < c->n_outputs; o++) {
+    const drk_value_t *v = c->outputs[o];
+    if (!v) continue;
+    for (int u = 0; u < z->n_users[v->id]; u++) {
+      int e = z->users[v->id][u];
+      if (!G->in[e]) continue;
+      const drk_node_t *en = z->g->nodes[e];
+      int nin2 = z->cls[e] == C_ALIAS ? 1 : en->n_inputs;
+      for (int i = 0; i < nin2; i++)
+        if (en->inputs[i] == v) {
+          if (o != 0) return "a secondary result feeds the group";
+          const char *w = edge_ok(z, G, v, en, i);
+          if (w) return w;
+        }
+      if (z->cls[e] == C_ALIAS && en->inputs[0] != v) return "a view's shape operand is computed in the group";
+    }
+  }
+  if (G->cnt >= z->max_depth)
+    return drk_arena_printf(z->f->arena, "max graph depth %d reached", z->max_depth);
+  /* no consumer outside the group may run before the group's launch */
+  int last = k > G->last ? k : G->last;
+  for (int m = -1; m < G->cnt; m++) {
+    const drk_node_t *mn = z->g->nodes[m < 0 ? k : G->mem[m]];
+    for (int o = 0; o < mn->n_outputs; o++) {
+      const drk_value_t *v = mn->outputs[o];
+      if (!v) continue;
+      int p = first_outside_use(z, G, v, k, 0);
+      if (p < last)
+        return drk_arena_printf(z->f->arena, "%s (outside) consumes %%%s before the group's last node would run",
+                                drk_op_name(z->g->nodes[p]->op), v->name);
+    }
+  }
+  return NULL;
+}
+
+static void grp_add(grp_t *G, int k) {
+  G->in[k] = true;
+  G->mem[G->cnt++] = k;
+  if (k > G->last) G->last = k;
+}
+
+static void grp_reset(grp_t *G) {
+  for (int i = 0; i < G->cnt; i++) G->in[G->mem[i]] = false;
+  G->cnt = 0;
+  G->last = -1;
+  G->anchor = -1;
+}
+
+static void grow(fz_t *z, grp_t *G, int *assigned) {
+  for (int qi = 0; qi < G->cnt; qi++) {
+    const drk_node_t *m = z->g->nodes[G->mem[qi]];
+    int nin = z->cls[G->mem[qi]] == C_ALIAS ? 1 : m->n_inputs;
+    for (int i = 0; i < nin; i++) {
+      const drk_value_t *v = m->inputs[i];
+      if (!v || v->kind != DRK_VALUE_NODE) continue;
+      int p = z->pos_of_node[v->def->id];
+      if (assigned[p] >= 0 || G->in[p]) continue;
+      if (!can_join(z, G, p)) grp_add(G, p);
+    }
+    for (int o = 0; o < m->n_outputs; o++) {
+      const drk_value_t *v = m->outputs[o];
+      if (!v) continue;
+      for (int u = 0; u < z->n_users[v->id]; u++) {
+        int e = z->users[v->id][u];
+        if (assigned[e] >= 0 || G->in[e]) continue;
+        if (!can_join(z, G, e)) grp_add(G, e);
+      }
+    }
+  }
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void commit(fz_t *z, grp_t *G, int *assigned, drk_fusion_group_t **gs, size_t *ng, size_t *cap) {
+  int compute = 0;
+  for (int i = 0; i < G->cnt; i++) compute += z->cls[G->mem[i]] != C_ALIAS;
+  if (compute < 2) return; /* nothing gained: the nodes stay single */
+  drk_fusion_group_t gr = {G->kind, G->anchor, G->cnt, NULL, G->last, G->n, G->kind == DRK_FUSION_ROWS ? G->R : 0};
+  gr.nodes = drk_arena_memdup(z->f->arena, G->mem, sizeof(int) * (size_t)G->cnt);
+  qsort(gr.nodes, (size_t)gr.n_nodes, sizeof(int), cmp_int);
+  if (G->kind == DRK_FUSION_ROWS)
+    for (int i = 0; i < gr.n_nodes; i++)
+      if (z->cls[gr.nodes[i]] == C_ROW) {
+        gr.anchor = gr.nodes[i];
+        break;
+      }
+  for (int i = 0; i < G->cnt; i++) assigned[G->mem[i]] = (int)*ng;
+  DRK_VEC_PUSH(z->f->arena, *gs, *ng, *cap, gr);
+}
+
+static int cmp_group(const void *a, const void *b) {
+  return ((const drk_fusion_group_t *)a)->last - ((const drk_fusion_group_t *)b)->last;
+}
+
+void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusion_t *out) {
+  drk_fusion_t *f = out;
+  memset(f, 0, sizeof *f);
+  f->arena = drk_arena_create();
+  f->level = level < 0 ? 0 : level > 3 ? 3 : level;
+  f->max_depth = max_depth < 1 ? 1 : max_depth;
+  f->n_nodes = g->n_nodes;
+  drk_arena_t *A = f->arena;
+  fz_t z = {.g = g, .f = f, .level = f->level, .max_depth = f->max_depth, .n = (int)g->n_nodes};
+  int n = z.n;
+  z.cls = drk_arena_alloc(A, sizeof *z.cls * (size_t)(n + 1));
+  z.why_other = drk_arena_alloc(A, sizeof *z.why_other * (size_t)(n + 1));
+  z.rows = drk_arena_alloc(A, sizeof *z.rows * (size_t)(n + 1));
+  z.R = drk_arena_alloc(A, sizeof *z.R * (size_t)(n + 1));
+  z.n_vid = g->next_value_id + 1;
+  z.users = drk_arena_alloc(A, sizeof *z.users * z.n_vid);
+  z.n_users = drk_arena_alloc(A, sizeof *z.n_users * z.n_vid);
+  z.is_out = drk_arena_alloc(A, sizeof *z.is_out * z.n_vid);
+  z.pos_of_node = drk_arena_alloc(A, sizeof *z.pos_of_node * (g->next_node_id + 1));
+  int *cap_users = drk_arena_alloc(A, sizeof *cap_users * z.n_vid);
+  for (int k = 0; k < n; k++) {
+    const drk_node_t *nd = g->nodes[k];
+    z.pos_of_node[nd->id] = k;
+    if (nd->dead) continue;
+    for (int i = 0; i < nd->n_inputs; i++) {
+      const drk_value_t *v = nd->inputs[i];
+      if (!v) continue;
+      bool dup = z.n_users[v->id] && z.users[v->id][z.n_users[v->id] - 1] == k;
+      if (dup) continue;
+      size_t nu = (size_t)z.n_users[v->id], cu = (size_t)cap_users[v->id];
+      DRK_VEC_PUSH(A, z.users[v->id], nu, cu, k);
+      z.n_users[v->id] = (int)nu;
+      cap_users[v->id] = (int)cu;
+    }
+  }
+  for (size_t i = 0; i < g->n_outputs; i++) z.is_out[g->outputs[i]->id] = true;
+  for (int k = 0; k < n; k++) classify(&z, k);
+
+  int *assigned = drk_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+  for (int k = 0; k < n; k++) assigned[k] = -1;
+  grp_t G = {0};
+  G.in = drk_arena_alloc(A, sizeof(bool) * (size_t)(n + 1));
+  G.mem = drk_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+  G.last = G.anchor = -1;
+  drk_fusion_group_t *gs = NULL;
+  size_t ng = 0, cap = 0;
+  /* row groups from each anchor, then flat groups from each elementwise node */
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n; k++) {
+      if (assigned[k] >= 0 || z.cls[k] != (pass == 0 ? C_ROW : C_EW)) continue;
+      grp_reset(&G);
+      G.kind = pass == 0 ? DRK_FUSION_ROWS : DRK_FUSION_FLAT;
+      G.n = pass == 0 ? z.rows[k] : numel(g->nodes[k]->outputs[0]);
+      G.R = pass == 0 ? z.R[k] : 0;
+      grp_add(&G, k);
+      grow(&z, &G, assigned);
+      commit(&z, &G, assigned, &gs, &ng, &cap);
+    }
+  for (int k = 0; k < n; k++) {
+    if (assigned[k] >= 0 || z.cls[k] == C_DEAD) continue;
+    drk_fusion_group_t gr = {DRK_FUSION_SINGLE, -1, 1, NULL, k, 0, 0};
+    gr.nodes = drk_arena_memdup(A, &k, sizeof(int));
+    assigned[k] = (int)ng;
+    DRK_VEC_PUSH(A, gs, ng, cap, gr);
+  }
+  if (ng) qsort(gs, ng, sizeof *gs, cmp_group);
+  f->groups = gs;
+  f->n_groups = (int)ng;
+  f->group = drk_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+  for (int k = 0; k < n; k++) f->group[k] = -1;
+  for (int i = 0; i < f->n_groups; i++)
+    for (int j = 0; j < gs[i].n_nodes; j++) f->group[gs[i].nodes[j]] = i;
+
+  /* boundaries and their reasons */
+  size_t nb = 0, cb = 0;
+  for (int k = 0; k < n; k++) {
+    const drk_node_t *c = g->nodes[k];
+    if (c->dead) continue;
+    for (int i = 0; i < c->n_inputs; i++) {
+      const drk_value_t *v = c->inputs[i];
+      if (!v || v->kind != DRK_VALUE_NODE || v->def->dead) continue;
+      int p = z.pos_of_node[v->def->id];
+      if (f->group[p] == f->group[k]) continue;
+      bool dup = false;
+      for (int j = 0; j < i; j++) dup |= c->inputs[j] == v;
+      if (dup) continue;
+      const char *why = NULL;
+      if (f->level == 0) why = "fusion disabled (level 0)";
+      else if (z.cls[p] == C_OTHER || z.cls[p] == C_DEAD) why = drk_arena_printf(A, "%s: %s", drk_op_name(v->def->op), z.why_other[p] ? z.why_other[p] : "not fusible");
+      else if (z.cls[k] == C_OTHER) why = drk_arena_printf(A, "%s: %s", drk_op_name(c->op), z.why_other[k] ? z.why_other[k] : "not fusible");
+      else if (z.cls[k] == C_ALIAS && i != 0) why = "shape operand of a view";
+      else {
+        /* look again at both groups as they ended */
+        for (int side = 0; side < 2 && !why; side++) {
+          int gi = f->group[side == 0 ? k : p], other = side == 0 ? p : k;
+          const drk_fusion_group_t *gr = &gs[gi];
+          grp_reset(&G);
+          if (gr->kind == DRK_FUSION_SINGLE) {
+            int s = gr->nodes[0];
+            if (z.cls[s] == C_ALIAS) continue;
+            G.kind = z.cls[s] == C_ROW ? DRK_FUSION_ROWS : DRK_FUSION_FLAT;
+            G.n = z.cls[s] == C_ROW ? z.rows[s] : numel(g->nodes[s]->outputs[0]);
+            G.R = z.cls[s] == C_ROW ? z.R[s] : 0;
+          } else {
+            G.kind = gr->kind;
+            G.n = gr->n;
+            G.R = gr->R;
+          }
+          for (int j = 0; j < gr->n_nodes; j++) grp_add(&G, gr->nodes[j]);
+          why = can_join(&z, &G, other);
+        }
+        if (!why) why = "both ends were already taken by other groups when these formed";
+      }
+      drk_fusion_boundary_t b = {p, k, v, why};
+      DRK_VEC_PUSH(A, f->boundaries, nb, cb, b);
+    }
+  }
+  grp_reset(&G);
+  f->n_boundaries = nb;
+}
+
+void drk_fusion_destroy(drk_fusion_t *f) {
+  if (!f) return;
+  if (f->arena) drk_arena_destroy(f->arena);
+  memset(f, 0, sizeof *f);
+}
+
+void drk_fusion_node_times(const drk_fusion_t *f, int64_t *out_times) {
+  for (size_t k = 0; k < f->n_nodes; k++) out_times[k] = f->group[k] < 0 ? -1 : f->groups[f->group[k]].last;
+}
+
+static const char *node_label(const drk_node_t *n) { return n->outputs[0] ? n->outputs[0]->name : "?"; }
+
+void drk_fusion_print(const drk_graph_t *g, const drk_fusion_t *f, FILE *out) {
+  int fused = 0, fused_nodes = 0, live = 0;
+  for (int i = 0; i < f->n_groups; i++) {
+    live += f->groups[i].n_nodes;
+    if (f->groups[i].kind != DRK_FUSION_SINGLE) {
+      fused++;
+      fused_nodes += f->groups[i].n_nodes;
+    }
+  }
+  fprintf(out, "# fusion: level %d, max depth %d: %d nodes in %d groups (%d fused groups hold %d nodes)\n", f->level,
+          f->max_depth, live, f->n_groups, fused, fused_nodes);
+  for (int i = 0; i < f->n_groups; i++) {
+    const drk_fusion_group_t *gr = &f->groups[i];
+    if (gr->kind == DRK_FUSION_SINGLE) {
+      const drk_node_t *nd = g->nodes[gr->nodes[0]];
+      fprintf(out, "# group %d single: %s %%%s\n", i, drk_op_name(nd->op), node_label(nd));
+      continue;
+    }
+    if (gr->kind == DRK_FUSION_FLAT) fprintf(out, "# group %d flat [%lld]:", i, (long long)gr->n);
+    else
+      fprintf(out, "# group %d rows [%lld x %lld] anchor %%%s:", i, (long long)gr->n, (long long)gr->R,
+              node_label(g->nodes[gr->anchor]));
+    for (int j = 0; j < gr->n_nodes; j++) {
+      const drk_node_t *nd = g->nodes[gr->nodes[j]];
+      fprintf(out, " %s(%%%s)", drk_op_name(nd->op), node_label(nd));
+    }
+    fputc('\n', out);
+  }
+  for (size_t i = 0; i < f->n_boundaries; i++) {
+    const drk_fusion_boundary_t *b = &f->boundaries[i];
+    fprintf(out, "# boundary %%%s: group %d -> group %d (%s): %s\n", b->value->name, f->group[b->producer],
+            f->group[b->consumer], drk_op_name(g->nodes[b->consumer]->op), b->reason);
+  }
+}

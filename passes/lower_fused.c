@@ -1,0 +1,536 @@
+/* Lowering of a fused group (passes/fuse.h) to one tile kernel.
+ *
+ * FLAT groups: one flat 1-D frame over the group's element count (lw_flat_begin); every
+ * value of the group is a tile of that frame, computed once by the same per-op math as the
+ * one-node kernels (drk_lower_ew_math); inputs from outside are loaded with their broadcast
+ * strides against the consuming node's result shape; values used outside the group (or
+ * graph outputs) are stored.
+ *
+ * ROWS groups: the row frame of lower_reduce.c (ROWS rows per program, COLS columns per
+ * chunk). Values of the group are either full (rows x R: recomputed from their inputs in
+ * each chunk loop that needs them) or per-row (one tile of ROWS, computed once, outside any
+ * loop). Nodes are visited in node order: each reduction or normalization emits its chunk
+ * loops there (sum/max..., or max+sum for softmax, mean+variance for normalizations), per-row
+ * elementwise nodes are computed right away, full ones when a loop needs them; a last loop
+ * stores the full values that leave the group, then the per-row ones are stored.
+ *
+ * Requires: a group as fuse.c forms it (every in-group edge maps element to element; the
+ * reduced elements are innermost). Guarantees: the kernel computes what the group's
+ * one-node kernels compute, with the same operations, except that values inside the group
+ * are not rounded to f16/bf16 between ops (f32 throughout, like every one-node kernel's
+ * math; casts written in the graph still round). */
+#include <math.h>
+#include <string.h>
+
+#include "fuse.h"
+
+#define DRK_LOWER_INTERNAL
+#include "lower_to_tile.h"
+
+#define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
+#define UN(op, a) lw_un(c, DRK_TOP_##op, (a))
+
+enum { F_FULL = 1, F_ROW = 2 };
+
+typedef struct ext_memo {
+  const drk_value_t *v;
+  const drk_shape_t *shape; /* consumer's result shape */
+  int va;                   /* per-channel axis, -1 */
+  int frame, gen;
+  tv_t *t;
+} ext_memo_t;
+
+typedef struct fl {
+  drk_lctx_t *c;
+  const drk_graph_t *g;
+  const drk_fusion_group_t *gr;
+  bool flat;
+  bool *in;            /* per node position */
+  int *pos;            /* per node id */
+  tv_t **param;        /* per value id */
+  bool *store;         /* per value id: stored by the kernel */
+  tv_t **full;         /* per value id: tile in the current chunk (or the flat frame) */
+  int *full_gen;
+  int gen;
+  tv_t **row;          /* per value id: per-row tile */
+  tv_t **st0, **st1;   /* per node position: an anchor's per-row statistics */
+  ext_memo_t memo[64];
+  int n_memo;
+  int64_t N, rows, R;
+  /* flat frame */
+  lw_flat_t ff;
+  /* row frame */
+  drk_schedule_t s;
+  const drk_tile_layout_t *P, *Lr, *Lc;
+  tv_t *rowi, *rmask, *rowR2, *rmask2, *ci;
+  tv_t *col, *lin2, *mask2; /* current chunk */
+} fl_t;
+
+static int64_t numel(const drk_value_t *v) { return lw_numel(v); }
+
+static bool made_in(const fl_t *F, const drk_value_t *v) {
+  return v && v->kind == DRK_VALUE_NODE && F->in[F->pos[v->def->id]];
+}
+
+static bool is_alias_op(drk_op_t op) {
+  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
+         op == DRK_OP_IDENTITY;
+}
+
+static bool immediate(const drk_value_t *v) {
+  return v->kind == DRK_VALUE_CONST && v->data && numel(v) == 1 && v->dtype != DRK_DT_F8E4M3 &&
+         v->dtype != DRK_DT_F8E5M2;
+}
+
+/* The in-group value whose bytes v occupies: v itself, or the computed value under a chain
+ * of in-group alias views; NULL when the chain starts outside the group. */
+static const drk_value_t *root_of(const fl_t *F, const drk_value_t *v) {
+  while (made_in(F, v) && is_alias_op(v->def->op)) v = v->def->inputs[0];
+  return made_in(F, v) ? v : NULL;
+}
+
+/* outermost value under a chain of in-group views (an outside value, or a computed one) */
+static const drk_value_t *under_views(const fl_t *F, const drk_value_t *v) {
+  while (made_in(F, v) && is_alias_op(v->def->op)) v = v->def->inputs[0];
+  return v;
+}
+
+static int vframe(const fl_t *F, const drk_value_t *v) {
+  if (F->flat) return F_FULL;
+  return numel(v) == F->rows ? F_ROW : F_FULL;
+}
+
+/* ---- loads of values from outside the group ---- */
+static const drk_tile_type_t *frame_type(const fl_t *F, int frame) {
+  if (F->flat) return &F->ff.fr;
+  return frame == F_ROW ? &F->rowi->type : &F->lin2->type;
+}
+
+/* v (outside) as seen by a consumer whose result has shape `shape`, in `frame`; va >= 0:
+ * v runs along dim va of the result (BatchNormalization's per-channel operands). */
+static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, int va, int frame) {
+  drk_lctx_t *c = F->c;
+  for (int i = 0; i < F->n_memo; i++) {
+    ext_memo_t *m = &F->memo[i];
+    if (m->v == v && m->va == va && m->frame == frame && (frame == F_ROW || m->gen == F->gen) &&
+        (m->shape == shape || drk_shape_equal(m->shape, shape)))
+      return m->t;
+  }
+  const drk_tile_type_t *fr = frame_type(F, frame);
+  tv_t *t;
+  if (immediate(v)) {
+    drk_tile_type_t ty = lw_retype(fr, v->dtype);
+    if (drk_dtype_is_float(v->dtype)) {
+      t = drk_tile_build_const_float(&c->b, lw_const_f64(v, 0), ty);
+    } else {
+      int64_t iv;
+      if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
+      else iv = (int64_t)lw_const_f64(v, 0);
+      t = drk_tile_build_const_int(&c->b, iv, ty);
+    }
+  } else {
+    tv_t *idx = F->flat ? F->ff.offs : frame == F_ROW ? F->rowi : F->lin2;
+    tv_t *mask = F->flat ? F->ff.mask : frame == F_ROW ? F->rmask : F->mask2;
+    int r = shape->rank;
+    int64_t od[LW_MAX_RANK], st[LW_MAX_RANK];
+    for (int k = 0; k < r; k++) od[k] = shape->dims[k].size;
+    tv_t *off;
+    if (va >= 0) {
+      for (int k = 0; k < r; k++) st[k] = k == va ? 1 : 0;
+      off = lw_affine(c, idx, r, od, st, 0);
+    } else if (numel(v) == drk_shape_numel(shape)) {
+      off = idx; /* broadcast with equal counts: same element order */
+    } else {
+      lw_bstrides(v, r, od, st);
+      off = lw_affine(c, idx, r, od, st, 0);
+    }
+    DRK_ASSERT(F->param[v->id]);
+    t = lw_load(c, F->param[v->id], off, mask, 0);
+  }
+  if (F->n_memo < (int)DRK_ARRAY_LEN(F->memo)) F->memo[F->n_memo++] = (ext_memo_t){v, shape, va, frame, F->gen, t};
+  return t;
+}
+
+/* ---- values of the group ---- */
+static tv_t *eval(fl_t *F, const drk_value_t *v, int frame);
+
+/* Operand i of member n, in the frame of n's result. */
+static tv_t *operand(fl_t *F, const drk_node_t *n, int i, int frame) {
+  drk_lctx_t *c = F->c;
+  const drk_value_t *v = n->inputs[i];
+  const drk_value_t *u = under_views(F, v);
+  if (made_in(F, u)) {
+    int vf = vframe(F, u);
+    tv_t *t = eval(F, u, vf);
+    if (vf == F_ROW && frame == F_FULL) t = lw_bcast_row(c, t, F->P, F->s.rows, F->s.cols);
+    return t;
+  }
+  unsigned fl = drk_op_info(n->op)->flags;
+  bool ew = (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION;
+  if (u != v || !ew) {
+    /* through in-group views (or into a reduction) the element order is the value's own */
+    int vf = vframe(F, u);
+    tv_t *t = ext_load(F, u, &u->shape, -1, vf);
+    if (vf == F_ROW && frame == F_FULL) t = lw_bcast_row(c, t, F->P, F->s.rows, F->s.cols);
+    return t;
+  }
+  int va = -1;
+  if (n->op == DRK_OP_BATCH_NORMALIZATION && i >= 1 && n->outputs[0]->shape.rank >= 2) va = 1;
+  return ext_load(F, v, &n->outputs[0]->shape, va, frame);
+}
+
+static tv_t *eval_ew(fl_t *F, const drk_node_t *n, int frame) {
+  drk_lctx_t *c = F->c;
+  bool raw;
+  drk_dtype_t ct = drk_lower_ew_compute_dtype(n, &raw);
+  tv_t *x[16] = {0};
+  for (int i = 0; i < n->n_inputs && i < 16; i++) {
+    if (!n->inputs[i]) continue;
+    tv_t *t = operand(F, n, i, frame);
+    if (!raw && !(n->op == DRK_OP_WHERE && i == 0)) t = lw_cast(c, t, ct);
+    x[i] = t;
+  }
+  c->b.loc = n->loc;
+  return drk_lower_ew_math(c, n, x, n->n_inputs, ct);
+}
+
+/* a normalization's scale or bias at offsets off (2-D chunk frame) */
+static tv_t *param_load(fl_t *F, const drk_value_t *v, tv_t *off) {
+  if (F->param[v->id]) return lw_load(F->c, F->param[v->id], off, F->mask2, 0);
+  return lw_cdt(F->c, off, v->dtype, lw_const_f64(v, 0)); /* an immediate */
+}
+
+static drk_dtype_t acc_dtype(drk_dtype_t t) { return t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32; }
+
+/* the full output of a normalization anchor (its statistics are computed) */
+static tv_t *eval_norm_out(fl_t *F, const drk_node_t *n) {
+  drk_lctx_t *c = F->c;
+  int k = F->pos[n->id];
+  const drk_value_t *x = n->inputs[0];
+  drk_dtype_t at = acc_dtype(x->dtype);
+  DRK_ASSERT(F->st0[k] && F->st1[k]);
+  tv_t *xv = lw_cast(c, operand(F, n, 0, F_FULL), at);
+  tv_t *a2 = lw_bcast_row(c, F->st0[k], F->P, F->s.rows, F->s.cols);
+  tv_t *b2 = lw_bcast_row(c, F->st1[k], F->P, F->s.rows, F->s.cols);
+  if (n->op == DRK_OP_SOFTMAX) return BIN(MUL, UN(EXP, BIN(SUB, xv, a2)), b2);
+  if (n->op == DRK_OP_LOG_SOFTMAX) return BIN(SUB, xv, b2);
+  /* normalizations: (x - mean) * rstd * scale + bias */
+  const drk_value_t *scale = n->n_inputs > 1 ? n->inputs[1] : NULL, *bias = n->n_inputs > 2 ? n->inputs[2] : NULL;
+  tv_t *out = BIN(MUL, BIN(SUB, xv, a2), b2);
+  int r = x->shape.rank;
+  tv_t *poff = NULL, *boff = NULL;
+  if (n->op == DRK_OP_LAYER_NORMALIZATION) {
+    int axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    int nr = r - axis;
+    int64_t rd[LW_MAX_RANK], sst[LW_MAX_RANK];
+    for (int i = 0; i < nr; i++) rd[i] = x->shape.dims[axis + i].size;
+    if (scale) {
+      lw_bstrides(scale, nr, rd, sst);
+      poff = lw_bcast_col(c, lw_affine(c, F->col, nr, rd, sst, 0), F->P, F->s.rows, F->s.cols);
+    }
+    if (bias) {
+      if (scale && drk_shape_equal(&bias->shape, &scale->shape)) boff = poff;
+      else {
+        lw_bstrides(bias, nr, rd, sst);
+        boff = lw_bcast_col(c, lw_affine(c, F->col, nr, rd, sst, 0), F->P, F->s.rows, F->s.cols);
+      }
+    }
+  } else {
+    int64_t C = x->shape.dims[1].size, S = 1;
+    for (int i = 2; i < r; i++) S *= x->shape.dims[i].size;
+    tv_t *prow;
+    if (n->op == DRK_OP_INSTANCE_NORMALIZATION) {
+      prow = BIN(REM, F->rowi, lw_ci(c, F->rowi, C));
+      poff = lw_bcast_row(c, prow, F->P, F->s.rows, F->s.cols);
+    } else {
+      int64_t G = drk_node_attr_int(n, "num_groups", 1);
+      prow = BIN(REM, F->rowi, lw_ci(c, F->rowi, G));
+      if (scale && numel(scale) == C) {
+        prow = BIN(MUL, prow, lw_ci(c, prow, C / G));
+        tv_t *cc = S > 1 ? BIN(DIV, F->col, lw_ci(c, F->col, S)) : F->col;
+        poff = BIN(ADD, lw_bcast_row(c, prow, F->P, F->s.rows, F->s.cols), lw_bcast_col(c, cc, F->P, F->s.rows, F->s.cols));
+      } else {
+        poff = lw_bcast_row(c, prow, F->P, F->s.rows, F->s.cols);
+      }
+    }
+    boff = poff;
+  }
+  if (scale) out = BIN(MUL, out, lw_cast(c, param_load(F, scale, poff), at));
+  if (bias) out = BIN(ADD, out, lw_cast(c, param_load(F, bias, boff), at));
+  return out;
+}
+
+static tv_t *eval(fl_t *F, const drk_value_t *v, int frame) {
+  drk_lctx_t *c = F->c;
+  DRK_ASSERT(made_in(F, v) && !is_alias_op(v->def->op));
+  if (frame == F_ROW) {
+    if (F->row[v->id]) return F->row[v->id];
+    /* per-row values are made outside every loop, in node order (lower_rows) */
+    DRK_ASSERT(c->b.depth == 1);
+  } else if (F->full[v->id] && F->full_gen[v->id] == F->gen) {
+    return F->full[v->id];
+  }
+  const drk_node_t *n = v->def;
+  tv_t *t;
+  unsigned fl = drk_op_info(n->op)->flags;
+  if ((fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION) {
+    t = eval_ew(F, n, frame);
+  } else {
+    DRK_ASSERT(frame == F_FULL); /* reductions' per-row results are in F->row already */
+    t = eval_norm_out(F, n);
+  }
+  if (frame == F_ROW) {
+    F->row[v->id] = t;
+  } else {
+    F->full[v->id] = t;
+    F->full_gen[v->id] = F->gen;
+  }
+  return t;
+}
+
+/* ---- row frame ---- */
+static void chunk(fl_t *F, tv_t *kb) {
+  drk_lctx_t *c = F->c;
+  F->gen++;
+  F->col = BIN(ADD, lw_splat(c, kb, &F->ci->type), F->ci);
+  tv_t *cmask = lw_cmp(c, "lt", F->col, lw_ci(c, F->col, F->R));
+  F->lin2 = BIN(ADD, F->rowR2, lw_bcast_col(c, F->col, F->P, F->s.rows, F->s.cols));
+  F->mask2 = BIN(AND, F->rmask2, lw_bcast_col(c, cmask, F->P, F->s.rows, F->s.cols));
+}
+
+static drk_tile_op_t *loop_begin(fl_t *F, int n, tv_t **init) {
+  drk_lctx_t *c = F->c;
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, F->R),
+                                               lw_sci(c, c->it, F->s.cols), n, init);
+  chunk(F, f->regions[0]->args[0]);
+  return f;
+}
+
+static tv_t *loop_end(fl_t *F, int n, tv_t **y) {
+  drk_tile_op_t *f = drk_tile_build_for_end(&F->c->b, n, y);
+  F->gen++; /* chunk tiles are out of scope now */
+  F->lin2 = F->mask2 = F->col = NULL;
+  return n ? f->results[0] : NULL;
+}
+
+static tv_t *acc_tile(fl_t *F, drk_dtype_t t, double init) {
+  int64_t d[2] = {F->s.rows, F->s.cols};
+  return drk_tile_build_const_float(&F->c->b, init, drk_tile_type_tile(t, 2, d, F->P));
+}
+
+static tv_t *reduce_rows(fl_t *F, tv_t *t, const char *comb) {
+  drk_lctx_t *c = F->c;
+  int64_t d = F->s.rows;
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_REDUCE, 1, &t, 1,
+                                     (drk_tile_type_t[]){drk_tile_type_tile(t->type.dtype, 1, &d, F->Lr)});
+  drk_tile_op_set_int(c->m, op, "axis", 1);
+  drk_tile_op_set_ident(c->m, op, "combiner", comb);
+  return op->results[0];
+}
+
+/* One loop over the row of anchor n's input: acc = acc (+|max|min) f(x) over valid lanes.
+ * kind: 0 sum of x, 1 sum of x*x, 2 max, 3 min, 4 sum of exp(x - m), 5 sum of (x - m)^2. */
+static tv_t *row_loop(fl_t *F, const drk_node_t *n, int kind, tv_t *m) {
+  drk_lctx_t *c = F->c;
+  drk_dtype_t at = acc_dtype(n->inputs[0]->dtype);
+  double id = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0;
+  tv_t *init = acc_tile(F, at, id);
+  loop_begin(F, 1, &init);
+  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+  tv_t *xv = lw_cast(c, operand(F, n, 0, F_FULL), at);
+  tv_t *m2 = m ? lw_bcast_row(c, m, F->P, F->s.rows, F->s.cols) : NULL;
+  if (kind == 1) xv = BIN(MUL, xv, xv);
+  if (kind == 4) xv = UN(EXP, BIN(SUB, xv, m2));
+  if (kind == 5) {
+    xv = BIN(SUB, xv, m2);
+    xv = BIN(MUL, xv, xv);
+  }
+  xv = lw_sel(c, F->mask2, xv, lw_cf(c, xv, id));
+  tv_t *nacc = lw_bin(c, kind == 2 ? DRK_TOP_MAX : kind == 3 ? DRK_TOP_MIN : DRK_TOP_ADD, acc, xv);
+  tv_t *r = loop_end(F, 1, &nacc);
+  return reduce_rows(F, r, kind == 2 ? "max" : kind == 3 ? "min" : "sum");
+}
+
+static tv_t *finite_max(fl_t *F, tv_t *m) {
+  drk_lctx_t *c = F->c;
+  /* rows of all -inf: keep exp finite */
+  return lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
+}
+
+/* the per-row work of anchor n at its place in node order */
+static void anchor_stats(fl_t *F, const drk_node_t *n) {
+  drk_lctx_t *c = F->c;
+  int k = F->pos[n->id];
+  c->b.loc = n->loc;
+  double R = (double)F->R;
+  switch (n->op) {
+  case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_L2: {
+    bool sq = n->op == DRK_OP_REDUCE_SUM_SQUARE || n->op == DRK_OP_REDUCE_L2;
+    tv_t *r = row_loop(F, n, sq ? 1 : 0, NULL);
+    if (n->op == DRK_OP_REDUCE_MEAN) r = BIN(DIV, r, lw_cf(c, r, R));
+    if (n->op == DRK_OP_REDUCE_L2) r = UN(SQRT, r);
+    F->row[n->outputs[0]->id] = r;
+    return;
+  }
+  case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
+    F->row[n->outputs[0]->id] = row_loop(F, n, n->op == DRK_OP_REDUCE_MAX ? 2 : 3, NULL);
+    return;
+  case DRK_OP_REDUCE_LOG_SUM_EXP: {
+    tv_t *m = finite_max(F, row_loop(F, n, 2, NULL));
+    tv_t *s = row_loop(F, n, 4, m);
+    F->row[n->outputs[0]->id] = BIN(ADD, UN(LOG, s), m);
+    return;
+  }
+  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: {
+    tv_t *m = finite_max(F, row_loop(F, n, 2, NULL));
+    tv_t *s = row_loop(F, n, 4, m);
+    F->st0[k] = m;
+    F->st1[k] = n->op == DRK_OP_SOFTMAX ? BIN(DIV, lw_cf(c, s, 1), s) : BIN(ADD, m, UN(LOG, s));
+    return;
+  }
+  default: { /* Layer/Instance/GroupNormalization */
+    double eps = drk_node_attr_float(n, "epsilon", 1e-5);
+    tv_t *s1 = row_loop(F, n, 0, NULL);
+    tv_t *mean = BIN(DIV, s1, lw_cf(c, s1, R));
+    tv_t *s2 = row_loop(F, n, 5, mean);
+    F->st0[k] = mean;
+    F->st1[k] = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, R)), lw_cf(c, s2, eps)));
+    return;
+  }
+  }
+}
+
+/* ---- the kernel ---- */
+static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block * block; }
+
+bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
+  const drk_graph_t *g = c->g;
+  const drk_fusion_group_t *gr = &f->groups[gi];
+  DRK_ASSERT(gr->kind != DRK_FUSION_SINGLE);
+  drk_arena_t *A = c->m->arena;
+  fl_t F0, *F = &F0;
+  memset(F, 0, sizeof *F);
+  F->c = c;
+  F->g = g;
+  F->gr = gr;
+  F->flat = gr->kind == DRK_FUSION_FLAT;
+  size_t nv = g->next_value_id + 1;
+  F->in = drk_arena_alloc(A, sizeof(bool) * (g->n_nodes + 1));
+  F->pos = drk_arena_alloc(A, sizeof(int) * (g->next_node_id + 1));
+  F->param = drk_arena_alloc(A, sizeof(tv_t *) * nv);
+  F->store = drk_arena_alloc(A, sizeof(bool) * nv);
+  F->full = drk_arena_alloc(A, sizeof(tv_t *) * nv);
+  F->full_gen = drk_arena_alloc(A, sizeof(int) * nv);
+  F->row = drk_arena_alloc(A, sizeof(tv_t *) * nv);
+  F->st0 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
+  F->st1 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
+  F->gen = 1;
+  for (size_t k = 0; k < g->n_nodes; k++) F->pos[g->nodes[k]->id] = (int)k;
+  for (int i = 0; i < gr->n_nodes; i++) F->in[gr->nodes[i]] = true;
+  const drk_node_t *last = g->nodes[gr->last];
+  const drk_node_t *head = gr->anchor >= 0 ? g->nodes[gr->anchor] : last;
+
+  /* which values leave the group: used by a live node outside it, or graph outputs */
+  bool *is_out = drk_arena_alloc(A, sizeof(bool) * nv);
+  for (size_t i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]->id] = true;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+    bool leaves = is_out[y->id];
+    for (size_t k = 0; k < g->n_nodes && !leaves; k++) {
+      const drk_node_t *e = g->nodes[k];
+      if (e->dead || F->in[k]) continue;
+      for (int j = 0; j < e->n_inputs; j++) leaves |= e->inputs[j] == y;
+    }
+    if (!leaves) continue;
+    const drk_value_t *r = root_of(F, y);
+    if (r) F->store[r->id] = true; /* else a view of an outside value: its bytes hold it already */
+  }
+
+  /* index dtype, from the largest index any access can form */
+  int64_t big = 0;
+  if (F->flat) {
+    F->N = gr->n;
+    big = padded(F->N, drk_sched_flat(F->N).block_elems);
+  } else {
+    F->rows = gr->n;
+    F->R = gr->R;
+    F->s = drk_sched_rows(F->rows, F->R, true);
+    big = padded(F->rows, F->s.rows) * F->R + padded(F->R, F->s.cols);
+  }
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] && numel(n->inputs[j]) > big) big = numel(n->inputs[j]);
+  }
+  c->node = last;
+  c->node_index = (size_t)gr->last;
+  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
+  c->k->name = drk_arena_printf(A, "k%d_fused_%s", gr->last, drk_op_name(head->op));
+
+  /* parameters: outside inputs in node order, then stored values */
+  int np = 0;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    int nin = is_alias_op(n->op) ? 1 : n->n_inputs;
+    for (int j = 0; j < nin; j++) {
+      const drk_value_t *v = n->inputs[j];
+      if (!v || made_in(F, v) || F->param[v->id] || immediate(v)) continue;
+      F->param[v->id] = lw_param_buf(c, v, drk_arena_printf(A, "x%d", np++));
+    }
+    if (is_alias_op(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
+  }
+  np = 0;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+    if (F->store[y->id]) F->param[y->id] = lw_param_buf(c, y, drk_arena_printf(A, "y%d", np++));
+  }
+
+  if (F->flat) {
+    lw_flat_begin(c, F->N, &F->ff);
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+      if (F->store[y->id]) lw_store(c, F->param[y->id], F->ff.offs, eval(F, y, F_FULL), F->ff.mask);
+    }
+    lw_flat_end(c, &F->ff);
+    return true;
+  }
+
+  /* row frame (lower_reduce.c's rv_begin with one contiguous reduced run) */
+  F->P = drk_sched_rows_layout(c->m, &F->s, true);
+  F->Lr = drk_tile_layout_slice(c->m, F->P, 1);
+  F->Lc = drk_tile_layout_slice(c->m, F->P, 0);
+  tv_t *ri = lw_cast(c, lw_range(c, F->s.rows, F->Lr), c->it);
+  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, F->s.rows));
+  F->rowi = BIN(ADD, lw_splat(c, base, &ri->type), ri);
+  F->rmask = lw_cmp(c, "lt", F->rowi, lw_ci(c, F->rowi, F->rows));
+  F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
+  F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
+  F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
+
+  bool any_full = false;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    const drk_value_t *y = n->outputs[0];
+    if (is_alias_op(n->op)) continue;
+    unsigned fl = drk_op_info(n->op)->flags;
+    bool ew = (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION;
+    if (!ew) anchor_stats(F, n);
+    else if (vframe(F, y) == F_ROW) eval(F, y, F_ROW);
+    any_full |= F->store[y->id] && vframe(F, y) == F_FULL;
+  }
+  if (any_full) {
+    loop_begin(F, 0, NULL);
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+      if (F->store[y->id] && vframe(F, y) == F_FULL) lw_store(c, F->param[y->id], F->lin2, eval(F, y, F_FULL), F->mask2);
+    }
+    loop_end(F, 0, NULL);
+  }
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+    if (F->store[y->id] && vframe(F, y) == F_ROW) lw_store(c, F->param[y->id], F->rowi, F->row[y->id], F->rmask);
+  }
+  drk_schedule_t s = F->s;
+  lw_kernel_end(c, (F->rows + s.rows - 1) / s.rows, 1, 1, s.warps, 0, &s);
+  return true;
+}

@@ -1,0 +1,671 @@
+/* Precision policy (drk_pass_apply_precision, passes/precision.h, docs/precision.md).
+ *
+ * Requires: dtypes and shapes inferred; nodes in topological order.
+ * Guarantees: only f32 values change dtype. Every live node gets a compute dtype: the
+ * target T (f16/bf16), f32 for the numerically fragile nodes found by the patterns below, or
+ * bf16 for matmul-like ops under --matmul-precision=medium. Each f32 value then takes its
+ * producer's compute dtype (graph inputs stay f32; f32 constants are converted in place,
+ * name kept, to the dtype their consumers want); where a consumer wants another dtype a
+ * Cast is inserted once per (value, dtype) right before its first such consumer; each graph
+ * output whose value changed dtype gets a final Cast back to f32 that takes the output's
+ * name (the producer's result is renamed "<name>.<dtype>"). Cast nodes to f32 have their
+ * `to` adjusted; ConstantOfShape its `value`. The order stays topological.
+ *
+ * Fragile patterns (kept f32; the detection only looks at the graph's structure and
+ * constant values, so it is deterministic):
+ *  - square -> mean: Pow(x, 2) or Mul(x, x) feeding ReduceMean/ReduceSum, then an optional
+ *    Add (eps), Sqrt (or Pow 0.5/-0.5), then the Reciprocal or Div by it; when the square's
+ *    input is Sub(a, ReduceMean(a)), that centering too (LayerNorm/RMSNorm as primitives);
+ *  - Exp feeding ReduceSum, the ReduceSum, and the Div/Reciprocal/Log of that sum (softmax
+ *    and log-sum-exp as primitives);
+ *  - Div whose divisor is a ReduceSum (directly or through one Add/Max/Clip);
+ *  - ReduceSum/ReduceMean/GlobalAveragePool over >= DRK_PRECISION_LARGE_REDUCE elements or
+ *    a symbolic extent; ReduceSumSquare, ReduceL2, ReduceLogSumExp, ReduceProd, CumSum and
+ *    float Range always;
+ *  - a node taking a constant with a nonzero element that T flushes to zero (eps 1e-12);
+ *  - a Cast to f32 that feeds one of the above or a graph output. */
+#include "passes/precision.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/tensor.h"
+
+/* ---- options ---- */
+
+static const char *const prec_names[] = {"auto", "fp32", "tf32", "bf16", "fp16", "fp8"};
+static const char *const mmp_names[] = {"highest", "high", "medium"};
+
+bool drk_precision_parse(const char *s, drk_precision_t *out) {
+  for (size_t i = 0; s && i < DRK_ARRAY_LEN(prec_names); i++)
+    if (strcmp(s, prec_names[i]) == 0) {
+      *out = (drk_precision_t)i;
+      return true;
+    }
+  return false;
+}
+
+bool drk_matmul_precision_parse(const char *s, drk_matmul_precision_t *out) {
+  for (size_t i = 0; s && i < DRK_ARRAY_LEN(mmp_names); i++)
+    if (strcmp(s, mmp_names[i]) == 0) {
+      *out = (drk_matmul_precision_t)i;
+      return true;
+    }
+  return false;
+}
+
+const char *drk_precision_name(drk_precision_t p) {
+  return (unsigned)p < DRK_ARRAY_LEN(prec_names) ? prec_names[p] : "?";
+}
+
+const char *drk_matmul_precision_name(drk_matmul_precision_t m) {
+  return (unsigned)m < DRK_ARRAY_LEN(mmp_names) ? mmp_names[m] : "?";
+}
+
+bool drk_precision_target_has_fp8(int sm) { return sm >= 89; }
+
+bool drk_precision_allow_tf32(const drk_precision_options_t *o) {
+  if (o->precision == DRK_PREC_TF32) return o->matmul != DRK_MMP_MEDIUM;
+  return (o->precision == DRK_PREC_AUTO || o->precision == DRK_PREC_FP32) && o->matmul == DRK_MMP_HIGH;
+}
+
+/* ---- pass state ---- */
+
+typedef struct use {
+  drk_node_t *n;
+  int slot;
+} use_t;
+
+enum { SLOT_FOLLOW, SLOT_KEEP, SLOT_ANY };
+enum { CD_F32, CD_T, CD_BF16, CD_N };
+
+typedef struct pctx {
+  drk_graph_t *g;
+  drk_dtype_t T;
+  bool mm_bf16;
+  uint32_t nv, nn; /* value / node id bounds before the rewrite */
+  drk_dtype_t *orig; /* per value id: dtype before the rewrite */
+  uint32_t *use_off, *use_n;
+  use_t *uses;
+  unsigned char *keep; /* per node id */
+  bool *is_out;        /* per value id: a graph output */
+  drk_value_t **casts; /* per value id x CD_N */
+  /* value names, for fresh unique ones */
+  const char **names;
+  size_t names_cap, names_n;
+} pctx_t;
+
+static int cd_index(const pctx_t *c, drk_dtype_t t) {
+  if (t == DRK_DT_F32) return CD_F32;
+  if (t == c->T) return CD_T;
+  DRK_ASSERT(t == DRK_DT_BF16);
+  return CD_BF16;
+}
+
+/* ---- names ---- */
+
+static size_t name_slot(const pctx_t *c, const char *s) {
+  size_t mask = c->names_cap - 1, h = (size_t)drk_hash_fnv1a(s, strlen(s), 0) & mask;
+  while (c->names[h] && strcmp(c->names[h], s) != 0) h = (h + 1) & mask;
+  return h;
+}
+
+static void name_add(pctx_t *c, const char *s) {
+  if (!s) return;
+  if (2 * (c->names_n + 1) > c->names_cap) {
+    const char **old = c->names;
+    size_t oc = c->names_cap;
+    c->names_cap = oc ? oc * 2 : 256;
+    c->names = calloc(c->names_cap, sizeof *c->names);
+    DRK_ASSERT(c->names);
+    c->names_n = 0;
+    for (size_t i = 0; i < oc; i++)
+      if (old[i]) {
+        c->names[name_slot(c, old[i])] = old[i];
+        c->names_n++;
+      }
+    free(old);
+  }
+  size_t h = name_slot(c, s);
+  if (!c->names[h]) {
+    c->names[h] = s;
+    c->names_n++;
+  }
+}
+
+/* "<base>.<dtype>", or with a number added until unused; recorded as used. */
+static const char *fresh_name(pctx_t *c, const char *base, drk_dtype_t t) {
+  const char *s = drk_arena_printf(c->g->arena, "%s.%s", base, drk_dtype_name(t));
+  for (int k = 1; c->names[name_slot(c, s)]; k++)
+    s = drk_arena_printf(c->g->arena, "%s.%s%d", base, drk_dtype_name(t), k);
+  name_add(c, s);
+  return s;
+}
+
+/* ---- graph queries ---- */
+
+static bool live(const drk_node_t *n) { return n && !n->dead; }
+
+static drk_dtype_t orig_dt(const pctx_t *c, const drk_value_t *v) { return v->id < c->nv ? c->orig[v->id] : v->dtype; }
+
+static bool out_f32(const pctx_t *c, const drk_node_t *n) {
+  return n->n_outputs > 0 && n->outputs[0] && orig_dt(c, n->outputs[0]) == DRK_DT_F32;
+}
+
+static const use_t *uses_of(const pctx_t *c, const drk_value_t *v, uint32_t *out_n) {
+  if (!v || v->id >= c->nv) {
+    *out_n = 0;
+    return NULL;
+  }
+  *out_n = c->use_n[v->id];
+  return c->uses + c->use_off[v->id];
+}
+
+static drk_node_t *producer(const drk_value_t *v) {
+  return v && v->kind == DRK_VALUE_NODE && live(v->def) ? v->def : NULL;
+}
+
+static drk_node_t *producer_op(const drk_value_t *v, drk_op_t op) {
+  drk_node_t *p = producer(v);
+  return p && p->op == op ? p : NULL;
+}
+
+/* Which inputs follow the node's compute dtype, must stay as they are (f32), or may be any. */
+static int slot_kind(const drk_node_t *n, int i) {
+  switch (n->op) {
+    case DRK_OP_CAST: case DRK_OP_SHAPE: case DRK_OP_SIZE: return SLOT_ANY;
+    case DRK_OP_CAST_LIKE: return i == 0 ? SLOT_ANY : SLOT_FOLLOW;
+    case DRK_OP_RESIZE: case DRK_OP_DROPOUT: return i == 0 ? SLOT_FOLLOW : SLOT_KEEP;
+    case DRK_OP_QUANTIZE_LINEAR: case DRK_OP_DEQUANTIZE_LINEAR: return SLOT_KEEP;
+    default: return SLOT_FOLLOW;
+  }
+}
+
+/* Results that keep their dtype whatever the node computes in. */
+static bool out_fixed(const drk_node_t *n, int j) {
+  if (n->op == DRK_OP_LAYER_NORMALIZATION) return j > 0; /* mean / inv std dev: stash_type */
+  return n->op == DRK_OP_DEQUANTIZE_LINEAR || n->op == DRK_OP_QUANTIZE_LINEAR;
+}
+
+static bool is_mm(drk_op_t op) {
+  return op == DRK_OP_MATMUL || op == DRK_OP_GEMM || op == DRK_OP_CONV || op == DRK_OP_CONV_TRANSPOSE ||
+         op == DRK_OP_EINSUM;
+}
+
+static int64_t const_numel(const drk_value_t *v) {
+  return v->dtype == DRK_DT_F32 ? (int64_t)(v->nbytes / 4) : drk_shape_numel(&v->shape);
+}
+
+/* Float constant with every element equal to x (at most 64 elements looked at). */
+static bool const_all(const drk_value_t *v, double x) {
+  if (!v || v->kind != DRK_VALUE_CONST || !drk_dtype_is_float(v->dtype) || !drk_shape_is_static(&v->shape))
+    return false;
+  drk_tensor_t t;
+  if (!drk_tensor_from_const(&t, v)) return false;
+  int64_t n = drk_tensor_numel(&t);
+  if (n < 1 || n > 64) return false;
+  for (int64_t i = 0; i < n; i++)
+    if (drk_tensor_get_f64(&t, i) != x) return false;
+  return true;
+}
+
+static float f32_at(const drk_value_t *v, int64_t i) {
+  float f;
+  memcpy(&f, (const unsigned char *)v->data + 4 * i, 4);
+  return f;
+}
+
+/* f32 -> T bits; finite values beyond T's range saturate to its largest finite value. */
+static uint16_t to_half(drk_dtype_t t, float f) {
+  uint16_t h = t == DRK_DT_F16 ? drk_f32_to_f16(f) : drk_f32_to_bf16(f);
+  uint16_t inf = t == DRK_DT_F16 ? 0x7c00 : 0x7f80, max = t == DRK_DT_F16 ? 0x7bff : 0x7f7f;
+  if ((h & 0x7fff) == inf && isfinite(f)) h = (uint16_t)((h & 0x8000) | max);
+  return h;
+}
+
+static float from_half(drk_dtype_t t, uint16_t h) { return t == DRK_DT_F16 ? drk_f16_to_f32(h) : drk_bf16_to_f32(h); }
+
+/* An f32 constant with a nonzero element that t flushes to zero. */
+static bool const_underflows(const drk_value_t *v, drk_dtype_t t) {
+  if (!v || v->kind != DRK_VALUE_CONST || v->dtype != DRK_DT_F32 || (t != DRK_DT_F16 && t != DRK_DT_BF16) || !v->data)
+    return false;
+  int64_t n = const_numel(v);
+  for (int64_t i = 0; i < n; i++) {
+    float f = f32_at(v, i);
+    if (f != 0.0f && isfinite(f) && from_half(t, to_half(t, f)) == 0.0f) return true;
+  }
+  return false;
+}
+
+static bool is_reduce_sum(const drk_node_t *n) { return n && n->op == DRK_OP_REDUCE_SUM; }
+static bool is_reduce_sm(const drk_node_t *n) {
+  return n && (n->op == DRK_OP_REDUCE_SUM || n->op == DRK_OP_REDUCE_MEAN);
+}
+
+/* Elements reduced by a ReduceSum/ReduceMean/GlobalAveragePool; -1: not known statically. */
+static int64_t reduced_count(const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0];
+  if (!x || x->shape.rank < 0) return -1;
+  int r = x->shape.rank;
+  bool red[DRK_MAX_RANK * 2] = {0};
+  if (r > DRK_MAX_RANK * 2) return -1;
+  if (n->op == DRK_OP_GLOBAL_AVERAGE_POOL) {
+    for (int i = 2; i < r; i++) red[i] = true;
+  } else {
+    int64_t axes[DRK_MAX_RANK * 2];
+    size_t na = 0;
+    const drk_value_t *av = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    if (av) {
+      if (av->kind != DRK_VALUE_CONST || !drk_dtype_is_int(av->dtype)) return -1;
+      drk_tensor_t t;
+      if (!drk_tensor_from_const(&t, av)) return -1;
+      int64_t m = drk_tensor_numel(&t);
+      if (m > (int64_t)DRK_ARRAY_LEN(axes)) return -1;
+      for (int64_t i = 0; i < m; i++) axes[na++] = drk_tensor_get_i64(&t, i);
+    } else {
+      size_t m = 0;
+      const int64_t *a = drk_node_attr_ints(n, "axes", &m);
+      if (a && m <= DRK_ARRAY_LEN(axes))
+        for (size_t i = 0; i < m; i++) axes[na++] = a[i];
+    }
+    if (na == 0) {
+      if (drk_node_attr_int(n, "noop_with_empty_axes", 0)) return 1;
+      for (int i = 0; i < r; i++) red[i] = true;
+    }
+    for (size_t i = 0; i < na; i++) {
+      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+      if (a < 0 || a >= r) return -1;
+      red[a] = true;
+    }
+  }
+  int64_t cnt = 1;
+  for (int i = 0; i < r; i++) {
+    if (!red[i]) continue;
+    if (x->shape.dims[i].sym || x->shape.dims[i].size < 0) return -1;
+    cnt *= x->shape.dims[i].size;
+    if (cnt > ((int64_t)1 << 40)) return cnt;
+  }
+  return cnt;
+}
+
+/* ---- fragile patterns ---- */
+
+static void mark(pctx_t *c, drk_node_t *n) {
+  if (live(n) && out_f32(c, n) && n->id < c->nn) c->keep[n->id] = 1;
+}
+
+static bool is_sqrt_like(const drk_node_t *n) {
+  if (n->op == DRK_OP_SQRT) return true;
+  return n->op == DRK_OP_POW && (const_all(n->inputs[1], 0.5) || const_all(n->inputs[1], -0.5));
+}
+
+/* v = mean of squares (+ eps): Sqrt of it and the Div/Reciprocal by that. */
+static void mark_sqrt_stage(pctx_t *c, const drk_value_t *v) {
+  uint32_t nu;
+  const use_t *u = uses_of(c, v, &nu);
+  for (uint32_t i = 0; i < nu; i++) {
+    drk_node_t *s = u[i].n;
+    if (u[i].slot != 0 || !is_sqrt_like(s)) continue;
+    mark(c, s);
+    uint32_t nw;
+    const use_t *w = uses_of(c, s->outputs[0], &nw);
+    for (uint32_t j = 0; j < nw; j++)
+      if (w[j].n->op == DRK_OP_RECIPROCAL || (w[j].n->op == DRK_OP_DIV && w[j].slot == 1)) mark(c, w[j].n);
+  }
+}
+
+static bool is_square(const drk_node_t *n) {
+  if (n->op == DRK_OP_POW) return const_all(n->inputs[1], 2.0);
+  return n->op == DRK_OP_MUL && n->inputs[0] && n->inputs[0] == n->inputs[1];
+}
+
+static void find_square_mean(pctx_t *c, drk_node_t *s) {
+  uint32_t nu;
+  const use_t *u = uses_of(c, s->outputs[0], &nu);
+  for (uint32_t i = 0; i < nu; i++) {
+    drk_node_t *r = u[i].n;
+    if (u[i].slot != 0 || !is_reduce_sm(r)) continue;
+    mark(c, s);
+    mark(c, r);
+    /* centering x - mean(x) that feeds the square */
+    drk_node_t *sub = producer_op(s->inputs[0], DRK_OP_SUB);
+    drk_node_t *m = sub ? producer_op(sub->inputs[1], DRK_OP_REDUCE_MEAN) : NULL;
+    if (m && m->inputs[0] == sub->inputs[0]) {
+      mark(c, sub);
+      mark(c, m);
+    }
+    mark_sqrt_stage(c, r->outputs[0]);
+    uint32_t na;
+    const use_t *a = uses_of(c, r->outputs[0], &na);
+    for (uint32_t j = 0; j < na; j++)
+      if (a[j].n->op == DRK_OP_ADD) {
+        mark(c, a[j].n);
+        mark_sqrt_stage(c, a[j].n->outputs[0]);
+      }
+  }
+}
+
+static void find_exp_sum(pctx_t *c, drk_node_t *e) {
+  uint32_t nu;
+  const use_t *u = uses_of(c, e->outputs[0], &nu);
+  for (uint32_t i = 0; i < nu; i++) {
+    drk_node_t *r = u[i].n;
+    if (u[i].slot != 0 || !is_reduce_sum(r)) continue;
+    mark(c, e);
+    mark(c, r);
+    uint32_t nw;
+    const use_t *w = uses_of(c, r->outputs[0], &nw);
+    for (uint32_t j = 0; j < nw; j++) {
+      drk_op_t op = w[j].n->op;
+      if ((op == DRK_OP_DIV && w[j].slot == 1) || op == DRK_OP_RECIPROCAL || op == DRK_OP_LOG) mark(c, w[j].n);
+    }
+  }
+}
+
+static void find_div_by_sum(pctx_t *c, drk_node_t *dv) {
+  drk_node_t *p = producer(dv->inputs[1]);
+  if (!p) return;
+  if (is_reduce_sum(p)) {
+    mark(c, dv);
+    mark(c, p);
+    return;
+  }
+  if (p->op != DRK_OP_ADD && p->op != DRK_OP_MAX && p->op != DRK_OP_CLIP) return;
+  for (int i = 0; i < p->n_inputs; i++) {
+    drk_node_t *r = producer(p->inputs[i]);
+    if (is_reduce_sum(r)) {
+      mark(c, dv);
+      mark(c, p);
+      mark(c, r);
+    }
+  }
+}
+
+static void find_fragile(pctx_t *c) {
+  drk_graph_t *g = c->g;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    drk_node_t *n = g->nodes[i];
+    if (!live(n) || !out_f32(c, n)) continue;
+    switch (n->op) {
+      case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_L2: case DRK_OP_REDUCE_LOG_SUM_EXP: case DRK_OP_REDUCE_PROD:
+      case DRK_OP_CUM_SUM: case DRK_OP_RANGE:
+        mark(c, n);
+        break;
+      case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_GLOBAL_AVERAGE_POOL: {
+        int64_t k = reduced_count(n);
+        if (k < 0 || k >= DRK_PRECISION_LARGE_REDUCE) mark(c, n);
+        break;
+      }
+      case DRK_OP_EXP: find_exp_sum(c, n); break;
+      case DRK_OP_DIV: find_div_by_sum(c, n); break;
+      default: break;
+    }
+    if (is_square(n)) find_square_mean(c, n);
+    for (int j = 0; j < n->n_inputs; j++)
+      if (slot_kind(n, j) == SLOT_FOLLOW && const_underflows(n->inputs[j], c->T)) mark(c, n);
+  }
+  /* Casts to f32 that feed kept nodes or graph outputs stay f32 (reverse order: a Cast
+   * feeding a Cast feeding a kept node is found too). */
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    drk_node_t *n = g->nodes[i];
+    if (!live(n) || n->op != DRK_OP_CAST || !out_f32(c, n)) continue;
+    const drk_value_t *v = n->outputs[0];
+    bool k = c->is_out[v->id];
+    uint32_t nu;
+    const use_t *u = uses_of(c, v, &nu);
+    for (uint32_t j = 0; j < nu && !k; j++)
+      if (c->keep[u[j].n->id] && slot_kind(u[j].n, u[j].slot) == SLOT_FOLLOW) k = true;
+    if (k) mark(c, n);
+  }
+}
+
+/* ---- rewriting ---- */
+
+static drk_dtype_t node_cd(const pctx_t *c, const drk_node_t *n) {
+  if (n->id < c->nn && c->keep[n->id]) return DRK_DT_F32;
+  if (c->mm_bf16 && is_mm(n->op)) return DRK_DT_BF16;
+  return c->T;
+}
+
+static void convert_const(pctx_t *c, drk_value_t *v, drk_dtype_t t) {
+  int64_t n = const_numel(v);
+  uint16_t *buf = drk_arena_alloc(c->g->arena, (size_t)(n > 0 ? n : 1) * 2);
+  for (int64_t i = 0; i < n; i++) buf[i] = to_half(t, f32_at(v, i));
+  v->data = buf;
+  v->nbytes = (size_t)n * 2;
+  v->dtype = t;
+}
+
+static drk_value_t *get_cast(pctx_t *c, drk_value_t *v, drk_dtype_t t, drk_loc_t loc) {
+  drk_value_t **slot = &c->casts[(size_t)v->id * CD_N + (size_t)cd_index(c, t)];
+  if (*slot) return *slot;
+  const char *name = fresh_name(c, v->name, t);
+  drk_node_t *n = drk_graph_add_node(c->g, DRK_OP_CAST, 1, &v, 1, &name, loc);
+  drk_node_set_int(c->g, n, "to", drk_dtype_to_onnx(t));
+  n->outputs[0]->dtype = t;
+  n->outputs[0]->shape = drk_graph_shape(c->g, v->shape.rank, v->shape.dims);
+  *slot = n->outputs[0];
+  return *slot;
+}
+
+static void retype_constant_of_shape(pctx_t *c, drk_node_t *n, drk_dtype_t t) {
+  const drk_attr_t *a = drk_node_attr(n, "value");
+  uint16_t h = 0;
+  if (a && a->kind == DRK_ATTR_TENSOR && a->tensor && a->tensor->dtype == DRK_DT_F32 && a->tensor->nbytes >= 4)
+    h = to_half(t, f32_at(a->tensor, 0));
+  int64_t one = 1;
+  drk_value_t *tv = drk_graph_new_const_value(c->g, a && a->tensor ? a->tensor->name : NULL, t,
+                                              drk_graph_shape_static(c->g, 1, &one),
+                                              drk_arena_memdup(c->g->arena, &h, 2), 2);
+  drk_node_add_attr(c->g, n, "value", DRK_ATTR_TENSOR)->tensor = tv;
+}
+
+static void rewrite(pctx_t *c) {
+  drk_graph_t *g = c->g;
+  /* constants: the dtype their first consumer that wants a non-f32 dtype wants */
+  for (size_t i = 0; i < g->n_consts; i++) {
+    drk_value_t *v = g->consts[i];
+    if (v->dtype != DRK_DT_F32 || c->is_out[v->id] || !v->data) continue;
+    uint32_t nu;
+    const use_t *u = uses_of(c, v, &nu);
+    drk_dtype_t want = DRK_DT_F32;
+    for (uint32_t j = 0; j < nu && want == DRK_DT_F32; j++)
+      if (slot_kind(u[j].n, u[j].slot) == SLOT_FOLLOW) want = node_cd(c, u[j].n);
+    if (want != DRK_DT_F32) convert_const(c, v, want);
+  }
+  size_t n_orig = g->n_nodes;
+  drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
+  DRK_ASSERT(orig);
+  memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  g->n_nodes = 0;
+  for (size_t i = 0; i < n_orig; i++) {
+    drk_node_t *n = orig[i];
+    if (live(n)) {
+      drk_dtype_t cd = node_cd(c, n);
+      for (int j = 0; j < n->n_inputs; j++) {
+        drk_value_t *v = n->inputs[j];
+        if (!v || orig_dt(c, v) != DRK_DT_F32) continue;
+        int k = slot_kind(n, j);
+        if (k == SLOT_ANY) continue;
+        drk_dtype_t req = k == SLOT_FOLLOW ? cd : DRK_DT_F32;
+        if (v->dtype != req) n->inputs[j] = get_cast(c, v, req, n->loc);
+      }
+      bool changed = false;
+      for (int j = 0; j < n->n_outputs; j++) {
+        drk_value_t *v = n->outputs[j];
+        if (!v || orig_dt(c, v) != DRK_DT_F32 || out_fixed(n, j) || v->dtype == cd) continue;
+        v->dtype = cd;
+        changed = true;
+      }
+      if (changed && n->op == DRK_OP_CAST) drk_node_set_int(g, n, "to", drk_dtype_to_onnx(cd));
+      if (changed && n->op == DRK_OP_CONSTANT_OF_SHAPE) retype_constant_of_shape(c, n, cd);
+    }
+    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+  }
+  free(orig);
+  /* the interface: outputs that changed dtype are cast back and keep their names (a value
+   * listed twice gets one Cast) */
+  drk_value_t **before = malloc(sizeof *before * (g->n_outputs + 1));
+  DRK_ASSERT(before);
+  if (g->n_outputs) memcpy(before, g->outputs, sizeof *before * g->n_outputs);
+  for (size_t k = 0; k < g->n_outputs; k++) {
+    drk_value_t *v = before[k];
+    if (!v || v->id >= c->nv || orig_dt(c, v) != DRK_DT_F32 || v->dtype == DRK_DT_F32) continue;
+    size_t prev = 0;
+    while (prev < k && before[prev] != v) prev++;
+    if (prev < k) {
+      g->outputs[k] = g->outputs[prev];
+      continue;
+    }
+    const char *name = v->name;
+    v->name = fresh_name(c, name, v->dtype);
+    drk_node_t *cn = drk_graph_add_node(g, DRK_OP_CAST, 1, &v, 1, &name, v->def ? v->def->loc : drk_loc_none);
+    drk_node_set_int(g, cn, "to", drk_dtype_to_onnx(DRK_DT_F32));
+    cn->outputs[0]->shape = drk_graph_shape(g, v->shape.rank, v->shape.dims);
+    g->outputs[k] = cn->outputs[0];
+  }
+  free(before);
+}
+
+bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d) {
+  drk_loc_t gl = drk_loc_none;
+  gl.file = g->source ? g->source : g->name;
+  char tgt[32];
+  if (o->target_sm > 0) snprintf(tgt, sizeof tgt, "sm_%d", o->target_sm);
+  else snprintf(tgt, sizeof tgt, "the target");
+  drk_dtype_t T = DRK_DT_F32;
+  switch (o->precision) {
+    case DRK_PREC_FP16: T = DRK_DT_F16; break;
+    case DRK_PREC_BF16: T = DRK_DT_BF16; break;
+    case DRK_PREC_FP8:
+      if (o->target_has_fp8) {
+        drk_diag_error(d, gl,
+                       "--precision=fp8 is not implemented yet (%s has fp8 tensor cores, but e4m3 weights "
+                       "with scales are not generated yet); use --precision=fp16 or --precision=bf16",
+                       tgt);
+        return false;
+      }
+      drk_diag_warning(d, gl, "%s has no fp8 tensor cores (fp8 needs sm_89 or sm_90): --precision=fp8 falls back to fp16",
+                       tgt);
+      T = DRK_DT_F16;
+      break;
+    default: break;
+  }
+  pctx_t c = {0};
+  c.g = g;
+  c.T = T;
+  c.mm_bf16 = T == DRK_DT_F32 && o->matmul == DRK_MMP_MEDIUM;
+  if (T == DRK_DT_F32 && !c.mm_bf16) return true; /* auto, fp32, tf32: dtypes unchanged */
+  c.nv = g->next_value_id;
+  c.nn = g->next_node_id;
+  c.orig = calloc(c.nv + 1, sizeof *c.orig);
+  c.use_off = calloc(c.nv + 1, sizeof *c.use_off);
+  c.use_n = calloc(c.nv + 1, sizeof *c.use_n);
+  c.keep = calloc(c.nn + 1, 1);
+  c.is_out = calloc(c.nv + 1, sizeof *c.is_out);
+  c.casts = calloc((size_t)(c.nv + 1) * CD_N, sizeof *c.casts);
+  DRK_ASSERT(c.orig && c.use_off && c.use_n && c.keep && c.is_out && c.casts);
+  for (uint32_t i = 0; i <= c.nv; i++) c.orig[i] = DRK_DT_COUNT;
+  /* original dtypes, names, uses */
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    c.orig[g->inputs[i]->id] = g->inputs[i]->dtype;
+    name_add(&c, g->inputs[i]->name);
+  }
+  for (size_t i = 0; i < g->n_consts; i++) {
+    c.orig[g->consts[i]->id] = g->consts[i]->dtype;
+    name_add(&c, g->consts[i]->name);
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    drk_node_t *n = g->nodes[i];
+    for (int j = 0; j < n->n_outputs; j++)
+      if (n->outputs[j]) {
+        if (n->outputs[j]->id < c.nv) c.orig[n->outputs[j]->id] = n->outputs[j]->dtype;
+        name_add(&c, n->outputs[j]->name);
+      }
+    if (!live(n)) continue;
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] && n->inputs[j]->id < c.nv) {
+        c.use_n[n->inputs[j]->id]++;
+        total++;
+      }
+  }
+  c.uses = calloc(total + 1, sizeof *c.uses);
+  DRK_ASSERT(c.uses);
+  for (uint32_t i = 0, off = 0; i < c.nv; i++) {
+    c.use_off[i] = off;
+    off += c.use_n[i];
+    c.use_n[i] = 0;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    drk_node_t *n = g->nodes[i];
+    if (!live(n)) continue;
+    for (int j = 0; j < n->n_inputs; j++) {
+      drk_value_t *v = n->inputs[j];
+      if (v && v->id < c.nv) c.uses[c.use_off[v->id] + c.use_n[v->id]++] = (use_t){n, j};
+    }
+  }
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] && g->outputs[i]->id < c.nv) c.is_out[g->outputs[i]->id] = true;
+  if (T != DRK_DT_F32) find_fragile(&c);
+  rewrite(&c);
+  free(c.orig);
+  free(c.use_off);
+  free(c.use_n);
+  free(c.uses);
+  free(c.keep);
+  free(c.is_out);
+  free(c.casts);
+  free(c.names);
+  return true;
+}
+
+/* ---- report ---- */
+
+drk_dtype_t drk_precision_node_dtype(const drk_node_t *n) {
+  if (n->op == DRK_OP_SHAPE || n->op == DRK_OP_SIZE) return DRK_DT_COUNT;
+  for (int j = 0; j < n->n_outputs; j++)
+    if (n->outputs[j] && drk_dtype_is_float(n->outputs[j]->dtype)) return n->outputs[j]->dtype;
+  if (n->op == DRK_OP_CAST) return n->outputs[0] ? n->outputs[0]->dtype : DRK_DT_COUNT;
+  for (int j = 0; j < n->n_inputs; j++)
+    if (n->inputs[j] && drk_dtype_is_float(n->inputs[j]->dtype)) return n->inputs[j]->dtype;
+  return DRK_DT_COUNT;
+}
+
+void drk_precision_report(const drk_graph_t *g, FILE *out) {
+  size_t count[DRK_DT_COUNT] = {0}, casts = 0, other = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    const char *name = n->n_outputs && n->outputs[0] ? n->outputs[0]->name : "?";
+    char label[256];
+    if (n->loc.node_name && n->op != DRK_OP_CAST) snprintf(label, sizeof label, "%%%s (%s)", name, n->loc.node_name);
+    else snprintf(label, sizeof label, "%%%s", name);
+    drk_dtype_t t = drk_precision_node_dtype(n);
+    if (n->op == DRK_OP_CAST && n->inputs[0] && n->outputs[0]) {
+      fprintf(out, "  %-48s %-20s %s->%s\n", label, drk_op_name(n->op), drk_dtype_name(n->inputs[0]->dtype),
+              drk_dtype_name(n->outputs[0]->dtype));
+      casts++;
+      continue;
+    }
+    fprintf(out, "  %-48s %-20s %s\n", label, drk_op_name(n->op), t < DRK_DT_COUNT ? drk_dtype_name(t) : "-");
+    if (t < DRK_DT_COUNT) count[t]++;
+    else other++;
+  }
+  fprintf(out, "precision mix:");
+  const char *sep = " ";
+  /* the most used dtype first, ties in dtype order */
+  bool done[DRK_DT_COUNT] = {0};
+  for (;;) {
+    int best = -1;
+    for (int t = 0; t < DRK_DT_COUNT; t++)
+      if (!done[t] && count[t] && (best < 0 || count[t] > count[best])) best = t;
+    if (best < 0) break;
+    done[best] = true;
+    fprintf(out, "%s%zu %s", sep, count[best], drk_dtype_name((drk_dtype_t)best));
+    sep = ", ";
+  }
+  if (sep[0] == ' ') fprintf(out, " no float nodes");
+  fprintf(out, "; %zu casts, %zu non-float\n", casts, other);
+}

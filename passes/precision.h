@@ -1,0 +1,75 @@
+/* Precision policy as a graph pass (see docs/precision.md).
+ *
+ * drk_pass_apply_precision() rewrites the f32 part of a graph to compute in f16 or bf16
+ * (or, for --matmul-precision=medium, runs f32 MatMul/Gemm/Conv in bf16), keeping the
+ * model's interface (graph input and output dtypes) and keeping in f32 the primitive-op
+ * chains whose numerics break in half precision. The chosen dtype of every node is visible
+ * as its result types (drk_graph_print) and in drk_precision_report().
+ *
+ * Requires: dtypes and shapes inferred (after drk_pass_pipeline_canonicalize); shapes are
+ * only used to size reductions (unknown sizes count as large), so symbolic dims are fine.
+ * Guarantees on success: the graph verifies and drk_pass_infer_shapes() agrees with every
+ * dtype it set; integer and bool values, f64 and values that were already f16/bf16 are
+ * untouched; graph inputs and outputs keep their names and dtypes. */
+#ifndef DRK_PRECISION_H
+#define DRK_PRECISION_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ir/graph.h"
+
+typedef enum drk_precision {
+  DRK_PREC_AUTO, /* keep the model's dtypes (an f32 model stays f32, a half model stays half) */
+  DRK_PREC_FP32,
+  DRK_PREC_TF32, /* f32 graph; f32 matmuls use tf32 (matmul precision at least "high") */
+  DRK_PREC_BF16,
+  DRK_PREC_FP16,
+  DRK_PREC_FP8 /* not implemented yet: error on fp8 targets, fp16 + warning elsewhere */
+} drk_precision_t;
+
+typedef enum drk_matmul_precision {
+  DRK_MMP_HIGHEST, /* f32 matmuls in f32 */
+  DRK_MMP_HIGH,    /* f32 matmuls through tf32 (a lowering option: drk_precision_allow_tf32) */
+  DRK_MMP_MEDIUM   /* f32 MatMul/Gemm/Conv/ConvTranspose/Einsum rewritten to bf16 operands */
+} drk_matmul_precision_t;
+
+typedef struct drk_precision_options {
+  drk_precision_t precision;
+  drk_matmul_precision_t matmul;
+  int target_sm;       /* lowest target, e.g. 80 (messages only); 0: unknown */
+  bool target_has_fp8; /* every target has fp8 tensor cores (drk_precision_target_has_fp8) */
+} drk_precision_options_t;
+
+/* A ReduceSum/ReduceMean/GlobalAveragePool over at least this many elements (or over a
+ * symbolic extent) stays f32. */
+#define DRK_PRECISION_LARGE_REDUCE 1024
+
+/* "auto|fp32|tf32|bf16|fp16|fp8"; false (out untouched) for anything else. */
+bool drk_precision_parse(const char *s, drk_precision_t *out);
+/* "highest|high|medium"; false (out untouched) for anything else. */
+bool drk_matmul_precision_parse(const char *s, drk_matmul_precision_t *out);
+const char *drk_precision_name(drk_precision_t p);
+const char *drk_matmul_precision_name(drk_matmul_precision_t m);
+/* sm_89 and sm_90 (and newer) have fp8 tensor cores. */
+bool drk_precision_target_has_fp8(int sm);
+/* What drk_lower_options_t.allow_tf32 should be: precision tf32, or matmul precision high
+ * with an f32 graph (auto/fp32). */
+bool drk_precision_allow_tf32(const drk_precision_options_t *o);
+
+/* Rewrites g in place (see the file comment and docs/precision.md). fp8 on a target with
+ * fp8: reports "not implemented yet" and returns false with g unchanged; fp8 elsewhere:
+ * warns naming the target and applies fp16. Returns false only after reporting an error. */
+bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d);
+
+/* The dtype node n computes in: its first floating-point result's dtype, else (comparisons,
+ * ArgMax, ...) its first floating-point input's; DRK_DT_COUNT when it computes on no float
+ * (integer/bool ops, Shape, Size). For a Cast, the dtype it casts to. */
+drk_dtype_t drk_precision_node_dtype(const drk_node_t *n);
+
+/* One line per live node: name (ONNX node name, else its first result), op, compute dtype
+ * (Casts as "f32->f16"); then a summary line:
+ *   precision mix: 120 f16, 14 f32; 12 casts, 30 non-float */
+void drk_precision_report(const drk_graph_t *g, FILE *out);
+
+#endif

@@ -1,0 +1,600 @@
+/* Tests of the precision pass (passes/precision.h).
+ *
+ *   test_precision unit                          text graphs: patterns, casts, interface,
+ *                                                options, fp8, medium, report
+ *   test_precision model DIR BIND PREC           a generated model (DIR/model.onnx with
+ *                                                DIR/test_data_set_0/input_N.pb): convert
+ *                                                to PREC (fp16|bf16|medium), check verify,
+ *                                                shape inference, interface, round trip, and
+ *                                                the interpreter against the f32 graph
+ *                                                (rel. L2 <= 1e-2)
+ *   test_precision lower DIR BIND PREC           the converted model lowers to tile IR
+ *                                                (lists every op that does not) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/tensor_io.h"
+#include "ir/interp.h"
+#include "passes/lower_to_tile.h"
+#include "passes/passes.h"
+#include "passes/precision.h"
+
+static int failures;
+
+#define CHECK(c)                                                             \
+  do {                                                                       \
+    if (!(c)) {                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+      failures++;                                                            \
+    }                                                                        \
+  } while (0)
+
+static drk_value_t *find_value(const drk_graph_t *g, const char *name) {
+  for (size_t i = 0; i < g->n_inputs; i++)
+    if (strcmp(g->inputs[i]->name, name) == 0) return g->inputs[i];
+  for (size_t i = 0; i < g->n_consts; i++)
+    if (strcmp(g->consts[i]->name, name) == 0) return g->consts[i];
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_outputs; j++)
+      if (n->outputs[j] && strcmp(n->outputs[j]->name, name) == 0) return n->outputs[j];
+  }
+  return NULL;
+}
+
+#define CHECK_DT(g, name, want)                                                                          \
+  do {                                                                                                   \
+    const drk_value_t *v_ = find_value(g, name);                                                         \
+    if (!v_ || v_->dtype != (want)) {                                                                    \
+      fprintf(stderr, "%s:%d: %%%s: dtype %s, want %s\n", __FILE__, __LINE__, name,                      \
+              v_ ? drk_dtype_name(v_->dtype) : "(missing)", drk_dtype_name(want));                       \
+      failures++;                                                                                        \
+    }                                                                                                    \
+  } while (0)
+
+static char *print_str(const drk_graph_t *g) {
+  size_t n;
+  char *s = drk_graph_print_string(g, SIZE_MAX, &n);
+  DRK_ASSERT(s);
+  return s;
+}
+
+/* verify; shape inference agrees with every dtype (the print does not change); print ->
+ * parse -> print is a fixed point */
+static bool check_consistent(drk_graph_t *g, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  bool ok = drk_graph_verify(g, &d);
+  if (!ok) fprintf(stderr, "%s: converted graph does not verify\n", what);
+  char *before = print_str(g);
+  if (!drk_pass_infer_shapes(g, &d)) {
+    fprintf(stderr, "%s: shape inference rejects the converted graph\n", what);
+    ok = false;
+  }
+  char *after = print_str(g);
+  if (strcmp(before, after) != 0) {
+    fprintf(stderr, "%s: shape inference changed the converted graph\n", what);
+    ok = false;
+  }
+  drk_graph_t *g2 = drk_graph_parse(after, strlen(after), what, &d);
+  if (!g2) {
+    fprintf(stderr, "%s: printed graph does not parse\n", what);
+    ok = false;
+  } else {
+    char *again = print_str(g2);
+    if (strcmp(again, after) != 0) {
+      fprintf(stderr, "%s: print -> parse -> print is not a fixed point\n", what);
+      ok = false;
+    }
+    free(again);
+    drk_graph_destroy(g2);
+  }
+  free(before);
+  free(after);
+  if (!ok) failures++;
+  return ok;
+}
+
+static drk_graph_t *parse(const char *text) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = drk_graph_parse(text, strlen(text), "<unit>", &d);
+  if (!g) fprintf(stderr, "does not parse (%d errors):\n%s", d.n_errors, text);
+  DRK_ASSERT(g);
+  if (!drk_pass_infer_shapes(g, &d)) DRK_ASSERT(!"infer");
+  return g;
+}
+
+static bool apply(drk_graph_t *g, drk_precision_t p, drk_matmul_precision_t m, int sm, drk_diag_t *d) {
+  drk_precision_options_t o = {p, m, sm, drk_precision_target_has_fp8(sm)};
+  return drk_pass_apply_precision(g, &o, d);
+}
+
+/* deterministic inputs: x = scale * sin-ish, never zero */
+static void fill_inputs(const drk_graph_t *g, drk_tensor_t *in, double scale) {
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    int64_t dims[DRK_MAX_RANK];
+    for (int k = 0; k < v->shape.rank; k++) dims[k] = v->shape.dims[k].size;
+    DRK_ASSERT(drk_tensor_alloc(&in[i], v->dtype, v->shape.rank, dims));
+    int64_t n = drk_tensor_numel(&in[i]);
+    for (int64_t k = 0; k < n; k++) {
+      if (drk_dtype_is_float(v->dtype)) drk_tensor_set_f64(&in[i], k, scale * (0.3 + sin(0.7 * (double)k + 1.3 * (double)i)));
+      else drk_tensor_set_i64(&in[i], k, (k * 7 + 3) % 5);
+    }
+  }
+}
+
+/* runs both graphs on in; returns the largest rel. L2 error of gc's outputs vs gr's */
+static double compare(const drk_graph_t *gr, const drk_graph_t *gc, drk_tensor_t *in) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tensor_t ro[16], co[16];
+  DRK_ASSERT(gr->n_outputs <= 16);
+  if (!drk_interp_run(gr, in, ro, &d)) return INFINITY;
+  if (!drk_interp_run(gc, in, co, &d)) {
+    for (size_t i = 0; i < gr->n_outputs; i++) drk_tensor_free(&ro[i]);
+    return INFINITY;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < gr->n_outputs; i++) {
+    double e = co[i].dtype == ro[i].dtype ? drk_tensor_rel_error(&co[i], &ro[i]) : INFINITY;
+    if (!(e <= worst)) worst = e; /* NaN sticks */
+    drk_tensor_free(&ro[i]);
+    drk_tensor_free(&co[i]);
+  }
+  return worst;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+#define ONES8 "1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0"
+#define ONES64 ONES8 ", " ONES8 ", " ONES8 ", " ONES8 ", " ONES8 ", " ONES8 ", " ONES8 ", " ONES8
+
+/* RMSNorm and LayerNorm written as primitives, a softmax as primitives, a matmul. x is large
+ * (|x| up to ~400) so squares overflow f16 unless the chain stays f32. */
+static const char *k_norms =
+    "graph @norms(%x: f32[4, 64]) -> (%y) {\n"
+    "  %ax: i64[1] = const [-1]\n"
+    "  %two: f32[] = const [2.0]\n"
+    "  %eps: f32[] = const [1e-06]\n"
+    "  %tiny: f32[] = const [1e-12]\n"
+    "  %g: f32[64] = const [" ONES64 "]\n"
+    "  %big: f32[] = const [-3.4028234663852886e+38]\n"
+    /* RMSNorm */
+    "  %sq: f32[4, 64] = Pow(%x, %two)\n"
+    "  %ms: f32[4, 1] = ReduceMean(%sq, %ax)\n"
+    "  %mse: f32[4, 1] = Add(%ms, %eps)\n"
+    "  %rms: f32[4, 1] = Sqrt(%mse)\n"
+    "  %xn: f32[4, 64] = Div(%x, %rms)\n"
+    "  %h: f32[4, 64] = Mul(%xn, %g)\n"
+    /* LayerNorm as primitives on h */
+    "  %mu: f32[4, 1] = ReduceMean(%h, %ax)\n"
+    "  %xc: f32[4, 64] = Sub(%h, %mu)\n"
+    "  %xc2: f32[4, 64] = Mul(%xc, %xc)\n"
+    "  %var: f32[4, 1] = ReduceMean(%xc2, %ax)\n"
+    "  %vare: f32[4, 1] = Add(%var, %eps)\n"
+    "  %sd: f32[4, 1] = Sqrt(%vare)\n"
+    "  %r: f32[4, 1] = Reciprocal(%sd)\n"
+    "  %ln: f32[4, 64] = Mul(%xc, %r)\n"
+    /* softmax as primitives, with a -FLT_MAX mask element */
+    "  %mx: f32[4, 1] = ReduceMax(%ln, %ax)\n"
+    "  %sh: f32[4, 64] = Sub(%ln, %mx)\n"
+    "  %e: f32[4, 64] = Exp(%sh)\n"
+    "  %s: f32[4, 1] = ReduceSum(%e, %ax)\n"
+    "  %p: f32[4, 64] = Div(%e, %s)\n"
+    "  %pm: f32[4, 64] = Max(%p, %big)\n"
+    /* an add of a constant f16 flushes to zero */
+    "  %pt: f32[4, 64] = Add(%pm, %tiny)\n"
+    "  %y: f32[4, 64] = Mul(%pt, %h)\n"
+    "  return %y\n"
+    "}\n";
+
+static void test_norm_patterns(drk_precision_t p) {
+  drk_dtype_t T = p == DRK_PREC_FP16 ? DRK_DT_F16 : DRK_DT_BF16;
+  drk_graph_t *ref = parse(k_norms), *g = parse(k_norms);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(apply(g, p, DRK_MMP_HIGHEST, 80, &d));
+  CHECK(d.n_errors == 0 && d.n_warnings == 0);
+  check_consistent(g, "norms");
+  /* the interface */
+  CHECK(g->n_inputs == 1 && g->inputs[0]->dtype == DRK_DT_F32 && strcmp(g->inputs[0]->name, "x") == 0);
+  CHECK(g->n_outputs == 1 && g->outputs[0]->dtype == DRK_DT_F32 && strcmp(g->outputs[0]->name, "y") == 0);
+  /* RMSNorm chain f32 */
+  const char *f32s[] = {"sq", "ms", "mse", "rms", "xn", "mu", "xc", "xc2", "var", "vare", "sd", "r", "e", "s", "p"};
+  for (size_t i = 0; i < DRK_ARRAY_LEN(f32s); i++) CHECK_DT(g, f32s[i], DRK_DT_F32);
+  /* the rest in T */
+  const char *ts[] = {"h", "ln", "mx", "sh", "pm", "g", "big"};
+  for (size_t i = 0; i < DRK_ARRAY_LEN(ts); i++) CHECK_DT(g, ts[i], T);
+  /* constants converted in place (name kept, old data dropped); eps stays f32 (only f32
+   * users); tiny stays f32 (its user is kept because f16 would flush it) */
+  CHECK_DT(g, "eps", DRK_DT_F32);
+  CHECK_DT(g, "tiny", p == DRK_PREC_FP16 ? DRK_DT_F32 : T);
+  CHECK_DT(g, "pt", p == DRK_PREC_FP16 ? DRK_DT_F32 : T);
+  const drk_value_t *big = find_value(g, "big");
+  if (big && big->dtype == T) {
+    uint16_t h;
+    memcpy(&h, big->data, 2);
+    double bv = T == DRK_DT_F16 ? drk_f16_to_f32(h) : drk_bf16_to_f32(h);
+    CHECK(isfinite(bv) && bv < -60000); /* saturated, not -inf */
+  }
+  size_t n_f32_consts = 0;
+  for (size_t i = 0; i < g->n_consts; i++) n_f32_consts += g->consts[i]->dtype == DRK_DT_F32;
+  CHECK(n_f32_consts <= 3); /* ax is i64; eps (+tiny for f16) */
+  /* numerics: the kept chains make this pass; x up to ~400 */
+  drk_tensor_t in[1];
+  fill_inputs(ref, in, 400.0);
+  double e = compare(ref, g, in);
+  printf("norms %s: rel. L2 error %.3g\n", drk_precision_name(p), e);
+  CHECK(e <= 1e-2);
+  drk_tensor_free(&in[0]);
+  /* the report */
+  char *rep = NULL;
+  size_t rn = 0;
+  FILE *f = open_memstream(&rep, &rn);
+  drk_precision_report(g, f);
+  fclose(f);
+  CHECK(strstr(rep, "precision mix: ") != NULL);
+  CHECK(strstr(rep, "%sq ") != NULL);
+  printf("%s", rep);
+  free(rep);
+  drk_graph_destroy(ref);
+  drk_graph_destroy(g);
+}
+
+static char *replace_all(const char *s, const char *from, const char *to) {
+  size_t n = 0, fl = strlen(from), tl = strlen(to);
+  for (const char *p = strstr(s, from); p; p = strstr(p + fl, from)) n++;
+  char *r = malloc(strlen(s) + n * (tl > fl ? tl - fl : 0) + 1), *o = r;
+  for (const char *p; (p = strstr(s, from)); s = p + fl) {
+    memcpy(o, s, (size_t)(p - s));
+    o += p - s;
+    memcpy(o, to, tl);
+    o += tl;
+  }
+  strcpy(o, s);
+  return r;
+}
+
+/* The same graph with every f32 made f16 (no kept chains) must fail the tolerance: the
+ * numeric check above can fail. */
+static void test_naive_would_fail(void) {
+  char *t1 = replace_all(k_norms, "f32", "f16");
+  char *t2 = replace_all(t1, "-3.4028234663852886e+38", "-65504.0");
+  drk_graph_t *ref = parse(k_norms), *g = parse(t2);
+  drk_tensor_t in[1], in16[1], ro[1], co[1];
+  fill_inputs(ref, in, 400.0);
+  DRK_ASSERT(drk_tensor_alloc(&in16[0], DRK_DT_F16, in[0].rank, in[0].dims));
+  for (int64_t k = 0; k < drk_tensor_numel(&in[0]); k++) drk_tensor_set_f64(&in16[0], k, drk_tensor_get_f64(&in[0], k));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  double e = INFINITY;
+  if (drk_interp_run(ref, in, ro, &d)) {
+    if (drk_interp_run(g, in16, co, &d)) {
+      drk_tensor_t c32;
+      DRK_ASSERT(drk_tensor_alloc(&c32, DRK_DT_F32, co[0].rank, co[0].dims));
+      for (int64_t k = 0; k < drk_tensor_numel(&c32); k++) drk_tensor_set_f64(&c32, k, drk_tensor_get_f64(&co[0], k));
+      e = drk_tensor_rel_error(&c32, &ro[0]);
+      drk_tensor_free(&c32);
+      drk_tensor_free(&co[0]);
+    }
+    drk_tensor_free(&ro[0]);
+  }
+  printf("norms naive f16: rel. L2 error %.3g (must be > 1e-2)\n", e);
+  CHECK(!(e <= 1e-2));
+  drk_tensor_free(&in[0]);
+  drk_tensor_free(&in16[0]);
+  drk_graph_destroy(ref);
+  drk_graph_destroy(g);
+  free(t1);
+  free(t2);
+}
+
+/* Casts: an i64 -> f32 Cast becomes a Cast to f16; one feeding a kept region or an output
+ * stays f32; Resize's scales stay f32; large reductions stay f32. */
+static const char *k_casts =
+    "graph @casts(%m: i64[2, 2048], %z: f32[2, 2048]) -> (%y, %c2, %rs) {\n"
+    "  %ax: i64[1] = const [1]\n"
+    "  %k: f32[] = const [-10000.0]\n"
+    "  %sc: f32[4] = const [1.0, 1.0, 2.0, 2.0]\n"
+    "  %shp: i64[4] = const [1, 1, 2, 1]\n"
+    "  %shp2: i64[2] = const [2, 2048]\n"
+    "  %c1: f32[2, 2048] = Cast(%m) {to = 1}\n"
+    "  %a: f32[2, 2048] = Mul(%c1, %k)\n"
+    "  %cs: f32[2, 2048] = ConstantOfShape(%shp2) {value = tensor<f32[1]> [0.5]}\n"
+    "  %z1: f32[2, 2048] = Add(%z, %cs)\n"
+    "  %y0: f32[2, 2048] = Add(%a, %z1)\n"
+    "  %y: f32[2, 2048] = Relu(%y0)\n"
+    "  %c2: f32[2, 2048] = Cast(%m) {to = 1}\n"
+    "  %big: f32[2, 1] = ReduceSum(%y, %ax)\n"
+    "  %small: f32[2, 1] = ReduceMax(%y, %ax)\n"
+    "  %q: f32[2, 1] = Add(%big, %small)\n"
+    "  %q4: f32[1, 1, 2, 1] = Reshape(%q, %shp)\n"
+    "  %rs: f32[1, 1, 4, 2] = Resize(%q4, _, %sc) {mode = \"nearest\"}\n"
+    "  return %y, %c2, %rs\n"
+    "}\n";
+
+static void test_casts(void) {
+  const char *text = k_casts;
+  drk_graph_t *ref = parse(text), *g = parse(text);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(apply(g, DRK_PREC_FP16, DRK_MMP_HIGHEST, 86, &d));
+  check_consistent(g, "casts");
+  const drk_value_t *c1 = find_value(g, "c1");
+  CHECK(c1 && c1->dtype == DRK_DT_F16 && drk_node_attr_int(c1->def, "to", 0) == 10);
+  CHECK_DT(g, "a", DRK_DT_F16);
+  CHECK_DT(g, "cs", DRK_DT_F16);
+  CHECK_DT(g, "k", DRK_DT_F16);
+  CHECK_DT(g, "big", DRK_DT_F32);   /* 2048 elements reduced */
+  CHECK_DT(g, "small", DRK_DT_F16); /* ReduceMax is exact in any dtype */
+  CHECK_DT(g, "sc", DRK_DT_F32);    /* Resize scales are f32 by definition */
+  CHECK_DT(g, "rs", DRK_DT_F32);    /* an output */
+  /* c2 is a graph output: its Cast stays a Cast to f32 and nothing is added */
+  const drk_value_t *c2 = find_value(g, "c2");
+  CHECK(c2 && c2->dtype == DRK_DT_F32 && c2->def && c2->def->op == DRK_OP_CAST && c2->def->inputs[0]->dtype == DRK_DT_I64);
+  for (size_t i = 0; i < g->n_outputs; i++) CHECK(g->outputs[i]->dtype == DRK_DT_F32);
+  CHECK(strcmp(g->outputs[0]->name, "y") == 0 && strcmp(g->outputs[2]->name, "rs") == 0);
+  drk_tensor_t in[2];
+  fill_inputs(ref, in, 1.0);
+  double e = compare(ref, g, in);
+  printf("casts fp16: rel. L2 error %.3g\n", e);
+  CHECK(e <= 1e-2);
+  drk_tensor_free(&in[0]);
+  drk_tensor_free(&in[1]);
+  drk_graph_destroy(ref);
+  drk_graph_destroy(g);
+}
+
+static const char *k_mm =
+    "graph @mm(%x: f32[8, 32]) -> (%y, %z) {\n"
+    "  %w: f32[32, 16] = const hex\"HEX\"\n"
+    "  %b: f32[16] = const [0.5, -0.5, 0.25, 1.0, 0.5, -0.5, 0.25, 1.0, 0.5, -0.5, 0.25, 1.0, 0.5, -0.5, 0.25, 1.0]\n"
+    "  %h: f32[8, 16] = MatMul(%x, %w)\n"
+    "  %y: f32[8, 16] = Add(%h, %b)\n"
+    "  %z: f32[8, 16] = Gemm(%x, %w, %b)\n"
+    "  return %y, %z\n"
+    "}\n";
+
+static drk_graph_t *mm_graph(void) {
+  char hex[32 * 16 * 8 + 1];
+  for (int i = 0; i < 32 * 16; i++) {
+    float f = (float)sin(0.37 * i) * 0.2f;
+    unsigned char b[4];
+    memcpy(b, &f, 4);
+    snprintf(hex + 8 * i, 9, "%02x%02x%02x%02x", b[0], b[1], b[2], b[3]);
+  }
+  char *text = replace_all(k_mm, "HEX", hex);
+  drk_graph_t *g = parse(text);
+  free(text);
+  return g;
+}
+
+static void test_medium_and_options(void) {
+  /* medium: bf16 operands, f32 elsewhere; outputs keep their names */
+  drk_graph_t *ref = mm_graph(), *g = mm_graph();
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(apply(g, DRK_PREC_FP32, DRK_MMP_MEDIUM, 80, &d));
+  check_consistent(g, "medium");
+  CHECK_DT(g, "w", DRK_DT_BF16);
+  CHECK_DT(g, "h", DRK_DT_BF16);
+  CHECK_DT(g, "y", DRK_DT_F32);
+  CHECK(g->outputs[1]->dtype == DRK_DT_F32 && strcmp(g->outputs[1]->name, "z") == 0);
+  const drk_value_t *h = find_value(g, "h");
+  CHECK(h && h->def->inputs[0]->dtype == DRK_DT_BF16 && h->def->inputs[1]->dtype == DRK_DT_BF16);
+  drk_tensor_t in[1];
+  fill_inputs(ref, in, 1.0);
+  double e = compare(ref, g, in);
+  printf("matmul medium: rel. L2 error %.3g\n", e);
+  CHECK(e <= 1e-2 && e > 0);
+  drk_tensor_free(&in[0]);
+  drk_graph_destroy(g);
+
+  /* auto, fp32, tf32, highest/high: the graph does not change */
+  drk_precision_t same[] = {DRK_PREC_AUTO, DRK_PREC_FP32, DRK_PREC_TF32};
+  char *want = print_str(ref);
+  for (size_t i = 0; i < DRK_ARRAY_LEN(same); i++) {
+    g = mm_graph();
+    CHECK(apply(g, same[i], DRK_MMP_HIGH, 90, &d));
+    char *got = print_str(g);
+    CHECK(strcmp(got, want) == 0);
+    free(got);
+    drk_graph_destroy(g);
+  }
+  free(want);
+  drk_graph_destroy(ref);
+
+  /* parsing and the tf32 switch */
+  drk_precision_t p = DRK_PREC_AUTO;
+  drk_matmul_precision_t m = DRK_MMP_HIGHEST;
+  CHECK(drk_precision_parse("bf16", &p) && p == DRK_PREC_BF16);
+  CHECK(drk_precision_parse("fp8", &p) && p == DRK_PREC_FP8);
+  CHECK(!drk_precision_parse("half", &p) && p == DRK_PREC_FP8);
+  CHECK(!drk_precision_parse(NULL, &p));
+  CHECK(drk_matmul_precision_parse("medium", &m) && m == DRK_MMP_MEDIUM);
+  CHECK(!drk_matmul_precision_parse("low", &m) && m == DRK_MMP_MEDIUM);
+  CHECK(strcmp(drk_precision_name(DRK_PREC_TF32), "tf32") == 0);
+  CHECK(strcmp(drk_matmul_precision_name(DRK_MMP_HIGH), "high") == 0);
+  drk_precision_options_t o = {DRK_PREC_TF32, DRK_MMP_HIGHEST, 80, false};
+  CHECK(drk_precision_allow_tf32(&o));
+  o.precision = DRK_PREC_FP32;
+  CHECK(!drk_precision_allow_tf32(&o));
+  o.matmul = DRK_MMP_HIGH;
+  CHECK(drk_precision_allow_tf32(&o));
+  o.precision = DRK_PREC_FP16;
+  CHECK(!drk_precision_allow_tf32(&o));
+  CHECK(!drk_precision_target_has_fp8(80) && !drk_precision_target_has_fp8(87));
+  CHECK(drk_precision_target_has_fp8(89) && drk_precision_target_has_fp8(90));
+}
+
+static void test_fp8(void) {
+  /* fp8-capable target: a clear error, graph untouched */
+  drk_graph_t *g = mm_graph();
+  char *before = print_str(g);
+  drk_diag_t d;
+  drk_diag_init(&d, NULL);
+  CHECK(!apply(g, DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, &d));
+  CHECK(d.n_errors == 1 && strstr(d.first, "not implemented yet") && strstr(d.first, "sm_90"));
+  char *after = print_str(g);
+  CHECK(strcmp(before, after) == 0);
+  free(before);
+  free(after);
+  drk_graph_destroy(g);
+  /* elsewhere: fp16 and a warning naming the target */
+  g = mm_graph();
+  char buf[2048] = {0};
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  drk_diag_init(&d, f);
+  CHECK(apply(g, DRK_PREC_FP8, DRK_MMP_HIGHEST, 80, &d));
+  fclose(f);
+  CHECK(d.n_errors == 0 && d.n_warnings == 1);
+  CHECK(strstr(buf, "warning") && strstr(buf, "sm_80") && strstr(buf, "fp16"));
+  CHECK_DT(g, "h", DRK_DT_F16);
+  CHECK_DT(g, "w", DRK_DT_F16);
+  check_consistent(g, "fp8 fallback");
+  drk_graph_destroy(g);
+}
+
+static int run_unit(void) {
+  test_norm_patterns(DRK_PREC_FP16);
+  test_norm_patterns(DRK_PREC_BF16);
+  test_naive_would_fail();
+  test_casts();
+  test_medium_and_options();
+  test_fp8();
+  if (failures) fprintf(stderr, "FAIL: %d checks\n", failures);
+  else printf("OK\n");
+  return failures ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static drk_graph_t *load(const char *dir, const char *bind, drk_diag_t *d) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  drk_graph_t *g = drk_onnx_import(path, d);
+  if (!g) return NULL;
+  if ((bind && *bind && strcmp(bind, "-") != 0 && !drk_graph_bind_dims(g, bind, d)) ||
+      !drk_pass_pipeline_canonicalize(g, d)) {
+    drk_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static bool prec_arg(const char *s, drk_precision_options_t *o) {
+  memset(o, 0, sizeof *o);
+  o->target_sm = 80;
+  if (strcmp(s, "medium") == 0) {
+    o->precision = DRK_PREC_FP32;
+    o->matmul = DRK_MMP_MEDIUM;
+    return true;
+  }
+  return drk_precision_parse(s, &o->precision);
+}
+
+static int run_model(const char *dir, const char *bind, const char *prec, bool lower) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_precision_options_t o;
+  if (!prec_arg(prec, &o)) {
+    fprintf(stderr, "bad precision '%s'\n", prec);
+    return 2;
+  }
+  drk_graph_t *ref = load(dir, bind, &d), *g = load(dir, bind, &d);
+  if (!ref || !g) return 1;
+  if (!drk_pass_apply_precision(g, &o, &d)) {
+    fprintf(stderr, "FAIL: %s: the pass reported an error\n", dir);
+    return 1;
+  }
+  drk_dtype_t T = o.precision == DRK_PREC_FP16 ? DRK_DT_F16 : DRK_DT_BF16;
+  int rc = 0;
+  if (lower) {
+    /* list every node the lowering does not take, then lower for real */
+    int n_bad = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[i];
+      const char *why = NULL;
+      if (n->dead || drk_lower_node_supported(n, &why)) continue;
+      const drk_value_t *x = n->n_inputs ? n->inputs[0] : NULL;
+      fprintf(stderr, "not lowered: %s %%%s (input %s): %s\n", drk_op_name(n->op), n->outputs[0]->name,
+              x ? drk_dtype_name(x->dtype) : "-", why ? why : "?");
+      n_bad++;
+    }
+    drk_lowered_t l;
+    drk_lower_options_t lo;
+    memset(&lo, 0, sizeof lo); /* fields the lowering adds later default to zero */
+    lo.target_sm = 80;
+    lo.allow_tf32 = drk_precision_allow_tf32(&o);
+    if (!drk_lower_graph(g, &lo, &l, &d)) {
+      fprintf(stderr, "FAIL: %s (%s) does not lower (%d errors, %d unsupported nodes)\n", dir, prec, d.n_errors, n_bad);
+      rc = 1;
+    } else {
+      bool vok = drk_tile_verify(l.module, &d);
+      printf("%s %s: lowered to %zu kernels%s\n", dir, prec, l.module->n_kernels, vok ? "" : " (DO NOT VERIFY)");
+      if (!vok) rc = 1;
+      drk_lowered_destroy(&l);
+    }
+    drk_graph_destroy(ref);
+    drk_graph_destroy(g);
+    return rc;
+  }
+  if (!check_consistent(g, dir)) rc = 1;
+  /* the interface is unchanged */
+  if (g->n_inputs != ref->n_inputs || g->n_outputs != ref->n_outputs) rc = 1;
+  for (size_t i = 0; !rc && i < g->n_inputs; i++)
+    if (g->inputs[i]->dtype != ref->inputs[i]->dtype || strcmp(g->inputs[i]->name, ref->inputs[i]->name) != 0) rc = 1;
+  for (size_t i = 0; !rc && i < g->n_outputs; i++)
+    if (g->outputs[i]->dtype != ref->outputs[i]->dtype || strcmp(g->outputs[i]->name, ref->outputs[i]->name) != 0)
+      rc = 1;
+  if (rc) fprintf(stderr, "FAIL: %s: the interface changed\n", dir);
+  /* no f32 weights of any size left (medium: only those not feeding matmuls) */
+  size_t big_f32 = 0, n_t = 0;
+  for (size_t i = 0; i < g->n_consts; i++) {
+    const drk_value_t *v = g->consts[i];
+    if (v->dtype == DRK_DT_F32 && v->nbytes >= 1024 && o.matmul != DRK_MMP_MEDIUM) big_f32++;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && drk_precision_node_dtype(g->nodes[i]) == (o.matmul == DRK_MMP_MEDIUM ? DRK_DT_BF16 : T))
+      n_t++;
+  if (big_f32) {
+    fprintf(stderr, "FAIL: %s: %zu large f32 constants left\n", dir, big_f32);
+    rc = 1;
+  }
+  if (n_t == 0) {
+    fprintf(stderr, "FAIL: %s: no node computes in the target dtype\n", dir);
+    rc = 1;
+  }
+  /* numerics against the f32 graph, on the model's own test inputs */
+  drk_tensor_t in[8];
+  DRK_ASSERT(ref->n_inputs <= 8);
+  for (size_t i = 0; i < ref->n_inputs; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/test_data_set_0/input_%zu.pb", dir, i);
+    if (!drk_tensor_read_pb(path, &in[i], NULL, &d)) return 1;
+  }
+  double e = compare(ref, g, in);
+  for (size_t i = 0; i < ref->n_inputs; i++) drk_tensor_free(&in[i]);
+  printf("%s %s: rel. L2 error vs f32 graph %.3g (tolerance 1e-2)\n", dir, prec, e);
+  if (!(e <= 1e-2)) {
+    fprintf(stderr, "FAIL: %s: error %.3g\n", dir, e);
+    rc = 1;
+  }
+  drk_precision_report(g, stdout);
+  drk_graph_destroy(ref);
+  drk_graph_destroy(g);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "unit") == 0) return run_unit();
+  if (argc >= 5 && strcmp(argv[1], "model") == 0) return run_model(argv[2], argv[3], argv[4], false);
+  if (argc >= 5 && strcmp(argv[1], "lower") == 0) return run_model(argv[2], argv[3], argv[4], true);
+  fprintf(stderr, "usage: test_precision unit | model DIR BIND PREC | lower DIR BIND PREC\n");
+  return 2;
+}
