@@ -339,6 +339,8 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   return NULL;
 }
 
+static void grow_once(fz_t *z, grp_t *G, int *assigned);
+
 static void grp_add(grp_t *G, int k) {
   G->in[k] = true;
   G->mem[G->cnt++] = k;
@@ -352,7 +354,16 @@ static void grp_reset(grp_t *G) {
   G->anchor = -1;
 }
 
+/* Breadth-first over the members' neighbours, repeated until nothing joins: a candidate
+ * turned down early (an outside consumer ran too early) may fit once more nodes joined. */
 static void grow(fz_t *z, grp_t *G, int *assigned) {
+  for (int before = -1; before != G->cnt;) {
+    before = G->cnt;
+    grow_once(z, G, assigned);
+  }
+}
+
+static void grow_once(fz_t *z, grp_t *G, int *assigned) {
   for (int qi = 0; qi < G->cnt; qi++) {
     const drk_node_t *m = z->g->nodes[G->mem[qi]];
     int nin = z->cls[G->mem[qi]] == C_ALIAS ? 1 : m->n_inputs;
@@ -492,7 +503,7 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
       else {
         /* look again at both groups as they ended */
         for (int side = 0; side < 2 && !why; side++) {
-          int gi = f->group[side == 0 ? k : p], other = side == 0 ? p : k;
+          int gi = f->group[side == 0 ? p : k], other = side == 0 ? k : p;
           const drk_fusion_group_t *gr = &gs[gi];
           grp_reset(&G);
           if (gr->kind == DRK_FUSION_SINGLE) {

@@ -13,10 +13,12 @@
 
 typedef struct drk_driver {
   const char *name; /* "CUDA", "HIP" */
-  /* Loads the driver library, opens device o->device, creates a stream. On failure returns
-   * DRK_STATUS_NO_DRIVER (library missing or lacking entry points), DRK_STATUS_NO_DEVICE
-   * (library loaded, no such device) or another code, and leaves nothing behind. */
-  drk_status_t (*runtime_create)(const drk_runtime_options_t *o, const drk_allocator_t *a, void **out_rt);
+  /* Loads the driver library (`library`; NULL: the driver's default, its $DRK_*_DRIVER
+   * variable, then its standard names), opens device o->device, creates a stream. On
+   * failure returns DRK_STATUS_NO_DRIVER (library missing or lacking entry points),
+   * DRK_STATUS_NO_DEVICE (library loaded, no such device) or another code, and leaves
+   * nothing behind. */
+  drk_status_t (*runtime_create)(const drk_runtime_options_t *o, const char *library, const drk_allocator_t *a, void **out_rt);
   void (*runtime_destroy)(void *rt);
   const char *(*device_name)(const void *rt);
   unsigned (*device_sm)(const void *rt);   /* 0 when the device is not an NVIDIA GPU */

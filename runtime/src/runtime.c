@@ -40,25 +40,30 @@ static drk_status_t combine(const drk_allocator_t *a, drk_status_t cuda, drk_sta
 }
 
 drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt) {
+  return drk_runtime_create_driver(opts, DRK_DRIVER_AUTO, NULL, out_rt);
+}
+
+drk_status_t drk_runtime_create_driver(const drk_runtime_options_t *opts, drk_driver_kind_t driver, const char *hip_library,
+                                       drk_runtime_t **out_rt) {
   drk_runtime_options_t o = {0};
   if (opts) o = *opts;
   const drk_allocator_t *a = drk_rt_allocator(o.allocator);
   if (!out_rt) return drk_rt_status(a, DRK_STATUS_INVALID_ARGUMENT, "drk_runtime_create: out_rt is NULL");
-  if (o.driver != DRK_DRIVER_AUTO && o.driver != DRK_DRIVER_CUDA && o.driver != DRK_DRIVER_HIP)
-    return drk_rt_status(a, DRK_STATUS_INVALID_ARGUMENT, "drk_runtime_create: unknown driver kind %d", (int)o.driver);
+  if (driver != DRK_DRIVER_AUTO && driver != DRK_DRIVER_CUDA && driver != DRK_DRIVER_HIP)
+    return drk_rt_status(a, DRK_STATUS_INVALID_ARGUMENT, "drk_runtime_create_driver: unknown driver kind %d", (int)driver);
   drk_runtime_t *rt = drk_rt_alloc(a, sizeof *rt, 16);
   if (!rt) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the runtime");
   rt->alloc = *a;
   drk_status_t st = NULL, cuda_st = NULL;
-  if (o.driver != DRK_DRIVER_HIP) {
+  if (driver != DRK_DRIVER_HIP) {
     rt->drv = &drk_driver_cuda;
-    st = rt->drv->runtime_create(&o, a, &rt->impl);
-    if (st && o.driver == DRK_DRIVER_AUTO && no_gpu(st)) cuda_st = st, st = NULL;
+    st = rt->drv->runtime_create(&o, o.driver_library, a, &rt->impl);
+    if (st && driver == DRK_DRIVER_AUTO && no_gpu(st)) cuda_st = st, st = NULL;
     else if (st) goto fail;
     else goto done;
   }
   rt->drv = &drk_driver_hip;
-  st = rt->drv->runtime_create(&o, a, &rt->impl);
+  st = rt->drv->runtime_create(&o, hip_library, a, &rt->impl);
   if (st && cuda_st) st = combine(a, cuda_st, st);
   else if (!st) drk_status_destroy(cuda_st);
   if (st) goto fail;

@@ -1,5 +1,5 @@
-/* A stand-in for libamdhip64.so, loaded by tests/runtime/test_hip through
- * drk_runtime_options_t.hip_library, so that the HIP driver's paths run without an AMD GPU.
+/* A stand-in for libamdhip64.so, loaded by tests/runtime/test_hip through the hip_library
+ * argument of drk_runtime_create_driver, so that the HIP driver's paths run without an AMD GPU.
  *
  * It exports the hip* entry points runtime/drivers/hip/hip_api.h lists, with the same
  * calling convention. Behaviour comes from the environment (DEVICE read at hipInit, the
@@ -16,22 +16,35 @@
  * tests/runtime/test_util.h execute on the host (c = a + b, y = x * s), so a run computes
  * real results. Stream capture records launches into a graph that hipGraphLaunch replays.
  * Built with -DFAKE_HIP_NO_GRAPH the graph entry points are absent (an old HIP runtime).
- * fake_hip_stats() reports what happened, for the test to check. */
+ * fake_hip_stats() reports what happened, for the test to check.
+ *
+ * Every entry point is declared from hip_api.h's own tables, with its handle types (this
+ * file completes the opaque structs), so the driver calls exactly the function types it
+ * declares: UBSan's -fsanitize=function checks that on every call. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/drivers/hip/hip_api.h"
+
 #define EXPORT __attribute__((visibility("default")))
+#define DECLARE(ret, name, sym, args) EXPORT ret sym args;
+DRK_HIP_FUNCS(DECLARE)
+DRK_HIP_GRAPH_FUNCS(DECLARE)
+EXPORT drk_hip_error_t hipGetDevicePropertiesR0600(void *prop, int ordinal);
+EXPORT drk_hip_error_t hipGetDeviceProperties(void *prop, int ordinal);
+#undef DECLARE
 
 enum { OK = 0, OOM = 2, INVALID_VALUE = 1, NO_DEVICE = 100, INVALID_DEVICE = 101, INVALID_IMAGE = 200, NOT_FOUND = 500, NOT_SUPPORTED = 801 };
 
-typedef struct fake_func { char name[64]; } fake_func_t;
-typedef struct fake_mod { const char *image; fake_func_t funcs[8]; int n; } fake_mod_t;
+typedef struct drk_hip_func { char name[64]; } fake_func_t;
+typedef struct drk_hip_mod { const char *image; fake_func_t funcs[8]; int n; } fake_mod_t;
 typedef struct launch { fake_func_t *f; unsigned grid[3], block[3], smem; uint64_t args[4]; } launch_t;
-typedef struct fake_graph { launch_t l[16]; int n; } fake_graph_t;
-typedef struct fake_stream { fake_graph_t *capturing; } fake_stream_t;
-typedef struct fake_event { long tick; } fake_event_t;
+typedef struct drk_hip_graph { launch_t l[16]; int n; } fake_graph_t;
+typedef struct drk_hip_graph_exec { fake_graph_t g; } fake_graph_exec_t;
+typedef struct drk_hip_stream { fake_graph_t *capturing; } fake_stream_t;
+typedef struct drk_hip_event { long tick; } fake_event_t;
 
 static int g_device_present, g_no_devices;
 static char g_arch[256];
@@ -54,7 +67,7 @@ static int fails(const char *fn) {
 }
 #define FAILPOINT(fn) if (fails(#fn)) return OOM
 
-EXPORT int hipInit(unsigned flags) {
+EXPORT int hipInit(unsigned int flags) {
   (void)flags;
   const char *d = getenv("DRK_FAKE_HIP_DEVICE");
   if (!d || !*d) return INVALID_DEVICE;
@@ -100,7 +113,7 @@ EXPORT int hipGetDevicePropertiesR0600(void *p, int d) {
 }
 EXPORT int hipGetDeviceProperties(void *p, int d) { return props(p, 396); }
 
-EXPORT int hipStreamCreateWithFlags(fake_stream_t **s, unsigned flags) {
+EXPORT int hipStreamCreateWithFlags(fake_stream_t **s, unsigned int flags) {
   FAILPOINT(hipStreamCreateWithFlags);
   *s = calloc(1, sizeof **s);
   g_live++;
@@ -154,8 +167,8 @@ static void execute(const launch_t *l) {
   g_launches++;
 }
 
-EXPORT int hipModuleLaunchKernel(fake_func_t *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                                 fake_stream_t *s, void **params, void **extra) {
+EXPORT int hipModuleLaunchKernel(fake_func_t *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                                 unsigned int smem, fake_stream_t *s, void **params, void **extra) {
   FAILPOINT(hipModuleLaunchKernel);
   if (!f || !params || extra) return INVALID_VALUE;
   launch_t l = {f, {gx, gy, gz}, {bx, by, bz}, smem, {0}};
@@ -193,18 +206,18 @@ EXPORT int hipStreamEndCapture(fake_stream_t *s, fake_graph_t **g) {
   s->capturing = NULL;
   return *g ? OK : INVALID_VALUE;
 }
-EXPORT int hipGraphInstantiateWithFlags(fake_graph_t **e, fake_graph_t *g, unsigned long long flags) {
+EXPORT int hipGraphInstantiateWithFlags(fake_graph_exec_t **e, fake_graph_t *g, unsigned long long flags) {
   FAILPOINT(hipGraphInstantiateWithFlags);
   *e = malloc(sizeof **e);
-  **e = *g;
+  (*e)->g = *g;
   g_live++;
   return OK;
 }
-EXPORT int hipGraphLaunch(fake_graph_t *e, fake_stream_t *s) {
-  for (int i = 0; i < e->n; i++) execute(&e->l[i]);
+EXPORT int hipGraphLaunch(fake_graph_exec_t *e, fake_stream_t *s) {
+  for (int i = 0; i < e->g.n; i++) execute(&e->g.l[i]);
   g_graph_launches++;
   return OK;
 }
-EXPORT int hipGraphExecDestroy(fake_graph_t *e) { free(e), g_live--; return OK; }
+EXPORT int hipGraphExecDestroy(fake_graph_exec_t *e) { free(e), g_live--; return OK; }
 EXPORT int hipGraphDestroy(fake_graph_t *g) { free(g), g_live--; return OK; }
 #endif

@@ -71,8 +71,9 @@ static int run_with_fatbin(drk_runtime_t *rt, const char *path, unsigned sm) {
 
 int main(int argc, char **argv) {
   drk_runtime_t *rt = NULL;
+  /* CUDA only: the kernels are PTX (on an AMD GPU, DRK_DRIVER_AUTO would pick HIP). */
   drk_runtime_options_t o = {NULL, 0, NULL};
-  drk_status_t st = drk_runtime_create(&o, &rt);
+  drk_status_t st = drk_runtime_create_driver(&o, DRK_DRIVER_CUDA, NULL, &rt);
   if (st && (drk_status_code(st) == DRK_STATUS_NO_DRIVER || drk_status_code(st) == DRK_STATUS_NO_DEVICE)) {
     printf("SKIP: no GPU: %s\n", drk_status_message(st));
     drk_status_destroy(st);

@@ -42,10 +42,8 @@ static stats_t stats(const char *lib) {
 }
 
 static drk_status_t create(drk_driver_kind_t kind, const char *hip_lib, int device, drk_runtime_t **rt) {
-  drk_runtime_options_t o;
-  memset(&o, 0, sizeof o);
-  o.allocator = &al, o.device = device, o.driver_library = no_cuda, o.driver = kind, o.hip_library = hip_lib;
-  return drk_runtime_create(&o, rt);
+  drk_runtime_options_t o = {&al, device, no_cuda};
+  return drk_runtime_create_driver(&o, kind, hip_lib, rt);
 }
 
 /* Expects failure with `code` and every needle in the message. */
@@ -90,10 +88,7 @@ static void runtime_errors(void) {
   expect(create(DRK_DRIVER_HIP, fake_lib, 0, &rt), DRK_STATUS_OUT_OF_MEMORY, "hipStreamCreateWithFlags: hipErrorOutOfMemory", NULL, NULL);
   unsetenv("DRK_FAKE_HIP_FAIL");
   CHECK(rt == NULL);
-  drk_runtime_options_t bad;
-  memset(&bad, 0, sizeof bad);
-  bad.driver = (drk_driver_kind_t)7;
-  expect(drk_runtime_create(&bad, &rt), DRK_STATUS_INVALID_ARGUMENT, "unknown driver kind 7", NULL, NULL);
+  expect(create((drk_driver_kind_t)7, NULL, 0, &rt), DRK_STATUS_INVALID_ARGUMENT, "unknown driver kind 7", NULL, NULL);
   CHECK(live == 0);
   CHECK(stats(fake_lib).live == 0);
 }
@@ -275,12 +270,33 @@ static void sessions(const char *lib, int graphs) {
   if (end.live) fprintf(stderr, "fake HIP objects left: %ld\n", end.live);
 }
 
+/* The HIP runtime installed on this machine, if any: it must have every entry point the
+ * driver needs; without an AMD GPU it reports no device. */
+static void installed_runtime(void) {
+  printf("the installed HIP runtime (libamdhip64.so, .so.6, .so.5), if any:\n");
+  unsetenv("DRK_HIP_DRIVER");
+  drk_runtime_t *rt = NULL;
+  drk_status_t st = create(DRK_DRIVER_HIP, NULL, 0, &rt);
+  if (!st) {
+    printf("  an AMD GPU: %s\n", drk_runtime_device_name(rt));
+    CHECK(!strncmp(drk_runtime_device_arch(rt), "gfx", 3));
+    drk_runtime_destroy(rt);
+    return;
+  }
+  printf("  %s: %s\n", drk_status_code_name(drk_status_code(st)), drk_status_message(st));
+  CHECK(drk_status_code(st) == DRK_STATUS_NO_DRIVER || drk_status_code(st) == DRK_STATUS_NO_DEVICE);
+  CHECK(!strstr(drk_status_message(st), " lacks "));
+  drk_status_destroy(st);
+  CHECK(live == 0);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_hip FAKE_HIP_LIBRARY FAKE_HIP_NOGRAPH_LIBRARY\n"); return 2; }
   fake_lib = argv[1], fake_nograph_lib = argv[2];
   unsetenv("DRK_FAKE_HIP_FAIL");
   unsetenv("DRK_FAKE_HIP_PROPS");
   runtime_errors();
+  installed_runtime();
   printf("== HIP runtime with stream capture\n");
   sessions(fake_lib, 1);
   printf("== HIP runtime without stream capture\n");

@@ -56,9 +56,9 @@ static drk_status_t cu_error(cuda_rt_t *rt, drk_cu_result_t r, const char *call,
 /* ---- runtime ---- */
 static void cuda_runtime_destroy(void *rtv);
 
-static drk_status_t cuda_runtime_create(const drk_runtime_options_t *opts, const drk_allocator_t *a, void **out_rt) {
+static drk_status_t cuda_runtime_create(const drk_runtime_options_t *opts, const char *library, const drk_allocator_t *a, void **out_rt) {
   drk_runtime_options_t o = *opts;
-  const char *libname = o.driver_library;
+  const char *libname = library;
   if (!libname) libname = getenv("DRK_CUDA_DRIVER");
   if (!libname || !*libname) libname = DRK_CUDA_DEFAULT_LIBRARY;
   void *lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);

@@ -91,10 +91,10 @@ static drk_status_t read_arch(hip_rt_t *rt) {
   return drk_rt_status(&rt->alloc, DRK_STATUS_DRIVER, "hipGetDeviceProperties: device %d reports no gfx architecture name", rt->ordinal);
 }
 
-static drk_status_t hip_runtime_create(const drk_runtime_options_t *o, const drk_allocator_t *a, void **out_rt) {
+static drk_status_t hip_runtime_create(const drk_runtime_options_t *o, const char *library, const drk_allocator_t *a, void **out_rt) {
   const char *names[3];
   size_t n_names = 0;
-  const char *chosen = o->hip_library;
+  const char *chosen = library;
   if (!chosen) chosen = getenv("DRK_HIP_DRIVER");
   if (chosen && *chosen) names[n_names++] = chosen;
   else

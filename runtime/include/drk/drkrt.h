@@ -94,29 +94,31 @@ const char *drk_module_provenance(const drk_module_t *m);
 /* ---- runtime: driver, device, context, stream ---- */
 typedef struct drk_runtime drk_runtime_t;
 
+typedef struct drk_runtime_options {
+  const drk_allocator_t *allocator; /* NULL: default */
+  int device;                       /* device ordinal (among the chosen driver's devices) */
+  const char *driver_library;       /* CUDA's; NULL: $DRK_CUDA_DRIVER if set, else "libcuda.so.1" */
+} drk_runtime_options_t;
+
+/* Loads a driver, initializes it, opens the device (CUDA: retains its primary context;
+ * HIP: makes it current), creates a stream. The driver: CUDA when libcuda loads and reports
+ * a device, else HIP (libamdhip64: $DRK_HIP_DRIVER if set, else the first of
+ * "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5" that loads). When neither gives
+ * a device, the status names both attempts; its code is DRK_STATUS_NO_DRIVER when neither
+ * library loads, DRK_STATUS_NO_DEVICE when one loads but has no (such) device. */
+drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt);
+
 /* Which GPU driver a runtime uses. */
 typedef enum drk_driver_kind {
-  DRK_DRIVER_AUTO = 0, /* CUDA when libcuda loads and reports a device, else HIP */
+  DRK_DRIVER_AUTO = 0, /* as drk_runtime_create chooses */
   DRK_DRIVER_CUDA = 1,
   DRK_DRIVER_HIP = 2,
 } drk_driver_kind_t;
 
-/* Zero-initialize, then set what you need (fields may be added at the end). */
-typedef struct drk_runtime_options {
-  const drk_allocator_t *allocator; /* NULL: default */
-  int device;                       /* device ordinal (of the chosen driver's devices) */
-  const char *driver_library;       /* CUDA; NULL: $DRK_CUDA_DRIVER if set, else "libcuda.so.1" */
-  drk_driver_kind_t driver;         /* DRK_DRIVER_AUTO (0) picks from the devices present */
-  const char *hip_library;          /* HIP; NULL: $DRK_HIP_DRIVER if set, else the first of
-                                       "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"
-                                       that loads */
-} drk_runtime_options_t;
-
-/* Loads the driver, initializes it, opens the device (CUDA: retains its primary context;
- * HIP: makes it current), creates a stream. With DRK_DRIVER_AUTO, when neither driver gives
- * a device, the status names both attempts; its code is DRK_STATUS_NO_DRIVER when neither
- * library loads, DRK_STATUS_NO_DEVICE when one loads but has no (such) device. */
-drk_status_t drk_runtime_create(const drk_runtime_options_t *opts, drk_runtime_t **out_rt);
+/* drk_runtime_create with the driver chosen by the caller. hip_library names the HIP
+ * runtime library (NULL: as above); CUDA's comes from opts->driver_library. */
+drk_status_t drk_runtime_create_driver(const drk_runtime_options_t *opts, drk_driver_kind_t driver,
+                                       const char *hip_library, drk_runtime_t **out_rt);
 void drk_runtime_destroy(drk_runtime_t *rt);
 /* E.g. "NVIDIA H200 (sm_90, 139.8 GiB, driver 13.0)",
  * "AMD Instinct MI300X (gfx942:sramecc+:xnack-, 192.0 GiB, HIP 6.2)"; borrowed. */
