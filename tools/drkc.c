@@ -22,13 +22,14 @@
 #include "ir/tile.h"
 #include "passes/lower_to_tile.h"
 #include "passes/passes.h"
+#include "passes/precision.h"
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
-    "                  [--shapes-from=DIR]\n"
-    "                  [--matmul-precision=highest|high] [-v]\n"
+    "                  [--shapes-from=DIR] [--precision=P] [--matmul-precision=M] [--report] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
+    "                      [--precision=P] [--matmul-precision=M]\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -43,7 +44,12 @@ static const char usage_text[] =
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
-    "  --matmul-precision=P    highest (f32 math for f32 matmuls, the default) or high (TF32)\n"
+    "  --precision=P           auto (keep the model's dtypes, the default) | fp32 | tf32 | bf16 |\n"
+    "                          fp16 | fp8 (not implemented yet); normalizations and fragile\n"
+    "                          reductions stay f32, the model's interface keeps its dtypes\n"
+    "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
+    "                          medium (bf16 inputs, f32 accumulation)\n"
+    "  --report                print kernels, planned memory and the precision mix to stderr\n"
     "  -v                      say what each stage does\n"
     "\n"
     "drkc run: inputs are ONNX TensorProto files (input_0.pb ... in graph-input order) or .npy;\n"
@@ -53,17 +59,56 @@ static const char usage_text[] =
     "prints the relative error of every output with PASS/FAIL.\n";
 
 /* ---- the pass pipeline: a plain list of calls ---- */
-typedef bool (*graph_pass_fn)(drk_graph_t *g, drk_diag_t *d);
+typedef struct options {
+  const char *input;
+  const char *output;
+  const char *targets_arg;
+  unsigned targets;
+  const char *emit;
+  const char *dump_after;
+  const char *bind;
+  const char *shapes_from;
+  drk_precision_t precision;
+  drk_matmul_precision_t matmul;
+  bool report;
+  int verbose;
+  const char *command_line;
+} options_t;
 
-static bool pass_verify(drk_graph_t *g, drk_diag_t *d) { return drk_graph_verify(g, d); }
+typedef bool (*graph_pass_fn)(drk_graph_t *g, const options_t *o, drk_diag_t *d);
+
+static bool pass_verify(drk_graph_t *g, const options_t *o, drk_diag_t *d) { return drk_graph_verify(g, d); }
+static bool pass_canonicalize(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  return drk_pass_pipeline_canonicalize(g, d);
+}
+
+/* The precision policy for the targets being compiled for: the lowest NVIDIA target decides
+ * what fp8 can do (gfx942's fp8 MFMA uses other formats). */
+static drk_precision_options_t precision_options(const options_t *o) {
+  drk_precision_options_t po = {.precision = o->precision, .matmul = o->matmul, .target_sm = 80};
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if ((o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor == DRK_VENDOR_NV) {
+      po.target_sm = drk_target_info((drk_target_t)t)->number;
+      break;
+    }
+  po.target_has_fp8 = !(o->targets & (1u << DRK_TARGET_GFX942)) && drk_precision_target_has_fp8(po.target_sm);
+  return po;
+}
+
+static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  drk_precision_options_t po = precision_options(o);
+  return drk_pass_apply_precision(g, &po, d);
+}
 
 static const struct {
   const char *name;
   graph_pass_fn run;
 } graph_passes[] = {
     {"verify", pass_verify},
-    {"canonicalize", drk_pass_pipeline_canonicalize}, /* infer shapes, fold constants, DCE */
+    {"canonicalize", pass_canonicalize}, /* infer shapes, fold constants, DCE */
     {"verify-canonical", pass_verify},
+    {"precision", pass_precision}, /* --precision, --matmul-precision */
+    {"verify-precision", pass_verify},
 };
 
 /* --emit kinds: where the pipeline stops, and whether the result is text. */
@@ -84,19 +129,6 @@ static const struct {
     {"bundle", DRK_BUILD_BUNDLE, false, ".bundle"},
 };
 
-typedef struct options {
-  const char *input;
-  const char *output;
-  const char *targets_arg;
-  unsigned targets;
-  const char *emit;
-  const char *dump_after;
-  const char *bind;
-  const char *shapes_from;
-  bool allow_tf32;
-  int verbose;
-  const char *command_line;
-} options_t;
 
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "drkc: error: ");
@@ -169,11 +201,17 @@ static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t 
   return g;
 }
 
-/* The graph pass pipeline; destroys g on failure. */
-static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+/* The graph passes from `first` up to (not including) `stop` (NULL: to the end); destroys g
+ * on failure. */
+static bool run_graph_passes_range(drk_graph_t *g, const options_t *o, const char *first, const char *stop,
+                                   drk_diag_t *d) {
+  bool on = first == NULL;
   for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) {
+    if (stop && strcmp(graph_passes[i].name, stop) == 0) break;
+    if (!on && strcmp(graph_passes[i].name, first) != 0) continue;
+    on = true;
     if (o->verbose) fprintf(stderr, "drkc: pass %s\n", graph_passes[i].name);
-    if (!graph_passes[i].run(g, d)) {
+    if (!graph_passes[i].run(g, o, d)) {
       drk_graph_destroy(g);
       return false;
     }
@@ -183,6 +221,10 @@ static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) 
     }
   }
   return true;
+}
+
+static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  return run_graph_passes_range(g, o, NULL, NULL, d);
 }
 
 /* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so
@@ -332,7 +374,9 @@ static int compile(const options_t *o) {
     drk_build_options_t bo = {
         .targets = o->targets,
         .stop = (drk_build_stop_t)emit_kinds[k].stop,
-        .allow_tf32 = o->allow_tf32,
+        .allow_tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = o->precision,
+                                                                           .matmul = o->matmul}),
+        .report = o->report ? stderr : NULL,
         .command_line = o->command_line,
         .model_bytes = model,
         .model_size = model_size,
@@ -359,7 +403,9 @@ typedef struct run_options {
   const char *named_inputs[64]; /* NAME=FILE */
   int n_named;
   uint64_t seed;
-  bool npy, check, allow_tf32;
+  bool npy, check;
+  drk_precision_t precision;
+  drk_matmul_precision_t matmul;
   const char *bind;
 } run_options_t;
 
@@ -432,8 +478,14 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
 }
 
 /* Tolerance of --check, as ‖gpu − ref‖ / ‖ref‖ (DESIGN.md, "Correctness oracles"): f32 math
- * that reorders reductions 1e-4, TF32 5e-4, f16/bf16 1e-2, fp8 6e-2; integers exact. */
-static double check_tolerance(drk_dtype_t t, bool tf32) {
+ * that reorders reductions 1e-4, TF32 5e-4, f16/bf16 1e-2, fp8 6e-2; integers exact. The
+ * reference is the model as given (before the precision policy), so a float output computed
+ * in a lower precision gets that precision's tolerance. */
+static double check_tolerance(drk_dtype_t t, const run_options_t *ro) {
+  bool half = ro->precision == DRK_PREC_FP16 || ro->precision == DRK_PREC_BF16 || ro->matmul == DRK_MMP_MEDIUM;
+  bool tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = ro->precision, .matmul = ro->matmul});
+  if (ro->precision == DRK_PREC_FP8 && drk_dtype_is_float(t)) return 6e-2;
+  if (half && (t == DRK_DT_F32 || t == DRK_DT_F64)) return 1e-2;
   switch (t) {
     case DRK_DT_F64: return 1e-5;
     case DRK_DT_F32: return tf32 ? 5e-4 : 1e-4;
@@ -450,27 +502,30 @@ static bool rt_ok(drk_status_t st, const char *what, drk_diag_t *d) {
   return false;
 }
 
-/* Compiles g for the GPU `device` (cuda or cuda:N), runs it on `inputs` and returns its
- * outputs (caller frees each). */
-static bool run_on_gpu(const drk_graph_t *g, const char *device, const run_options_t *ro, drk_tensor_t *inputs,
-                       drk_tensor_t *out_outputs, drk_diag_t *d) {
-  drk_runtime_options_t rto = {0};
-  if (device[4] == ':') rto.device = atoi(device + 5);
-  drk_runtime_t *rt = NULL;
-  if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the CUDA runtime", d)) return false;
-  unsigned sm = drk_runtime_device_sm(rt);
-  char arch[16];
-  snprintf(arch, sizeof arch, sm == 90 ? "sm_90a" : "sm_%u", sm);
-  unsigned targets;
+/* The target for the runtime's device: sm_90 GPUs get sm_90a code (wgmma, TMA). */
+static bool device_targets(drk_runtime_t *rt, unsigned *out_targets, drk_diag_t *d) {
+  char arch[32];
+  snprintf(arch, sizeof arch, "%s", drk_runtime_device_arch(rt));
+  char *colon = strchr(arch, ':'); /* gfx942:sramecc+:xnack- */
+  if (colon) *colon = 0;
+  if (strcmp(arch, "sm_90") == 0) strcpy(arch, "sm_90a");
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
-  if (!drk_target_parse_list(arch, &targets, &quiet)) {
+  if (!drk_target_parse_list(arch, out_targets, &quiet)) {
     drk_diag_error(d, drk_loc_none, "the GPU is %s (%s), which drkc does not target (known: %s)",
                    drk_runtime_device_name(rt), arch, drk_target_known_list());
-    drk_runtime_destroy(rt);
     return false;
   }
-  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .allow_tf32 = ro->allow_tf32,
+  return true;
+}
+
+/* Compiles g for the runtime's device, runs it on `inputs` and returns its outputs (caller
+ * frees each). */
+static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets, const run_options_t *ro,
+                       drk_tensor_t *inputs, drk_tensor_t *out_outputs, drk_diag_t *d) {
+  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE,
+                            .allow_tf32 = drk_precision_allow_tf32(
+                                &(drk_precision_options_t){.precision = ro->precision, .matmul = ro->matmul}),
                             .command_line = "drkc run"};
   void *bytes = NULL;
   size_t size = 0;
@@ -497,7 +552,6 @@ static bool run_on_gpu(const drk_graph_t *g, const char *device, const run_optio
     for (size_t i = 0; i < bound; i++) drk_tensor_free(&out_outputs[i]);
   drk_session_destroy(s);
   drk_module_destroy(m);
-  drk_runtime_destroy(rt);
   free(bytes);
   return ok;
 }
@@ -514,7 +568,10 @@ static int run_model(const run_options_t *ro) {
     fprintf(stderr, "drkc: error: --check compares a GPU run with the interpreter and needs --device=cuda\n");
     return 2;
   }
-  options_t o = {.bind = ro->bind};
+  options_t o = {.bind = ro->bind, .precision = ro->precision, .matmul = ro->matmul};
+  drk_diag_t quiet;
+  drk_diag_init(&quiet, NULL);
+  drk_target_parse_list("sm_90", &o.targets, &quiet); /* CPU runs apply the policy as for sm_90 */
   drk_graph_t *g = load_bound(ro->model, &o, &d);
   if (!g) return 1;
   int rc = 1;
@@ -558,34 +615,50 @@ static int run_model(const run_options_t *ro) {
     if (!ok) goto done;
     loaded++;
   }
-  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes(g, &o, &d)) {
+  /* The precision policy comes last, after the reference (the model as given) is taken. */
+  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes_range(g, &o, NULL, "precision", &d)) {
     g = NULL;
     goto done;
   }
+  drk_tensor_t *ref = NULL;
+  drk_runtime_t *rt = NULL;
+  bool ran = false;
   if (gpu) {
-    if (!run_on_gpu(g, ro->device, ro, inputs, outputs, &d)) goto done;
+    drk_runtime_options_t rto = {.device = ro->device[4] == ':' ? atoi(ro->device + 5) : 0};
+    if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) || !device_targets(rt, &o.targets, &d))
+      goto gpu_done;
     if (ro->check) {
-      drk_tensor_t *ref = calloc(no + 1, sizeof *ref);
-      bool ref_ok = drk_interp_run(g, inputs, ref, &d);
-      int failed = 0;
-      for (size_t i = 0; ref_ok && i < no; i++) {
-        double err = drk_tensor_rel_error(&outputs[i], &ref[i]);
-        double tol = check_tolerance(g->outputs[i]->dtype, ro->allow_tf32);
-        bool pass = err <= tol; /* NaN never passes */
-        failed += !pass;
-        printf("check output %zu '%s': rel error %.3g (tolerance %.0e) %s\n", i, g->outputs[i]->name, err, tol,
-               pass ? "PASS" : "FAIL");
-      }
-      for (size_t i = 0; ref_ok && i < no; i++) drk_tensor_free(&ref[i]);
-      free(ref);
-      if (!ref_ok || failed) {
-        for (size_t i = 0; i < no; i++) drk_tensor_free(&outputs[i]);
-        goto done;
-      }
+      ref = calloc(no + 1, sizeof *ref);
+      if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
     }
-  } else if (!drk_interp_run(g, inputs, outputs, &d)) {
-    goto done;
   }
+  if (!run_graph_passes_range(g, &o, "precision", NULL, &d)) {
+    g = NULL;
+    goto gpu_done;
+  }
+  ran = gpu ? run_on_gpu(g, rt, o.targets, ro, inputs, outputs, &d) : drk_interp_run(g, inputs, outputs, &d);
+  if (ran && ref) {
+    int failed = 0;
+    for (size_t i = 0; i < no; i++) {
+      double err = drk_tensor_rel_error(&outputs[i], &ref[i]);
+      double tol = check_tolerance(g->outputs[i]->dtype, ro);
+      bool pass = err <= tol; /* NaN never passes */
+      failed += !pass;
+      printf("check output %zu '%s': rel error %.3g (tolerance %.0e) %s\n", i, g->outputs[i]->name, err, tol,
+             pass ? "PASS" : "FAIL");
+    }
+    if (failed) {
+      for (size_t i = 0; i < no; i++) drk_tensor_free(&outputs[i]);
+      ran = false;
+    }
+  }
+gpu_done:
+  if (ref) {
+    for (size_t i = 0; i < no; i++) drk_tensor_free(&ref[i]);
+    free(ref);
+  }
+  drk_runtime_destroy(rt);
+  if (!ran) goto done;
   if (ro->output_dir) {
     mkdir(ro->output_dir, 0777);
     for (size_t i = 0; i < no; i++) {
@@ -618,21 +691,12 @@ done:
   return rc;
 }
 
-/* highest: f32 math for f32 matmuls; high: TF32 allowed. (medium, bf16 inputs, comes with
- * the precision policy.) */
-static bool parse_matmul_precision(const char *v, bool *out_tf32) {
-  if (strcmp(v, "highest") == 0) *out_tf32 = false;
-  else if (strcmp(v, "high") == 0) *out_tf32 = true;
-  else return false;
-  return true;
-}
-
 static int main_run(int argc, char **argv) {
   run_options_t ro = {.device = "cpu", .seed = 0};
   static const char *const o_device[] = {"--device", NULL}, *const o_indir[] = {"--input-dir", NULL},
                            *const o_outdir[] = {"--output-dir", NULL}, *const o_seed[] = {"--seed", NULL},
                            *const o_input[] = {"--input", NULL}, *const o_bind[] = {"--bind", NULL},
-                           *const o_mmp[] = {"--matmul-precision", NULL};
+                           *const o_mmp[] = {"--matmul-precision", NULL}, *const o_prec[] = {"--precision", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, o_device))) ro.device = v;
@@ -650,7 +714,11 @@ static int main_run(int argc, char **argv) {
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
     else if ((v = opt_value(argc, argv, &i, o_bind))) ro.bind = v;
     else if ((v = opt_value(argc, argv, &i, o_mmp))) {
-      if (!parse_matmul_precision(v, &ro.allow_tf32)) return usage_error("--matmul-precision: 'highest' or 'high', not '%s'", v);
+      if (!drk_matmul_precision_parse(v, &ro.matmul))
+        return usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
+    } else if ((v = opt_value(argc, argv, &i, o_prec))) {
+      if (!drk_precision_parse(v, &ro.precision))
+        return usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
     } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
     else if (ro.model) return usage_error("more than one model given ('%s')", argv[i]);
     else ro.model = argv[i];
@@ -666,7 +734,7 @@ int main(int argc, char **argv) {
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_bind[] = {"--bind", NULL},
                            *const o_mmp[] = {"--matmul-precision", NULL},
-                           *const o_shapes[] = {"--shapes-from", NULL};
+                           *const o_shapes[] = {"--shapes-from", NULL}, *const o_prec[] = {"--precision", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -685,8 +753,12 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, o_bind))) o.bind = v;
     else if ((v = opt_value(argc, argv, &i, o_shapes))) o.shapes_from = v;
     else if ((v = opt_value(argc, argv, &i, o_mmp))) {
-      if (!parse_matmul_precision(v, &o.allow_tf32)) return usage_error("--matmul-precision: 'highest' or 'high', not '%s'", v);
-    }
+      if (!drk_matmul_precision_parse(v, &o.matmul))
+        return usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
+    } else if ((v = opt_value(argc, argv, &i, o_prec))) {
+      if (!drk_precision_parse(v, &o.precision))
+        return usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
+    } else if (strcmp(argv[i], "--report") == 0) o.report = true;
     else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
     else if (o.input) return usage_error("more than one input given ('%s')", argv[i]);
     else o.input = argv[i];

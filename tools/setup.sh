@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES="build-essential cmake llvm-22-dev lld-22 clang-22 clang-tools-22 libclang-rt-22-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev
-  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip"
+  libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip"
 PY_PACKAGES="onnx onnxruntime numpy"
 
 missing=()

@@ -122,15 +122,44 @@ static char *targets_string(unsigned set) {
   return strdup(buf);
 }
 
+/* --report: what the compiler did with the model. */
+static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
+  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
+  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
+  bool ok = drk_plan_memory(g, al, l->n_aliases, out_plan, d);
+  free(al);
+  return ok;
+}
+
+static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_diag_t *d) {
+  drk_mem_plan_t pl, *plan = &pl;
+  if (!plan_memory(g, l, plan, d)) return false;
+  size_t nodes = 0, mix[DRK_DT_COUNT] = {0};
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    nodes++;
+    if (n->n_outputs && drk_dtype_is_float(n->outputs[0]->dtype)) mix[n->outputs[0]->dtype]++;
+  }
+  uint64_t act = plan->arena_size - plan->weights_size;
+  fprintf(out, "report: %zu graph nodes -> %zu kernels (%zu nodes need no kernel: views of another tensor)\n",
+          nodes, l->n_launches, l->n_aliases);
+  fprintf(out, "report: activations %.2f MiB planned vs %.2f MiB naive sum (%.0f%%); weights %.2f MiB; arena %.2f MiB\n",
+          act / 1048576.0, plan->naive_size / 1048576.0, plan->naive_size ? 100.0 * (double)act / (double)plan->naive_size : 0.0,
+          plan->weights_size / 1048576.0, plan->arena_size / 1048576.0);
+  fprintf(out, "report: precision mix (float nodes by result dtype):");
+  for (int t = 0; t < DRK_DT_COUNT; t++)
+    if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
+  fprintf(out, "\n");
+  drk_mem_plan_free(plan);
+  return true;
+}
+
 static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
                         const drk_modfile_image_t *images, uint32_t n_images, void **out_data, size_t *out_size,
                         drk_diag_t *d) {
   drk_mem_plan_t plan;
-  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
-  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  bool ok = drk_plan_memory(g, al, l->n_aliases, &plan, d);
-  free(al);
-  if (!ok) return false;
+  if (!plan_memory(g, l, &plan, d)) return false;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
   size_t n_params = 0, n_tmas = 0;
@@ -317,6 +346,10 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
 
   drk_lowered_t l;
   if (!drk_lower_graph(g, &lo, &l, d)) return false;
+  if (o->report && !report(o->report, g, &l, d)) {
+    drk_lowered_destroy(&l);
+    return false;
+  }
   bool ok = false, done = false;
   void *fb = NULL, *hsaco = NULL, *bundle = NULL;
   size_t fb_size = 0, hsaco_size = 0, bundle_size = 0;

@@ -39,6 +39,7 @@ typedef struct drk_build_options {
   const void *model_bytes;  /* provenance hash input (the model file as read); may be NULL */
   size_t model_size;
   bool verbose;             /* per-kernel register/spill report on stderr */
+  FILE *report;             /* --report: kernels, planned memory, precision mix (NULL: none) */
 } drk_build_options_t;
 
 /* Runs the pipeline on g up to o->stop. On success *out_data (malloc'ed; free()) and

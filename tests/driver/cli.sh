@@ -72,10 +72,14 @@ expect emit-hsaco 0 '' -- "$W/ok.drkg" --emit=hsaco --target=gfx942 --bind=N=3 -
 expect emit-bundle 0 '' -- "$W/ok.drkg" --emit=bundle --target=gfx942 --bind=N=3 -o "$W/ok.bundle"
 expect emit-ptx-needs-nv 1 "needs an NVIDIA target" -- "$W/ok.drkg" --emit=ptx --target=gfx942 --bind=N=3
 expect module-mixed 0 '' -- "$W/ok.drkg" --target=sm_87,gfx942 --bind=N=3 -o "$W/ok.drkm"
-expect matmul-precision-bad 2 "'highest' or 'high'" -- "$W/ok.drkg" --matmul-precision=low
+expect matmul-precision-bad 2 "highest, high or medium" -- "$W/ok.drkg" --matmul-precision=low
 export DRK_CUDA_DRIVER=/nonexistent/libcuda.so.1 # the same answer on machines with a GPU
 expect run-cuda-no-driver 1 "no CUDA driver" -- run "$W/ok.drkg" --device=cuda --bind=N=3
 unset DRK_CUDA_DRIVER
+expect precision-bad 2 "auto, fp32, tf32, bf16, fp16 or fp8" -- "$W/ok.drkg" --precision=fp4
+expect precision-fp16-graph 0 'Cast' -- "$W/ok.drkg" --emit=graph --precision=fp16
+expect report 0 'report: .* graph nodes -> .* kernels' -- "$W/ok.drkg" --emit=tile --bind=N=3 --report
+expect run-fp16 0 "output 0 'z': f32\[3, 4\]" -- run "$W/ok.drkg" --input x="$W/x.npy" --precision=fp16
 expect run-check-needs-cuda 2 "needs --device=cuda" -- run "$W/ok.drkg" --check --bind=N=3
 for t in "$SRC"/tests/tile/*.drkt; do
   [ -e "$t" ] || continue
