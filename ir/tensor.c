@@ -160,6 +160,13 @@ float drk_f8e5m2_to_f32(uint8_t b) {
   return s ? -v : v;
 }
 
+int64_t drk_f64_to_i64_sat(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
 /* ---- element access ---- */
 static int nibble(const uint8_t *p, int64_t i) { return (p[i / 2] >> ((i & 1) * 4)) & 0xf; }
 
@@ -187,13 +194,7 @@ int64_t drk_tensor_get_i64(const drk_tensor_t *t, int64_t i) {
     case DRK_DT_BOOL: return ((const uint8_t *)d)[i] != 0;
     case DRK_DT_U4: return nibble(d, i);
     case DRK_DT_I4: { int v = nibble(d, i); return v >= 8 ? v - 16 : v; }
-    default: {
-      double v = drk_tensor_get_f64(t, i);
-      if (isnan(v)) return 0;
-      if (v >= 9.2e18) return INT64_MAX;
-      if (v <= -9.2e18) return INT64_MIN;
-      return (int64_t)v;
-    }
+    default: return drk_f64_to_i64_sat(drk_tensor_get_f64(t, i));
   }
 }
 
@@ -212,14 +213,7 @@ void drk_tensor_set_f64(drk_tensor_t *t, int64_t i, double v) {
     case DRK_DT_F8E4M3: ((uint8_t *)d)[i] = drk_f32_to_f8e4m3((float)v, true); return;
     case DRK_DT_F8E5M2: ((uint8_t *)d)[i] = drk_f32_to_f8e5m2((float)v, true); return;
     case DRK_DT_BOOL: ((uint8_t *)d)[i] = v != 0; return;
-    default: {
-      int64_t x;
-      if (isnan(v)) x = 0;
-      else if (v >= 9.2e18) x = INT64_MAX;
-      else if (v <= -9.2e18) x = INT64_MIN;
-      else x = (int64_t)v;
-      drk_tensor_set_i64(t, i, x);
-    }
+    default: drk_tensor_set_i64(t, i, drk_f64_to_i64_sat(v));
   }
 }
 

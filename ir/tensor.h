@@ -46,6 +46,10 @@ float drk_f8e4m3_to_f32(uint8_t b);
 uint8_t drk_f32_to_f8e5m2(float f, bool saturate);
 float drk_f8e5m2_to_f32(uint8_t b);
 
+/* f64 -> i64 as the compiler and interpreter convert: truncation toward zero, saturating at
+ * the i64 range, NaN -> 0 (a plain C cast is undefined behaviour there). */
+int64_t drk_f64_to_i64_sat(double v);
+
 /* ‖a − b‖₂ / ‖b‖₂ over all elements (b is the reference); returns INFINITY on shape or
  * element-count mismatch and NaN if any element of a is NaN where b is not. */
 double drk_tensor_rel_error(const drk_tensor_t *a, const drk_tensor_t *b);

@@ -18,6 +18,16 @@
 
 #define DRK_LOWER_INTERNAL
 #include "lower_to_tile.h"
+#include "plan_memory.h"
+
+/* A fused kernel runs all its nodes at one time; the memory plan must know those times
+ * (drk_plan_memory_timed) or it may give a kernel's output the bytes of an input the kernel
+ * still reads. Until the planner has them, lowering fuses only when asked to. */
+#ifdef DRK_PLAN_MEMORY_TIMED
+#define LOWERING_DEFAULT_LEVEL DRK_FUSION_DEFAULT_LEVEL
+#else
+#define LOWERING_DEFAULT_LEVEL 0
+#endif
 
 typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW } cls_t;
 
@@ -520,6 +530,8 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
           for (int j = 0; j < gr->n_nodes; j++) grp_add(&G, gr->nodes[j]);
           why = can_join(&z, &G, other);
         }
+        if (!why && gs[f->group[p]].kind == DRK_FUSION_SINGLE && gs[f->group[k]].kind == DRK_FUSION_SINGLE)
+          why = "a fused kernel needs two computing ops (views are free)";
         if (!why) why = "both ends were already taken by other groups when these formed";
       }
       drk_fusion_boundary_t b = {p, k, v, why};
@@ -575,4 +587,10 @@ void drk_fusion_print(const drk_graph_t *g, const drk_fusion_t *f, FILE *out) {
     fprintf(out, "# boundary %%%s: group %d -> group %d (%s): %s\n", b->value->name, f->group[b->producer],
             f->group[b->consumer], drk_op_name(g->nodes[b->consumer]->op), b->reason);
   }
+}
+
+void drk_fusion_for_lowering(const drk_graph_t *g, const drk_lower_options_t *o, drk_fusion_t *out) {
+  bool set = o && o->fusion_set;
+  drk_fusion_compute(g, set ? o->fusion_level : LOWERING_DEFAULT_LEVEL,
+                     set && o->max_group_depth >= 1 ? o->max_group_depth : DRK_FUSION_DEFAULT_DEPTH, out);
 }

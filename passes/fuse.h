@@ -72,6 +72,14 @@ typedef struct drk_fusion {
 void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusion_t *out);
 void drk_fusion_destroy(drk_fusion_t *f);
 
+/* The fusion drk_lower_graph makes for options o (NULL: defaults): o->fusion_level and
+ * o->max_group_depth when o->fusion_set, else the defaults. The default level is
+ * DRK_FUSION_DEFAULT_LEVEL once the memory planner knows fused launch times (plan_memory.h
+ * defines DRK_PLAN_MEMORY_TIMED), 0 before. Memory planning of a lowering must use the
+ * node times of this same fusion. */
+struct drk_lower_options;
+void drk_fusion_for_lowering(const drk_graph_t *g, const struct drk_lower_options *o, drk_fusion_t *out);
+
 /* Prints the groups (kind, anchor, members) and every boundary with its reason, as `#`
  * comment lines (for --dump-after=fuse). */
 void drk_fusion_print(const drk_graph_t *g, const drk_fusion_t *f, FILE *out);

@@ -37,6 +37,7 @@ typedef struct ext_memo {
   const drk_shape_t *shape; /* consumer's result shape */
   int va;                   /* per-channel axis, -1 */
   int frame, gen;
+  bool top; /* made outside every loop: valid everywhere after */
   tv_t *t;
 } ext_memo_t;
 
@@ -112,7 +113,7 @@ static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, i
   drk_lctx_t *c = F->c;
   for (int i = 0; i < F->n_memo; i++) {
     ext_memo_t *m = &F->memo[i];
-    if (m->v == v && m->va == va && m->frame == frame && (frame == F_ROW || m->gen == F->gen) &&
+    if (m->v == v && m->va == va && m->frame == frame && (m->top || m->gen == F->gen) &&
         (m->shape == shape || drk_shape_equal(m->shape, shape)))
       return m->t;
   }
@@ -147,7 +148,8 @@ static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, i
     DRK_ASSERT(F->param[v->id]);
     t = lw_load(c, F->param[v->id], off, mask, 0);
   }
-  if (F->n_memo < (int)DRK_ARRAY_LEN(F->memo)) F->memo[F->n_memo++] = (ext_memo_t){v, shape, va, frame, F->gen, t};
+  if (F->n_memo < (int)DRK_ARRAY_LEN(F->memo))
+    F->memo[F->n_memo++] = (ext_memo_t){v, shape, va, frame, F->gen, c->b.depth == 1, t};
   return t;
 }
 

@@ -16,6 +16,7 @@
 #include "lower_to_tile.h"
 #include "passes.h"
 
+
 /* ---- errors ---- */
 bool lw_err(drk_lctx_t *c, const char *fmt, ...) {
   char buf[800];
@@ -404,8 +405,7 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   if (!c.o.target_sm) c.o.target_sm = 80;
   c.m = drk_tile_module_create(g->source ? g->source : g->name);
   drk_fusion_t fu;
-  drk_fusion_compute(g, c.o.fusion_set ? c.o.fusion_level : DRK_FUSION_DEFAULT_LEVEL,
-                     c.o.fusion_set && c.o.max_group_depth >= 1 ? c.o.max_group_depth : DRK_FUSION_DEFAULT_DEPTH, &fu);
+  drk_fusion_for_lowering(g, &c.o, &fu);
   bool ok = true;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];

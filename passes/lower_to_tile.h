@@ -99,7 +99,8 @@ typedef struct drk_lower_options {
   bool allow_tf32; /* --matmul-precision=high: f32 MatMul/Gemm/Conv through tf32 mma.sync */
   bool arch_specific; /* the kernels only run on exactly target_sm (sm_90a): wgmma, setmaxnreg, TMA */
   /* Fusion (passes/fuse.h, docs/fusion.md). fusion_set false: the defaults, level
-   * DRK_FUSION_DEFAULT_LEVEL (2) and depth DRK_FUSION_DEFAULT_DEPTH (50). Otherwise
+   * DRK_FUSION_DEFAULT_LEVEL (2; 0 while plan_memory.h lacks drk_plan_memory_timed) and
+   * depth DRK_FUSION_DEFAULT_DEPTH (50). Otherwise
    * fusion_level 0..3 (--fusion-aggressiveness; 0: one kernel per node) and max_group_depth
    * (--max-graph-depth; < 1 means the default). Memory planning must then use the node
    * times of the same fusion (drk_fusion_node_times). */

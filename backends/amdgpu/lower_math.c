@@ -350,7 +350,7 @@ LLVMValueRef am_cast(am_lc_t *lc, const drk_tile_op_t *op, drk_dtype_t from, drk
 LLVMValueRef am_const(am_lc_t *lc, drk_dtype_t t, const drk_tile_attr_t *a) {
   if (!a) return NULL;
   double f = a->kind == DRK_TA_FLOAT ? a->f : (double)a->i;
-  int64_t i = a->kind == DRK_TA_INT ? a->i : (int64_t)a->f;
+  int64_t i = a->kind == DRK_TA_INT ? a->i : drk_f64_to_i64_sat(a->f);
   LLVMTypeRef ty = am_reg_type(lc, t, false);
   if (!ty) return NULL;
   if (t == DRK_DT_F8E4M3) return LLVMConstInt(lc->i8, drk_f32_to_f8e4m3((float)f, true), 0);

@@ -11,7 +11,10 @@
  * poisoned first, and must reproduce the interpreter's values of every value it writes (rel
  * L2 <= 1e-4 for f32, 1e-2 for f16/bf16, exact for integers; NaN fails); with PTX=1 the
  * module also goes through LLVM and ptxas for sm_90a. Model mode prints the kernel counts and
- * requires them not to grow with the level and to drop from level 0 to level 2. */
+ * requires them not to grow with the level and to drop from level 0 to level 2. The memory
+ * plan of every level is checked too: no two values may share bytes while both are in use,
+ * in launch order (fatal once plan_memory.h has drk_plan_memory_timed; before that, fused
+ * levels only report the conflicts the untimed planner makes). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 #include "passes/fuse.h"
 #include "passes/lower_to_tile.h"
 #include "passes/passes.h"
+#include "passes/plan_memory.h"
 #include "tile_exec.h"
 
 static drk_graph_t *load_graph(const char *path, const char *bind, drk_diag_t *d) {
@@ -244,15 +248,100 @@ static bool check_numerics(const drk_graph_t *g, const drk_fusion_t *fu, const d
   return ok;
 }
 
+/* ---- memory plan: no kernel may touch bytes another value holds meanwhile ---- */
+static const drk_value_t *base_of(const drk_lowered_t *l, const drk_value_t *v) {
+  for (int guard = 0; guard < 64; guard++) {
+    const drk_value_t *b = NULL;
+    for (size_t i = 0; i < l->n_aliases && !b; i++)
+      if (l->aliases[i].value == v) b = l->aliases[i].base;
+    if (!b) return v;
+    v = b;
+  }
+  return v;
+}
+
+/* Number of conflicts: two values whose byte ranges overlap while both are in use (from the
+ * launch that writes one to the last launch that reads it, in launch order), or a value read
+ * by a launch before the launch that writes it. */
+static int plan_conflicts(const drk_graph_t *g, const drk_fusion_t *fu, const drk_lowered_t *l, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
+  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
+  drk_mem_plan_t plan;
+#ifdef DRK_PLAN_MEMORY_TIMED
+  int64_t *times = malloc(sizeof(int64_t) * (g->n_nodes + 1));
+  drk_fusion_node_times(fu, times);
+  bool ok = drk_plan_memory_timed(g, al, l->n_aliases, times, &plan, &d);
+  free(times);
+#else
+  bool ok = drk_plan_memory(g, al, l->n_aliases, &plan, &d);
+#endif
+  free(al);
+  if (!ok) return 1;
+  uint32_t nv = g->next_value_id + 1;
+  int64_t *first = malloc(sizeof(int64_t) * nv), *lastu = malloc(sizeof(int64_t) * nv), *wr = malloc(sizeof(int64_t) * nv);
+  const drk_value_t **vb = calloc(nv, sizeof *vb);
+  for (uint32_t i = 0; i < nv; i++) {
+    first[i] = INT64_MAX;
+    lastu[i] = INT64_MIN;
+    wr[i] = -1;
+  }
+  int conflicts = 0;
+  for (size_t t = 0; t < l->n_launches; t++) {
+    const drk_launch_t *L = &l->launches[t];
+    int lg = fu->group[pos_of(g, L->node)];
+    for (int a = 0; a < L->n_args; a++) {
+      if (L->args[a].kind != DRK_LARG_BUFFER) continue;
+      const drk_value_t *b = base_of(l, L->args[a].value);
+      vb[b->id] = b;
+      if ((int64_t)t < first[b->id]) first[b->id] = (int64_t)t;
+      if ((int64_t)t > lastu[b->id]) lastu[b->id] = (int64_t)t;
+      if (b->kind == DRK_VALUE_NODE && fu->group[pos_of(g, b->def)] == lg) wr[b->id] = (int64_t)t;
+    }
+  }
+  for (uint32_t i = 0; i < nv; i++) {
+    const drk_value_t *v = vb[i];
+    if (!v) continue;
+    if (v->kind != DRK_VALUE_NODE) first[i] = INT64_MIN;
+    for (size_t j = 0; j < g->n_outputs; j++)
+      if (base_of(l, g->outputs[j]) == v) lastu[i] = INT64_MAX;
+    if (v->kind == DRK_VALUE_NODE && wr[i] != first[i]) {
+      fprintf(stderr, "%s: %%%s is used by launch %lld before launch %lld writes it\n", what, v->name,
+              (long long)first[i], (long long)wr[i]);
+      conflicts++;
+    }
+  }
+  for (uint32_t i = 0; i < nv; i++)
+    for (uint32_t j = i + 1; j < nv; j++) {
+      if (!vb[i] || !vb[j]) continue;
+      uint64_t oi = plan.offset[i], oj = plan.offset[j], si = plan.size[i], sj = plan.size[j];
+      if (!si || !sj || oi >= oj + sj || oj >= oi + si) continue;
+      if (first[i] > lastu[j] || first[j] > lastu[i]) continue;
+      if (conflicts < 5)
+        fprintf(stderr, "%s: %%%s and %%%s share bytes while both are in use (launches %lld..%lld and %lld..%lld)\n",
+                what, vb[i]->name, vb[j]->name, (long long)first[i], (long long)lastu[i], (long long)first[j],
+                (long long)lastu[j]);
+      conflicts++;
+    }
+  free(first);
+  free(lastu);
+  free(wr);
+  free(vb);
+  drk_mem_plan_free(&plan);
+  return conflicts;
+}
+
 typedef struct level_result {
   bool ok;
   size_t kernels, fused_kernels;
   int executed, fused_executed;
+  int conflicts;
 } level_result_t;
 
 static level_result_t check_level(const drk_graph_t *g, ref_t *r, int level, int depth, bool ptx, const char *name,
                                   char **out_dump) {
-  level_result_t res = {true, 0, 0, 0, 0};
+  level_result_t res = {true, 0, 0, 0, 0, 0};
   char what[300];
   snprintf(what, sizeof what, "%s level %d", name, level);
   drk_diag_t d;
@@ -278,6 +367,17 @@ static level_result_t check_level(const drk_graph_t *g, ref_t *r, int level, int
   res.kernels = l.n_launches;
   for (size_t i = 0; i < l.n_launches; i++) res.fused_kernels += strstr(l.launches[i].kernel->name, "_fused_") != NULL;
   if (res.ok) res.ok = check_numerics(g, &fu, &l, r, what, &res.executed, &res.fused_executed);
+  res.conflicts = plan_conflicts(g, &fu, &l, what);
+#ifndef DRK_PLAN_MEMORY_TIMED
+  if (res.conflicts && level > 0)
+    fprintf(stderr, "note %s: %d memory plan conflicts: drk_plan_memory does not know fused launch times yet "
+            "(drk_plan_memory_timed, see docs/fusion.md)\n", what, res.conflicts);
+  else
+#endif
+  if (res.conflicts) {
+    fprintf(stderr, "FAIL %s: %d memory plan conflicts\n", what, res.conflicts);
+    res.ok = false;
+  }
   if (res.ok && ptx) {
     char *text = NULL;
     void *cubin = NULL;
@@ -308,7 +408,10 @@ static int run_model(const char *path, const char *bind, bool ptx) {
   size_t live = 0, counts[4];
   for (size_t i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
   for (int level = 0; level <= 3; level++) {
-    level_result_t lr = check_level(g, &r, level, DRK_FUSION_DEFAULT_DEPTH, ptx, path, NULL);
+    char *dump = NULL;
+    level_result_t lr = check_level(g, &r, level, DRK_FUSION_DEFAULT_DEPTH, ptx, path, &dump);
+    if (getenv("DRK_FUSE_VERBOSE")) fputs(dump, stdout);
+    free(dump);
     ok &= lr.ok;
     counts[level] = lr.kernels;
     printf("%s: %zu nodes, level %d: %zu kernels (%zu fused); %d run on the CPU (%d fused)%s\n", g->name, live, level,
