@@ -1,7 +1,9 @@
 /* Liveness-based arena placement (see plan_memory.h for the contract).
  *
  * Lifetimes are intervals of node positions: a value is live from the node that defines it
- * (graph inputs: -1) to its last use; graph inputs and outputs live for the whole run.
+ * (graph inputs: -1) to its last use; graph inputs and outputs live for the whole run. With
+ * fusion the positions are replaced by node times (drk_plan_memory_timed): every node of a
+ * fused group runs when the group's kernel does.
  * Placement is greedy first-fit in order of definition over the free list of the intervals
  * still live, which is what most inference runtimes do and is within a few percent of optimal
  * on chains like ours. */
@@ -35,8 +37,25 @@ static const drk_value_t *resolve(const drk_value_t **base_of, const drk_value_t
   return v;
 }
 
+typedef struct timed {
+  int64_t t, k;
+} timed_t;
+
+static int cmp_timed(const void *a, const void *b) {
+  const timed_t *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->k < y->k ? -1 : x->k > y->k;
+}
+
+static int64_t time_of(const int64_t *node_time, int64_t k) { return node_time ? node_time[k] : k; }
+
 bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                      drk_mem_plan_t *out_plan, drk_diag_t *d) {
+  return drk_plan_memory_timed(g, aliases, n_aliases, NULL, out_plan, d);
+}
+
+bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                           const int64_t *node_time, drk_mem_plan_t *out_plan, drk_diag_t *d) {
   uint32_t n = g->next_value_id;
   drk_mem_plan_t p = {.n_ids = n};
   p.offset = malloc(sizeof(uint64_t) * (n + 1));
@@ -45,7 +64,8 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
   const drk_value_t **by_id = calloc(n + 1, sizeof *by_id);
   int64_t *last_use = malloc(sizeof(int64_t) * (n + 1));
   placed_t *live = malloc(sizeof(placed_t) * (n + 1));
-  bool ok = p.offset && p.size && base_of && by_id && last_use && live;
+  timed_t *order = malloc(sizeof(timed_t) * (g->n_nodes + 1));
+  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order;
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
     goto fail;
@@ -73,11 +93,15 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
   for (int64_t k = 0; k < n_nodes; k++) {
     const drk_node_t *nd = g->nodes[k];
     if (nd->dead) continue;
+    int64_t t = time_of(node_time, k);
     for (int i = 0; i < nd->n_inputs; i++)
-      if (nd->inputs[i]) last_use[resolve(base_of, nd->inputs[i])->id] = k;
+      if (nd->inputs[i]) {
+        const drk_value_t *b = resolve(base_of, nd->inputs[i]);
+        if (last_use[b->id] < t) last_use[b->id] = t;
+      }
     for (int i = 0; i < nd->n_outputs; i++) {
       const drk_value_t *b = resolve(base_of, nd->outputs[i]);
-      if (last_use[b->id] < k) last_use[b->id] = k;
+      if (last_use[b->id] < t) last_use[b->id] = t;
       by_id[nd->outputs[i]->id] = nd->outputs[i];
     }
   }
@@ -97,13 +121,18 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
     top = align_up(top + (sz ? sz : 1));
   }
   uint64_t act_base = top;
-  for (int64_t k = 0; k < n_nodes; k++) {
+  /* Nodes in order of their times (stable: a fused group's nodes share one time, when its
+   * kernel reads its inputs and writes its outputs). */
+  for (int64_t k = 0; k < n_nodes; k++) order[k] = (timed_t){time_of(node_time, k), k};
+  qsort(order, (size_t)n_nodes, sizeof *order, cmp_timed);
+  for (int64_t oi = 0; oi < n_nodes; oi++) {
+    int64_t k = order[oi].k, t = order[oi].t;
     const drk_node_t *nd = g->nodes[k];
     if (nd->dead) continue;
-    /* Free what died before this node. */
+    /* Free what died before this node's time. */
     size_t j = 0;
     for (size_t i = 0; i < n_live; i++)
-      if (live[i].end >= k) live[j++] = live[i];
+      if (live[i].end >= t) live[j++] = live[i];
     n_live = j;
     for (int o = 0; o < nd->n_outputs; o++) {
       const drk_value_t *v = nd->outputs[o];
@@ -125,7 +154,7 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
       }
       p.offset[v->id] = cand;
       p.size[v->id] = sz;
-      live[n_live++] = (placed_t){cand, need, last_use[v->id] < k ? k : last_use[v->id]};
+      live[n_live++] = (placed_t){cand, need, last_use[v->id] < t ? t : last_use[v->id]};
       if (cand + need > top) top = cand + need;
     }
   }
@@ -146,6 +175,7 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
   free(by_id);
   free(last_use);
   free(live);
+  free(order);
   *out_plan = p;
   return true;
 fail:
@@ -153,6 +183,7 @@ fail:
   free(by_id);
   free(last_use);
   free(live);
+  free(order);
   drk_mem_plan_free(&p);
   return false;
 }

@@ -20,6 +20,7 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
+#include "passes/fuse.h"
 #include "passes/lower_to_tile.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
@@ -40,7 +41,7 @@ static const char usage_text[] =
     "                          --gpu-architecture=sm_90. Known: %s\n"
     "  --emit=KIND             graph | tile | llvm | ptx | cubin | fatbin | hsaco | bundle | module\n"
     "                          (default module)\n"
-    "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, or all)\n"
+    "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, fuse, or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
@@ -49,6 +50,9 @@ static const char usage_text[] =
     "                          reductions stay f32, the model's interface keeps its dtypes\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
+    "  --fusion-aggressiveness=L  0 none, 1 elementwise chains, 2 (default) also reductions\n"
+    "                          with their prologue/epilogue, 3 also attention (not yet)\n"
+    "  --max-graph-depth=N     most ops in one fused group (default 50)\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
     "  -v                      say what each stage does\n"
     "\n"
@@ -71,6 +75,8 @@ typedef struct options {
   drk_precision_t precision;
   drk_matmul_precision_t matmul;
   bool report;
+  bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
+  int fusion_level, max_depth;
   int verbose;
   const char *command_line;
 } options_t;
@@ -361,6 +367,15 @@ static int compile(const options_t *o) {
     return 1;
   }
   if (!run_graph_passes(g, o, &d)) return 1;
+  if (dump_wanted(o, "fuse")) {
+    drk_fusion_t fu;
+    drk_lower_options_t lo = {.fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
+                              .max_group_depth = o->max_depth};
+    drk_fusion_for_lowering(g, &lo, &fu);
+    fprintf(stderr, "// ---- fusion groups ----\n");
+    drk_fusion_print(g, &fu, stderr);
+    drk_fusion_destroy(&fu);
+  }
   int rc = 1;
   if (emit_kinds[k].stop == -1) {
     FILE *f = open_output(o->output);
@@ -377,6 +392,9 @@ static int compile(const options_t *o) {
         .allow_tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = o->precision,
                                                                            .matmul = o->matmul}),
         .report = o->report ? stderr : NULL,
+        .fusion_set = o->fusion_set,
+        .fusion_level = o->fusion_level,
+        .max_group_depth = o->max_depth,
         .command_line = o->command_line,
         .model_bytes = model,
         .model_size = model_size,
@@ -734,7 +752,9 @@ int main(int argc, char **argv) {
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_bind[] = {"--bind", NULL},
                            *const o_mmp[] = {"--matmul-precision", NULL},
-                           *const o_shapes[] = {"--shapes-from", NULL}, *const o_prec[] = {"--precision", NULL};
+                           *const o_shapes[] = {"--shapes-from", NULL}, *const o_prec[] = {"--precision", NULL},
+                           *const o_fusion[] = {"--fusion-aggressiveness", NULL},
+                           *const o_depth[] = {"--max-graph-depth", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -759,6 +779,19 @@ int main(int argc, char **argv) {
       if (!drk_precision_parse(v, &o.precision))
         return usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
     } else if (strcmp(argv[i], "--report") == 0) o.report = true;
+    else if ((v = opt_value(argc, argv, &i, o_fusion))) {
+      char *end;
+      o.fusion_level = (int)strtol(v, &end, 10);
+      if (!*v || *end || o.fusion_level < 0 || o.fusion_level > 3)
+        return usage_error("--fusion-aggressiveness: 0, 1, 2 or 3, not '%s'", v);
+      o.fusion_set = true;
+    } else if ((v = opt_value(argc, argv, &i, o_depth))) {
+      char *end;
+      o.max_depth = (int)strtol(v, &end, 10);
+      if (!*v || *end || o.max_depth < 1) return usage_error("--max-graph-depth: a number >= 1, not '%s'", v);
+      o.fusion_set = true;
+      if (!o.fusion_level) o.fusion_level = 2;
+    }
     else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
     else if (o.input) return usage_error("more than one input given ('%s')", argv[i]);
     else o.input = argv[i];
@@ -768,7 +801,8 @@ int main(int argc, char **argv) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   if (!drk_target_parse_list(o.targets_arg, &o.targets, &d)) return 1;
-  if (o.dump_after && strcmp(o.dump_after, "all") != 0 && strcmp(o.dump_after, "import") != 0) {
+  if (o.dump_after && strcmp(o.dump_after, "all") != 0 && strcmp(o.dump_after, "import") != 0 &&
+      strcmp(o.dump_after, "fuse") != 0) {
     bool known = false;
     for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) known |= strcmp(graph_passes[i].name, o.dump_after) == 0;
     if (!known) {

@@ -10,6 +10,7 @@
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
+#include "passes/fuse.h"
 #include "passes/lower_to_tile.h"
 #include "passes/plan_memory.h"
 
@@ -123,17 +124,30 @@ static char *targets_string(unsigned set) {
 }
 
 /* --report: what the compiler did with the model. */
-static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
+/* Memory plan for the lowered graph. A fused kernel reads all its inputs and writes all its
+ * outputs at once, at its group's time: the planner gets those times, from the same fusion
+ * decision drk_lower_graph made (same graph, same options). */
+static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
+                        drk_mem_plan_t *out_plan, drk_diag_t *d) {
   drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
   for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  bool ok = drk_plan_memory(g, al, l->n_aliases, out_plan, d);
+  drk_fusion_t fu;
+  drk_lower_options_t lo = {.fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
+                            .max_group_depth = o->max_group_depth};
+  drk_fusion_for_lowering(g, &lo, &fu);
+  int64_t *times = malloc(sizeof(int64_t) * (g->n_nodes + 1));
+  drk_fusion_node_times(&fu, times);
+  drk_fusion_destroy(&fu);
+  bool ok = drk_plan_memory_timed(g, al, l->n_aliases, times, out_plan, d);
+  free(times);
   free(al);
   return ok;
 }
 
-static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_diag_t *d) {
+static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
+                   drk_diag_t *d) {
   drk_mem_plan_t pl, *plan = &pl;
-  if (!plan_memory(g, l, plan, d)) return false;
+  if (!plan_memory(g, l, o, plan, d)) return false;
   size_t nodes = 0, mix[DRK_DT_COUNT] = {0};
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
@@ -159,7 +173,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
                         const drk_modfile_image_t *images, uint32_t n_images, void **out_data, size_t *out_size,
                         drk_diag_t *d) {
   drk_mem_plan_t plan;
-  if (!plan_memory(g, l, &plan, d)) return false;
+  if (!plan_memory(g, l, o, &plan, d)) return false;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
   size_t n_params = 0, n_tmas = 0;
@@ -326,7 +340,8 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
   /* Tile kernels are lowered once for all targets of the module (one plan serves every
    * image): for the oldest NVIDIA target, Hopper-only kernels only when sm_90a is the only
    * one. With gfx942 in the set, the common sm_80 form, which the AMD backend maps to MFMA. */
-  drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32};
+  drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32, .fusion_set = o->fusion_set,
+                            .fusion_level = o->fusion_level, .max_group_depth = o->max_group_depth};
   for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
     if (nv & (1u << t)) {
       lo.target_sm = drk_target_info((drk_target_t)t)->number;
@@ -346,7 +361,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
 
   drk_lowered_t l;
   if (!drk_lower_graph(g, &lo, &l, d)) return false;
-  if (o->report && !report(o->report, g, &l, d)) {
+  if (o->report && !report(o->report, g, &l, o, d)) {
     drk_lowered_destroy(&l);
     return false;
   }

@@ -40,7 +40,12 @@ typedef struct drk_build_options {
   size_t model_size;
   bool verbose;             /* per-kernel register/spill report on stderr */
   FILE *report;             /* --report: kernels, planned memory, precision mix (NULL: none) */
+  /* fusion (passes/fuse.h): as in drk_lower_options_t; !fusion_set: the defaults */
+  bool fusion_set;
+  int fusion_level;         /* --fusion-aggressiveness=0..3 */
+  int max_group_depth;      /* --max-graph-depth=N; < 1: default */
 } drk_build_options_t;
+#define DRK_BUILD_FUSION_OPTIONS 1
 
 /* Runs the pipeline on g up to o->stop. On success *out_data (malloc'ed; free()) and
  * *out_size hold the result: text for TILE/LLVM/PTX, bytes otherwise. */

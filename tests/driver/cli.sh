@@ -80,6 +80,9 @@ expect precision-bad 2 "auto, fp32, tf32, bf16, fp16 or fp8" -- "$W/ok.drkg" --p
 expect precision-fp16-graph 0 'Cast' -- "$W/ok.drkg" --emit=graph --precision=fp16
 expect report 0 'report: .* graph nodes -> .* kernels' -- "$W/ok.drkg" --emit=tile --bind=N=3 --report
 expect run-fp16 0 "output 0 'z': f32\[3, 4\]" -- run "$W/ok.drkg" --input x="$W/x.npy" --precision=fp16
+expect fusion-bad 2 "0, 1, 2 or 3" -- "$W/ok.drkg" --fusion-aggressiveness=7
+expect depth-bad 2 "a number >= 1" -- "$W/ok.drkg" --max-graph-depth=0
+expect dump-fuse 0 'fusion: level 1' -- "$W/ok.drkg" --emit=tile --bind=N=3 --fusion-aggressiveness=1 --dump-after=fuse -o /dev/null
 expect run-check-needs-cuda 2 "needs --device=cuda" -- run "$W/ok.drkg" --check --bind=N=3
 for t in "$SRC"/tests/tile/*.drkt; do
   [ -e "$t" ] || continue
