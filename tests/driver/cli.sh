@@ -44,7 +44,7 @@ expect compute-spelling 0 'Relu' -- "$W/ok.drkg" --emit=graph -arch=compute_89
 expect emit-graph 0 '%z: f32\[N, 4\] = Relu\(%s\)' -- "$W/ok.drkg" --emit=graph
 expect emit-unknown 2 "unknown --emit kind 'bogus'" -- "$W/ok.drkg" --emit=bogus
 expect dump-after 0 '// ---- after canonicalize ----' -- "$W/ok.drkg" --emit=graph --dump-after=canonicalize
-expect dump-after-unknown 2 "unknown pass 'fuse'" -- "$W/ok.drkg" --emit=graph --dump-after=fuse
+expect dump-after-unknown 2 "unknown pass 'schedule'" -- "$W/ok.drkg" --emit=graph --dump-after=schedule
 expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
 expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
 expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph
