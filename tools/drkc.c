@@ -62,6 +62,15 @@ static const char usage_text[] =
     "the local GPU and runs there; --check also runs the interpreter on the same inputs and\n"
     "prints the relative error of every output with PASS/FAIL.\n";
 
+/* Options that shape the compiled code, shared by `drkc` and `drkc run`. */
+typedef struct compile_options {
+  const char *bind;
+  drk_precision_t precision;
+  drk_matmul_precision_t matmul;
+  bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
+  int fusion_level, max_depth;
+} compile_options_t;
+
 /* ---- the pass pipeline: a plain list of calls ---- */
 typedef struct options {
   const char *input;
@@ -70,13 +79,9 @@ typedef struct options {
   unsigned targets;
   const char *emit;
   const char *dump_after;
-  const char *bind;
+  compile_options_t c;
   const char *shapes_from;
-  drk_precision_t precision;
-  drk_matmul_precision_t matmul;
   bool report;
-  bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
-  int fusion_level, max_depth;
   int verbose;
   const char *command_line;
 } options_t;
@@ -91,7 +96,7 @@ static bool pass_canonicalize(drk_graph_t *g, const options_t *o, drk_diag_t *d)
 /* The precision policy for the targets being compiled for: the lowest NVIDIA target decides
  * what fp8 can do (gfx942's fp8 MFMA uses other formats). */
 static drk_precision_options_t precision_options(const options_t *o) {
-  drk_precision_options_t po = {.precision = o->precision, .matmul = o->matmul, .target_sm = 80};
+  drk_precision_options_t po = {.precision = o->c.precision, .matmul = o->c.matmul, .target_sm = 80};
   for (int t = 0; t < DRK_TARGET_COUNT; t++)
     if ((o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor == DRK_VENDOR_NV) {
       po.target_sm = drk_target_info((drk_target_t)t)->number;
@@ -196,7 +201,7 @@ static drk_graph_t *load_graph(const char *path, drk_diag_t *d) {
 static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t *d) {
   drk_graph_t *g = load_graph(path, d);
   if (!g) return NULL;
-  if (o->bind && !drk_graph_bind_dims(g, o->bind, d)) {
+  if (o->c.bind && !drk_graph_bind_dims(g, o->c.bind, d)) {
     drk_graph_destroy(g);
     return NULL;
   }
@@ -369,8 +374,8 @@ static int compile(const options_t *o) {
   if (!run_graph_passes(g, o, &d)) return 1;
   if (dump_wanted(o, "fuse")) {
     drk_fusion_t fu;
-    drk_lower_options_t lo = {.fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
-                              .max_group_depth = o->max_depth};
+    drk_lower_options_t lo = {.fusion_set = o->c.fusion_set, .fusion_level = o->c.fusion_level,
+                              .max_group_depth = o->c.max_depth};
     drk_fusion_for_lowering(g, &lo, &fu);
     fprintf(stderr, "// ---- fusion groups ----\n");
     drk_fusion_print(g, &fu, stderr);
@@ -389,12 +394,12 @@ static int compile(const options_t *o) {
     drk_build_options_t bo = {
         .targets = o->targets,
         .stop = (drk_build_stop_t)emit_kinds[k].stop,
-        .allow_tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = o->precision,
-                                                                           .matmul = o->matmul}),
+        .allow_tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = o->c.precision,
+                                                                           .matmul = o->c.matmul}),
         .report = o->report ? stderr : NULL,
-        .fusion_set = o->fusion_set,
-        .fusion_level = o->fusion_level,
-        .max_group_depth = o->max_depth,
+        .fusion_set = o->c.fusion_set,
+        .fusion_level = o->c.fusion_level,
+        .max_group_depth = o->c.max_depth,
         .command_line = o->command_line,
         .model_bytes = model,
         .model_size = model_size,
@@ -422,9 +427,7 @@ typedef struct run_options {
   int n_named;
   uint64_t seed;
   bool npy, check;
-  drk_precision_t precision;
-  drk_matmul_precision_t matmul;
-  const char *bind;
+  compile_options_t c;
 } run_options_t;
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -500,9 +503,9 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
  * reference is the model as given (before the precision policy), so a float output computed
  * in a lower precision gets that precision's tolerance. */
 static double check_tolerance(drk_dtype_t t, const run_options_t *ro) {
-  bool half = ro->precision == DRK_PREC_FP16 || ro->precision == DRK_PREC_BF16 || ro->matmul == DRK_MMP_MEDIUM;
-  bool tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = ro->precision, .matmul = ro->matmul});
-  if (ro->precision == DRK_PREC_FP8 && drk_dtype_is_float(t)) return 6e-2;
+  bool half = ro->c.precision == DRK_PREC_FP16 || ro->c.precision == DRK_PREC_BF16 || ro->c.matmul == DRK_MMP_MEDIUM;
+  bool tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul});
+  if (ro->c.precision == DRK_PREC_FP8 && drk_dtype_is_float(t)) return 6e-2;
   if (half && (t == DRK_DT_F32 || t == DRK_DT_F64)) return 1e-2;
   switch (t) {
     case DRK_DT_F64: return 1e-5;
@@ -541,9 +544,10 @@ static bool device_targets(drk_runtime_t *rt, unsigned *out_targets, drk_diag_t 
  * frees each). */
 static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets, const run_options_t *ro,
                        drk_tensor_t *inputs, drk_tensor_t *out_outputs, drk_diag_t *d) {
-  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE,
+  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .fusion_set = ro->c.fusion_set,
+                            .fusion_level = ro->c.fusion_level, .max_group_depth = ro->c.max_depth,
                             .allow_tf32 = drk_precision_allow_tf32(
-                                &(drk_precision_options_t){.precision = ro->precision, .matmul = ro->matmul}),
+                                &(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul}),
                             .command_line = "drkc run"};
   void *bytes = NULL;
   size_t size = 0;
@@ -586,7 +590,7 @@ static int run_model(const run_options_t *ro) {
     fprintf(stderr, "drkc: error: --check compares a GPU run with the interpreter and needs --device=cuda\n");
     return 2;
   }
-  options_t o = {.bind = ro->bind, .precision = ro->precision, .matmul = ro->matmul};
+  options_t o = {.c = ro->c};
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
   drk_target_parse_list("sm_90", &o.targets, &quiet); /* CPU runs apply the policy as for sm_90 */
@@ -709,14 +713,55 @@ done:
   return rc;
 }
 
+/* Parses one of the compile options at argv[*i]: 1 taken, 0 not one of them, -1 bad value
+ * (reported). */
+static int parse_compile_option(int argc, char **argv, int *i, compile_options_t *c) {
+  static const char *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
+                           *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
+                           *const o_depth[] = {"--max-graph-depth", NULL};
+  const char *v;
+  char *end;
+  if ((v = opt_value(argc, argv, i, o_bind))) {
+    c->bind = v;
+  } else if ((v = opt_value(argc, argv, i, o_mmp))) {
+    if (!drk_matmul_precision_parse(v, &c->matmul)) {
+      usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
+      return -1;
+    }
+  } else if ((v = opt_value(argc, argv, i, o_prec))) {
+    if (!drk_precision_parse(v, &c->precision)) {
+      usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
+      return -1;
+    }
+  } else if ((v = opt_value(argc, argv, i, o_fusion))) {
+    c->fusion_level = (int)strtol(v, &end, 10);
+    if (!*v || *end || c->fusion_level < 0 || c->fusion_level > 3) {
+      usage_error("--fusion-aggressiveness: 0, 1, 2 or 3, not '%s'", v);
+      return -1;
+    }
+    c->fusion_set = true;
+  } else if ((v = opt_value(argc, argv, i, o_depth))) {
+    c->max_depth = (int)strtol(v, &end, 10);
+    if (!*v || *end || c->max_depth < 1) {
+      usage_error("--max-graph-depth: a number >= 1, not '%s'", v);
+      return -1;
+    }
+    if (!c->fusion_set) c->fusion_level = 2;
+    c->fusion_set = true;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 static int main_run(int argc, char **argv) {
   run_options_t ro = {.device = "cpu", .seed = 0};
   static const char *const o_device[] = {"--device", NULL}, *const o_indir[] = {"--input-dir", NULL},
                            *const o_outdir[] = {"--output-dir", NULL}, *const o_seed[] = {"--seed", NULL},
-                           *const o_input[] = {"--input", NULL}, *const o_bind[] = {"--bind", NULL},
-                           *const o_mmp[] = {"--matmul-precision", NULL}, *const o_prec[] = {"--precision", NULL};
+                           *const o_input[] = {"--input", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
+    int k;
     if ((v = opt_value(argc, argv, &i, o_device))) ro.device = v;
     else if ((v = opt_value(argc, argv, &i, o_indir))) ro.input_dir = v;
     else if ((v = opt_value(argc, argv, &i, o_outdir))) ro.output_dir = v;
@@ -730,13 +775,8 @@ static int main_run(int argc, char **argv) {
       ro.named_inputs[ro.n_named++] = v;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
-    else if ((v = opt_value(argc, argv, &i, o_bind))) ro.bind = v;
-    else if ((v = opt_value(argc, argv, &i, o_mmp))) {
-      if (!drk_matmul_precision_parse(v, &ro.matmul))
-        return usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
-    } else if ((v = opt_value(argc, argv, &i, o_prec))) {
-      if (!drk_precision_parse(v, &ro.precision))
-        return usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
+    else if ((k = parse_compile_option(argc, argv, &i, &ro.c))) {
+      if (k < 0) return 2;
     } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
     else if (ro.model) return usage_error("more than one model given ('%s')", argv[i]);
     else ro.model = argv[i];
@@ -750,13 +790,10 @@ int main(int argc, char **argv) {
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
-                           *const o_out[] = {"-o", "--output", NULL}, *const o_bind[] = {"--bind", NULL},
-                           *const o_mmp[] = {"--matmul-precision", NULL},
-                           *const o_shapes[] = {"--shapes-from", NULL}, *const o_prec[] = {"--precision", NULL},
-                           *const o_fusion[] = {"--fusion-aggressiveness", NULL},
-                           *const o_depth[] = {"--max-graph-depth", NULL};
+                           *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
+    int k;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf(usage_text, drk_target_known_list(), pass_names());
       return 0;
@@ -770,27 +807,10 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, o_emit))) o.emit = v;
     else if ((v = opt_value(argc, argv, &i, o_dump))) o.dump_after = v;
     else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
-    else if ((v = opt_value(argc, argv, &i, o_bind))) o.bind = v;
     else if ((v = opt_value(argc, argv, &i, o_shapes))) o.shapes_from = v;
-    else if ((v = opt_value(argc, argv, &i, o_mmp))) {
-      if (!drk_matmul_precision_parse(v, &o.matmul))
-        return usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
-    } else if ((v = opt_value(argc, argv, &i, o_prec))) {
-      if (!drk_precision_parse(v, &o.precision))
-        return usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
-    } else if (strcmp(argv[i], "--report") == 0) o.report = true;
-    else if ((v = opt_value(argc, argv, &i, o_fusion))) {
-      char *end;
-      o.fusion_level = (int)strtol(v, &end, 10);
-      if (!*v || *end || o.fusion_level < 0 || o.fusion_level > 3)
-        return usage_error("--fusion-aggressiveness: 0, 1, 2 or 3, not '%s'", v);
-      o.fusion_set = true;
-    } else if ((v = opt_value(argc, argv, &i, o_depth))) {
-      char *end;
-      o.max_depth = (int)strtol(v, &end, 10);
-      if (!*v || *end || o.max_depth < 1) return usage_error("--max-graph-depth: a number >= 1, not '%s'", v);
-      o.fusion_set = true;
-      if (!o.fusion_level) o.fusion_level = 2;
+    else if (strcmp(argv[i], "--report") == 0) o.report = true;
+    else if ((k = parse_compile_option(argc, argv, &i, &o.c))) {
+      if (k < 0) return 2;
     }
     else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
     else if (o.input) return usage_error("more than one input given ('%s')", argv[i]);

@@ -24,12 +24,25 @@ if has cases; then
   grep -E '^(FAIL|[0-9]+ passed)' "$O/cases.log" | tail -n 60
 fi
 if has models; then
-  echo "== drkc run --device=cuda --check on the whole models"
+  echo "== drkc run --device=cuda --check on the whole models, per precision and fusion level"
+  configs="default --precision=fp16 --precision=bf16 --matmul-precision=high --fusion-aggressiveness=0 --fusion-aggressiveness=1 --fusion-aggressiveness=3"
+  mkdir -p "$W/mc"
+  cat >"$W/mc.sh" <<'EOS'
+#!/bin/sh
+# mc.sh DRKC CASE CONFIG: one --check run; CONFIG "default" adds no option.
+out="$(dirname "$0")/mc/$(basename "$2").${3#--}"
+cfg=$3; [ "$cfg" = default ] && cfg=
+"$1" run "$2/model.onnx" --device=cuda --check --input-dir "$2/in" $cfg >"$out" 2>&1
+echo "rc=$?" >>"$out"
+EOS
   for c in "$W"/gpuprep/cases/models.*; do
     [ -f "$c/model.onnx" ] || continue
-    echo "-- $(basename "$c")"
-    "$W/bin/drkc" run "$c/model.onnx" --device=cuda --check --input-dir "$c/in" 2>&1 | grep -v '^output ' | tail -n 6
-  done 2>&1 | tee "$O/models.log"
+    for cfg in $configs; do echo "$c $cfg"; done
+  done | xargs -P 6 -n 2 sh "$W/mc.sh" "$W/bin/drkc"
+  for f in "$W"/mc/*; do
+    printf '%-60s %s\n' "$(basename "$f")" "$(grep -E '^check|^drkc: error|error:' "$f" | tr '\n' ' ' | cut -c1-200) $(tail -n1 "$f")"
+  done | tee "$O/models.log"
+  echo "models: $(grep -c 'PASS.*rc=0' "$O/models.log") of $(wc -l <"$O/models.log") runs PASS"
 fi
 if has bench; then
   echo "== benchmarks"
