@@ -22,7 +22,9 @@
  *  - ReduceSum/ReduceMean/GlobalAveragePool over >= DRK_PRECISION_LARGE_REDUCE elements or
  *    a symbolic extent; ReduceSumSquare, ReduceL2, ReduceLogSumExp, ReduceProd, CumSum and
  *    float Range always;
- *  - a node taking a constant with a nonzero element that T flushes to zero (eps 1e-12);
+ *  - a node taking a constant that T destroys: a small constant (<= 16 elements, e.g. eps
+ *    1e-12) with a nonzero element T flushes to zero, or a tensor of which over 1% of the
+ *    nonzero elements flush;
  *  - a Cast to f32 that feeds one of the above or a graph output. */
 #include "passes/precision.h"
 
@@ -226,16 +228,22 @@ static uint16_t to_half(drk_dtype_t t, float f) {
 
 static float from_half(drk_dtype_t t, uint16_t h) { return t == DRK_DT_F16 ? drk_f16_to_f32(h) : drk_bf16_to_f32(h); }
 
-/* An f32 constant with a nonzero element that t flushes to zero. */
+/* An f32 constant that t would destroy: a scalar-like constant (eps, a scale) with a nonzero
+ * element that flushes to zero, or a tensor of which more than 1% of the nonzero elements
+ * flush (weights drawn near zero always lose a few tiny elements; that is ordinary f16
+ * rounding, not a loss of the constant's meaning). */
 static bool const_underflows(const drk_value_t *v, drk_dtype_t t) {
   if (!v || v->kind != DRK_VALUE_CONST || v->dtype != DRK_DT_F32 || (t != DRK_DT_F16 && t != DRK_DT_BF16) || !v->data)
     return false;
-  int64_t n = const_numel(v);
+  int64_t n = const_numel(v), nonzero = 0, flushed = 0;
   for (int64_t i = 0; i < n; i++) {
     float f = f32_at(v, i);
-    if (f != 0.0f && isfinite(f) && from_half(t, to_half(t, f)) == 0.0f) return true;
+    if (f == 0.0f || !isfinite(f)) continue;
+    nonzero++;
+    flushed += from_half(t, to_half(t, f)) == 0.0f;
   }
-  return false;
+  if (n <= 16) return flushed > 0;
+  return flushed * 100 > nonzero;
 }
 
 static bool is_reduce_sum(const drk_node_t *n) { return n && n->op == DRK_OP_REDUCE_SUM; }
