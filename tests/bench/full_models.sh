@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The peer comparison of the full models on a GPU machine: generate the five models, compile
+# each with drkc (fp16), time drkrun against PyTorch eager, torch.compile and
+# torch.compile(mode="reduce-overhead") (tests/bench/peers.py). Steps can run in separate
+# calls against the same WORK directory.
+# usage: full_models.sh BINDIR WORK OUTDIR STEP...   (STEP: gen, compile, peers, peers-eager,
+#        peers-compiled; MODELS="..." limits the models)
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$1; WORK=$2; OUT=$3; shift 3
+MODELS=${MODELS:-resnet50 bert_base gpt2_small vit_b16 llama_decoder}
+mkdir -p "$WORK" "$OUT"
+for step in "$@"; do
+  case $step in
+    gen)
+      python3 "$SRC/tests/models/gen_full_models.py" "$WORK" --only $MODELS --outputs none >"$OUT/gen.log" 2>&1 ||
+        { echo "gen failed"; tail -5 "$OUT/gen.log"; } ;;
+    compile)
+      for m in $MODELS; do
+        ( /usr/bin/time -f "$m compile %es %MKB" "$BIN/drkc" "$WORK/$m/model.onnx" --target=sm_90a --precision=fp16 \
+            --report -o "$WORK/$m/model.drkm" >"$OUT/compile-$m.log" 2>&1 ) &
+      done
+      wait
+      cat "$OUT"/compile-*.log | grep -E "report|compile|error" ;;
+    peers|peers-eager|peers-compiled)
+      modes=eager,compile,reduce-overhead
+      [ "$step" = peers-eager ] && modes=eager
+      [ "$step" = peers-compiled ] && modes=compile,reduce-overhead
+      python3 "$SRC/tests/bench/peers.py" "$WORK" --only $MODELS --modes "$modes" --drkrun "$BIN/drkrun" \
+        --iters 20 --out "$OUT/peers-$step.json" 2>&1 | tee "$OUT/peers-$step.log" | tail -n 20 ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
