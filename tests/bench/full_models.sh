@@ -17,8 +17,9 @@ for step in "$@"; do
         { echo "gen failed"; tail -5 "$OUT/gen.log"; } ;;
     compile)
       for m in $MODELS; do
-        ( /usr/bin/time -f "$m compile %es %MKB" "$BIN/drkc" "$WORK/$m/model.onnx" --target=sm_90a --precision=fp16 \
-            --report -o "$WORK/$m/model.drkm" >"$OUT/compile-$m.log" 2>&1 ) &
+        ( t0=$SECONDS; "$BIN/drkc" "$WORK/$m/model.onnx" --target=sm_90a --precision=fp16 --report \
+            -o "$WORK/$m/model.drkm" >"$OUT/compile-$m.log" 2>&1
+          echo "$m compile rc=$? $((SECONDS - t0)) s" >>"$OUT/compile-$m.log" ) &
       done
       wait
       cat "$OUT"/compile-*.log | grep -E "report|compile|error" ;;
