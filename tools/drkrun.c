@@ -181,9 +181,23 @@ static int list_module(const char *path) {
              e[k].compressed ? " (compressed)" : "");
     }
   }
-  for (uint32_t i = 0; i < mf->n_kernels; i++)
-    printf("  kernel %u: %s grid(%u,%u,%u) block(%u) smem %u\n", i, mf->kernels[i].name, mf->kernels[i].grid[0],
-           mf->kernels[i].grid[1], mf->kernels[i].grid[2], mf->kernels[i].block[0], mf->kernels[i].dyn_smem);
+  for (uint32_t i = 0; i < mf->n_kernels; i++) {
+    const drk_modfile_kernel_t *k = &mf->kernels[i];
+    printf("  kernel %u: %s grid(%u,%u,%u) block(%u) smem %u, %u params\n", i, k->name, k->grid[0], k->grid[1],
+           k->grid[2], k->block[0], k->dyn_smem, k->n_params);
+    for (uint32_t j = 0; j < k->n_params; j++) {
+      if (k->params[j].kind != DRK_MODFILE_PARAM_TMA) continue;
+      const drk_modfile_tma_t *t = &mf->tmas[k->params[j].tma];
+      printf("    param %u: TMA dtype %u rank %u offset %llu dims", j, t->data_type, t->rank,
+             (unsigned long long)t->offset);
+      for (uint32_t r = 0; r < t->rank; r++) printf(" %llu", (unsigned long long)t->dims[r]);
+      printf(" strides");
+      for (uint32_t r = 0; r + 1 < t->rank; r++) printf(" %llu", (unsigned long long)t->strides[r]);
+      printf(" box");
+      for (uint32_t r = 0; r < t->rank; r++) printf(" %u", t->box[r]);
+      printf(" swizzle %u\n", t->swizzle);
+    }
+  }
   drk_modfile_free(NULL, mf);
   free(buf);
   return 0;

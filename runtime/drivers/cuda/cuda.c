@@ -296,10 +296,12 @@ static drk_status_t session_init(cuda_session_t *s) {
   s->ptx_copies = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->ptx_copies, 16);
   s->ptx_sizes = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->ptx_sizes, 16);
   if (!s->mods || !s->ptx_copies || !s->ptx_sizes) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
-  /* Parameter storage: 8 bytes per pointer/scalar, 128 per TMA descriptor (its alignment). */
+  /* Parameter storage: 8 bytes per pointer/scalar, 128 per TMA descriptor at a 128-byte
+   * aligned offset, laid out exactly as the filling loop below does (padding included). */
   size_t psz = 0, nptr = 0;
   for (uint32_t k = 0; k < nk; k++)
-    for (uint32_t p = 0; p < mf->kernels[k].n_params; p++) psz += mf->kernels[k].params[p].kind == DRK_MODFILE_PARAM_TMA ? 128 : 8, nptr++;
+    for (uint32_t p = 0; p < mf->kernels[k].n_params; p++, nptr++)
+      psz = mf->kernels[k].params[p].kind == DRK_MODFILE_PARAM_TMA ? ((psz + 127) & ~(size_t)127) + 128 : psz + 8;
   s->pstore_size = psz + 128;
   s->n_param_ptrs = nptr + 1;
   s->pstore = drk_rt_alloc(a, s->pstore_size, 128);
