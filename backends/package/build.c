@@ -348,6 +348,12 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
       lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
       break;
     }
+  if (o->allow_tf32 && nv) {
+    /* The lowering would emit tf32 mma_sync dots, which the NVPTX backend does not lower yet. */
+    drk_diag_warning(d, drk_loc_none, "--matmul-precision=high: TF32 tensor-core matmuls are not implemented "
+                                      "for NVIDIA targets yet; f32 matmuls stay in full f32");
+    lo.allow_tf32 = false;
+  }
   const char *first_nv = NULL;
   for (int t = 0; t < DRK_TARGET_COUNT && !first_nv; t++)
     if (nv & (1u << t)) first_nv = drk_target_info((drk_target_t)t)->name;
