@@ -1,4 +1,4 @@
-/* Graph IR -> tile IR lowering: one kernel per graph node, plus a launch plan (see
+/* Graph IR -> tile IR lowering: one kernel per fusion group (passes/fuse.h), plus a launch plan (see
  * docs/lowering.md).
  *
  * Requires a graph after drk_pass_pipeline_canonicalize (dtypes and shapes inferred, shape
