@@ -258,7 +258,7 @@ static bool bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_dia
   return len == 0 || drk_graph_bind_dims(g, spec, d);
 }
 
-static bool read_input_file(const char *path, drk_tensor_t *out, drk_diag_t *d);
+static bool read_input_file(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d);
 static bool file_exists(const char *p);
 
 /* Binds symbolic input dims to the shapes of the tensors in dir (input_N.pb or .npy). */
@@ -269,7 +269,7 @@ static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
     char path[4096];
     snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
     if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
-    ok = read_input_file(path, &ts[i], d);
+    ok = read_input_file(path, g->inputs[i]->dtype, &ts[i], d);
   }
   ok = ok && bind_from_inputs(g, ts, d);
   for (size_t i = 0; i < g->n_inputs; i++) drk_tensor_free(&ts[i]);
@@ -475,9 +475,9 @@ static bool file_exists(const char *p) {
   return stat(p, &st) == 0;
 }
 
-static bool read_input_file(const char *path, drk_tensor_t *out, drk_diag_t *d) {
+static bool read_input_file(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d) {
   if (has_suffix(path, ".npy")) return drk_tensor_read_npy(path, out, d);
-  return drk_tensor_read_pb(path, out, NULL, d);
+  return drk_tensor_read_pb_expect(path, expect, out, d);
 }
 
 static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char *src, drk_diag_t *d) {
@@ -632,7 +632,7 @@ static int run_model(const run_options_t *ro) {
         if (file_exists(path)) src = path;
       }
     }
-    bool ok = src ? read_input_file(src, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
+    bool ok = src ? read_input_file(src, v->dtype, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
                   : random_input(v, &rng, &inputs[i], &d);
     if (!ok) goto done;
     loaded++;

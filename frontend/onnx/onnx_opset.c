@@ -237,6 +237,27 @@ static bool rw_legacy_broadcast(nb_t *b) {
   return true;
 }
 
+/* Before opset 7, PRelu's slope applied per channel (axis 1), as PyTorch exported it: a
+ * 1-D slope of C elements becomes [C, 1, ..., 1] so opset-7 broadcasting gives the same. */
+static bool rw_prelu(nb_t *b) {
+  if (b->opset >= 7 || b->n_in < 2 || !b->in[1]) return true;
+  drk_value_t *x = b->in[0], *slope = b->in[1];
+  int rx = x->shape.rank, rs = slope->shape.rank;
+  if (rx < 0 || rs < 0) return unsupported_version(b, "per-channel slope with operands of unknown rank");
+  bool single = rs == 1 && slope->shape.dims[0].size == 1 && !slope->shape.dims[0].sym;
+  if (rs != 1 || rx <= 2 || single) return true;
+  int64_t n = rx - 2, axes[DRK_ONNX_MAX_RANK];
+  for (int64_t i = 0; i < n; i++) axes[i] = 1 + i;
+  drk_value_t *ins[2] = {slope, add_const(b, "slope_axes", DRK_DT_I64, 1, &n, axes, sizeof(int64_t) * (size_t)n)};
+  drk_node_t *u = emit(b, DRK_OP_UNSQUEEZE, 2, ins, "slope");
+  if (drk_onnx_is_known(b->c, slope)) {
+    u->outputs[0]->dtype = slope->dtype;
+    drk_onnx_set_known(b->c, u->outputs[0]);
+  }
+  b->in[1] = u->outputs[0];
+  return true;
+}
+
 static bool rw_clip(nb_t *b) {
   if (b->opset >= 11) return true;
   double mn, mx;
@@ -443,7 +464,7 @@ static const op_entry_t op_table[] = {
     {"Round", 11, NULL, NULL}, {"Sign", 9, NULL, NULL}, {"Not", 1, NULL, NULL},
     {"Where", 9, NULL, NULL}, {"IsNaN", 9, NULL, NULL}, {"IsInf", 10, NULL, NULL},
     {"Cast", 6, NULL, "'to' was a string"}, {"CastLike", 15, NULL, NULL},
-    {"PRelu", 7, NULL, "slope broadcast per channel"}, {"QuantizeLinear", 10, NULL, NULL},
+    {"PRelu", 1, rw_prelu, NULL}, {"QuantizeLinear", 10, NULL, NULL},
     {"DequantizeLinear", 10, NULL, NULL}, {"MatMul", 1, NULL, NULL}, {"Gemm", 1, rw_legacy_broadcast, NULL},
     {"Conv", 1, NULL, NULL}, {"ConvTranspose", 1, NULL, NULL}, {"Einsum", 12, NULL, NULL},
     {"BatchNormalization", 1, rw_batchnorm, NULL}, {"InstanceNormalization", 1, NULL, NULL},

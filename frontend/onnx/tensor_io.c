@@ -88,6 +88,28 @@ bool drk_tensor_read_pb(const char *path, drk_tensor_t *out, char **out_name, dr
   return ok;
 }
 
+bool drk_tensor_read_pb_expect(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d) {
+  size_t size;
+  char *buf = drk_read_file(path, &size, d);
+  if (!buf) return false;
+  bool ok;
+  Onnx__TensorProto *t = expect == DRK_DT_BF16 ? onnx__tensor_proto__unpack(NULL, size, (const uint8_t *)buf) : NULL;
+  if (t && t->has_data_type && t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16) {
+    /* Re-encode as BFLOAT16 with the same bits (uint16 values in int32_data or raw_data). */
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    size_t n = onnx__tensor_proto__get_packed_size(t);
+    uint8_t *p = malloc(n ? n : 1);
+    ok = p && onnx__tensor_proto__pack(t, p) == n && drk_tensor_read_pb_buffer(p, n, path, out, NULL, d);
+    if (!p) drk_diag_error(d, drk_loc_none, "%s: out of memory", path);
+    free(p);
+  } else {
+    ok = drk_tensor_read_pb_buffer(buf, size, path, out, NULL, d);
+  }
+  if (t) onnx__tensor_proto__free_unpacked(t, NULL);
+  free(buf);
+  return ok;
+}
+
 bool drk_tensor_write_pb(const char *path, const drk_tensor_t *t, const char *tensor_name, drk_diag_t *d) {
   if (!check_tensor(path, t, d)) return false;
   Onnx__TensorProto p = ONNX__TENSOR_PROTO__INIT;

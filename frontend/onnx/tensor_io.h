@@ -17,6 +17,10 @@
 /* Reads a TensorProto file. out_name (may be NULL) receives the tensor's name, malloc'ed
  * (caller frees; "" when the file has none). */
 bool drk_tensor_read_pb(const char *path, drk_tensor_t *out, char **out_name, drk_diag_t *d);
+/* The same for a tensor the caller expects to be of dtype `expect`: ONNX 1.12's test data
+ * (libonnx-testdata) stores bfloat16 tensors as UINT16 bit patterns; such a file is read as
+ * bf16 when `expect` is DRK_DT_BF16 (drkc has no u16 type, so nothing else is lost). */
+bool drk_tensor_read_pb_expect(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d);
 /* The same, from memory; `name` is used in messages. */
 bool drk_tensor_read_pb_buffer(const void *data, size_t size, const char *name, drk_tensor_t *out,
                                char **out_name, drk_diag_t *d);

@@ -165,7 +165,7 @@ static int run_case(const char *dir, char *why, size_t wn) {
         rc = 1;
         break;
       }
-      if (!drk_tensor_read_pb(path, &in[nin], NULL, &d)) {
+      if (!drk_tensor_read_pb_expect(path, nin < g->n_inputs ? g->inputs[nin]->dtype : DRK_DT_COUNT, &in[nin], &d)) {
         snprintf(why, wn, "reading %s: %s", path, d.first);
         rc = 1;
         break;
@@ -183,7 +183,7 @@ static int run_case(const char *dir, char *why, size_t wn) {
         for (size_t o = 0; o < g->n_outputs && rc == 0; o++) {
           drk_tensor_t exp;
           snprintf(path, sizeof path, "%s/%s/output_%zu.pb", dir, sets[s], o);
-          if (!drk_tensor_read_pb(path, &exp, NULL, &d)) {
+          if (!drk_tensor_read_pb_expect(path, g->outputs[o]->dtype, &exp, &d)) {
             snprintf(why, wn, "reading %s: %s", path, d.first);
             rc = 1;
             break;
