@@ -160,7 +160,7 @@ static bool fold_shape_like(fctx_t *c, drk_node_t *n) {
         fold_i64(c, n, iv->shape.rank, vals, np);
         return true;
       }
-      int64_t st[2], en[2], ax[2] = {0}, sp[2] = {1}, k1, k2, k3 = 1, k4 = 1;
+      int64_t st[2] = {0}, en[2] = {0}, ax[2] = {0}, sp[2] = {1}, k1, k2, k3 = 1, k4 = 1;
       if (!read_ints(in(n, 1), st, &k1, 1) || !read_ints(in(n, 2), en, &k2, 1) || k1 != 1 || k2 != 1) return false;
       if (in(n, 3) && (!read_ints(in(n, 3), ax, &k3, 1) || k3 != 1 || (ax[0] != 0 && ax[0] != -1))) return false;
       if (in(n, 4) && (!read_ints(in(n, 4), sp, &k4, 1) || k4 != 1 || sp[0] == 0 || sp[0] == INT64_MIN)) return false;
