@@ -25,6 +25,10 @@ drk_status_t drk_rt_status(const drk_allocator_t *a, drk_status_code_t code, con
     DRK_RT_PRINTF(3, 4);
 /* Prefixes "context: " to st's message; returns st (or its replacement). NULL stays NULL. */
 drk_status_t drk_rt_status_wrap(drk_status_t st, const char *fmt, ...) DRK_RT_PRINTF(2, 3);
+/* A failed driver call, converted where it enters (the driver maps its error to `code` and
+ * names it): "call: name (text); hint: hint"; text NULL: no parenthesis; hint NULL or "": none. */
+drk_status_t drk_rt_driver_status(const drk_allocator_t *a, drk_status_code_t code, const char *call, const char *name, const char *text,
+                                  const char *hint);
 
 struct drk_module {
   drk_allocator_t alloc;

@@ -99,6 +99,12 @@ drk_status_t drk_rt_status_wrap(drk_status_t st, const char *fmt, ...) {
   return n;
 }
 
+drk_status_t drk_rt_driver_status(const drk_allocator_t *a, drk_status_code_t code, const char *call, const char *name, const char *text,
+                                  const char *hint) {
+  return drk_rt_status(a, code, "%s: %s%s%s%s%s%s", call, name, text ? " (" : "", text ? text : "", text ? ")" : "", hint && *hint ? "; hint: " : "",
+                       hint ? hint : "");
+}
+
 drk_status_code_t drk_status_code(drk_status_t st) { return st ? st->code : DRK_STATUS_OK; }
 const char *drk_status_message(drk_status_t st) {
   return st ? st->msg : "";

@@ -18,6 +18,7 @@
 #include "backends/package/fatbin.h"
 #include "runtime/drivers/cuda/cuda_api.h"
 #include "runtime/src/driver.h"
+#include "runtime/src/session.h"
 
 #define DRK_CUDA_DEFAULT_LIBRARY "libcuda.so.1"
 #define MAX_FATBIN_ENTRIES 64
@@ -44,14 +45,8 @@ static drk_status_t cu_error(cuda_rt_t *rt, drk_cu_result_t r, const char *call,
   if (r == DRK_CUDA_ERROR_OUT_OF_MEMORY) code = DRK_STATUS_OUT_OF_MEMORY;
   else if (r == DRK_CUDA_ERROR_NO_DEVICE || r == DRK_CUDA_ERROR_INVALID_DEVICE) code = DRK_STATUS_NO_DEVICE;
   else if (r == DRK_CUDA_ERROR_NO_BINARY_FOR_GPU) code = DRK_STATUS_NO_IMAGE;
-  return drk_rt_status(&rt->alloc, code, "%s: %s (%s)%s%s", call, name ? name : "CUDA_ERROR_?", text ? text : "unknown error",
-                       hint && *hint ? "; hint: " : "", hint ? hint : "");
+  return drk_rt_driver_status(&rt->alloc, code, call, name ? name : "CUDA_ERROR_?", text ? text : "unknown error", hint);
 }
-#define CU_CHECK(rt, expr, hint)                                                          \
-  do {                                                                                    \
-    drk_cu_result_t r_ = (expr);                                                                 \
-    if (r_ != DRK_CUDA_SUCCESS) return cu_error((rt), r_, #expr, (hint));                  \
-  } while (0)
 
 /* ---- runtime ---- */
 static void cuda_runtime_destroy(void *rtv);
@@ -136,37 +131,19 @@ static const char *cuda_device_name(const void *rt) { return ((const cuda_rt_t *
 static unsigned cuda_device_sm(const void *rt) { return ((const cuda_rt_t *)rt)->sm; }
 static const char *cuda_device_arch(const void *rt) { return ((const cuda_rt_t *)rt)->arch; }
 
-/* ---- sessions ---- */
-typedef struct binding {
-  void *ptr;
-  size_t size;
-  drk_memory_kind_t kind;
-} binding_t;
-
+/* ---- sessions (runtime/src/session.c has the driver-independent half) ---- */
 typedef struct cuda_session {
-  cuda_rt_t *rt;
-  const drk_modfile_t *mf;
-  uint32_t n_slots;
-  uint32_t *slots;        /* distinct code slots used by kernels */
-  drk_cu_module_t *mods;         /* per slot */
-  drk_cu_function_t *funcs;      /* per kernel */
-  void ***kparams;        /* per kernel: array of pointers into pstore */
-  void **kparam_ptrs;     /* backing for kparams */
-  uint8_t *pstore;        /* parameter values; 128-byte aligned for CUtensorMap */
-  size_t pstore_size, n_param_ptrs;
-  char **ptx_copies;      /* NUL-terminated PTX for standalone PTX images, per slot */
+  drk_rt_session_t base;
+  drk_cu_module_t *mods;    /* per slot */
+  drk_cu_function_t *funcs; /* per kernel */
+  char **ptx_copies;        /* NUL-terminated PTX for standalone PTX images, per slot */
   size_t *ptx_sizes;
-  drk_cu_deviceptr_t arena;
   drk_cu_graph_t graph;
   drk_cu_graph_exec_t exec;
-  binding_t *inputs, *outputs;
-  drk_cu_event_t *events;        /* n_kernels + 1 for profiling, then run start/end */
-  float *kernel_ms;
-  float last_ms;
-  int profiling, profiled;
+  drk_cu_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
 } cuda_session_t;
 
-static size_t session_alloc_size(const cuda_session_t *s) { (void)s; return sizeof(cuda_session_t); }
+static cuda_rt_t *rt_of(const drk_rt_session_t *s) { return s->rt; }
 
 /* One candidate code image for a slot. */
 typedef struct cand {
@@ -189,11 +166,10 @@ static void describe(const cand_t *c, size_t n, char *buf, size_t len) {
   }
   if (!n) snprintf(buf, len, "nothing for CUDA");
 }
-
 static drk_status_t load_slot(cuda_session_t *s, uint32_t si) {
-  cuda_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t slot = s->slots[si];
+  cuda_rt_t *rt = rt_of(&s->base);
+  const drk_modfile_t *mf = s->base.mf;
+  uint32_t slot = s->base.slots[si];
   cand_t c[MAX_FATBIN_ENTRIES];
   size_t nc = 0;
   for (uint32_t i = 0; i < mf->n_images; i++) {
@@ -251,9 +227,10 @@ static drk_status_t load_slot(cuda_session_t *s, uint32_t si) {
   return NULL;
 }
 
-static drk_status_t launch(cuda_session_t *s, uint32_t k) {
-  cuda_rt_t *rt = s->rt;
-  const drk_modfile_kernel_t *kd = &s->mf->kernels[k];
+static drk_status_t cuda_launch(drk_rt_session_t *bs, uint32_t k) {
+  cuda_session_t *s = (cuda_session_t *)bs;
+  cuda_rt_t *rt = rt_of(bs);
+  const drk_modfile_kernel_t *kd = &bs->mf->kernels[k];
   if (kd->cluster[0]) {
     if (!rt->cu.LaunchKernelEx) return drk_rt_status(&rt->alloc, DRK_STATUS_DRIVER, "kernel '%s' needs a cluster launch; this driver lacks cuLaunchKernelEx", kd->name);
     drk_cu_launch_attribute_t attr;
@@ -261,235 +238,178 @@ static drk_status_t launch(cuda_session_t *s, uint32_t k) {
     attr.id = DRK_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attr.value.cluster_dim.x = kd->cluster[0], attr.value.cluster_dim.y = kd->cluster[1], attr.value.cluster_dim.z = kd->cluster[2];
     drk_cu_launch_config_t cfg = {kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem, rt->stream, &attr, 1};
-    drk_cu_result_t r = rt->cu.LaunchKernelEx(&cfg, s->funcs[k], s->kparams[k], NULL);
+    drk_cu_result_t r = rt->cu.LaunchKernelEx(&cfg, s->funcs[k], bs->kparams[k], NULL);
     if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuLaunchKernelEx", NULL), "kernel %u ('%s')", k, kd->name);
     return NULL;
   }
   drk_cu_result_t r = rt->cu.LaunchKernel(s->funcs[k], kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem,
-                                   rt->stream, s->kparams[k], NULL);
+                                          rt->stream, bs->kparams[k], NULL);
   if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuLaunchKernel", NULL), "kernel %u ('%s')", k, kd->name);
   return NULL;
 }
 
-static drk_status_t session_init(cuda_session_t *s) {
-  cuda_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
+/* Resolves kernel k and encodes its TMA descriptors (the other parameters are filled). */
+static drk_status_t prepare_kernel(cuda_session_t *s, uint32_t k) {
+  cuda_rt_t *rt = rt_of(&s->base);
+  const drk_modfile_t *mf = s->base.mf;
+  const drk_modfile_kernel_t *kd = &mf->kernels[k];
+  drk_cu_result_t r = rt->cu.ModuleGetFunction(&s->funcs[k], s->mods[s->base.kernel_slot[k]], kd->name);
+  if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuModuleGetFunction", "the image does not define this kernel"), "kernel %u ('%s')", k, kd->name);
+  if (kd->dyn_smem > 48 * 1024 && (r = rt->cu.FuncSetAttribute(s->funcs[k], DRK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)kd->dyn_smem))) {
+    char hint[96];
+    snprintf(hint, sizeof hint, "kernel asks for %u bytes of dynamic shared memory", kd->dyn_smem);
+    return drk_rt_status_wrap(cu_error(rt, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", hint), "kernel %u ('%s')", k, kd->name);
+  }
+  for (uint32_t p = 0; p < kd->n_params; p++) {
+    const drk_modfile_param_t *pa = &kd->params[p];
+    if (pa->kind != DRK_MODFILE_PARAM_TMA) continue;
+    const drk_modfile_tma_t *t = &mf->tmas[pa->tma];
+    if (!rt->cu.TensorMapEncodeTiled) return drk_rt_status(&rt->alloc, DRK_STATUS_DRIVER, "kernel %u ('%s') uses TMA; this driver lacks cuTensorMapEncodeTiled", k, kd->name);
+    r = rt->cu.TensorMapEncodeTiled((drk_cu_tensor_map_t *)s->base.kparams[k][p], (int)t->data_type, t->rank, (void *)(uintptr_t)(s->base.arena + t->offset),
+                                    t->dims, t->strides, t->box, t->elem_strides, (int)t->interleave, (int)t->swizzle, (int)t->l2_promotion, (int)t->oob_fill);
+    if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuTensorMapEncodeTiled", "check rank 1..5, 16-byte aligned address and strides, box <= 256, inner box bytes multiple of 16"),
+                                     "kernel %u ('%s') TMA descriptor %u", k, kd->name, pa->tma);
+  }
+  return NULL;
+}
+
+static drk_status_t cuda_init(drk_rt_session_t *bs) {
+  cuda_session_t *s = (cuda_session_t *)bs;
+  cuda_rt_t *rt = rt_of(bs);
+  const drk_modfile_t *mf = bs->mf;
   const drk_allocator_t *a = &rt->alloc;
   uint32_t nk = mf->n_kernels;
   drk_cu_result_t r;
-  /* Host tables, sized once. */
-  s->slots = drk_rt_alloc(a, (nk + 1) * sizeof *s->slots, 16);
   s->funcs = drk_rt_alloc(a, (nk + 1) * sizeof *s->funcs, 16);
-  s->kparams = drk_rt_alloc(a, (nk + 1) * sizeof *s->kparams, 16);
-  s->inputs = drk_rt_alloc(a, (mf->n_inputs + 1) * sizeof *s->inputs, 16);
-  s->outputs = drk_rt_alloc(a, (mf->n_outputs + 1) * sizeof *s->outputs, 16);
-  s->events = drk_rt_alloc(a, (nk + 3) * sizeof *s->events, 16);
-  s->kernel_ms = drk_rt_alloc(a, (nk + 1) * sizeof *s->kernel_ms, 16);
-  if (!s->slots || !s->funcs || !s->kparams || !s->inputs || !s->outputs || !s->events || !s->kernel_ms)
+  s->events = drk_rt_alloc(a, DRK_RT_EVENT_COUNT(nk) * sizeof *s->events, 16);
+  s->mods = drk_rt_alloc(a, (bs->n_slots + 1) * sizeof *s->mods, 16);
+  s->ptx_copies = drk_rt_alloc(a, (bs->n_slots + 1) * sizeof *s->ptx_copies, 16);
+  s->ptx_sizes = drk_rt_alloc(a, (bs->n_slots + 1) * sizeof *s->ptx_sizes, 16);
+  if (!s->funcs || !s->events || !s->mods || !s->ptx_copies || !s->ptx_sizes)
     return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
-  for (uint32_t k = 0; k < nk; k++) {
-    uint32_t j = 0;
-    while (j < s->n_slots && s->slots[j] != mf->kernels[k].slot) j++;
-    if (j == s->n_slots) s->slots[s->n_slots++] = mf->kernels[k].slot;
-  }
-  s->mods = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->mods, 16);
-  s->ptx_copies = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->ptx_copies, 16);
-  s->ptx_sizes = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->ptx_sizes, 16);
-  if (!s->mods || !s->ptx_copies || !s->ptx_sizes) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
-  /* Parameter storage: 8 bytes per pointer/scalar, 128 per TMA descriptor at a 128-byte
-   * aligned offset, laid out exactly as the filling loop below does (padding included). */
-  size_t psz = 0, nptr = 0;
-  for (uint32_t k = 0; k < nk; k++)
-    for (uint32_t p = 0; p < mf->kernels[k].n_params; p++, nptr++)
-      psz = mf->kernels[k].params[p].kind == DRK_MODFILE_PARAM_TMA ? ((psz + 127) & ~(size_t)127) + 128 : psz + 8;
-  s->pstore_size = psz + 128;
-  s->n_param_ptrs = nptr + 1;
-  s->pstore = drk_rt_alloc(a, s->pstore_size, 128);
-  s->kparam_ptrs = drk_rt_alloc(a, s->n_param_ptrs * sizeof(void *), 16);
-  if (!s->pstore || !s->kparam_ptrs) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for kernel parameters");
-
+  bs->can_capture = 1;
   if ((r = rt->cu.CtxSetCurrent(rt->ctx))) return cu_error(rt, r, "cuCtxSetCurrent", NULL);
-  for (uint32_t i = 0; i < s->n_slots; i++) {
+  for (uint32_t i = 0; i < bs->n_slots; i++) {
     drk_status_t st = load_slot(s, i);
-    if (st) return drk_rt_status_wrap(st, "loading code slot %u", s->slots[i]);
+    if (st) return drk_rt_status_wrap(st, "loading code slot %u", bs->slots[i]);
   }
   if (mf->arena_size) {
     char hint[128];
     snprintf(hint, sizeof hint, "the module plans one %llu-byte arena", (unsigned long long)mf->arena_size);
-    if ((r = rt->cu.MemAlloc(&s->arena, (size_t)mf->arena_size))) return cu_error(rt, r, "cuMemAlloc (arena)", hint);
+    drk_cu_deviceptr_t arena = 0;
+    if ((r = rt->cu.MemAlloc(&arena, (size_t)mf->arena_size))) return cu_error(rt, r, "cuMemAlloc (arena)", hint);
+    bs->arena = arena;
     /* Poison (all bits set: NaN for floats, -1 for integers) so that an output element no
      * kernel wrote shows up in every check instead of passing as a stale or zero value. */
-    if ((r = rt->cu.MemsetD8Async(s->arena, 0xff, (size_t)mf->arena_size, rt->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
+    if ((r = rt->cu.MemsetD8Async(arena, 0xff, (size_t)mf->arena_size, rt->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
   }
-  if (mf->weights_size && (r = rt->cu.MemcpyHtoDAsync(s->arena + mf->weights_offset, mf->weights, (size_t)mf->weights_size, rt->stream)))
+  if (mf->weights_size && (r = rt->cu.MemcpyHtoDAsync(bs->arena + mf->weights_offset, mf->weights, (size_t)mf->weights_size, rt->stream)))
     return cu_error(rt, r, "cuMemcpyHtoDAsync (weights)", NULL);
-  /* Resolve kernels and fill parameter values. */
-  size_t po = 0, pi = 0;
+  drk_rt_session_fill_params(bs);
   for (uint32_t k = 0; k < nk; k++) {
-    const drk_modfile_kernel_t *kd = &mf->kernels[k];
-    uint32_t si = 0;
-    while (s->slots[si] != kd->slot) si++;
-    r = rt->cu.ModuleGetFunction(&s->funcs[k], s->mods[si], kd->name);
-    if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuModuleGetFunction", "the image does not define this kernel"), "kernel %u ('%s')", k, kd->name);
-    if (kd->dyn_smem > 48 * 1024 && (r = rt->cu.FuncSetAttribute(s->funcs[k], DRK_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)kd->dyn_smem))) {
-      char hint[96];
-      snprintf(hint, sizeof hint, "kernel asks for %u bytes of dynamic shared memory", kd->dyn_smem);
-      return drk_rt_status_wrap(cu_error(rt, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", hint), "kernel %u ('%s')", k, kd->name);
-    }
-    s->kparams[k] = s->kparam_ptrs + pi;
-    for (uint32_t p = 0; p < kd->n_params; p++) {
-      const drk_modfile_param_t *pa = &kd->params[p];
-      uint8_t *slot = s->pstore + po;
-      s->kparam_ptrs[pi++] = slot;
-      if (pa->kind == DRK_MODFILE_PARAM_BUFFER) {
-        uint64_t v = s->arena + pa->offset;
-        memcpy(slot, &v, 8);
-        po += 8;
-      } else if (pa->kind == DRK_MODFILE_PARAM_SCALAR) {
-        memcpy(slot, pa->scalar, pa->scalar_size);
-        po += 8;
-      } else {
-        po = (po + 127) & ~(size_t)127;
-        slot = s->pstore + po;
-        s->kparam_ptrs[pi - 1] = slot;
-        const drk_modfile_tma_t *t = &mf->tmas[pa->tma];
-        if (!rt->cu.TensorMapEncodeTiled) return drk_rt_status(a, DRK_STATUS_DRIVER, "kernel %u ('%s') uses TMA; this driver lacks cuTensorMapEncodeTiled", k, kd->name);
-        r = rt->cu.TensorMapEncodeTiled((drk_cu_tensor_map_t *)slot, (int)t->data_type, t->rank, (void *)(uintptr_t)(s->arena + t->offset), t->dims,
-                                        t->strides, t->box, t->elem_strides, (int)t->interleave, (int)t->swizzle, (int)t->l2_promotion, (int)t->oob_fill);
-        if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuTensorMapEncodeTiled", "check rank 1..5, 16-byte aligned address and strides, box <= 256, inner box bytes multiple of 16"),
-                                         "kernel %u ('%s') TMA descriptor %u", k, kd->name, pa->tma);
-        po += 128;
-      }
-    }
+    drk_status_t st = prepare_kernel(s, k);
+    if (st) return st;
   }
-  for (uint32_t i = 0; i < nk + 3; i++)
+  for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
     if ((r = rt->cu.EventCreate(&s->events[i], DRK_CU_EVENT_DEFAULT))) return cu_error(rt, r, "cuEventCreate", NULL);
-  /* Capture the launch sequence once; runs replay it. */
-  if (nk) {
-    if ((r = rt->cu.StreamBeginCapture(rt->stream, DRK_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) return cu_error(rt, r, "cuStreamBeginCapture", NULL);
-    drk_status_t st = NULL;
-    for (uint32_t k = 0; k < nk && !st; k++) st = launch(s, k);
-    r = rt->cu.StreamEndCapture(rt->stream, &s->graph);
-    if (st) return drk_rt_status_wrap(st, "capturing the launch sequence");
-    if (r) return cu_error(rt, r, "cuStreamEndCapture", NULL);
-    if ((r = rt->cu.GraphInstantiate(&s->exec, s->graph, 0))) return cu_error(rt, r, "cuGraphInstantiateWithFlags", NULL);
-  }
-  if ((r = rt->cu.StreamSynchronize(rt->stream))) return cu_error(rt, r, "cuStreamSynchronize (weights upload)", NULL);
   return NULL;
 }
 
-static void cuda_session_destroy(void *sv);
-
-static drk_status_t cuda_session_create(void *rtv, const drk_module_t *m, void **out_session) {
-  cuda_rt_t *rt = rtv;
-  cuda_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
-  if (!s) return drk_rt_status(&rt->alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the session");
-  s->rt = rt;
-  s->mf = m->mf;
-  drk_status_t st = session_init(s);
-  if (st) {
-    cuda_session_destroy(s);
-    return drk_rt_status_wrap(st, "session on %s", rt->name);
-  }
-  *out_session = s;
-  return NULL;
-}
-
-static void cuda_session_destroy(void *sv) {
-  cuda_session_t *s = sv;
-  if (!s) return;
-  cuda_rt_t *rt = s->rt;
+static void cuda_release(drk_rt_session_t *bs) {
+  cuda_session_t *s = (cuda_session_t *)bs;
+  cuda_rt_t *rt = rt_of(bs);
   const drk_allocator_t *a = &rt->alloc;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t nk = mf->n_kernels;
+  uint32_t nk = bs->mf->n_kernels;
   rt->cu.CtxSetCurrent(rt->ctx);
   if (s->exec) rt->cu.GraphExecDestroy(s->exec);
   if (s->graph) rt->cu.GraphDestroy(s->graph);
   if (s->events)
-    for (uint32_t i = 0; i < nk + 3; i++)
+    for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
       if (s->events[i]) rt->cu.EventDestroy(s->events[i]);
-  if (s->arena) rt->cu.MemFree(s->arena);
+  if (bs->arena) rt->cu.MemFree(bs->arena);
   if (s->mods)
-    for (uint32_t i = 0; i < s->n_slots; i++)
+    for (uint32_t i = 0; i < bs->n_slots; i++)
       if (s->mods[i]) rt->cu.ModuleUnload(s->mods[i]);
   if (s->ptx_copies)
-    for (uint32_t i = 0; i < s->n_slots; i++) drk_rt_free(a, s->ptx_copies[i], s->ptx_sizes[i]);
-  drk_rt_free(a, s->slots, (nk + 1) * sizeof *s->slots);
+    for (uint32_t i = 0; i < bs->n_slots; i++) drk_rt_free(a, s->ptx_copies[i], s->ptx_sizes[i]);
   drk_rt_free(a, s->funcs, (nk + 1) * sizeof *s->funcs);
-  drk_rt_free(a, s->kparams, (nk + 1) * sizeof *s->kparams);
-  drk_rt_free(a, s->inputs, (mf->n_inputs + 1) * sizeof *s->inputs);
-  drk_rt_free(a, s->outputs, (mf->n_outputs + 1) * sizeof *s->outputs);
-  drk_rt_free(a, s->events, (nk + 3) * sizeof *s->events);
-  drk_rt_free(a, s->kernel_ms, (nk + 1) * sizeof *s->kernel_ms);
-  drk_rt_free(a, s->mods, (s->n_slots + 1) * sizeof *s->mods);
-  drk_rt_free(a, s->ptx_copies, (s->n_slots + 1) * sizeof *s->ptx_copies);
-  drk_rt_free(a, s->ptx_sizes, (s->n_slots + 1) * sizeof *s->ptx_sizes);
-  drk_rt_free(a, s->pstore, s->pstore_size);
-  drk_rt_free(a, s->kparam_ptrs, s->n_param_ptrs * sizeof(void *));
-  drk_rt_free(a, s, session_alloc_size(s));
+  drk_rt_free(a, s->events, DRK_RT_EVENT_COUNT(nk) * sizeof *s->events);
+  drk_rt_free(a, s->mods, (bs->n_slots + 1) * sizeof *s->mods);
+  drk_rt_free(a, s->ptx_copies, (bs->n_slots + 1) * sizeof *s->ptx_copies);
+  drk_rt_free(a, s->ptx_sizes, (bs->n_slots + 1) * sizeof *s->ptx_sizes);
 }
 
-static void cuda_session_bind(void *sv, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output) {
-  cuda_session_t *s = sv;
-  binding_t *b = output ? &s->outputs[index] : &s->inputs[index];
-  *b = (binding_t){ptr, size, kind};
+static drk_status_t cuda_enter(drk_rt_session_t *s) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.CtxSetCurrent(rt->ctx);
+  return r ? cu_error(rt, r, "cuCtxSetCurrent", NULL) : NULL;
 }
 
-static drk_status_t cuda_session_run(void *sv) {
-  cuda_session_t *s = sv;
-  cuda_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t nk = mf->n_kernels;
-  drk_cu_stream_t st = rt->stream;
+static drk_status_t cuda_record(drk_rt_session_t *s, uint32_t event) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.EventRecord(((cuda_session_t *)s)->events[event], rt->stream);
+  return r ? cu_error(rt, r, "cuEventRecord", NULL) : NULL;
+}
+
+static drk_status_t cuda_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt_binding_t *b, int output) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_deviceptr_t arena = s->arena + offset, user = (drk_cu_deviceptr_t)(uintptr_t)b->ptr;
   drk_cu_result_t r;
-  if ((r = rt->cu.CtxSetCurrent(rt->ctx))) return cu_error(rt, r, "cuCtxSetCurrent", NULL);
-  if ((r = rt->cu.EventRecord(s->events[nk + 1], st))) return cu_error(rt, r, "cuEventRecord", NULL);
-  for (uint32_t i = 0; i < mf->n_inputs; i++) {
-    const binding_t *b = &s->inputs[i];
-    if (!b->ptr) continue;
-    drk_cu_deviceptr_t dst = s->arena + mf->inputs[i].offset;
-    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyHtoDAsync(dst, b->ptr, b->size, st) : rt->cu.MemcpyDtoDAsync(dst, (drk_cu_deviceptr_t)(uintptr_t)b->ptr, b->size, st);
-    if (r) return drk_rt_status_wrap(cu_error(rt, r, "copying in", NULL), "input %u ('%s')", i, mf->inputs[i].name);
-  }
-  if (s->profiling) {
-    for (uint32_t k = 0; k < nk; k++) {
-      if ((r = rt->cu.EventRecord(s->events[k], st))) return cu_error(rt, r, "cuEventRecord", NULL);
-      drk_status_t e = launch(s, k);
-      if (e) return e;
-    }
-    if (nk && (r = rt->cu.EventRecord(s->events[nk], st))) return cu_error(rt, r, "cuEventRecord", NULL);
-  } else if (s->exec && (r = rt->cu.GraphLaunch(s->exec, st))) {
-    return cu_error(rt, r, "cuGraphLaunch", NULL);
-  }
-  for (uint32_t i = 0; i < mf->n_outputs; i++) {
-    const binding_t *b = &s->outputs[i];
-    if (!b->ptr) continue;
-    drk_cu_deviceptr_t src = s->arena + mf->outputs[i].offset;
-    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyDtoHAsync(b->ptr, src, b->size, st) : rt->cu.MemcpyDtoDAsync((drk_cu_deviceptr_t)(uintptr_t)b->ptr, src, b->size, st);
-    if (r) return drk_rt_status_wrap(cu_error(rt, r, "copying out", NULL), "output %u ('%s')", i, mf->outputs[i].name);
-  }
-  if ((r = rt->cu.EventRecord(s->events[nk + 2], st))) return cu_error(rt, r, "cuEventRecord", NULL);
-  if ((r = rt->cu.StreamSynchronize(st))) return cu_error(rt, r, "cuStreamSynchronize (run)", "a kernel faulted or timed out; run under compute-sanitizer");
-  if ((r = rt->cu.EventElapsedTime(&s->last_ms, s->events[nk + 1], s->events[nk + 2]))) return cu_error(rt, r, "cuEventElapsedTime", NULL);
-  if (s->profiling) {
-    for (uint32_t k = 0; k < nk; k++)
-      if ((r = rt->cu.EventElapsedTime(&s->kernel_ms[k], s->events[k], s->events[k + 1]))) return cu_error(rt, r, "cuEventElapsedTime", NULL);
-    s->profiled = 1;
-  }
+  if (output)
+    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyDtoHAsync(b->ptr, arena, b->size, rt->stream) : rt->cu.MemcpyDtoDAsync(user, arena, b->size, rt->stream);
+  else
+    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyHtoDAsync(arena, b->ptr, b->size, rt->stream) : rt->cu.MemcpyDtoDAsync(arena, user, b->size, rt->stream);
+  return r ? cu_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
+}
+
+static drk_status_t cuda_begin_capture(drk_rt_session_t *s) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.StreamBeginCapture(rt->stream, DRK_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  return r ? cu_error(rt, r, "cuStreamBeginCapture", NULL) : NULL;
+}
+
+static drk_status_t cuda_end_capture(drk_rt_session_t *bs, int instantiate) {
+  cuda_session_t *s = (cuda_session_t *)bs;
+  cuda_rt_t *rt = rt_of(bs);
+  drk_cu_result_t r = rt->cu.StreamEndCapture(rt->stream, &s->graph);
+  if (r) return cu_error(rt, r, "cuStreamEndCapture", NULL);
+  if (instantiate && (r = rt->cu.GraphInstantiate(&s->exec, s->graph, 0))) return cu_error(rt, r, "cuGraphInstantiateWithFlags", NULL);
   return NULL;
 }
 
-static void cuda_session_set_profiling(void *s, int enabled) { ((cuda_session_t *)s)->profiling = enabled != 0; }
-
-static const float *cuda_session_kernel_ms(const void *sv) {
-  const cuda_session_t *s = sv;
-  return s->profiled ? s->kernel_ms : NULL;
+static drk_status_t cuda_replay(drk_rt_session_t *s) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.GraphLaunch(((cuda_session_t *)s)->exec, rt->stream);
+  return r ? cu_error(rt, r, "cuGraphLaunch", NULL) : NULL;
 }
 
-static float cuda_session_last_run_ms(const void *s) { return ((const cuda_session_t *)s)->last_ms; }
+static drk_status_t cuda_sync(drk_rt_session_t *s, int run) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.StreamSynchronize(rt->stream);
+  if (!r) return NULL;
+  if (!run) return cu_error(rt, r, "cuStreamSynchronize (weights upload)", NULL);
+  return cu_error(rt, r, "cuStreamSynchronize (run)", "a kernel faulted or timed out; run under compute-sanitizer");
+}
+
+static drk_status_t cuda_elapsed(drk_rt_session_t *s, float *out_ms, uint32_t from, uint32_t to) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_event_t *ev = ((cuda_session_t *)s)->events;
+  drk_cu_result_t r = rt->cu.EventElapsedTime(out_ms, ev[from], ev[to]);
+  return r ? cu_error(rt, r, "cuEventElapsedTime", NULL) : NULL;
+}
+
+static const drk_rt_session_ops_t cuda_session_ops = {
+    sizeof(cuda_session_t), cuda_init, cuda_release, cuda_enter, cuda_record, cuda_copy, cuda_launch,
+    cuda_begin_capture, cuda_end_capture, cuda_replay, cuda_sync, cuda_elapsed,
+};
+
+static drk_status_t cuda_session_create(void *rtv, const drk_module_t *m, void **out_session) {
+  cuda_rt_t *rt = rtv;
+  return drk_rt_session_create(&cuda_session_ops, rt, &rt->alloc, m->mf, rt->name, out_session);
+}
 
 const drk_driver_t drk_driver_cuda = {
     "CUDA", cuda_runtime_create, cuda_runtime_destroy, cuda_device_name, cuda_device_sm, cuda_device_arch,
-    cuda_session_create, cuda_session_destroy, cuda_session_bind, cuda_session_run, cuda_session_set_profiling,
-    cuda_session_kernel_ms, cuda_session_last_run_ms,
+    cuda_session_create, drk_rt_session_destroy, drk_rt_session_bind, drk_rt_session_run, drk_rt_session_set_profiling,
+    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms,
 };

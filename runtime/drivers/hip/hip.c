@@ -25,6 +25,7 @@
 #include "backends/package/bundle.h"
 #include "runtime/drivers/hip/hip_api.h"
 #include "runtime/src/driver.h"
+#include "runtime/src/session.h"
 
 #define MAX_CANDS 64
 #define MAX_BUNDLE_ENTRIES 32
@@ -54,8 +55,7 @@ static drk_status_t hip_error(hip_rt_t *rt, drk_hip_error_t r, const char *call,
   if (r == DRK_HIP_ERROR_OUT_OF_MEMORY) code = DRK_STATUS_OUT_OF_MEMORY;
   else if (r == DRK_HIP_ERROR_NO_DEVICE || r == DRK_HIP_ERROR_INVALID_DEVICE) code = DRK_STATUS_NO_DEVICE;
   else if (r == DRK_HIP_ERROR_NO_BINARY_FOR_GPU) code = DRK_STATUS_NO_IMAGE;
-  return drk_rt_status(&rt->alloc, code, "%s: %s%s%s%s%s%s", call, name, text ? " (" : "", text ? text : "", text ? ")" : "",
-                       hint && *hint ? "; hint: " : "", hint ? hint : "");
+  return drk_rt_driver_status(&rt->alloc, code, call, name, text, hint);
 }
 
 /* ---- runtime ---- */
@@ -214,35 +214,19 @@ static int target_fits(const char *code, const char *dev) {
   return pinned;
 }
 
-/* ---- sessions ---- */
-typedef struct binding {
-  void *ptr;
-  size_t size;
-  drk_memory_kind_t kind;
-} binding_t;
-
+/* ---- sessions (runtime/src/session.c has the driver-independent half) ---- */
 typedef struct hip_session {
-  hip_rt_t *rt;
-  const drk_modfile_t *mf;
-  uint32_t n_slots;
-  uint32_t *slots;             /* distinct code slots used by kernels */
-  drk_hip_module_t *mods;      /* per slot */
-  drk_hip_function_t *funcs;   /* per kernel */
-  void ***kparams;             /* per kernel: array of pointers into pstore */
-  void **kparam_ptrs;          /* backing for kparams */
-  uint8_t *pstore;             /* parameter values, 8 bytes each */
-  size_t pstore_size, n_param_ptrs;
-  uintptr_t arena;             /* device address (integer: no pointer arithmetic on NULL) */
+  drk_rt_session_t base;
+  drk_hip_module_t *mods;    /* per slot */
+  drk_hip_function_t *funcs; /* per kernel */
   drk_hip_graph_t graph;
   drk_hip_graph_exec_t exec;
-  binding_t *inputs, *outputs;
-  drk_hip_event_t *events;     /* n_kernels + 1 for profiling, then run start/end */
-  float *kernel_ms;
-  float last_ms;
-  int profiling, profiled;
+  drk_hip_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
 } hip_session_t;
 
-static void *at(const hip_session_t *s, uint64_t offset) { return (void *)(s->arena + (uintptr_t)offset); }
+static hip_rt_t *rt_of(const drk_rt_session_t *s) { return s->rt; }
+/* The arena is an integer (no pointer arithmetic on NULL); HIP takes pointers. */
+static void *at(const drk_rt_session_t *s, uint64_t offset) { return (void *)(uintptr_t)(s->arena + offset); }
 
 /* One candidate code object for a slot. */
 typedef struct cand {
@@ -284,9 +268,9 @@ static void describe(const drk_modfile_t *mf, uint32_t slot, const cand_t *c, si
 }
 
 static drk_status_t load_slot(hip_session_t *s, uint32_t si) {
-  hip_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t slot = s->slots[si];
+  hip_rt_t *rt = rt_of(&s->base);
+  const drk_modfile_t *mf = s->base.mf;
+  uint32_t slot = s->base.slots[si];
   cand_t c[MAX_CANDS];
   size_t nc = 0;
   for (uint32_t i = 0; i < mf->n_images && nc < MAX_CANDS; i++) {
@@ -331,225 +315,165 @@ static drk_status_t load_slot(hip_session_t *s, uint32_t si) {
   return NULL;
 }
 
-static drk_status_t launch(hip_session_t *s, uint32_t k) {
-  hip_rt_t *rt = s->rt;
+static drk_status_t hip_launch(drk_rt_session_t *s, uint32_t k) {
+  hip_rt_t *rt = rt_of(s);
   const drk_modfile_kernel_t *kd = &s->mf->kernels[k];
-  drk_hip_error_t r = rt->hip.ModuleLaunchKernel(s->funcs[k], kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem,
-                                                 rt->stream, s->kparams[k], NULL);
+  drk_hip_error_t r = rt->hip.ModuleLaunchKernel(((hip_session_t *)s)->funcs[k], kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1],
+                                                 kd->block[2], kd->dyn_smem, rt->stream, s->kparams[k], NULL);
   if (r) return drk_rt_status_wrap(hip_error(rt, r, "hipModuleLaunchKernel", NULL), "kernel %u ('%s')", k, kd->name);
   return NULL;
 }
 
 /* Features only NVIDIA GPUs have; checked before anything is loaded. */
-static drk_status_t check_portable(hip_session_t *s) {
+static drk_status_t check_portable(const drk_rt_session_t *s) {
   const drk_modfile_t *mf = s->mf;
+  hip_rt_t *rt = rt_of(s);
   for (uint32_t k = 0; k < mf->n_kernels; k++) {
     const drk_modfile_kernel_t *kd = &mf->kernels[k];
     if (kd->cluster[0])
-      return drk_rt_status(&s->rt->alloc, DRK_STATUS_NO_IMAGE, "kernel %u ('%s') needs a thread-block cluster launch, which only NVIDIA GPUs (sm_90+) have; recompile for %s",
-                           k, kd->name, s->rt->arch);
+      return drk_rt_status(&rt->alloc, DRK_STATUS_NO_IMAGE, "kernel %u ('%s') needs a thread-block cluster launch, which only NVIDIA GPUs (sm_90+) have; recompile for %s",
+                           k, kd->name, rt->arch);
     for (uint32_t p = 0; p < kd->n_params; p++)
       if (kd->params[p].kind == DRK_MODFILE_PARAM_TMA)
-        return drk_rt_status(&s->rt->alloc, DRK_STATUS_NO_IMAGE, "kernel %u ('%s') takes a TMA descriptor, which only NVIDIA GPUs (sm_90+) have; recompile for %s",
-                             k, kd->name, s->rt->arch);
+        return drk_rt_status(&rt->alloc, DRK_STATUS_NO_IMAGE, "kernel %u ('%s') takes a TMA descriptor, which only NVIDIA GPUs (sm_90+) have; recompile for %s",
+                             k, kd->name, rt->arch);
   }
   return NULL;
 }
 
-static drk_status_t session_init(hip_session_t *s) {
-  hip_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
+static drk_status_t hip_init(drk_rt_session_t *bs) {
+  hip_session_t *s = (hip_session_t *)bs;
+  hip_rt_t *rt = rt_of(bs);
+  const drk_modfile_t *mf = bs->mf;
   const drk_allocator_t *a = &rt->alloc;
   uint32_t nk = mf->n_kernels;
   drk_hip_error_t r;
-  drk_status_t st = check_portable(s);
+  drk_status_t st = check_portable(bs);
   if (st) return st;
-  /* Host tables, sized once. */
-  s->slots = drk_rt_alloc(a, (nk + 1) * sizeof *s->slots, 16);
   s->funcs = drk_rt_alloc(a, (nk + 1) * sizeof *s->funcs, 16);
-  s->kparams = drk_rt_alloc(a, (nk + 1) * sizeof *s->kparams, 16);
-  s->inputs = drk_rt_alloc(a, (mf->n_inputs + 1) * sizeof *s->inputs, 16);
-  s->outputs = drk_rt_alloc(a, (mf->n_outputs + 1) * sizeof *s->outputs, 16);
-  s->events = drk_rt_alloc(a, (nk + 3) * sizeof *s->events, 16);
-  s->kernel_ms = drk_rt_alloc(a, (nk + 1) * sizeof *s->kernel_ms, 16);
-  if (!s->slots || !s->funcs || !s->kparams || !s->inputs || !s->outputs || !s->events || !s->kernel_ms)
-    return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
-  for (uint32_t k = 0; k < nk; k++) {
-    uint32_t j = 0;
-    while (j < s->n_slots && s->slots[j] != mf->kernels[k].slot) j++;
-    if (j == s->n_slots) s->slots[s->n_slots++] = mf->kernels[k].slot;
-  }
-  s->mods = drk_rt_alloc(a, (s->n_slots + 1) * sizeof *s->mods, 16);
-  if (!s->mods) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
-  size_t nptr = 0;
-  for (uint32_t k = 0; k < nk; k++) nptr += mf->kernels[k].n_params;
-  s->pstore_size = nptr * 8 + 8;
-  s->n_param_ptrs = nptr + 1;
-  s->pstore = drk_rt_alloc(a, s->pstore_size, 16);
-  s->kparam_ptrs = drk_rt_alloc(a, s->n_param_ptrs * sizeof(void *), 16);
-  if (!s->pstore || !s->kparam_ptrs) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for kernel parameters");
-
+  s->events = drk_rt_alloc(a, DRK_RT_EVENT_COUNT(nk) * sizeof *s->events, 16);
+  s->mods = drk_rt_alloc(a, (bs->n_slots + 1) * sizeof *s->mods, 16);
+  if (!s->funcs || !s->events || !s->mods) return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
+  /* Without stream capture in this HIP runtime, runs launch the kernels one by one. */
+  bs->can_capture = rt->has_graphs;
   if ((r = rt->hip.SetDevice(rt->ordinal))) return hip_error(rt, r, "hipSetDevice", NULL);
-  for (uint32_t i = 0; i < s->n_slots; i++)
-    if ((st = load_slot(s, i))) return drk_rt_status_wrap(st, "loading code slot %u", s->slots[i]);
+  for (uint32_t i = 0; i < bs->n_slots; i++)
+    if ((st = load_slot(s, i))) return drk_rt_status_wrap(st, "loading code slot %u", bs->slots[i]);
   if (mf->arena_size) {
     char hint[128];
     snprintf(hint, sizeof hint, "the module plans one %llu-byte arena", (unsigned long long)mf->arena_size);
     void *p = NULL;
     if ((r = rt->hip.Malloc(&p, (size_t)mf->arena_size))) return hip_error(rt, r, "hipMalloc (arena)", hint);
-    s->arena = (uintptr_t)p;
+    bs->arena = (uintptr_t)p;
     /* Poison, as the CUDA driver does: an output no kernel wrote reads as NaN / -1. */
     if ((r = rt->hip.MemsetD8Async(p, 0xff, (size_t)mf->arena_size, rt->stream))) return hip_error(rt, r, "hipMemsetD8Async (arena)", NULL);
   }
   /* hipMemcpyHtoDAsync takes a non-const source it never writes. */
-  if (mf->weights_size && (r = rt->hip.MemcpyHtoDAsync(at(s, mf->weights_offset), (void *)(uintptr_t)mf->weights, (size_t)mf->weights_size, rt->stream)))
+  if (mf->weights_size && (r = rt->hip.MemcpyHtoDAsync(at(bs, mf->weights_offset), (void *)(uintptr_t)mf->weights, (size_t)mf->weights_size, rt->stream)))
     return hip_error(rt, r, "hipMemcpyHtoDAsync (weights)", NULL);
-  /* Resolve kernels and fill parameter values: 8-byte slots, pointers and scalars
-   * little-endian; HIP reads each argument's size from the code object's metadata. */
-  size_t pi = 0;
+  /* 8-byte parameter slots; HIP reads each argument's size from the code object's metadata. */
+  drk_rt_session_fill_params(bs);
   for (uint32_t k = 0; k < nk; k++) {
     const drk_modfile_kernel_t *kd = &mf->kernels[k];
-    uint32_t si = 0;
-    while (s->slots[si] != kd->slot) si++;
-    r = rt->hip.ModuleGetFunction(&s->funcs[k], s->mods[si], kd->name);
+    r = rt->hip.ModuleGetFunction(&s->funcs[k], s->mods[bs->kernel_slot[k]], kd->name);
     if (r) return drk_rt_status_wrap(hip_error(rt, r, "hipModuleGetFunction", "the code object does not define this kernel"), "kernel %u ('%s')", k, kd->name);
-    s->kparams[k] = s->kparam_ptrs + pi;
-    for (uint32_t p = 0; p < kd->n_params; p++, pi++) {
-      const drk_modfile_param_t *pa = &kd->params[p];
-      uint8_t *slot = s->pstore + pi * 8;
-      s->kparam_ptrs[pi] = slot;
-      if (pa->kind == DRK_MODFILE_PARAM_BUFFER) {
-        void *v = at(s, pa->offset);
-        memcpy(slot, &v, sizeof v);
-      } else {
-        memcpy(slot, pa->scalar, pa->scalar_size);
-      }
-    }
   }
-  for (uint32_t i = 0; i < nk + 3; i++)
+  for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
     if ((r = rt->hip.EventCreateWithFlags(&s->events[i], DRK_HIP_EVENT_DEFAULT))) return hip_error(rt, r, "hipEventCreateWithFlags", NULL);
-  /* Capture the launch sequence once; runs replay it. Without stream capture in this HIP
-   * runtime, runs launch the kernels one by one instead. */
-  if (nk && rt->has_graphs) {
-    if ((r = rt->hip.StreamBeginCapture(rt->stream, DRK_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL))) return hip_error(rt, r, "hipStreamBeginCapture", NULL);
-    for (uint32_t k = 0; k < nk && !st; k++) st = launch(s, k);
-    r = rt->hip.StreamEndCapture(rt->stream, &s->graph);
-    if (st) return drk_rt_status_wrap(st, "capturing the launch sequence");
-    if (r) return hip_error(rt, r, "hipStreamEndCapture", NULL);
-    if ((r = rt->hip.GraphInstantiateWithFlags(&s->exec, s->graph, 0))) return hip_error(rt, r, "hipGraphInstantiateWithFlags", NULL);
-  }
-  if ((r = rt->hip.StreamSynchronize(rt->stream))) return hip_error(rt, r, "hipStreamSynchronize (weights upload)", NULL);
   return NULL;
 }
 
-static void hip_session_destroy(void *sv);
-
-static drk_status_t hip_session_create(void *rtv, const drk_module_t *m, void **out_session) {
-  hip_rt_t *rt = rtv;
-  hip_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
-  if (!s) return drk_rt_status(&rt->alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the session");
-  s->rt = rt;
-  s->mf = m->mf;
-  drk_status_t st = session_init(s);
-  if (st) {
-    hip_session_destroy(s);
-    return drk_rt_status_wrap(st, "session on %s", rt->name);
-  }
-  *out_session = s;
-  return NULL;
-}
-
-static void hip_session_destroy(void *sv) {
-  hip_session_t *s = sv;
-  if (!s) return;
-  hip_rt_t *rt = s->rt;
+static void hip_release(drk_rt_session_t *bs) {
+  hip_session_t *s = (hip_session_t *)bs;
+  hip_rt_t *rt = rt_of(bs);
   const drk_allocator_t *a = &rt->alloc;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t nk = mf->n_kernels;
+  uint32_t nk = bs->mf->n_kernels;
   rt->hip.SetDevice(rt->ordinal);
   if (s->exec) rt->hip.GraphExecDestroy(s->exec);
   if (s->graph) rt->hip.GraphDestroy(s->graph);
   if (s->events)
-    for (uint32_t i = 0; i < nk + 3; i++)
+    for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
       if (s->events[i]) rt->hip.EventDestroy(s->events[i]);
-  if (s->arena) rt->hip.Free((void *)s->arena);
+  if (bs->arena) rt->hip.Free(at(bs, 0));
   if (s->mods)
-    for (uint32_t i = 0; i < s->n_slots; i++)
+    for (uint32_t i = 0; i < bs->n_slots; i++)
       if (s->mods[i]) rt->hip.ModuleUnload(s->mods[i]);
-  drk_rt_free(a, s->slots, (nk + 1) * sizeof *s->slots);
   drk_rt_free(a, s->funcs, (nk + 1) * sizeof *s->funcs);
-  drk_rt_free(a, s->kparams, (nk + 1) * sizeof *s->kparams);
-  drk_rt_free(a, s->inputs, (mf->n_inputs + 1) * sizeof *s->inputs);
-  drk_rt_free(a, s->outputs, (mf->n_outputs + 1) * sizeof *s->outputs);
-  drk_rt_free(a, s->events, (nk + 3) * sizeof *s->events);
-  drk_rt_free(a, s->kernel_ms, (nk + 1) * sizeof *s->kernel_ms);
-  drk_rt_free(a, s->mods, (s->n_slots + 1) * sizeof *s->mods);
-  drk_rt_free(a, s->pstore, s->pstore_size);
-  drk_rt_free(a, s->kparam_ptrs, s->n_param_ptrs * sizeof(void *));
-  drk_rt_free(a, s, sizeof *s);
+  drk_rt_free(a, s->events, DRK_RT_EVENT_COUNT(nk) * sizeof *s->events);
+  drk_rt_free(a, s->mods, (bs->n_slots + 1) * sizeof *s->mods);
 }
 
-static void hip_session_bind(void *sv, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output) {
-  hip_session_t *s = sv;
-  binding_t *b = output ? &s->outputs[index] : &s->inputs[index];
-  *b = (binding_t){ptr, size, kind};
+static drk_status_t hip_enter(drk_rt_session_t *s) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.SetDevice(rt->ordinal);
+  return r ? hip_error(rt, r, "hipSetDevice", NULL) : NULL;
 }
 
-static drk_status_t hip_session_run(void *sv) {
-  hip_session_t *s = sv;
-  hip_rt_t *rt = s->rt;
-  const drk_modfile_t *mf = s->mf;
-  uint32_t nk = mf->n_kernels;
-  drk_hip_stream_t st = rt->stream;
+static drk_status_t hip_record(drk_rt_session_t *s, uint32_t event) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.EventRecord(((hip_session_t *)s)->events[event], rt->stream);
+  return r ? hip_error(rt, r, "hipEventRecord", NULL) : NULL;
+}
+
+static drk_status_t hip_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt_binding_t *b, int output) {
+  hip_rt_t *rt = rt_of(s);
+  void *arena = at(s, offset);
   drk_hip_error_t r;
-  if ((r = rt->hip.SetDevice(rt->ordinal))) return hip_error(rt, r, "hipSetDevice", NULL);
-  if ((r = rt->hip.EventRecord(s->events[nk + 1], st))) return hip_error(rt, r, "hipEventRecord", NULL);
-  for (uint32_t i = 0; i < mf->n_inputs; i++) {
-    const binding_t *b = &s->inputs[i];
-    if (!b->ptr) continue;
-    void *dst = at(s, mf->inputs[i].offset);
-    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyHtoDAsync(dst, b->ptr, b->size, st) : rt->hip.MemcpyDtoDAsync(dst, b->ptr, b->size, st);
-    if (r) return drk_rt_status_wrap(hip_error(rt, r, "copying in", NULL), "input %u ('%s')", i, mf->inputs[i].name);
-  }
-  if (s->profiling || (nk && !s->exec)) {
-    for (uint32_t k = 0; k < nk; k++) {
-      if (s->profiling && (r = rt->hip.EventRecord(s->events[k], st))) return hip_error(rt, r, "hipEventRecord", NULL);
-      drk_status_t e = launch(s, k);
-      if (e) return e;
-    }
-    if (s->profiling && nk && (r = rt->hip.EventRecord(s->events[nk], st))) return hip_error(rt, r, "hipEventRecord", NULL);
-  } else if (s->exec && (r = rt->hip.GraphLaunch(s->exec, st))) {
-    return hip_error(rt, r, "hipGraphLaunch", NULL);
-  }
-  for (uint32_t i = 0; i < mf->n_outputs; i++) {
-    const binding_t *b = &s->outputs[i];
-    if (!b->ptr) continue;
-    void *src = at(s, mf->outputs[i].offset);
-    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyDtoHAsync(b->ptr, src, b->size, st) : rt->hip.MemcpyDtoDAsync(b->ptr, src, b->size, st);
-    if (r) return drk_rt_status_wrap(hip_error(rt, r, "copying out", NULL), "output %u ('%s')", i, mf->outputs[i].name);
-  }
-  if ((r = rt->hip.EventRecord(s->events[nk + 2], st))) return hip_error(rt, r, "hipEventRecord", NULL);
-  if ((r = rt->hip.StreamSynchronize(st))) return hip_error(rt, r, "hipStreamSynchronize (run)", "a kernel faulted or timed out; run with AMD_LOG_LEVEL=3 or under rocgdb");
-  if ((r = rt->hip.EventElapsedTime(&s->last_ms, s->events[nk + 1], s->events[nk + 2]))) return hip_error(rt, r, "hipEventElapsedTime", NULL);
-  if (s->profiling) {
-    for (uint32_t k = 0; k < nk; k++)
-      if ((r = rt->hip.EventElapsedTime(&s->kernel_ms[k], s->events[k], s->events[k + 1]))) return hip_error(rt, r, "hipEventElapsedTime", NULL);
-    s->profiled = 1;
-  }
+  if (output)
+    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyDtoHAsync(b->ptr, arena, b->size, rt->stream) : rt->hip.MemcpyDtoDAsync(b->ptr, arena, b->size, rt->stream);
+  else
+    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyHtoDAsync(arena, b->ptr, b->size, rt->stream) : rt->hip.MemcpyDtoDAsync(arena, b->ptr, b->size, rt->stream);
+  return r ? hip_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
+}
+
+static drk_status_t hip_begin_capture(drk_rt_session_t *s) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.StreamBeginCapture(rt->stream, DRK_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  return r ? hip_error(rt, r, "hipStreamBeginCapture", NULL) : NULL;
+}
+
+static drk_status_t hip_end_capture(drk_rt_session_t *bs, int instantiate) {
+  hip_session_t *s = (hip_session_t *)bs;
+  hip_rt_t *rt = rt_of(bs);
+  drk_hip_error_t r = rt->hip.StreamEndCapture(rt->stream, &s->graph);
+  if (r) return hip_error(rt, r, "hipStreamEndCapture", NULL);
+  if (instantiate && (r = rt->hip.GraphInstantiateWithFlags(&s->exec, s->graph, 0))) return hip_error(rt, r, "hipGraphInstantiateWithFlags", NULL);
   return NULL;
 }
 
-static void hip_session_set_profiling(void *s, int enabled) { ((hip_session_t *)s)->profiling = enabled != 0; }
-
-static const float *hip_session_kernel_ms(const void *sv) {
-  const hip_session_t *s = sv;
-  return s->profiled ? s->kernel_ms : NULL;
+static drk_status_t hip_replay(drk_rt_session_t *s) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.GraphLaunch(((hip_session_t *)s)->exec, rt->stream);
+  return r ? hip_error(rt, r, "hipGraphLaunch", NULL) : NULL;
 }
 
-static float hip_session_last_run_ms(const void *s) { return ((const hip_session_t *)s)->last_ms; }
+static drk_status_t hip_sync(drk_rt_session_t *s, int run) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.StreamSynchronize(rt->stream);
+  if (!r) return NULL;
+  if (!run) return hip_error(rt, r, "hipStreamSynchronize (weights upload)", NULL);
+  return hip_error(rt, r, "hipStreamSynchronize (run)", "a kernel faulted or timed out; run with AMD_LOG_LEVEL=3 or under rocgdb");
+}
+
+static drk_status_t hip_elapsed(drk_rt_session_t *s, float *out_ms, uint32_t from, uint32_t to) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_event_t *ev = ((hip_session_t *)s)->events;
+  drk_hip_error_t r = rt->hip.EventElapsedTime(out_ms, ev[from], ev[to]);
+  return r ? hip_error(rt, r, "hipEventElapsedTime", NULL) : NULL;
+}
+
+static const drk_rt_session_ops_t hip_session_ops = {
+    sizeof(hip_session_t), hip_init, hip_release, hip_enter, hip_record, hip_copy, hip_launch,
+    hip_begin_capture, hip_end_capture, hip_replay, hip_sync, hip_elapsed,
+};
+
+static drk_status_t hip_session_create(void *rtv, const drk_module_t *m, void **out_session) {
+  hip_rt_t *rt = rtv;
+  return drk_rt_session_create(&hip_session_ops, rt, &rt->alloc, m->mf, rt->name, out_session);
+}
 
 const drk_driver_t drk_driver_hip = {
     "HIP", hip_runtime_create, hip_runtime_destroy, hip_device_name, hip_device_sm, hip_device_arch,
-    hip_session_create, hip_session_destroy, hip_session_bind, hip_session_run, hip_session_set_profiling,
-    hip_session_kernel_ms, hip_session_last_run_ms,
+    hip_session_create, drk_rt_session_destroy, drk_rt_session_bind, drk_rt_session_run, drk_rt_session_set_profiling,
+    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms,
 };

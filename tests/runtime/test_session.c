@@ -1,0 +1,164 @@
+/* The driver-independent session code (runtime/src/session.c) without a GPU: the
+ * kernel-parameter layout that the CUDA driver fills (several kernels mixing 8-byte
+ * parameters and 128-byte TMA descriptors, the case whose store once overflowed), and a
+ * session made through stub driver calls: tables, parameter values inside the store,
+ * bindings, the order of calls in a run, profiling, and no leaks. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/src/session.h"
+#include "tests/runtime/test_util.h"
+
+static int live;
+static void *count_alloc(void *u, size_t n, size_t a) {
+  (void)u;
+  void *p = aligned_alloc(a < 16 ? 16 : a, (n + 255) & ~(size_t)255);
+  if (p) live++;
+  return p;
+}
+static void count_free(void *u, void *p, size_t n) { (void)u, (void)n, free(p), live--; }
+static drk_allocator_t al = {count_alloc, count_free, NULL};
+
+#define B(off) {DRK_MODFILE_PARAM_BUFFER, (off), 16, 0, {0}, 0}
+#define S(v) {DRK_MODFILE_PARAM_SCALAR, 0, 0, 4, {(v), 0, 0, 0}, 0}
+#define T(i) {DRK_MODFILE_PARAM_TMA, 0, 0, 0, {0}, (i)}
+
+/* Odd numbers of 8-byte parameters before each TMA descriptor, so that every descriptor
+ * needs padding; the old size (8 per slot + 128 per descriptor) was too small here. */
+static const drk_modfile_param_t k0[] = {B(0), T(0), S(7)};
+static const drk_modfile_param_t k1[] = {S(1), S(2), S(3), T(1), T(0), B(64)};
+static const drk_modfile_param_t k2[] = {T(1)};
+static const drk_modfile_param_t k5[] = {B(128)};
+static const drk_modfile_param_t k4[] = {S(9), B(256), S(4), T(0)};
+static const drk_modfile_kernel_t kernels[] = {
+    {"k0", 0, {1, 1, 1}, {32, 1, 1}, {0}, 0, k0, 3}, {"k1", 1, {1, 1, 1}, {32, 1, 1}, {0}, 0, k1, 6},
+    {"k2", 0, {1, 1, 1}, {32, 1, 1}, {0}, 0, k2, 1}, {"k3", 2, {1, 1, 1}, {32, 1, 1}, {0}, 0, NULL, 0},
+    {"k4", 1, {1, 1, 1}, {32, 1, 1}, {0}, 0, k4, 4}, {"k5", 2, {1, 1, 1}, {32, 1, 1}, {0}, 0, k5, 1},
+};
+#define NK (sizeof kernels / sizeof kernels[0])
+#define NP 15
+
+static size_t param_size(const drk_modfile_param_t *p) { return p->kind == DRK_MODFILE_PARAM_TMA ? 128 : 8; }
+
+static void test_layout(const drk_modfile_t *mf) {
+  size_t off[NP + 1];
+  memset(off, 0xab, sizeof off);
+  size_t total = drk_rt_param_layout(mf, off);
+  CHECK(total == drk_rt_param_layout(mf, NULL));
+  CHECK(off[NP] == (size_t)0xababababababababull); /* one entry per parameter, no more */
+  size_t naive = 0, i = 0, end = 0;
+  for (uint32_t k = 0; k < mf->n_kernels; k++)
+    for (uint32_t p = 0; p < mf->kernels[k].n_params; p++, i++) {
+      const drk_modfile_param_t *pa = &mf->kernels[k].params[p];
+      naive += param_size(pa);
+      CHECK(off[i] + param_size(pa) <= total);
+      CHECK(off[i] >= end); /* in order, no overlap */
+      if (pa->kind == DRK_MODFILE_PARAM_TMA) CHECK(off[i] % 128 == 0);
+      else CHECK(off[i] % 8 == 0);
+      end = off[i] + param_size(pa);
+    }
+  CHECK(i == NP);
+  CHECK(end == total);
+  CHECK(total > naive); /* padding counted: the case that overflowed */
+  /* By hand: k0 B@0 T@128 S@256; k1 S@264 S@272 S@280 T@384 T@512 B@640; k2 T@768;
+   * k4 S@896 B@904 S@912 T@1024; k5 B@1152. */
+  static const size_t want[NP] = {0, 128, 256, 264, 272, 280, 384, 512, 640, 768, 896, 904, 912, 1024, 1152};
+  for (size_t j = 0; j < NP; j++) CHECK(off[j] == want[j]);
+  CHECK(total == 1160);
+}
+
+/* Stub driver: records the calls of a run. */
+typedef struct stub_session {
+  drk_rt_session_t base;
+  char log[512];
+  int released;
+} stub_session_t;
+
+static void note(drk_rt_session_t *s, const char *what, unsigned n) {
+  char *log = ((stub_session_t *)s)->log;
+  size_t l = strlen(log);
+  snprintf(log + l, 512 - l, "%s%u ", what, n);
+}
+static drk_status_t stub_init(drk_rt_session_t *s) {
+  s->arena = 0x100000;
+  s->can_capture = 1;
+  drk_rt_session_fill_params(s);
+  return NULL;
+}
+static void stub_release(drk_rt_session_t *s) { ((stub_session_t *)s)->released = 1; }
+static drk_status_t stub_enter(drk_rt_session_t *s) { (void)s; return NULL; }
+static drk_status_t stub_record(drk_rt_session_t *s, uint32_t e) { note(s, "e", e); return NULL; }
+static drk_status_t stub_copy(drk_rt_session_t *s, uint64_t off, const drk_rt_binding_t *b, int out) {
+  note(s, out ? "out@" : "in@", (unsigned)off);
+  (void)b;
+  return NULL;
+}
+static drk_status_t stub_launch(drk_rt_session_t *s, uint32_t k) { note(s, "k", k); return NULL; }
+static drk_status_t stub_begin(drk_rt_session_t *s) { note(s, "begin", 0); return NULL; }
+static drk_status_t stub_end(drk_rt_session_t *s, int inst) { note(s, "end", (unsigned)inst); return NULL; }
+static drk_status_t stub_replay(drk_rt_session_t *s) { note(s, "graph", 0); return NULL; }
+static drk_status_t stub_sync(drk_rt_session_t *s, int run) { note(s, "sync", (unsigned)run); return NULL; }
+static drk_status_t stub_elapsed(drk_rt_session_t *s, float *ms, uint32_t from, uint32_t to) { (void)s; *ms = (float)(to - from); return NULL; }
+static const drk_rt_session_ops_t stub_ops = {sizeof(stub_session_t), stub_init, stub_release, stub_enter, stub_record, stub_copy, stub_launch,
+                                              stub_begin, stub_end, stub_replay, stub_sync, stub_elapsed};
+
+static void test_session(const drk_modfile_t *mf) {
+  void *sv = NULL;
+  drk_status_t st = drk_rt_session_create(&stub_ops, NULL, &al, mf, "stub device", &sv);
+  CHECK(!st && sv);
+  if (st || !sv) return;
+  stub_session_t *ss = sv;
+  drk_rt_session_t *s = sv;
+  CHECK(!strcmp(ss->log, "begin0 k0 k1 k2 k3 k4 k5 end1 sync0 "));
+  CHECK(s->has_graph);
+  CHECK(s->n_slots == 3 && s->slots[0] == 0 && s->slots[1] == 1 && s->slots[2] == 2);
+  CHECK(s->kernel_slot[2] == 0 && s->kernel_slot[4] == 1 && s->kernel_slot[5] == 2);
+  CHECK((uintptr_t)s->pstore % 128 == 0);
+  for (uint32_t k = 0; k < mf->n_kernels; k++)
+    for (uint32_t p = 0; p < mf->kernels[k].n_params; p++) {
+      const drk_modfile_param_t *pa = &mf->kernels[k].params[p];
+      uint8_t *v = s->kparams[k][p];
+      CHECK(v >= s->pstore && v + param_size(pa) <= s->pstore + s->pstore_size);
+      if (pa->kind == DRK_MODFILE_PARAM_TMA) CHECK((uintptr_t)v % 128 == 0);
+      if (pa->kind == DRK_MODFILE_PARAM_BUFFER) {
+        uint64_t a;
+        memcpy(&a, v, 8);
+        CHECK(a == 0x100000 + pa->offset);
+      }
+      if (pa->kind == DRK_MODFILE_PARAM_SCALAR) CHECK(v[0] == pa->scalar[0]);
+    }
+  float in[4], out[4];
+  drk_rt_session_bind(s, 0, in, sizeof in, DRK_MEMORY_HOST, 0);
+  drk_rt_session_bind(s, 0, out, sizeof out, DRK_MEMORY_HOST, 1);
+  ss->log[0] = 0;
+  CHECK(!drk_rt_session_run(s));
+  CHECK(!strcmp(ss->log, "e7 in@16 graph0 out@32 e8 sync1 "));
+  CHECK(drk_rt_session_kernel_ms(s) == NULL);
+  CHECK(drk_rt_session_last_run_ms(s) == 1.0f);
+  drk_rt_session_set_profiling(s, 1);
+  ss->log[0] = 0;
+  CHECK(!drk_rt_session_run(s));
+  CHECK(!strcmp(ss->log, "e7 in@16 e0 k0 e1 k1 e2 k2 e3 k3 e4 k4 e5 k5 e6 out@32 e8 sync1 "));
+  const float *ms = drk_rt_session_kernel_ms(s);
+  CHECK(ms && ms[0] == 1.0f && ms[5] == 1.0f);
+  drk_rt_session_destroy(s);
+}
+
+int main(void) {
+  static const drk_modfile_tensor_t in = {"x", 1, 1, {4}, 16, 16}, out = {"y", 1, 1, {4}, 32, 16};
+  drk_modfile_t mf;
+  memset(&mf, 0, sizeof mf);
+  mf.arena_size = 4096;
+  mf.kernels = kernels;
+  mf.n_kernels = NK;
+  mf.inputs = &in, mf.n_inputs = 1;
+  mf.outputs = &out, mf.n_outputs = 1;
+  test_layout(&mf);
+  test_session(&mf);
+  CHECK(live == 0);
+  if (g_failures) fprintf(stderr, "%d failure(s)\n", g_failures);
+  else printf("session: ok\n");
+  return g_failures != 0;
+}
