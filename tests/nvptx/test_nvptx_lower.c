@@ -225,14 +225,15 @@ static int load_sources(const char *dir, src_t *out, int max) {
         char *t = names[i];
         names[i] = names[j], names[j] = t;
       }
-  for (int i = 0; i < nn && n < max; i++) {
+  for (int i = 0; i < nn; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     drk_diag_t d;
     drk_diag_init(&d, stderr);
     size_t len;
-    char *t = drk_read_file(path, &len, &d);
+    char *t = n < max ? drk_read_file(path, &len, &d) : NULL;
     if (t) out[n++] = (src_t){names[i], t, len};
+    else free(names[i]); /* unreadable, or no room left */
   }
   return n;
 }
@@ -314,7 +315,10 @@ static int run_compile(const char *dir, int mode) {
     drk_tile_module_destroy(m);
   }
   printf("lowered %d of %d kernel x arch\n", lowered, total);
-  for (int s = 1; s < ns; s++) free(srcs[s].text);
+  for (int s = 1; s < ns; s++) {
+    free(srcs[s].text);
+    free((char *)srcs[s].name);
+  }
   return failures ? 1 : 0;
 }
 
