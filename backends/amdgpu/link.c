@@ -1,44 +1,28 @@
 /* Relocatable object -> code object (.hsaco) through the ld.lld program (LLVM-C has no lld
  * API), and resource usage read back from the code object's metadata.
  *
- * Runs `ld.lld -shared --no-undefined -o <tmp>.hsaco <tmp>.o` as a subprocess (fork/exec,
- * no shell), captures its combined output, reads the result back and removes the temporary
- * files. ld.lld is looked for in $DRK_LD_LLD, /usr/lib/llvm-22/bin and $PATH (ld.lld-22,
- * ld.lld). The usage reader walks the ELF section headers to the NT_AMDGPU_METADATA note
+ * Runs `ld.lld -shared --no-undefined -o <tmp>.hsaco <tmp>.o` as a subprocess
+ * (backends/common/subprocess.c). ld.lld is looked for in $DRK_LD_LLD,
+ * /usr/lib/llvm-22/bin and $PATH (ld.lld-22, ld.lld). The usage reader walks the ELF section headers to the NT_AMDGPU_METADATA note
  * ("AMDGPU", type 32) and decodes just enough msgpack to find one kernel's map; every read
  * is bounds-checked, so a truncated or hostile file yields false, never a crash. */
 #include "backends/amdgpu/amdgpu.h"
+#include "backends/common/subprocess.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static bool drk_is_exec(const char *p) {
-  struct stat st;
-  return p && *p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
-}
-
-static char *drk_strdup_or_die(const char *s) {
-  char *r = strdup(s);
-  if (!r) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
-  return r;
-}
 
 char *drk_amdgpu_lld_find(drk_diag_t *d) {
   char buf[4096], looked[2048] = "";
   const char *env = getenv("DRK_LD_LLD");
   if (env && *env) {
-    if (drk_is_exec(env)) return drk_strdup_or_die(env);
+    if (drk_subprocess_is_exec(env)) return drk_subprocess_strdup(env);
     snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "$DRK_LD_LLD=%.900s, ", env);
   }
   static const char fixed[] = "/usr/lib/llvm-22/bin/ld.lld";
-  if (drk_is_exec(fixed)) return drk_strdup_or_die(fixed);
+  if (drk_subprocess_is_exec(fixed)) return drk_subprocess_strdup(fixed);
   snprintf(looked + strlen(looked), sizeof looked - strlen(looked), "%s, ", fixed);
   static const char *const names[] = {"ld.lld-22", "ld.lld"};
   const char *path = getenv("PATH");
@@ -48,7 +32,7 @@ char *drk_amdgpu_lld_find(drk_diag_t *d) {
       size_t n = e ? (size_t)(e - p) : strlen(p);
       if (n > 0 && n < sizeof buf - 16) {
         snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, names[k]);
-        if (drk_is_exec(buf)) return drk_strdup_or_die(buf);
+        if (drk_subprocess_is_exec(buf)) return drk_subprocess_strdup(buf);
       }
       p += n;
       if (*p == ':') p++;
@@ -61,39 +45,6 @@ char *drk_amdgpu_lld_find(drk_diag_t *d) {
   return NULL;
 }
 
-static bool drk_write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
-/* Reads the whole of fd into malloc'ed memory (NUL-terminated). */
-static char *drk_read_fd(int fd, size_t *out_n) {
-  size_t cap = 4096, n = 0;
-  char *b = malloc(cap);
-  if (!b) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
-  for (;;) {
-    if (cap - n < 2) {
-      cap *= 2;
-      b = realloc(b, cap);
-      if (!b) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
-    }
-    ssize_t r = read(fd, b + n, cap - n - 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-  }
-  b[n] = 0;
-  *out_n = n;
-  return b;
-}
-
 bool drk_amdgpu_link(const void *obj, size_t obj_size, void **out_hsaco, size_t *out_size,
                      char **out_log, drk_diag_t *d) {
   if (obj_size < 4 || memcmp(obj, "\177ELF", 4) != 0) {
@@ -102,88 +53,10 @@ bool drk_amdgpu_link(const void *obj, size_t obj_size, void **out_hsaco, size_t 
   }
   char *exe = drk_amdgpu_lld_find(d);
   if (!exe) return false;
-  const char *tmp = getenv("TMPDIR");
-  if (!tmp || !*tmp) tmp = "/tmp";
-  char in_path[4096], out_path[4200];
-  snprintf(in_path, sizeof in_path, "%s/drkc-lld-XXXXXX", tmp);
-  int fd = mkstemp(in_path);
-  if (fd < 0) {
-    drk_diag_error(d, drk_loc_none, "cannot create a temporary file in %s: %s", tmp, strerror(errno));
-    free(exe);
-    return false;
-  }
-  snprintf(out_path, sizeof out_path, "%s.hsaco", in_path);
-  bool ok = false;
-  char *log = NULL;
-  size_t log_n = 0;
-  if (!drk_write_all(fd, obj, obj_size)) {
-    drk_diag_error(d, drk_loc_none, "cannot write %s: %s", in_path, strerror(errno));
-    close(fd);
-    goto done;
-  }
-  close(fd);
-  int pipefd[2];
-  if (pipe(pipefd) != 0) {
-    drk_diag_error(d, drk_loc_none, "pipe failed: %s", strerror(errno));
-    goto done;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    drk_diag_error(d, drk_loc_none, "cannot start %s: %s", exe, strerror(errno));
-    close(pipefd[0]);
-    close(pipefd[1]);
-    goto done;
-  }
-  if (pid == 0) {
-    dup2(pipefd[1], 1);
-    dup2(pipefd[1], 2);
-    close(pipefd[0]);
-    close(pipefd[1]);
-    /* The object has no file-type suffix: lld goes by the ELF header, not the name. */
-    char *argv[] = {exe, "-shared", "--no-undefined", "-o", out_path, in_path, NULL};
-    execv(exe, argv);
-    dprintf(2, "cannot execute %s: %s\n", exe, strerror(errno));
-    _exit(127);
-  }
-  close(pipefd[1]);
-  log = drk_read_fd(pipefd[0], &log_n);
-  close(pipefd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    drk_diag_error(d, drk_loc_none, "ld.lld (%s) failed (%s %d): %.900s", exe,
-                   WIFEXITED(status) ? "exit status" : "signal",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
-    goto done;
-  }
-  {
-    int cfd = open(out_path, O_RDONLY);
-    if (cfd < 0) {
-      drk_diag_error(d, drk_loc_none, "ld.lld produced no code object (%s): %s", out_path,
-                     strerror(errno));
-      goto done;
-    }
-    size_t n = 0;
-    char *hsaco = drk_read_fd(cfd, &n);
-    close(cfd);
-    if (n < 4 || memcmp(hsaco, "\177ELF", 4) != 0) {
-      drk_diag_error(d, drk_loc_none, "ld.lld output %s is not an ELF file", out_path);
-      free(hsaco);
-      goto done;
-    }
-    *out_hsaco = hsaco;
-    *out_size = n;
-    if (out_log) {
-      *out_log = log;
-      log = NULL;
-    }
-    ok = true;
-  }
-done:
-  unlink(in_path);
-  unlink(out_path);
-  free(log);
+  /* The object has no file-type suffix: lld goes by the ELF header, not the name. */
+  const char *const opts[] = {"-shared", "--no-undefined", NULL};
+  const drk_subprocess_tool_t tool = {exe, "ld.lld", "lld", ".hsaco", "code object", "", opts};
+  bool ok = drk_subprocess_run_elf(&tool, obj, obj_size, out_hsaco, out_size, out_log, d);
   free(exe);
   return ok;
 }

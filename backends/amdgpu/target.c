@@ -5,6 +5,7 @@
  * Code object v5 is requested through the module flag amdhsa_code_object_version = 500
  * because LLVM 22 defaults to v6, which ROCm 5.x (Debian's HIP runtime) cannot load. */
 #include "backends/amdgpu/amdgpu.h"
+#include "backends/common/target.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -50,34 +51,15 @@ LLVMTargetMachineRef drk_amdgpu_target_machine_create(const char *arch, int opt_
   const drk_amdgpu_arch_t *a = drk_amdgpu_arch_find(arch, d);
   if (!a) return NULL;
   drk_amdgpu_init();
-  LLVMTargetRef t = NULL;
-  char *err = NULL;
-  if (LLVMGetTargetFromTriple(DRK_AMDGPU_TRIPLE, &t, &err)) {
-    drk_diag_error(d, drk_loc_none, "LLVM has no AMDGPU target: %s", err ? err : "?");
-    LLVMDisposeMessage(err);
-    return NULL;
-  }
-  LLVMCodeGenOptLevel lvl = opt_level <= 0   ? LLVMCodeGenLevelNone
-                            : opt_level == 1 ? LLVMCodeGenLevelLess
-                            : opt_level == 2 ? LLVMCodeGenLevelDefault
-                                             : LLVMCodeGenLevelAggressive;
   /* PIC: code objects are shared objects that the loader relocates. */
-  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, DRK_AMDGPU_TRIPLE, a->name, a->features,
-                                                    lvl, LLVMRelocPIC, LLVMCodeModelDefault);
-  if (!tm) drk_diag_error(d, drk_loc_none, "LLVM could not create a target machine for %s", arch);
-  return tm;
+  return drk_gpu_target_machine_create(DRK_AMDGPU_TRIPLE, "AMDGPU", a->name, a->features, opt_level, LLVMRelocPIC, d);
 }
 
 LLVMModuleRef drk_amdgpu_module_create(LLVMContextRef ctx, const char *name, drk_diag_t *d) {
   /* The data layout is the same for every gfx9 arch, so any arch's machine provides it. */
   LLVMTargetMachineRef tm = drk_amdgpu_target_machine_create("gfx942", 0, d);
   if (!tm) return NULL;
-  LLVMModuleRef m = LLVMModuleCreateWithNameInContext(name, ctx);
-  LLVMSetTarget(m, DRK_AMDGPU_TRIPLE);
-  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-  LLVMSetModuleDataLayout(m, dl);
-  LLVMDisposeTargetData(dl);
-  LLVMDisposeTargetMachine(tm);
+  LLVMModuleRef m = drk_gpu_module_create(ctx, name, DRK_AMDGPU_TRIPLE, tm);
   static const char key[] = "amdhsa_code_object_version";
   LLVMValueRef v = LLVMConstInt(LLVMInt32TypeInContext(ctx), DRK_AMDGPU_CODE_OBJECT_VERSION, 0);
   LLVMAddModuleFlag(m, LLVMModuleFlagBehaviorError, key, sizeof key - 1, LLVMValueAsMetadata(v));

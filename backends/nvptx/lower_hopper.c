@@ -34,30 +34,30 @@
 static bool need_90a(nv_lc_t *lc, const drk_tile_op_t *op) {
   const drk_nvptx_arch_t *ar = lc->cg->arch;
   if (ar && ar->sm >= 90 && ar->arch_specific) return true;
-  return nv_err(lc, op, "for %s (needs sm_90a)", ar ? ar->name : "an unknown arch");
+  return gpu_err(&lc->g, op, "for %s (needs sm_90a)", ar ? ar->name : "an unknown arch");
 }
 
 static LLVMBasicBlockRef block(nv_lc_t *lc, const char *name) {
-  return LLVMAppendBasicBlockInContext(lc->ctx, lc->fn, name);
+  return LLVMAppendBasicBlockInContext(lc->g.ctx, lc->g.fn, name);
 }
 
 /* Opens `if (tid.x == first thread of the executing warps)`; returns the join block. */
 static LLVMBasicBlockRef leader_begin(nv_lc_t *lc) {
   LLVMValueRef tid = drk_nvptx_tid(lc->cg, 0);
-  LLVMValueRef is = LLVMBuildICmp(lc->b, LLVMIntEQ, tid, nv_i32(lc, (int64_t)lc->first_warp * 32), "leader");
+  LLVMValueRef is = LLVMBuildICmp(lc->g.b, LLVMIntEQ, tid, gpu_i32(&lc->g, (int64_t)lc->first_warp * 32), "leader");
   LLVMBasicBlockRef bt = block(lc, "leader"), bj = block(lc, "leader.end");
-  LLVMBuildCondBr(lc->b, is, bt, bj);
-  LLVMPositionBuilderAtEnd(lc->b, bt);
+  LLVMBuildCondBr(lc->g.b, is, bt, bj);
+  LLVMPositionBuilderAtEnd(lc->g.b, bt);
   return bj;
 }
 static void leader_end(nv_lc_t *lc, LLVMBasicBlockRef join) {
-  LLVMBuildBr(lc->b, join);
-  LLVMPositionBuilderAtEnd(lc->b, join);
+  LLVMBuildBr(lc->g.b, join);
+  LLVMPositionBuilderAtEnd(lc->g.b, join);
 }
 
 static LLVMValueRef scalar_i32(nv_lc_t *lc, const drk_tile_value_t *v) {
-  LLVMValueRef x = nv_get(lc, v)->r[0];
-  if (LLVMTypeOf(x) != lc->i32) x = LLVMBuildTrunc(lc->b, x, lc->i32, "");
+  LLVMValueRef x = gpu_get(&lc->g, v)->r[0];
+  if (LLVMTypeOf(x) != lc->g.i32) x = LLVMBuildTrunc(lc->g.b, x, lc->g.i32, "");
   return x;
 }
 
@@ -66,13 +66,13 @@ static LLVMValueRef scalar_i32(nv_lc_t *lc, const drk_tile_value_t *v) {
 static bool tma_coords(nv_lc_t *lc, const drk_tile_op_t *op, int first, LLVMValueRef *out) {
   const drk_tile_type_t *desc = &op->operands[0]->type;
   const drk_tile_layout_t *L = desc->layout;
-  if (L->rank != desc->rank) return nv_err(lc, op, "with a shared layout of rank %d for a rank-%d box", L->rank, desc->rank);
+  if (L->rank != desc->rank) return gpu_err(&lc->g, op, "with a shared layout of rank %d for a rank-%d box", L->rank, desc->rank);
   int64_t inner = desc->dims[L->order[0]] * (drk_dtype_bits(desc->dtype) / 8);
-  if (inner % 16) return nv_err(lc, op, "with an innermost box dimension of %lld bytes (TMA needs a multiple of 16)", (long long)inner);
+  if (inner % 16) return gpu_err(&lc->g, op, "with an innermost box dimension of %lld bytes (TMA needs a multiple of 16)", (long long)inner);
   if (L->swizzle && inner > L->swizzle)
-    return nv_err(lc, op, "with an innermost box dimension of %lld bytes (at most the %d-byte swizzle)", (long long)inner, L->swizzle);
+    return gpu_err(&lc->g, op, "with an innermost box dimension of %lld bytes (at most the %d-byte swizzle)", (long long)inner, L->swizzle);
   for (int i = 0; i < desc->rank; i++) {
-    if (desc->dims[i] > 256) return nv_err(lc, op, "with a box dimension of %lld (TMA allows 256)", (long long)desc->dims[i]);
+    if (desc->dims[i] > 256) return gpu_err(&lc->g, op, "with a box dimension of %lld (TMA allows 256)", (long long)desc->dims[i]);
     out[i] = scalar_i32(lc, op->operands[first + L->order[i]]);
   }
   return true;
@@ -83,11 +83,11 @@ static bool lower_tma(nv_lc_t *lc, const drk_tile_op_t *op) {
   LLVMValueRef co[DRK_TILE_MAX_RANK];
   if (!tma_coords(lc, op, ld ? 3 : 2, co)) return false;
   unsigned rank = (unsigned)op->operands[0]->type.rank;
-  if (rank < 1 || rank > 5) return nv_err(lc, op, "of rank %u (TMA takes 1..5)", rank);
-  LLVMValueRef tmap = nv_get(lc, op->operands[0])->r[0], sm = nv_get(lc, op->operands[1])->r[0];
+  if (rank < 1 || rank > 5) return gpu_err(&lc->g, op, "of rank %u (TMA takes 1..5)", rank);
+  LLVMValueRef tmap = gpu_get(&lc->g, op->operands[0])->r[0], sm = gpu_get(&lc->g, op->operands[1])->r[0];
   LLVMBasicBlockRef j = leader_begin(lc);
   if (ld) {
-    drk_nvptx_tma_load(lc->cg, sm, nv_get(lc, op->operands[2])->r[0], tmap, co, rank);
+    drk_nvptx_tma_load(lc->cg, sm, gpu_get(&lc->g, op->operands[2])->r[0], tmap, co, rank);
   } else {
     drk_nvptx_tma_store(lc->cg, sm, tmap, co, rank);
     drk_nvptx_bulk_commit(lc->cg);
@@ -100,11 +100,11 @@ static bool lower_tma(nv_lc_t *lc, const drk_tile_op_t *op) {
  * that precedes it (CUTLASS's warpgroup_fence_operand). */
 static LLVMValueRef fence_operand(nv_lc_t *lc, LLVMValueRef v) {
   LLVMTypeRef t = LLVMTypeOf(v);
-  const char *cons = t == lc->f32 ? "=f,0" : t == lc->i32 ? "=r,0" : NULL;
+  const char *cons = t == lc->g.f32 ? "=f,0" : t == lc->g.i32 ? "=r,0" : NULL;
   if (!cons) return v;
   LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
   LLVMValueRef ia = LLVMGetInlineAsm(ft, "", 0, cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(lc->b, ft, ia, &v, 1, "");
+  return LLVMBuildCall2(lc->g.b, ft, ia, &v, 1, "");
 }
 
 bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
@@ -122,41 +122,41 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_MBARRIER_ARRIVE: {
     /* A predicated arrive, not a branch: consumers arrive between wgmmas, and a divergent
      * path there makes ptxas serialize the wgmma pipeline (C7520). */
-    LLVMValueRef args[2] = {drk_nvptx_tid(cg, 0), nv_get(lc, op->operands[0])->r[0]};
-    LLVMTypeRef ts[2] = {lc->i32, LLVMTypeOf(args[1])};
+    LLVMValueRef args[2] = {drk_nvptx_tid(cg, 0), gpu_get(&lc->g, op->operands[0])->r[0]};
+    LLVMTypeRef ts[2] = {lc->g.i32, LLVMTypeOf(args[1])};
     char text[160];
     snprintf(text, sizeof text,
              "{\n.reg .pred p;\nsetp.eq.u32 p, $0, %d;\n@p mbarrier.arrive.shared::cta.b64 _, [$1];\n}",
              lc->first_warp * 32);
-    LLVMTypeRef ft = LLVMFunctionType(lc->vd, ts, 2, 0);
+    LLVMTypeRef ft = LLVMFunctionType(lc->g.vd, ts, 2, 0);
     LLVMValueRef ia = LLVMGetInlineAsm(ft, text, strlen(text), "r,l,~{memory}", 13, 1, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMBuildCall2(lc->b, ft, ia, args, 2, "");
+    LLVMBuildCall2(lc->g.b, ft, ia, args, 2, "");
     return true;
   }
   case DRK_TOP_MBARRIER_INIT:
   case DRK_TOP_MBARRIER_EXPECT_TX: {
-    LLVMValueRef bar = nv_get(lc, op->operands[0])->r[0];
+    LLVMValueRef bar = gpu_get(&lc->g, op->operands[0])->r[0];
     LLVMBasicBlockRef j = leader_begin(lc);
     if (op->code == DRK_TOP_MBARRIER_INIT)
-      drk_nvptx_mbarrier_init(cg, bar, nv_i32(lc, drk_tile_op_attr_int(op, "count", 1)));
+      drk_nvptx_mbarrier_init(cg, bar, gpu_i32(&lc->g, drk_tile_op_attr_int(op, "count", 1)));
     else
-      drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, nv_i32(lc, drk_tile_op_attr_int(op, "bytes", 0)));
+      drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, gpu_i32(&lc->g, drk_tile_op_attr_int(op, "bytes", 0)));
     leader_end(lc, j);
     return true;
   }
   case DRK_TOP_MBARRIER_WAIT:
-    drk_nvptx_mbarrier_wait_parity(cg, nv_get(lc, op->operands[0])->r[0], scalar_i32(lc, op->operands[1]));
+    drk_nvptx_mbarrier_wait_parity(cg, gpu_get(&lc->g, op->operands[0])->r[0], scalar_i32(lc, op->operands[1]));
     return true;
   case DRK_TOP_FENCE: {
     const char *k = drk_tile_op_attr_ident(op, "kind", "");
     if (strcmp(k, "proxy_async") == 0) drk_nvptx_fence_proxy_async(cg);
     else if (strcmp(k, "mbarrier_init") == 0) drk_nvptx_fence_mbarrier_init(cg);
-    else return nv_err(lc, op, "of kind '%s'", k);
+    else return gpu_err(&lc->g, op, "of kind '%s'", k);
     return true;
   }
   case DRK_TOP_SETMAXNREG: {
     bool inc = strcmp(drk_tile_op_attr_ident(op, "action", "inc"), "inc") == 0;
-    LLVMValueRef n = nv_i32(lc, drk_tile_op_attr_int(op, "regs", 0));
+    LLVMValueRef n = gpu_i32(&lc->g, drk_tile_op_attr_int(op, "regs", 0));
     drk_nvptx_call_intrinsic(cg, inc ? "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32" : "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
                              NULL, 0, &n, 1);
     return true;
@@ -167,19 +167,19 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
     int64_t pend = drk_tile_op_attr_int(op, "pending", 0);
     drk_nvptx_wgmma_wait(cg, (unsigned)pend);
     for (int i = 0; i < op->n_results; i++) {
-      nv_val_t *in = nv_get(lc, op->operands[i]);
+      gpu_val_t *in = gpu_get(&lc->g, op->operands[i]);
       /* Values still in flight (pending > 0) must not be touched, not even by a copy. */
       if (pend > 0 || op->operands[i]->type.kind != DRK_TT_TILE) {
-        nv_set(lc, op->results[i], in);
+        gpu_set(&lc->g, op->results[i], in);
         continue;
       }
-      nv_val_t *x = nv_val_new(lc, in->n);
+      gpu_val_t *x = gpu_val_new(&lc->g, in->n);
       for (int r = 0; r < in->n; r++) x->r[r] = fence_operand(lc, in->r[r]);
-      nv_set(lc, op->results[i], x);
+      gpu_set(&lc->g, op->results[i], x);
     }
     return true;
   }
-  default: return nv_err(lc, op, "(not a Hopper op)");
+  default: return gpu_err(&lc->g, op, "(not a Hopper op)");
   }
 }
 
@@ -196,25 +196,25 @@ typedef struct wg_opnd {
 static bool wg_operand(nv_lc_t *lc, const drk_tile_op_t *op, const drk_tile_value_t *v, int kdim, char name,
                        wg_opnd_t *o) {
   const drk_tile_type_t *t = &v->type;
-  if (t->kind != DRK_TT_SMEM) return nv_err(lc, op, "kind=wgmma with operand %c in registers (only shared memory is lowered yet)", name);
+  if (t->kind != DRK_TT_SMEM) return gpu_err(&lc->g, op, "kind=wgmma with operand %c in registers (only shared memory is lowered yet)", name);
   const drk_tile_layout_t *L = t->layout;
   int es = drk_dtype_bits(t->dtype) / 8;
   int f = L->order[0];
-  o->base = nv_get(lc, v)->r[0];
+  o->base = gpu_get(&lc->g, v)->r[0];
   o->mn_major = f != kdim;
   o->swz = L->swizzle;
   o->rows = t->dims[1 - f];
   int64_t fb = t->dims[f] * es;
   if (o->swz != 32 && o->swz != 64 && o->swz != 128)
-    return nv_err(lc, op, "kind=wgmma with operand %c in a shared layout of swizzle %d (32, 64 or 128 are lowered)", name, L->swizzle);
+    return gpu_err(&lc->g, op, "kind=wgmma with operand %c in a shared layout of swizzle %d (32, 64 or 128 are lowered)", name, L->swizzle);
   if (fb % o->swz)
-    return nv_err(lc, op, "kind=wgmma with operand %c's fastest dimension of %lld bytes (a multiple of the %lld-byte swizzle is needed)",
+    return gpu_err(&lc->g, op, "kind=wgmma with operand %c's fastest dimension of %lld bytes (a multiple of the %lld-byte swizzle is needed)",
                   name, (long long)fb, (long long)o->swz);
-  if (o->rows % 8) return nv_err(lc, op, "kind=wgmma with operand %c of %lld rows (a multiple of 8 is needed)", name, (long long)o->rows);
+  if (o->rows % 8) return gpu_err(&lc->g, op, "kind=wgmma with operand %c of %lld rows (a multiple of 8 is needed)", name, (long long)o->rows);
   o->mode = o->swz == 128 ? 1 : o->swz == 64 ? 2 : 3;
   o->sbo = (unsigned)(8 * o->swz);
   o->lbo = o->mn_major ? (unsigned)(o->rows * o->swz) : 16;
-  if (o->lbo >= (1u << 18) || o->sbo >= (1u << 18)) return nv_err(lc, op, "kind=wgmma with operand %c too large for a descriptor", name);
+  if (o->lbo >= (1u << 18) || o->sbo >= (1u << 18)) return gpu_err(&lc->g, op, "kind=wgmma with operand %c too large for a descriptor", name);
   return true;
 }
 
@@ -227,8 +227,8 @@ static LLVMValueRef wg_desc(nv_lc_t *lc, const wg_opnd_t *o, int64_t k0, int es)
     int64_t kb = k0 * es;
     off = (kb / o->swz) * o->rows * o->swz + kb % o->swz;
   }
-  LLVMValueRef idx = nv_i64(lc, off);
-  LLVMValueRef p = LLVMBuildGEP2(lc->b, lc->i8, o->base, &idx, 1, "");
+  LLVMValueRef idx = gpu_i64(&lc->g, off);
+  LLVMValueRef p = LLVMBuildGEP2(lc->g.b, lc->g.i8, o->base, &idx, 1, "");
   return drk_nvptx_wgmma_desc(lc->cg, p, o->lbo, o->sbo, o->mode);
 }
 
@@ -237,21 +237,21 @@ bool nv_lower_wgmma(nv_lc_t *lc, const drk_tile_op_t *op) {
   const drk_tile_value_t *A = op->operands[0], *Bv = op->operands[1], *C = op->operands[2], *res = op->results[0];
   drk_dtype_t ti = A->type.dtype;
   if (!((ti == DRK_DT_F16 || ti == DRK_DT_BF16) && Bv->type.dtype == ti && C->type.dtype == DRK_DT_F32))
-    return nv_err(lc, op, "kind=wgmma on %s x %s -> %s (f16/bf16 x same -> f32 are lowered)", drk_dtype_name(ti),
+    return gpu_err(&lc->g, op, "kind=wgmma on %s x %s -> %s (f16/bf16 x same -> f32 are lowered)", drk_dtype_name(ti),
                   drk_dtype_name(Bv->type.dtype), drk_dtype_name(C->type.dtype));
-  if (lc->n_warps != 4) return nv_err(lc, op, "kind=wgmma on %d warps (one warpgroup of 4 is lowered)", lc->n_warps);
+  if (lc->n_warps != 4) return gpu_err(&lc->g, op, "kind=wgmma on %d warps (one warpgroup of 4 is lowered)", lc->n_warps);
   const drk_tile_layout_t *L = C->type.layout;
   int64_t M = C->type.dims[0], N = C->type.dims[1], K = A->type.dims[1];
   if (L->wpc[0] != 4 || L->wpc[1] != 1 || L->instr[0] != 64 || L->instr[1] != N || M != 64 || N < 8 || N > 256 || N % 8)
-    return nv_err(lc, op, "kind=wgmma with a %lldx%lld accumulator in layout #%s (64xN with wgmma{wpc = [4, 1], instr = [64, N]} is lowered)",
+    return gpu_err(&lc->g, op, "kind=wgmma with a %lldx%lld accumulator in layout #%s (64xN with wgmma{wpc = [4, 1], instr = [64, N]} is lowered)",
                   (long long)M, (long long)N, L->name);
   wg_opnd_t oa, ob;
   if (!wg_operand(lc, op, A, 1, 'A', &oa) || !wg_operand(lc, op, Bv, 0, 'B', &ob)) return false;
-  nv_dist_t D;
-  if (!nv_dist(lc, op, &C->type, &D)) return false;
-  if (D.rank != 2 || D.n[0] != 2 || D.n[1] != N / 4) return nv_err(lc, op, "(internal: unexpected accumulator distribution)");
+  gpu_dist_t D;
+  if (!gpu_dist(&lc->g, op, &C->type, &D)) return false;
+  if (D.rank != 2 || D.n[0] != 2 || D.n[1] != N / 4) return gpu_err(&lc->g, op, "(internal: unexpected accumulator distribution)");
   int nacc = (int)(N / 2);
-  nv_val_t *c = nv_get(lc, C);
+  gpu_val_t *c = gpu_get(&lc->g, C);
   LLVMValueRef acc[128];
   int map[128];
   for (int i = 0; i < nacc; i++) {
@@ -262,10 +262,10 @@ bool nv_lower_wgmma(nv_lc_t *lc, const drk_tile_op_t *op) {
   drk_nvptx_mma_in_t in = ti == DRK_DT_BF16 ? DRK_NVPTX_MMA_BF16 : DRK_NVPTX_MMA_F16;
   for (int64_t k0 = 0; k0 < K; k0 += 16) {
     LLVMValueRef da = wg_desc(lc, &oa, k0, es), db = wg_desc(lc, &ob, k0, es);
-    drk_nvptx_wgmma_mma_async(lc->cg, in, (unsigned)N, da, db, nv_i32(lc, 1), oa.mn_major, ob.mn_major, acc);
+    drk_nvptx_wgmma_mma_async(lc->cg, in, (unsigned)N, da, db, gpu_i32(&lc->g, 1), oa.mn_major, ob.mn_major, acc);
   }
-  nv_val_t *x = nv_val_new(lc, D.nregs);
+  gpu_val_t *x = gpu_val_new(&lc->g, D.nregs);
   for (int i = 0; i < nacc; i++) x->r[map[i]] = acc[i];
-  nv_set(lc, res, x);
+  gpu_set(&lc->g, res, x);
   return true;
 }

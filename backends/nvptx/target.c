@@ -6,6 +6,7 @@
  * PTX 8.0; sm_90a: TMA g2s.cta forms need PTX 8.6). A lower version keeps the PTX that
  * goes into fat binaries loadable by older drivers. */
 #include "backends/nvptx/nvptx.h"
+#include "backends/common/target.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -55,32 +56,13 @@ LLVMTargetMachineRef drk_nvptx_target_machine_create(const char *arch, int opt_l
   const drk_nvptx_arch_t *a = drk_nvptx_arch_find(arch, d);
   if (!a) return NULL;
   drk_nvptx_init();
-  LLVMTargetRef t = NULL;
-  char *err = NULL;
-  if (LLVMGetTargetFromTriple(DRK_NVPTX_TRIPLE, &t, &err)) {
-    drk_diag_error(d, drk_loc_none, "LLVM has no NVPTX target: %s", err ? err : "?");
-    LLVMDisposeMessage(err);
-    return NULL;
-  }
-  LLVMCodeGenOptLevel lvl = opt_level <= 0   ? LLVMCodeGenLevelNone
-                            : opt_level == 1 ? LLVMCodeGenLevelLess
-                            : opt_level == 2 ? LLVMCodeGenLevelDefault
-                                             : LLVMCodeGenLevelAggressive;
-  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, DRK_NVPTX_TRIPLE, a->name, a->features,
-                                                    lvl, LLVMRelocDefault, LLVMCodeModelDefault);
-  if (!tm) drk_diag_error(d, drk_loc_none, "LLVM could not create a target machine for %s", arch);
-  return tm;
+  return drk_gpu_target_machine_create(DRK_NVPTX_TRIPLE, "NVPTX", a->name, a->features, opt_level, LLVMRelocDefault, d);
 }
 
 LLVMModuleRef drk_nvptx_module_create(LLVMContextRef ctx, const char *name, drk_diag_t *d) {
   /* The data layout does not depend on the SM, so any arch's machine provides it. */
   LLVMTargetMachineRef tm = drk_nvptx_target_machine_create("sm_80", 0, d);
   if (!tm) return NULL;
-  LLVMModuleRef m = LLVMModuleCreateWithNameInContext(name, ctx);
-  LLVMSetTarget(m, DRK_NVPTX_TRIPLE);
-  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-  LLVMSetModuleDataLayout(m, dl);
-  LLVMDisposeTargetData(dl);
-  LLVMDisposeTargetMachine(tm);
+  LLVMModuleRef m = drk_gpu_module_create(ctx, name, DRK_NVPTX_TRIPLE, tm);
   return m;
 }
