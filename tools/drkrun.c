@@ -95,7 +95,9 @@ static int load_input(const char *dir, size_t i, const drk_tensor_info_t *info, 
     drk_diag_t d;
     drk_diag_init(&d, stderr);
     drk_tensor_t t;
-    if (!drk_tensor_read_pb(path, &t, NULL, &d)) return 0;
+    drk_dtype_t want;
+    if (!drk_dtype_from_onnx(info->dtype, &want)) want = DRK_DT_COUNT;
+    if (!drk_tensor_read_pb_expect(path, want, &t, &d)) return 0;
     int ok = drk_dtype_to_onnx(t.dtype) == info->dtype && t.nbytes == info->size_bytes;
     if (ok) memcpy(dst, t.data, t.nbytes);
     else fprintf(stderr, "drkrun: error: %s: tensor has ONNX dtype %d and %zu bytes, input '%s' needs dtype %d and %llu bytes\n", path,
