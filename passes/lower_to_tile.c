@@ -424,6 +424,8 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
       c.n_aliases = na;
     }
   }
+  int64_t *times = drk_arena_alloc(c.m->arena, sizeof(int64_t) * (g->n_nodes + 1));
+  drk_fusion_node_times(&fu, times);
   drk_fusion_destroy(&fu);
   if (ok && !drk_tile_verify(c.m, d)) {
     drk_diag_error(d, drk_loc_none, "internal: lowered tile IR does not verify");
@@ -438,6 +440,7 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   out->launches = c.launches;
   out->n_aliases = c.n_aliases;
   out->aliases = c.aliases;
+  out->node_time = times;
   return true;
 }
 

@@ -92,6 +92,10 @@ typedef struct drk_lowered {
   drk_launch_t *launches;
   size_t n_aliases;
   drk_alias_t *aliases;
+  /* node_time[k] (g->n_nodes entries): when node k runs, in node positions: a fused group's
+   * nodes all run at its last node, where its kernel reads every input and writes every
+   * output (-1: dead). Memory planning uses these (drk_plan_memory_timed). */
+  int64_t *node_time;
 } drk_lowered_t;
 
 typedef struct drk_lower_options {

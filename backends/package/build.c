@@ -10,7 +10,6 @@
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
-#include "passes/fuse.h"
 #include "passes/lower_to_tile.h"
 #include "passes/plan_memory.h"
 
@@ -124,30 +123,19 @@ static char *targets_string(unsigned set) {
 }
 
 /* --report: what the compiler did with the model. */
-/* Memory plan for the lowered graph. A fused kernel reads all its inputs and writes all its
- * outputs at once, at its group's time: the planner gets those times, from the same fusion
- * decision drk_lower_graph made (same graph, same options). */
-static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
-                        drk_mem_plan_t *out_plan, drk_diag_t *d) {
+/* Memory plan for the lowered graph, with the lowering's node times: a fused kernel reads all
+ * its inputs and writes all its outputs at once, at its group's time. */
+static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
   drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
   for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  drk_fusion_t fu;
-  drk_lower_options_t lo = {.fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
-                            .max_group_depth = o->max_group_depth};
-  drk_fusion_for_lowering(g, &lo, &fu);
-  int64_t *times = malloc(sizeof(int64_t) * (g->n_nodes + 1));
-  drk_fusion_node_times(&fu, times);
-  drk_fusion_destroy(&fu);
-  bool ok = drk_plan_memory_timed(g, al, l->n_aliases, times, out_plan, d);
-  free(times);
+  bool ok = drk_plan_memory_timed(g, al, l->n_aliases, l->node_time, out_plan, d);
   free(al);
   return ok;
 }
 
-static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
-                   drk_diag_t *d) {
+static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_diag_t *d) {
   drk_mem_plan_t pl, *plan = &pl;
-  if (!plan_memory(g, l, o, plan, d)) return false;
+  if (!plan_memory(g, l, plan, d)) return false;
   size_t nodes = 0, mix[DRK_DT_COUNT] = {0};
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
@@ -173,7 +161,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
                         const drk_modfile_image_t *images, uint32_t n_images, void **out_data, size_t *out_size,
                         drk_diag_t *d) {
   drk_mem_plan_t plan;
-  if (!plan_memory(g, l, o, &plan, d)) return false;
+  if (!plan_memory(g, l, &plan, d)) return false;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
   size_t n_params = 0, n_tmas = 0;
@@ -367,7 +355,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
 
   drk_lowered_t l;
   if (!drk_lower_graph(g, &lo, &l, d)) return false;
-  if (o->report && !report(o->report, g, &l, o, d)) {
+  if (o->report && !report(o->report, g, &l, d)) {
     drk_lowered_destroy(&l);
     return false;
   }
