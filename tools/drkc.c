@@ -15,7 +15,7 @@
 #include "backends/package/build.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
-#include "frontend/onnx/onnx_import.h"
+#include "frontend/frontend.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/graph.h"
 #include "ir/interp.h"
@@ -184,22 +184,10 @@ static bool dump_wanted(const options_t *o, const char *pass) {
   return o->dump_after && (strcmp(o->dump_after, pass) == 0 || strcmp(o->dump_after, "all") == 0);
 }
 
-/* Loads a graph from .onnx or .drkg. */
-static drk_graph_t *load_graph(const char *path, drk_diag_t *d) {
-  if (has_suffix(path, ".drkg")) {
-    size_t n;
-    char *text = drk_read_file(path, &n, d);
-    if (!text) return NULL;
-    drk_graph_t *g = drk_graph_parse(text, n, path, d);
-    free(text);
-    return g;
-  }
-  return drk_onnx_import(path, d);
-}
 
 /* Loads the model and binds the dims the user named with --bind. */
 static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t *d) {
-  drk_graph_t *g = load_graph(path, d);
+  drk_graph_t *g = drk_frontend_load(path, d);
   if (!g) return NULL;
   if (o->c.bind && !drk_graph_bind_dims(g, o->c.bind, d)) {
     drk_graph_destroy(g);

@@ -22,6 +22,7 @@
 
 #include "backends/nvptx/nvptx.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/frontend.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
 #include "passes/fuse.h"
@@ -31,17 +32,7 @@
 #include "tile_exec.h"
 
 static drk_graph_t *load_graph(const char *path, const char *bind, drk_diag_t *d) {
-  drk_graph_t *g = NULL;
-  size_t pl = strlen(path);
-  if (pl > 5 && strcmp(path + pl - 5, ".drkg") == 0) {
-    size_t n;
-    char *text = drk_read_file(path, &n, d);
-    if (!text) return NULL;
-    g = drk_graph_parse(text, n, path, d);
-    free(text);
-  } else {
-    g = drk_onnx_import(path, d);
-  }
+  drk_graph_t *g = drk_frontend_load(path, d);
   if (!g) return NULL;
   if (bind && *bind && !drk_graph_bind_dims(g, bind, d)) {
     drk_graph_destroy(g);
