@@ -27,6 +27,7 @@
 #include "ir/tile.h"
 #include "passes/fuse.h"
 #include "passes/lower_to_tile.h"
+#include "tests/common/lowered_check.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"
 #include "tile_exec.h"
@@ -124,41 +125,6 @@ static void ref_free(ref_t *r) {
 }
 
 /* ---- module checks ---- */
-static char *print_mod(const drk_tile_module_t *m, size_t *len) {
-  char *buf = NULL;
-  FILE *f = open_memstream(&buf, len);
-  drk_tile_print(m, f);
-  fclose(f);
-  return buf;
-}
-
-static bool check_module(const drk_lowered_t *l, const char *what) {
-  drk_diag_t d;
-  drk_diag_init(&d, stderr);
-  if (!drk_tile_verify(l->module, &d)) {
-    fprintf(stderr, "FAIL %s: tile module does not verify\n", what);
-    return false;
-  }
-  size_t n1, n2;
-  char *t1 = print_mod(l->module, &n1);
-  drk_tile_module_t *m2 = drk_tile_parse(t1, n1, what, &d);
-  bool ok = m2 && drk_tile_verify(m2, &d);
-  char *t2 = m2 ? print_mod(m2, &n2) : NULL;
-  if (!ok || n1 != n2 || memcmp(t1, t2, n1) != 0) {
-    fprintf(stderr, "FAIL %s: print -> parse -> print is not a fixed point\n", what);
-    ok = false;
-  }
-  for (size_t i = 0; ok && i < l->n_launches; i++)
-    if (l->launches[i].n_args != l->launches[i].kernel->n_params) {
-      fprintf(stderr, "FAIL %s: launch %zu has %d args for %d params\n", what, i, l->launches[i].n_args,
-              l->launches[i].kernel->n_params);
-      ok = false;
-    }
-  free(t1);
-  free(t2);
-  if (m2) drk_tile_module_destroy(m2);
-  return ok;
-}
 
 static double tolerance(drk_dtype_t t) {
   if (t == DRK_DT_F16 || t == DRK_DT_BF16) return 1e-2;
@@ -354,7 +320,7 @@ static level_result_t check_level(const drk_graph_t *g, ref_t *r, int level, int
     res.ok = false;
     return res;
   }
-  res.ok = check_module(&l, what);
+  res.ok = drk_test_check_lowered(&l, what);
   res.kernels = l.n_launches;
   for (size_t i = 0; i < l.n_launches; i++) res.fused_kernels += strstr(l.launches[i].kernel->name, "_fused_") != NULL;
   if (res.ok) res.ok = check_numerics(g, &fu, &l, r, what, &res.executed, &res.fused_executed);

@@ -19,50 +19,9 @@
 #include "frontend/frontend.h"
 #include "ir/tile.h"
 #include "passes/lower_to_tile.h"
+#include "tests/common/lowered_check.h"
 #include "passes/passes.h"
 
-static char *print_mod(const drk_tile_module_t *m, size_t *len) {
-  char *buf = NULL;
-  FILE *f = open_memstream(&buf, len);
-  drk_tile_print(m, f);
-  fclose(f);
-  return buf;
-}
-
-/* verify + print/parse/print fixed point; returns false with a message */
-static bool check_module(const drk_lowered_t *l, const char *what) {
-  drk_diag_t d;
-  drk_diag_init(&d, stderr);
-  if (!drk_tile_verify(l->module, &d)) {
-    fprintf(stderr, "%s: tile module does not verify\n", what);
-    return false;
-  }
-  size_t n1, n2;
-  char *t1 = print_mod(l->module, &n1);
-  drk_tile_module_t *m2 = drk_tile_parse(t1, n1, what, &d);
-  if (!m2) {
-    fprintf(stderr, "%s: printed tile module does not parse\n", what);
-    free(t1);
-    return false;
-  }
-  bool ok = drk_tile_verify(m2, &d);
-  char *t2 = print_mod(m2, &n2);
-  if (!ok || n1 != n2 || memcmp(t1, t2, n1) != 0) {
-    fprintf(stderr, "%s: print -> parse -> print is not a fixed point (verify %d)\n", what, ok);
-    ok = false;
-  }
-  /* every launch's args match its kernel's params */
-  for (size_t i = 0; ok && i < l->n_launches; i++)
-    if (l->launches[i].n_args != l->launches[i].kernel->n_params) {
-      fprintf(stderr, "%s: launch %zu has %d args for %d params\n", what, i, l->launches[i].n_args,
-              l->launches[i].kernel->n_params);
-      ok = false;
-    }
-  free(t1);
-  free(t2);
-  drk_tile_module_destroy(m2);
-  return ok;
-}
 
 static drk_graph_t *load_graph(const char *path, const char *bind, drk_diag_t *d) {
   drk_graph_t *g = drk_frontend_load(path, d);
@@ -90,7 +49,7 @@ static int run_model(const char *path, const char *bind, const char *dump) {
     drk_graph_destroy(g);
     return 1;
   }
-  bool ok = check_module(&l, path);
+  bool ok = drk_test_check_lowered(&l, path);
   size_t live = 0;
   for (size_t i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
   printf("%s: %zu nodes -> %zu kernels, %zu launches, %zu aliases\n", path, live, l.module->n_kernels, l.n_launches,
@@ -110,7 +69,7 @@ static int run_model(const char *path, const char *bind, const char *dump) {
     fprintf(stderr, "FAIL: %s does not lower with tf32\n", path);
     ok = false;
   } else {
-    ok = check_module(&l2, path) && ok;
+    ok = drk_test_check_lowered(&l2, path) && ok;
     drk_lowered_destroy(&l2);
   }
   drk_lowered_destroy(&l);
@@ -180,7 +139,7 @@ static int run_corpus(const char *dir, const char *must) {
     if (drk_lower_graph(g, &o, &l, &d2)) {
       lowered++;
       st->ok++;
-      if (!check_module(&l, names[i])) bad++;
+      if (!drk_test_check_lowered(&l, names[i])) bad++;
       drk_lowered_destroy(&l);
       if (strlen(lowered_list) + strlen(names[i]) + 2 < sizeof lowered_list) {
         strcat(lowered_list, names[i]);
@@ -262,7 +221,7 @@ static bool expect_ok(const char *text, const char *bind) {
   bool ok = (!bind || drk_graph_bind_dims(g, bind, &d)) && drk_pass_pipeline_canonicalize(g, &d);
   drk_lowered_t l;
   if (ok && (ok = drk_lower_graph(g, NULL, &l, &d))) {
-    ok = check_module(&l, "t.drkg");
+    ok = drk_test_check_lowered(&l, "t.drkg");
     drk_lowered_destroy(&l);
   }
   drk_graph_destroy(g);
