@@ -185,6 +185,42 @@ void drk_graph_add_output(drk_graph_t *g, drk_value_t *v) {
   DRK_VEC_PUSH(g->arena, g->outputs, g->n_outputs, g->cap_outputs, v);
 }
 
+bool drk_graph_freeze_input(drk_graph_t *g, const char *name, drk_dtype_t t, int rank, const int64_t *dims,
+                            const void *data, size_t nbytes, drk_diag_t *d) {
+  size_t k = 0;
+  while (k < g->n_inputs && strcmp(g->inputs[k]->name, name) != 0) k++;
+  if (k == g->n_inputs) {
+    drk_diag_error(d, drk_loc_none, "cannot freeze input '%s': the graph has no input of that name", name);
+    return false;
+  }
+  drk_value_t *v = g->inputs[k];
+  if (v->dtype != t || (v->shape.rank >= 0 && v->shape.rank != rank)) {
+    drk_diag_error(d, v->loc, "cannot freeze input '%s': it is %s of rank %d, the value is %s of rank %d", name,
+                   drk_dtype_name(v->dtype), v->shape.rank, drk_dtype_name(t), rank);
+    return false;
+  }
+  for (int i = 0; v->shape.rank >= 0 && i < rank; i++)
+    if (!v->shape.dims[i].sym && v->shape.dims[i].size >= 0 && v->shape.dims[i].size != dims[i]) {
+      drk_diag_error(d, v->loc, "cannot freeze input '%s': dim %d is %lld, the value has %lld", name, i,
+                     (long long)v->shape.dims[i].size, (long long)dims[i]);
+      return false;
+    }
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  if ((size_t)n * (size_t)drk_dtype_bits(t) / 8 != nbytes) {
+    drk_diag_error(d, v->loc, "cannot freeze input '%s': %zu bytes of data for %lld elements", name, nbytes, (long long)n);
+    return false;
+  }
+  v->kind = DRK_VALUE_CONST;
+  v->shape = drk_graph_shape_static(g, rank, dims);
+  v->data = drk_arena_memdup(g->arena, data, nbytes ? nbytes : 1);
+  v->nbytes = nbytes;
+  memmove(g->inputs + k, g->inputs + k + 1, (g->n_inputs - k - 1) * sizeof *g->inputs);
+  g->n_inputs--;
+  DRK_VEC_PUSH(g->arena, g->consts, g->n_consts, g->cap_consts, v);
+  return true;
+}
+
 drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_value_t *const *inputs,
                                int n_outputs, const char *const *out_names, drk_loc_t loc) {
   drk_node_t *n = drk_arena_alloc(g->arena, sizeof *n);

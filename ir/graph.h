@@ -176,6 +176,13 @@ drk_value_t *drk_graph_add_const_copy(drk_graph_t *g, const char *name, drk_dtyp
 drk_value_t *drk_graph_new_const_value(drk_graph_t *g, const char *name, drk_dtype_t t,
                                        drk_shape_t s, const void *data, size_t nbytes);
 void drk_graph_add_output(drk_graph_t *g, drk_value_t *v);
+/* Specializes the graph on a value of input `name` (TensorRT's shape-tensor values, given at
+ * build time): the input becomes a constant holding a copy of data, so passes and the GPU
+ * lowering see it (Slice starts, Pad pads, Reduce axes ... given as graph inputs). dtype and
+ * rank must match the input's; its static dims must match dims, symbolic ones take them.
+ * The input leaves g->inputs (later inputs move up one index). Errors name the input. */
+bool drk_graph_freeze_input(drk_graph_t *g, const char *name, drk_dtype_t t, int rank, const int64_t *dims,
+                            const void *data, size_t nbytes, drk_diag_t *d);
 
 /* Appends a node with n_outputs fresh result values (dtype F32, unknown rank until set by
  * the caller or shape inference). out_names may be NULL or hold NULLs. */

@@ -27,7 +27,7 @@
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
-    "                  [--shapes-from=DIR] [--precision=P] [--matmul-precision=M] [--report] [-v]\n"
+    "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M] [--report] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--precision=P] [--matmul-precision=M]\n"
@@ -45,6 +45,9 @@ static const char usage_text[] =
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
+    "  --freeze-input=NAME=FILE  compile for this value of input NAME (.pb or .npy): it becomes a\n"
+    "                          constant and leaves the module's inputs (shape-like inputs such\n"
+    "                          as Slice starts or Pad pads must be constants for the GPU path)\n"
     "  --precision=P           auto (keep the model's dtypes, the default) | fp32 | tf32 | bf16 |\n"
     "                          fp16 | fp8 (not implemented yet); normalizations and fragile\n"
     "                          reductions stay f32, the model's interface keeps its dtypes\n"
@@ -81,6 +84,8 @@ typedef struct options {
   const char *dump_after;
   compile_options_t c;
   const char *shapes_from;
+  const char *freeze[32]; /* --freeze-input NAME=FILE */
+  int n_freeze;
   bool report;
   int verbose;
   const char *command_line;
@@ -265,6 +270,28 @@ static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
   return ok;
 }
 
+/* --freeze-input NAME=FILE: the graph is specialized on that input's value. */
+static bool freeze_inputs(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  for (int i = 0; i < o->n_freeze; i++) {
+    const char *eq = strchr(o->freeze[i], '=');
+    if (!eq || eq == o->freeze[i] || !eq[1]) {
+      drk_diag_error(d, drk_loc_none, "--freeze-input needs NAME=FILE, got '%s'", o->freeze[i]);
+      return false;
+    }
+    char *name = strndup(o->freeze[i], (size_t)(eq - o->freeze[i]));
+    const drk_value_t *v = NULL;
+    for (size_t k = 0; k < g->n_inputs; k++)
+      if (strcmp(g->inputs[k]->name, name) == 0) v = g->inputs[k];
+    drk_tensor_t t = {0};
+    bool ok = v ? read_input_file(eq + 1, v->dtype, &t, d) : true;
+    ok = ok && drk_graph_freeze_input(g, name, t.dtype, v ? t.rank : 0, t.dims, t.data, t.nbytes, d);
+    drk_tensor_free(&t);
+    free(name);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 static FILE *open_output(const char *path) {
   if (!path || strcmp(path, "-") == 0) return stdout;
   FILE *f = fopen(path, "w");
@@ -355,7 +382,7 @@ static int compile(const options_t *o) {
   }
   drk_graph_t *g = load_bound(o->input, o, &d);
   if (!g) return 1;
-  if (o->shapes_from && !bind_from_dir(g, o->shapes_from, &d)) {
+  if ((o->shapes_from && !bind_from_dir(g, o->shapes_from, &d)) || !freeze_inputs(g, o, &d)) {
     drk_graph_destroy(g);
     return 1;
   }
@@ -778,7 +805,8 @@ int main(int argc, char **argv) {
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
-                           *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL};
+                           *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL},
+                           *const o_freeze[] = {"--freeze-input", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     int k;
@@ -796,6 +824,10 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, o_dump))) o.dump_after = v;
     else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
     else if ((v = opt_value(argc, argv, &i, o_shapes))) o.shapes_from = v;
+    else if ((v = opt_value(argc, argv, &i, o_freeze))) {
+      if (o.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return usage_error("too many --freeze-input options%s", "");
+      o.freeze[o.n_freeze++] = v;
+    }
     else if (strcmp(argv[i], "--report") == 0) o.report = true;
     else if ((k = parse_compile_option(argc, argv, &i, &o.c))) {
       if (k < 0) return 2;

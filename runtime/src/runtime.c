@@ -115,6 +115,10 @@ static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size,
   size_t n = output ? s->mf->n_outputs : s->mf->n_inputs;
   const char *what = output ? "output" : "input";
   if (index >= n) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", what, index, n);
+  if (!ptr && size == 0) { /* unbind: the tensor stays in the arena */
+    s->drv->session_bind(s->impl, index, NULL, 0, kind, output);
+    return NULL;
+  }
   if (!ptr || size != ts[index].size)
     return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu ('%s'): bound %zu bytes at %p, the tensor has %llu bytes", what, index, ts[index].name, size, ptr, (unsigned long long)ts[index].size);
   if (kind != DRK_MEMORY_HOST && kind != DRK_MEMORY_DEVICE) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu: unknown memory kind %d", what, index, (int)kind);

@@ -13,7 +13,12 @@ for c in /usr/share/libonnx-testdata/data/{node,pytorch-converted,pytorch-operat
   c=${c%/}
   [ -f "$c/model.onnx" ] && [ -d "$c/test_data_set_0" ] || continue
   name=$(basename "$(dirname "$c")")/$(basename "$c")
-  if ! "$DRKC" "$c/model.onnx" --target=sm_87,sm_90a --shapes-from="$c/test_data_set_0" -o "$W/m.drkm" 2>"$W/err"; then
+  frz=()
+  if ! "$DRKC" "$c/model.onnx" --target=sm_87,sm_90a --shapes-from="$c/test_data_set_0" -o "$W/m.drkm" 2>"$W/err" &&
+     ! { grep -q "must be a constant" "$W/err" && [ -n "${PYTHON:-}" ] &&
+         mapfile -t frz < <("$PYTHON" "$(dirname "$0")/../gpu/freeze_args.py" "$c/model.onnx" "$c/test_data_set_0" -) &&
+         [ ${#frz[@]} -gt 0 ] &&
+         "$DRKC" "$c/model.onnx" --target=sm_87,sm_90a --shapes-from="$c/test_data_set_0" "${frz[@]}" -o "$W/m.drkm" 2>"$W/err"; }; then
     if grep -Eq "unsupported|not lowered|must be a constant|needs static shapes|scales must be" "$W/err"; then
       skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 error "$W/err" | sed 's/.*error: //' | head -c 120)"
     else

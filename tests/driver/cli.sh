@@ -84,6 +84,20 @@ expect fusion-bad 2 "0, 1, 2 or 3" -- "$W/ok.drkg" --fusion-aggressiveness=7
 expect depth-bad 2 "a number >= 1" -- "$W/ok.drkg" --max-graph-depth=0
 expect dump-fuse 0 'fusion: level 1' -- "$W/ok.drkg" --emit=tile --bind=N=3 --fusion-aggressiveness=1 --dump-after=fuse -o /dev/null
 expect run-check-needs-cuda 2 "needs --device=cuda" -- run "$W/ok.drkg" --check --bind=N=3
+cat >"$W/slice.drkg" <<'G'
+graph @g(%x: f32[4, 6], %st: i64[2]) -> (%z) {
+  %e: i64[2] = const [3, 5]
+  %z: f32[*] = Slice(%x, %st, %e)
+  return %z
+}
+G
+"$PY" -c "import numpy as np; np.save('$W/st.npy', np.array([1, 2], dtype=np.int64)); np.save('$W/st32.npy', np.array([1, 2], dtype=np.int32))"
+expect slice-runtime-starts 1 "dim 0 of result 'z' depends on data" -- "$W/slice.drkg" --emit=tile
+expect freeze-input 0 'f32\[2, 3\]' -- "$W/slice.drkg" --emit=graph --freeze-input=st="$W/st.npy"
+expect freeze-input-tile 0 'kernel' -- "$W/slice.drkg" --emit=tile --freeze-input st="$W/st.npy"
+expect freeze-input-dtype 1 "cannot freeze input 'st': it is i64 of rank 1, the value is i32" -- "$W/slice.drkg" --freeze-input=st="$W/st32.npy"
+expect freeze-input-name 1 "cannot freeze input 'nope'" -- "$W/slice.drkg" --freeze-input=nope="$W/st.npy"
+expect freeze-input-syntax 1 "needs NAME=FILE" -- "$W/slice.drkg" --freeze-input=st
 for t in "$SRC"/tests/tile/*.drkt; do
   [ -e "$t" ] || continue
   grep -q 'EXPECT-ERROR' "$t" && continue

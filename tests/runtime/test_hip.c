@@ -171,6 +171,19 @@ static void run_module(drk_runtime_t *rt, const char *lib, test_module_t *t, con
     printf("  profiled: %.2f + %.2f ms of %.2f ms\n", ms[0], ms[1], total);
     CHECK(ms[0] == 0.25f && ms[1] == 0.25f && total > ms[0] + ms[1]);
     CHECK(stats(lib).graph_launches == after.graph_launches); /* profiled runs launch one by one */
+    /* unbound tensors stay in the arena: the output buffer is not written, the input kept */
+    CHECK(!drk_session_set_profiling(s, 0));
+    CHECK(!drk_session_bind_input(s, 0, NULL, 0, DRK_MEMORY_HOST));
+    CHECK(!drk_session_bind_output(s, 0, NULL, 0, DRK_MEMORY_HOST));
+    for (unsigned i = 0; i < TEST_N; i++) out2[i] = -7;
+    CHECK(!drk_session_run(s));
+    CHECK(out2[0] == -7 && out2[TEST_N - 1] == -7);
+    CHECK(!drk_session_bind_output(s, 0, out2, sizeof out2, DRK_MEMORY_HOST));
+    CHECK(!drk_session_run(s));
+    CHECK(check_out(in, t->weights, out2, "run after unbinding the input"));
+    drk_status_t bad = drk_session_bind_input(s, 0, NULL, 4, DRK_MEMORY_HOST);
+    CHECK(drk_status_code(bad) == DRK_STATUS_INVALID_ARGUMENT);
+    drk_status_destroy(bad);
   }
   drk_session_destroy(s);
   drk_module_destroy(m);

@@ -152,7 +152,9 @@ typedef enum drk_memory_kind {
 
 /* Binds a caller buffer to graph input/output `index`. size must equal the tensor's
  * size_bytes. Bound memory is borrowed until rebound or the session is destroyed. Inputs
- * are copied into the arena before the graph runs, outputs out of it afterwards. */
+ * are copied into the arena before the graph runs, outputs out of it afterwards.
+ * ptr NULL with size 0 unbinds: runs then leave that tensor in the arena (an input keeps
+ * its last contents, an output is not copied out). */
 drk_status_t drk_session_bind_input(drk_session_t *s, size_t index, void *ptr, size_t size,
                                     drk_memory_kind_t kind);
 drk_status_t drk_session_bind_output(drk_session_t *s, size_t index, void *ptr, size_t size,
