@@ -49,6 +49,11 @@ bool drk_pass_fold_constants(drk_graph_t *g, drk_diag_t *d);
  * Graph inputs are kept. Keeps the topological order. Returns true if it removed anything. */
 bool drk_pass_eliminate_dead(drk_graph_t *g);
 
+/* Folds inference BatchNormalization into the Conv before it (constant weights, the Conv
+ * result used only by the BN): passes/fold_batchnorm.c. *out_n_folded (may be NULL): BNs
+ * folded. Never fails. */
+bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded);
+
 /* infer -> fold -> infer -> dce, repeated until folding finds nothing (bounded). Returns
  * false on the first pass that reports an error. */
 bool drk_pass_pipeline_canonicalize(drk_graph_t *g, drk_diag_t *d);

@@ -111,6 +111,13 @@ static drk_precision_options_t precision_options(const options_t *o) {
   return po;
 }
 
+static bool pass_fold_batchnorm(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  size_t n = 0;
+  drk_pass_fold_batchnorm(g, &n);
+  if (o->verbose && n) fprintf(stderr, "drkc: folded %zu BatchNormalization nodes into convolutions\n", n);
+  return true;
+}
+
 static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
   drk_precision_options_t po = precision_options(o);
   return drk_pass_apply_precision(g, &po, d);
@@ -123,9 +130,13 @@ static const struct {
     {"verify", pass_verify},
     {"canonicalize", pass_canonicalize}, /* infer shapes, fold constants, DCE */
     {"verify-canonical", pass_verify},
+    /* the optimizations start here; `drkc run --check` takes its reference before them */
+    {"fold-batchnorm", pass_fold_batchnorm},
     {"precision", pass_precision}, /* --precision, --matmul-precision */
     {"verify-precision", pass_verify},
 };
+
+#define FIRST_OPTIMIZATION "fold-batchnorm"
 
 /* --emit kinds: where the pipeline stops, and whether the result is text. */
 static const struct {
@@ -652,8 +663,9 @@ static int run_model(const run_options_t *ro) {
     if (!ok) goto done;
     loaded++;
   }
-  /* The precision policy comes last, after the reference (the model as given) is taken. */
-  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes_range(g, &o, NULL, "precision", &d)) {
+  /* The optimizations (BN folding, the precision policy) come after the reference (the
+   * model as given) is taken. */
+  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes_range(g, &o, NULL, FIRST_OPTIMIZATION, &d)) {
     g = NULL;
     goto done;
   }
@@ -669,7 +681,7 @@ static int run_model(const run_options_t *ro) {
       if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
     }
   }
-  if (!run_graph_passes_range(g, &o, "precision", NULL, &d)) {
+  if (!run_graph_passes_range(g, &o, FIRST_OPTIMIZATION, NULL, &d)) {
     g = NULL;
     goto gpu_done;
   }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/graph.h"
+#include "ir/interp.h"
 #include "ir/tensor.h"
 #include "passes/passes.h"
 
@@ -642,7 +643,54 @@ typedef struct {
   void (*fn)(void);
 } test_t;
 
+/* Conv -> BN folds (with and without a Conv bias); a Conv whose result has a second user
+ * does not; the folded graph computes what the original does. */
+static drk_graph_t *bn_graph(bool bias, bool second_use) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "1,3,6,6");
+  drk_node_t *c = node(g, DRK_OP_CONV, "c", 1, bias ? 3 : 2, x, f32s(g, "w", "4,3,3,3"), f32s(g, "b", "4"));
+  int64_t p1[4] = {1, 1, 1, 1};
+  drk_node_set_ints(g, c, "pads", 4, p1);
+  float sc[4] = {0.5f, -1.25f, 2, 1}, bb[4] = {0.1f, 0.2f, -0.3f, 0}, mu[4] = {1, -2, 0.5f, 0}, va[4] = {0.25f, 4, 1, 2};
+  drk_shape_t s4 = dims(g, "4");
+  drk_node_t *bn = node(g, DRK_OP_BATCH_NORMALIZATION, "bn", 1, 5, OUT(c), drk_graph_add_const_copy(g, "sc", DRK_DT_F32, s4, sc, 16),
+                        drk_graph_add_const_copy(g, "bb", DRK_DT_F32, s4, bb, 16),
+                        drk_graph_add_const_copy(g, "mu", DRK_DT_F32, s4, mu, 16),
+                        drk_graph_add_const_copy(g, "va", DRK_DT_F32, s4, va, 16));
+  drk_node_set_float(g, bn, "epsilon", 1e-3);
+  drk_graph_add_output(g, OUT(bn));
+  if (second_use) drk_graph_add_output(g, OUT(c));
+  return g;
+}
+
+static void test_fold_batchnorm(void) {
+  for (int k = 0; k < 3; k++) {
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = bn_graph(k != 1, k == 2), *ref = bn_graph(k != 1, k == 2);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_fold_batchnorm(g, &n));
+    CHECK(n == (k == 2 ? 0u : 1u));
+    size_t live = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) live += !g->nodes[i]->dead;
+    CHECK(live == (k == 2 ? 2u : 1u));
+    CHECK(drk_graph_verify(g, &d));
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 4, (int64_t[]){1, 3, 6, 6}));
+    for (int64_t i = 0; i < 108; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f;
+    drk_tensor_t a[2] = {0}, b[2] = {0};
+    CHECK(drk_interp_run(g, &in, a, &d) && drk_interp_run(ref, &in, b, &d));
+    double err = drk_tensor_rel_error(&a[0], &b[0]);
+    if (err > 1e-6) fprintf(stderr, "folded rel. error %g (case %d)\n", err, k), failures++;
+    for (int i = 0; i < 2; i++) drk_tensor_free(&a[i]), drk_tensor_free(&b[i]);
+    drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
+    {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
     {"matmul", test_matmul},
     {"conv_pool", test_conv_pool},
