@@ -30,6 +30,7 @@ static const char usage_text[] =
     "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M] [--report] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
+    "                      [--target=LIST (default: the GPU's own arch)]\n"
     "                      [--precision=P] [--matmul-precision=M]\n"
     "       drkc --help | --version\n"
     "\n"
@@ -453,6 +454,7 @@ typedef struct run_options {
   int n_named;
   uint64_t seed;
   bool npy, check;
+  const char *target; /* --target for --device=cuda: default the device's own */
   compile_options_t c;
 } run_options_t;
 
@@ -674,7 +676,8 @@ static int run_model(const run_options_t *ro) {
   bool ran = false;
   if (gpu) {
     drk_runtime_options_t rto = {.device = ro->device[4] == ':' ? atoi(ro->device + 5) : 0};
-    if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) || !device_targets(rt, &o.targets, &d))
+    if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) ||
+        !(ro->target ? drk_target_parse_list(ro->target, &o.targets, &d) : device_targets(rt, &o.targets, &d)))
       goto gpu_done;
     if (ro->check) {
       ref = calloc(no + 1, sizeof *ref);
@@ -785,7 +788,7 @@ static int main_run(int argc, char **argv) {
   run_options_t ro = {.device = "cpu", .seed = 0};
   static const char *const o_device[] = {"--device", NULL}, *const o_indir[] = {"--input-dir", NULL},
                            *const o_outdir[] = {"--output-dir", NULL}, *const o_seed[] = {"--seed", NULL},
-                           *const o_input[] = {"--input", NULL};
+                           *const o_input[] = {"--input", NULL}, *const o_target[] = {"--target", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
     int k;
@@ -802,6 +805,7 @@ static int main_run(int argc, char **argv) {
       ro.named_inputs[ro.n_named++] = v;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
+    else if ((v = opt_value(argc, argv, &i, o_target))) ro.target = v;
     else if ((k = parse_compile_option(argc, argv, &i, &ro.c))) {
       if (k < 0) return 2;
     } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
