@@ -3,10 +3,17 @@
  * All products accumulate in f64 (int64 for integer MatMul) through one blocked GEMM kernel
  * that splits rows over two threads for large problems; Conv lowers to im2col + GEMM per
  * image and group, ConvTranspose to GEMM + col2im. Einsum is a generic loop over the index
- * space of all labels. */
+ * space of all labels. f8 operands (--precision=fp8: MatMul, Gemm, Conv) give an f32 result,
+ * as on the GPU where their products accumulate in f32; Gemm's C and Conv's bias then have
+ * the result's dtype. */
 #include <pthread.h>
 
 #include "interp_internal.h"
+
+static bool is_f8(drk_dtype_t t) { return t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; }
+
+/* The result dtype of a MatMul/Gemm/Conv on operands of dtype t. */
+static drk_dtype_t mm_result(drk_dtype_t t) { return is_f8(t) ? DRK_DT_F32 : t; }
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define HOT __attribute__((optimize("O3")))
@@ -117,7 +124,7 @@ static bool op_matmul(drk_ictx_t *c) {
   for (int k = 0; k < brank; k++) od[orank++] = bd[k];
   if (a->rank > 1) od[orank++] = M;
   if (b->rank > 1) od[orank++] = N;
-  if (!drk_iout(c, 0, a->dtype, orank, od)) return false;
+  if (!drk_iout(c, 0, mm_result(a->dtype), orank, od)) return false;
   int64_t nb = 1;
   for (int k = 0; k < brank; k++) nb *= bd[k];
   int64_t *sts[2] = {sa, sb};
@@ -158,7 +165,7 @@ static bool op_gemm(drk_ictx_t *c) {
   if (!drk_ireq(c, 0, mask) || !drk_ireq(c, 1, mask)) return false;
   const drk_tensor_t *a = c->in[0], *b = c->in[1], *cc = drk_iin(c, 2);
   if (a->rank != 2 || b->rank != 2) return drk_ierr(c, "A and B must be 2-D");
-  if (a->dtype != b->dtype || (cc && cc->dtype != a->dtype)) return drk_ierr(c, "operand dtypes differ");
+  if (a->dtype != b->dtype || (cc && cc->dtype != mm_result(a->dtype))) return drk_ierr(c, "operand dtypes differ");
   bool ta = drk_node_attr_int(c->n, "transA", 0) != 0, tb = drk_node_attr_int(c->n, "transB", 0) != 0;
   double alpha = (float)drk_node_attr_float(c->n, "alpha", 1.0), beta = (float)drk_node_attr_float(c->n, "beta", 1.0);
   int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
@@ -173,7 +180,7 @@ static bool op_gemm(drk_ictx_t *c) {
     }
     drk_ibstrides(cc, 2, od, cs);
   }
-  if (!drk_iout(c, 0, a->dtype, 2, od)) return false;
+  if (!drk_iout(c, 0, mm_result(a->dtype), 2, od)) return false;
   double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
   double *C = B ? drk_imalloc(c, (size_t)(M * N), sizeof(double)) : NULL;
   double *Cin = (C && cc) ? drk_iload_f64(c, cc) : NULL;
@@ -337,7 +344,7 @@ HOT static void im2col(const convgeo_t *g, const double *x, int64_t Cg, double *
 static bool op_conv(drk_ictx_t *c) {
   if (!drk_ireq(c, 0, DRK_M_FLOAT) || !drk_ireq(c, 1, DRK_M_FLOAT)) return false;
   const drk_tensor_t *x = c->in[0], *w = c->in[1], *b = drk_iin(c, 2);
-  if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) return drk_ierr(c, "operand dtypes differ");
+  if (w->dtype != x->dtype || (b && b->dtype != mm_result(x->dtype))) return drk_ierr(c, "operand dtypes differ");
   convgeo_t g;
   if (!conv_geo(c, x, w, false, &g)) return false;
   int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
@@ -349,7 +356,7 @@ static bool op_conv(drk_ictx_t *c) {
   od[0] = N;
   od[1] = M;
   for (int i = 0; i < g.r; i++) od[2 + i] = g.out[i];
-  if (!drk_iout(c, 0, x->dtype, x->rank, od)) return false;
+  if (!drk_iout(c, 0, mm_result(x->dtype), x->rank, od)) return false;
   int64_t Cg = C / g.group, Mg = M / g.group, KS = prod(g.k, g.r), OS = prod(g.out, g.r), IS = prod(g.in, g.r);
   bool direct = true; /* 1x1, stride 1, no pads: X is its own im2col */
   for (int i = 0; i < g.r; i++)

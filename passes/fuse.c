@@ -3,8 +3,9 @@
  * Requires a canonicalized graph; reads it only. Guarantees (fuse.h): a partition of the
  * live nodes into groups that each run as one launch at the position of their last node.
  *
- * The partition is greedy and deterministic: row groups grow first (level >= 2), from each
- * reduction/normalization anchor in node order; flat groups then grow from each remaining
+ * The partition is greedy and deterministic: at level 3 attention groups come first (the
+ * patterns fuse_attention.c matches, from each P.V MatMul in node order); row groups grow
+ * next (level >= 2), from each reduction/normalization anchor in node order; flat groups then grow from each remaining
  * elementwise node in node order. A group grows breadth-first over producers and consumers
  * of its members; a candidate joins when its class fits the group, every edge between it
  * and the group maps element to element (flat: one element count; rows: full rows x R
@@ -29,7 +30,7 @@
 #define LOWERING_DEFAULT_LEVEL 0
 #endif
 
-typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW } cls_t;
+typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW, C_MM } cls_t;
 
 typedef struct fz {
   const drk_graph_t *g;
@@ -225,8 +226,11 @@ static void classify(fz_t *z, int k) {
     else z->cls[k] = C_ROW;
     return;
   }
-  if (fl & DRK_OPF_MM)
-    z->why_other[k] = "matmul/conv fusion (epilogue, prologue, attention) needs a hook in lower_matmul.c: not yet";
+  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) && drk_dtype_is_float(y->dtype)) {
+    if (z->level >= 2) z->cls[k] = C_MM;
+    else z->why_other[k] = "matmul/conv epilogues fuse from --fusion-aggressiveness=2";
+  } else if (fl & DRK_OPF_MM)
+    z->why_other[k] = "op not fused";
   else if (fl & DRK_OPF_MOVE)
     z->why_other[k] = "data movement op: not fused";
   else
@@ -238,7 +242,7 @@ typedef enum { V_NONE, V_FULL, V_ROW } vclass_t;
 
 static vclass_t vclass(const grp_t *G, const drk_value_t *v) {
   int64_t m = numel(v);
-  if (G->kind == DRK_FUSION_FLAT) return m == G->n ? V_FULL : V_NONE;
+  if (G->kind == DRK_FUSION_FLAT || G->kind == DRK_FUSION_MM) return m == G->n ? V_FULL : V_NONE;
   if (m == G->n * G->R) return V_FULL;
   if (m == G->n) return V_ROW;
   return V_NONE;
@@ -296,6 +300,16 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   const drk_node_t *c = z->g->nodes[k];
   cls_t ck = z->cls[k];
   if (ck == C_OTHER || ck == C_DEAD) return z->why_other[k] ? z->why_other[k] : "not fusible";
+  if (ck == C_MM) return "a matmul/conv leads a group of its own (with its epilogue)";
+  if (G->kind == DRK_FUSION_MM) {
+    if (ck == C_ROW) return "reductions do not join a matmul epilogue";
+    if (c->op == DRK_OP_BATCH_NORMALIZATION) return "BatchNormalization is not a matmul epilogue (folded into Conv instead)";
+    bool consumes = false;
+    int nin0 = ck == C_ALIAS ? 1 : c->n_inputs;
+    for (int i = 0; i < nin0; i++)
+      consumes |= c->inputs[i] && c->inputs[i]->kind == DRK_VALUE_NODE && G->in[z->pos_of_node[c->inputs[i]->def->id]];
+    if (!consumes) return "not downstream of the matmul: an epilogue only takes its consumers";
+  }
   if (ck == C_ROW && G->kind != DRK_FUSION_ROWS) return "reductions do not join flat groups";
   if (ck == C_ROW && (z->rows[k] != G->n || z->R[k] != G->R))
     return drk_arena_printf(z->f->arena, "row frames differ (%lld x %lld vs %lld x %lld)", (long long)z->rows[k],
@@ -402,7 +416,7 @@ static void commit(fz_t *z, grp_t *G, int *assigned, drk_fusion_group_t **gs, si
   int compute = 0;
   for (int i = 0; i < G->cnt; i++) compute += z->cls[G->mem[i]] != C_ALIAS;
   if (compute < 2) return; /* nothing gained: the nodes stay single */
-  drk_fusion_group_t gr = {G->kind, G->anchor, G->cnt, NULL, G->last, G->n, G->kind == DRK_FUSION_ROWS ? G->R : 0};
+  drk_fusion_group_t gr = {G->kind, G->anchor, G->cnt, NULL, G->last, G->n, G->kind == DRK_FUSION_ROWS ? G->R : 0, NULL};
   gr.nodes = drk_arena_memdup(z->f->arena, G->mem, sizeof(int) * (size_t)G->cnt);
   qsort(gr.nodes, (size_t)gr.n_nodes, sizeof(int), cmp_int);
   if (G->kind == DRK_FUSION_ROWS)
@@ -417,6 +431,47 @@ static void commit(fz_t *z, grp_t *G, int *assigned, drk_fusion_group_t **gs, si
 
 static int cmp_group(const void *a, const void *b) {
   return ((const drk_fusion_group_t *)a)->last - ((const drk_fusion_group_t *)b)->last;
+}
+
+/* Attention groups (level 3), from each P.V MatMul in node order; below level 3 a match
+ * only explains the MatMuls' boundaries. */
+static void attention_groups(fz_t *z, int *assigned, drk_fusion_group_t **gs, size_t *ng, size_t *cap) {
+  if (z->level < 1) return;
+  drk_fusion_uses_t u = {z->g, z->users, z->n_users, z->is_out, z->pos_of_node};
+  int *mem = drk_arena_alloc(z->f->arena, sizeof(int) * (size_t)(z->n + 1));
+  for (int k = 0; k < z->n; k++) {
+    if (z->cls[k] == C_DEAD || z->g->nodes[k]->op != DRK_OP_MATMUL || assigned[k] >= 0) continue;
+    drk_fusion_attention_t at;
+    int nm = 0;
+    const char *why = drk_fusion_match_attention(&u, z->f->arena, k, &at, mem, &nm);
+    if (why && !*why) continue; /* no attention here */
+    if (!why && z->level < 3) {
+      z->why_other[k] = z->why_other[at.scores] =
+          "attention (Q.K^T, scale, masks, Softmax, .V) fuses from --fusion-aggressiveness=3";
+      continue;
+    }
+    for (int i = 0; !why && i < nm; i++) {
+      int p = mem[i];
+      if (assigned[p] >= 0 || z->cls[p] == C_DEAD) why = "a node of the pattern is in another group";
+      else if (z->why_other[p] && (!strcmp(z->why_other[p], "shapes not static") ||
+                                   !strcmp(z->why_other[p], "f8 or sub-byte dtype")))
+        why = z->why_other[p];
+    }
+    if (!why && nm > z->max_depth) why = drk_arena_printf(z->f->arena, "max graph depth %d reached", z->max_depth);
+    if (why) {
+      z->why_other[k] = drk_arena_printf(z->f->arena, "attention not fused: %s", why);
+      continue;
+    }
+    drk_fusion_group_t gr = {DRK_FUSION_ATTENTION, at.softmax, nm, NULL, -1, 0, at.Sk, NULL};
+    gr.nodes = drk_arena_memdup(z->f->arena, mem, sizeof(int) * (size_t)nm);
+    qsort(gr.nodes, (size_t)nm, sizeof(int), cmp_int);
+    gr.last = gr.nodes[nm - 1];
+    gr.n = at.Sq;
+    for (int i = 0; i < at.nb; i++) gr.n *= at.batch[i];
+    gr.attn = drk_arena_memdup(z->f->arena, &at, sizeof at);
+    for (int i = 0; i < nm; i++) assigned[mem[i]] = (int)*ng;
+    DRK_VEC_PUSH(z->f->arena, *gs, *ng, *cap, gr);
+  }
 }
 
 void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusion_t *out) {
@@ -465,6 +520,19 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
   G.last = G.anchor = -1;
   drk_fusion_group_t *gs = NULL;
   size_t ng = 0, cap = 0;
+  attention_groups(&z, assigned, &gs, &ng, &cap);
+  /* matmul/conv epilogues, from each matmul/conv in node order */
+  for (int k = 0; k < n; k++) {
+    if (assigned[k] >= 0 || z.cls[k] != C_MM) continue;
+    grp_reset(&G);
+    G.kind = DRK_FUSION_MM;
+    G.n = numel(g->nodes[k]->outputs[0]);
+    G.R = 0;
+    grp_add(&G, k);
+    G.anchor = k;
+    grow(&z, &G, assigned);
+    commit(&z, &G, assigned, &gs, &ng, &cap);
+  }
   /* row groups from each anchor, then flat groups from each elementwise node */
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < n; k++) {
@@ -479,7 +547,7 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
     }
   for (int k = 0; k < n; k++) {
     if (assigned[k] >= 0 || z.cls[k] == C_DEAD) continue;
-    drk_fusion_group_t gr = {DRK_FUSION_SINGLE, -1, 1, NULL, k, 0, 0};
+    drk_fusion_group_t gr = {DRK_FUSION_SINGLE, -1, 1, NULL, k, 0, 0, NULL};
     gr.nodes = drk_arena_memdup(A, &k, sizeof(int));
     assigned[k] = (int)ng;
     DRK_VEC_PUSH(A, gs, ng, cap, gr);
@@ -507,6 +575,13 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
       if (dup) continue;
       const char *why = NULL;
       if (f->level == 0) why = "fusion disabled (level 0)";
+      else if (gs[f->group[p]].kind == DRK_FUSION_ATTENTION) why = "result of the attention kernel";
+      else if (gs[f->group[k]].kind == DRK_FUSION_ATTENTION)
+        why = c->op == DRK_OP_MATMUL || z.cls[k] == C_OTHER || z.cls[k] == C_ALIAS
+                  ? "Q, K, V or a mask of the attention kernel (read in place through its views)"
+                  : "a mask or scale of the attention kernel (loaded per key block)";
+      else if (c->op == DRK_OP_MATMUL && z.why_other[k] && !strncmp(z.why_other[k], "attention", 9))
+        why = drk_arena_printf(A, "MatMul: %s", z.why_other[k]); /* P.V: why its attention did not fuse */
       else if (z.cls[p] == C_OTHER || z.cls[p] == C_DEAD) why = drk_arena_printf(A, "%s: %s", drk_op_name(v->def->op), z.why_other[p] ? z.why_other[p] : "not fusible");
       else if (z.cls[k] == C_OTHER) why = drk_arena_printf(A, "%s: %s", drk_op_name(c->op), z.why_other[k] ? z.why_other[k] : "not fusible");
       else if (z.cls[k] == C_ALIAS && i != 0) why = "shape operand of a view";
@@ -519,7 +594,8 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
           if (gr->kind == DRK_FUSION_SINGLE) {
             int s = gr->nodes[0];
             if (z.cls[s] == C_ALIAS) continue;
-            G.kind = z.cls[s] == C_ROW ? DRK_FUSION_ROWS : DRK_FUSION_FLAT;
+            G.kind = z.cls[s] == C_ROW ? DRK_FUSION_ROWS : z.cls[s] == C_MM ? DRK_FUSION_MM : DRK_FUSION_FLAT;
+            G.anchor = z.cls[s] == C_MM ? s : -1;
             G.n = z.cls[s] == C_ROW ? z.rows[s] : numel(g->nodes[s]->outputs[0]);
             G.R = z.cls[s] == C_ROW ? z.R[s] : 0;
           } else {
@@ -573,6 +649,12 @@ void drk_fusion_print(const drk_graph_t *g, const drk_fusion_t *f, FILE *out) {
       continue;
     }
     if (gr->kind == DRK_FUSION_FLAT) fprintf(out, "# group %d flat [%lld]:", i, (long long)gr->n);
+    else if (gr->kind == DRK_FUSION_MM)
+      fprintf(out, "# group %d matmul epilogue [%lld] anchor %%%s:", i, (long long)gr->n, node_label(g->nodes[gr->anchor]));
+    else if (gr->kind == DRK_FUSION_ATTENTION)
+      fprintf(out, "# group %d attention [%lld x %lld, d %lld%s] anchor %%%s:", i, (long long)gr->n,
+              (long long)gr->R, (long long)gr->attn->D, gr->attn->causal_step >= 0 ? ", causal" : "",
+              node_label(g->nodes[gr->anchor]));
     else
       fprintf(out, "# group %d rows [%lld x %lld] anchor %%%s:", i, (long long)gr->n, (long long)gr->R,
               node_label(g->nodes[gr->anchor]));

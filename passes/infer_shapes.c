@@ -533,24 +533,58 @@ static bool dtype_from_attr(const drk_node_t *n, const char *name, drk_dtype_t *
   return drk_dtype_from_onnx((int)a->i, out);
 }
 
-/* Einsum without ellipsis: output dims by letter; with "..." the rank stays unknown. */
+/* Einsum: output dims by letter; "..." is the broadcast (right-aligned) of the dims each
+ * operand leaves to it, placed where the output term puts "..." (first when implicit). */
 static void infer_einsum(ictx_t *c, const drk_node_t *n, outs_t *o) {
   const char *eq = drk_node_attr_string(n, "equation", NULL);
   if (!eq) { err(c, "missing 'equation'"); return; }
-  if (strstr(eq, "...")) { shp_unknown(&o->s[0]); return; }
   drk_dim_t letter[128];
   int count[128] = {0};
   bool seen[128] = {0};
   for (int i = 0; i < 128; i++) letter[i] = dim_unk();
+  const char *arrow = strstr(eq, "->");
+  /* ellipsis rank: the largest any operand leaves to "..." */
+  drk_dim_t ell[MAXR];
+  int erank = 0;
+  for (const char *p = eq; *p && p != arrow; p++) {
+    const char *t = p;
+    int named = 0;
+    bool dots = false;
+    for (; *p && *p != ',' && p != arrow; p++) {
+      if (*p == '.') dots = true;
+      else if (*p != ' ') named++;
+    }
+    int op = 0;
+    for (const char *q = eq; q < t; q++) op += *q == ',';
+    shp_t x = shp_of(in(n, op));
+    if (dots && x.rank < 0) { shp_unknown(&o->s[0]); return; }
+    if (dots && x.rank - named > erank) erank = x.rank - named;
+    if (!*p || p == arrow) break;
+  }
+  if (erank > MAXR) { err(c, "equation '%s': ellipsis of rank %d is too large", eq, erank); return; }
+  for (int i = 0; i < erank; i++) ell[i] = dim_s(1);
   const char *p = eq;
   int op = 0;
-  const char *arrow = strstr(eq, "->");
   while (*p && p != arrow) {
     shp_t x = shp_of(in(n, op));
+    int named = 0;
+    for (const char *q = p; *q && *q != ',' && q != arrow; q++) named += *q != '.' && *q != ' ';
     int ax = 0;
     while (*p && *p != ',' && p != arrow) {
       unsigned char ch = (unsigned char)*p++;
       if (ch == ' ') continue;
+      if (ch == '.') {
+        if (p[0] != '.' || p[1] != '.') { err(c, "bad equation '%s'", eq); return; }
+        p += 2;
+        int er = x.rank - named;
+        if (x.rank < 0 || er < 0) { err(c, "equation '%s' gives too many labels for operand %d", eq, op); return; }
+        for (int q = 0; q < er; q++, ax++)
+          if (!bcast_dim(c, ell[erank - er + q], x.d[ax], &ell[erank - er + q])) {
+            err(c, "equation '%s': the '...' dims of operand %d do not broadcast", eq, op);
+            return;
+          }
+        continue;
+      }
       if (ch >= 128) { err(c, "bad equation '%s'", eq); return; }
       count[ch]++;
       if (x.rank >= 0 && ax < x.rank) {
@@ -578,9 +612,17 @@ static void infer_einsum(ictx_t *c, const drk_node_t *n, outs_t *o) {
   shp_t r;
   r.rank = 0;
   if (arrow) {
-    for (p = arrow + 2; *p; p++)
-      if (*p != ' ' && r.rank < MAXR) r.d[r.rank++] = letter[(unsigned char)*p & 127];
+    for (p = arrow + 2; *p; p++) {
+      if (*p == '.') {
+        if (p[1] != '.' || p[2] != '.') { err(c, "bad equation '%s'", eq); return; }
+        p += 2;
+        for (int q = 0; q < erank && r.rank < MAXR; q++) r.d[r.rank++] = ell[q];
+      } else if (*p != ' ' && r.rank < MAXR) {
+        r.d[r.rank++] = letter[(unsigned char)*p & 127];
+      }
+    }
   } else {
+    for (int q = 0; q < erank && r.rank < MAXR; q++) r.d[r.rank++] = ell[q];
     for (int ch = 0; ch < 128; ch++)
       if (count[ch] == 1 && r.rank < MAXR) r.d[r.rank++] = letter[ch];
   }
@@ -628,6 +670,10 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
     }
     return;
   }
+  /* f8 MatMul/Gemm/Conv (--precision=fp8) accumulate in f32 and give an f32 result */
+  if ((op == DRK_OP_MATMUL || op == DRK_OP_GEMM || op == DRK_OP_CONV) &&
+      (o->dt[0] == DRK_DT_F8E4M3 || o->dt[0] == DRK_DT_F8E5M2))
+    o->dt[0] = DRK_DT_F32;
   switch (op) {
     case DRK_OP_MATMUL: {
       shp_t b = shp_of(in(n, 1));

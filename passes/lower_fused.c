@@ -14,6 +14,8 @@
  * elementwise nodes are computed right away, full ones when a loop needs them; a last loop
  * stores the full values that leave the group, then the per-row ones are stored.
  *
+ * ATTENTION groups are passes/lower_attention.c's (dispatched from here).
+ *
  * Requires: a group as fuse.c forms it (every in-group edge maps element to element; the
  * reduced elements are innermost). Guarantees: the kernel computes what the group's
  * one-node kernels compute, with the same operations, except that values inside the group
@@ -415,6 +417,8 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const drk_graph_t *g = c->g;
   const drk_fusion_group_t *gr = &f->groups[gi];
   DRK_ASSERT(gr->kind != DRK_FUSION_SINGLE);
+  if (gr->kind == DRK_FUSION_ATTENTION) return drk_lower_attention(c, f, gi);
+  if (gr->kind == DRK_FUSION_MM) return drk_lower_mm_group(c, f, gi);
   drk_arena_t *A = c->m->arena;
   fl_t F0, *F = &F0;
   memset(F, 0, sizeof *F);

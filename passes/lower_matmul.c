@@ -2,13 +2,15 @@
  * GEMM, 1-3 spatial dims, groups, dilations, pads, auto_pad) to tiled `dot` kernels.
  *
  * One program computes a BLOCK_M x BLOCK_N tile of one batch (grid axis 2: batch or conv
- * group). A loop over K in BLOCK_K steps carries the accumulator: masked global loads in a
- * blocked layout, staged through shared memory (local_store, barrier, local_load into the
- * dot_op layouts), then `dot`. f16/bf16 use mma_sync (f32 accumulator), f32 fma (or
- * mma_sync as tf32 when allowed), f64 fma in f64. The epilogue applies alpha/beta/C (Gemm)
- * or the bias (Conv) and stores with masks.
+ * group). The general kernel (every target) streams the k tiles of A and B through a ring of
+ * shared stages filled by masked cp_async (see "the general kernel" below) and carries the
+ * accumulator over a loop of k steps: local_load into the dot_op layouts, then `dot`.
+ * f16/bf16 use mma_sync (f32 accumulator), f32 fma (or mma_sync as tf32 when allowed), f64
+ * fma in f64. On sm_90a alone, f16/bf16 MatMuls take the warp-specialized TMA + wgmma kernel
+ * (mm_hopper). The epilogue applies alpha/beta/C (Gemm) or the bias (Conv) and stores with
+ * masks.
  *
- * Requires: static shapes. Guarantees: every edge is masked (any M, N, K). */
+ * Requires: static shapes. Guarantees: every edge is masked or zero-filled (any M, N, K). */
 #include <string.h>
 
 #define DRK_LOWER_INTERNAL
@@ -19,9 +21,10 @@
 bool drk_lower_matmul_supported(const drk_node_t *n, const char **why) {
   if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) { *why = "op not lowered"; return false; }
   drk_dtype_t t = n->inputs[0]->dtype;
-  if (t != DRK_DT_F32 && t != DRK_DT_F16 && t != DRK_DT_BF16 && t != DRK_DT_F64) { *why = "dtype"; return false; }
+  bool f8 = t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; /* --precision=fp8: mma_sync, f32 result (C, bias f32) */
+  if (t != DRK_DT_F32 && t != DRK_DT_F16 && t != DRK_DT_BF16 && t != DRK_DT_F64 && !f8) { *why = "dtype"; return false; }
   for (int i = 1; i < n->n_inputs; i++)
-    if (n->inputs[i] && n->inputs[i]->dtype != t) { *why = "mixed dtypes"; return false; }
+    if (n->inputs[i] && n->inputs[i]->dtype != (f8 && i >= 2 ? DRK_DT_F32 : t)) { *why = "mixed dtypes"; return false; }
   return true;
 }
 
@@ -226,7 +229,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)BK}, 128, 256, false};
   tv_t *da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BM, BK}, SW), &ta);
   tv_t *db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BK, 64}, SW), &tb);
-  tv_t *py = lw_param_buf(c, n->outputs[0], "y");
+  tv_t *py = lw_mm_out_param(c, n->outputs[0]);
 
   int64_t stage_a = BM * BK * es, stage_b = BK * BN * es;
   int64_t off_b = ST * stage_a, off_bar = off_b + ST * stage_b, smem = off_bar + 16 * ST;
@@ -326,11 +329,157 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, s->N));
     if (batch > 1) rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, pz, c->it), lw_sci(c, c->it, M * s->N)), &rp->type));
     tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
-    lw_store(c, py, yoff, res, emask);
+    lw_mm_store(c, py, yoff, res, emask);
     drk_tile_build_warp_group_end(&c->b);
   }
   lw_kernel_end(c, (M + BM - 1) / BM, (s->N + BN - 1) / BN, batch, 12, smem, &S);
   return true;
+}
+
+/* ---- the general kernel (every target): a ring of shared stages filled by cp_async ----
+ *
+ * k tile kt (BK wide) of A [BM x BK] and of B [BK x BN] goes global -> shared with cp_async
+ * into stage kt % S of a ring of S buffers: 16-byte copies along the dim that is contiguous
+ * in memory where the backend's axis facts allow (masked-off lanes zero-filled), narrower
+ * or synchronous copies otherwise (the backend chooses per access; on AMD every copy is
+ * synchronous). The prologue issues tiles 0..S-2, one commit group each. Step kt:
+ *   cp_async_wait {pending = S-2}  groups 0..kt are complete: tile kt has landed;
+ *   barrier                        tile kt is visible to every warp, and every warp is done
+ *                                  reading stage (kt-1) % S (read at step kt-1);
+ *   if kt+S-1 < NK: copy tile kt+S-1 into stage (kt+S-1) % S == (kt-1) % S;
+ *   cp_async_commit                one group per step, empty past the end, so the count of
+ *                                  groups before step kt's wait is always S-1+kt;
+ *   local_load stage kt % S into the dot_op layouts (ldmatrix on NVIDIA), dot.
+ * One barrier per step. Rows past M, columns past N and k past K are zero-filled in shared
+ * memory, so they add nothing and any M, N, K (K not a multiple of BK included) work; the
+ * epilogue masks the store. */
+
+/* One operand's tile as the pipeline copies it. */
+typedef struct mm_opnd {
+  int64_t dims[2];                      /* A [BM, BK], B [BK, BN] */
+  int kd;                               /* the K dim: A 1, B 0 */
+  const drk_tile_layout_t *L, *Lr, *Lc; /* copy layout (blocked) and its row / column slices */
+  tv_t *param, *ring;                   /* global buffer; smem<S x dims> */
+  tv_t *fixed;                          /* [dims] element offsets that do not depend on k (it) */
+  tv_t *mask;                           /* [dims] mask that does not depend on k, or NULL */
+  tv_t *krange;                         /* 0..BK along kd (it), in the slice layout */
+  int64_t kstride;                      /* elements between consecutive k (unused for Conv's A) */
+} mm_opnd_t;
+
+typedef struct mm_pipe {
+  mm_opnd_t a, b;
+  int64_t BK;
+  tv_t *conv_rowsp[3]; /* Conv: o_d*stride - pad of each row [BM] (a.Lr) */
+} mm_pipe_t;
+
+/* Blocked layout copying a tile of `dims`: vec elements per thread along vd (the dim that
+ * is contiguous in memory), the lanes along vd first, the warps along the other dim. Tiles
+ * smaller than the layout replicate it (equal copies from several threads: harmless). */
+static const drk_tile_layout_t *mm_copy_layout(drk_tile_module_t *m, const int64_t *dims, int vd, int vec, int warps) {
+  int od = 1 - vd, spt[2], tpw[2], wpc[2], ord[2] = {vd, od};
+  if (vec > dims[vd]) vec = (int)dims[vd];
+  int64_t lanes = dims[vd] / vec;
+  if (lanes > 32) lanes = 32;
+  spt[vd] = vec, spt[od] = 1;
+  tpw[vd] = (int)lanes, tpw[od] = 32 / (int)lanes;
+  wpc[vd] = 1, wpc[od] = warps;
+  return drk_tile_layout_blocked(m, 2, spt, tpw, wpc, ord);
+}
+
+/* Shared layout of a stage with dim fd fastest, XOR-swizzled over rows as wide as the
+ * swizzle allows (up to 128 bytes; wider rows are stored in 128-byte column chunks): the 8
+ * rows one ldmatrix phase reads hit 8 distinct 16-byte bank groups. */
+static const drk_tile_layout_t *mm_shared_layout(drk_tile_module_t *m, const int64_t *dims, int fd, int64_t es) {
+  int64_t row = dims[fd] * es;
+  int sw = row >= 128 ? 128 : row >= 64 ? 64 : row >= 32 ? 32 : 0;
+  return drk_tile_layout_shared(m, sw, 2, (int[]){fd, 1 - fd});
+}
+
+static tv_t *mm_and(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : BIN(AND, a, b); }
+
+/* cp_async of the elements at offsets off (it) of o's buffer, under mask (NULL: all), into
+ * stage st (i32) of its ring. */
+static void mm_copy(drk_lctx_t *c, const mm_opnd_t *o, tv_t *off, tv_t *mask, tv_t *st) {
+  drk_tile_type_t pt = off->type;
+  pt.dtype = o->param->type.dtype;
+  pt.is_ptr = true;
+  tv_t *ps = drk_tile_build1(&c->b, DRK_TOP_SPLAT, 1, (tv_t *[]){o->param}, pt);
+  tv_t *pp = drk_tile_build1(&c->b, DRK_TOP_ADDPTR, 2, (tv_t *[]){ps, off}, pt);
+  drk_tile_build(&c->b, DRK_TOP_CP_ASYNC, mask ? 3 : 2, (tv_t *[]){ws_index(c, o->ring, st), pp, mask}, 0, NULL);
+}
+
+/* Copies k tile kt (scalar, it) of A and B into stage st (scalar i32). */
+static void mm_issue(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, tv_t *kt, tv_t *st) {
+  const mm_opnd_t *A = &P->a, *B = &P->b;
+  int64_t BM = A->dims[0], BK = P->BK, BN = B->dims[1];
+  tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, BK));
+  bool kedge = s->K % BK != 0;
+  /* A */
+  tv_t *kk = BIN(ADD, lw_splat(c, k0, &A->krange->type), A->krange);
+  tv_t *mask = mm_and(c, A->mask, kedge ? lw_bcast_col(c, lw_cmp(c, "lt", kk, lw_ci(c, kk, s->K)), A->L, BM, BK) : NULL);
+  tv_t *off;
+  if (s->conv) {
+    /* k -> (ci, kk...): column part ci*PI; spatial ih_d = o_d*stride - pad + kk_d*dil, in range */
+    tv_t *ci = s->KS > 1 ? BIN(DIV, kk, lw_ci(c, kk, s->KS)) : kk;
+    off = BIN(ADD, A->fixed, lw_bcast_col(c, BIN(MUL, ci, lw_ci(c, ci, s->PI)), A->L, BM, BK));
+    int64_t istr = 1;
+    for (int d = s->nsp - 1; d >= 0; d--) {
+      tv_t *kd = lw_coord(c, kk, s->nsp + 1, (int64_t[]){s->C / s->G, s->Kk[0], s->Kk[1], s->Kk[2]}, d + 1);
+      tv_t *kc = s->dil[d] != 1 ? BIN(MUL, kd, lw_ci(c, kd, s->dil[d])) : kd;
+      tv_t *ih = BIN(ADD, lw_bcast_row(c, P->conv_rowsp[d], A->L, BM, BK), lw_bcast_col(c, kc, A->L, BM, BK));
+      mask = mm_and(c, mask, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, 0)), lw_cmp(c, "lt", ih, lw_ci(c, ih, s->I[d]))));
+      off = BIN(ADD, off, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
+      istr *= s->I[d];
+    }
+  } else {
+    tv_t *kc = A->kstride != 1 ? BIN(MUL, kk, lw_ci(c, kk, A->kstride)) : kk;
+    off = BIN(ADD, A->fixed, lw_bcast_col(c, kc, A->L, BM, BK));
+  }
+  mm_copy(c, A, off, mask, st);
+  /* B */
+  kk = BIN(ADD, lw_splat(c, k0, &B->krange->type), B->krange);
+  mask = mm_and(c, B->mask, kedge ? lw_bcast_row(c, lw_cmp(c, "lt", kk, lw_ci(c, kk, s->K)), B->L, BK, BN) : NULL);
+  tv_t *kc = B->kstride != 1 ? BIN(MUL, kk, lw_ci(c, kk, B->kstride)) : kk;
+  mm_copy(c, B, BIN(ADD, B->fixed, lw_bcast_row(c, kc, B->L, BK, BN)), mask, st);
+}
+
+/* Copy and shared layouts of operand o (tile dims set), vectors along vd, vec elements. */
+static void mm_opnd_layouts(drk_lctx_t *c, mm_opnd_t *o, int vd, int vec, int warps) {
+  o->L = mm_copy_layout(c->m, o->dims, vd, vec, warps);
+  o->Lr = drk_tile_layout_slice(c->m, o->L, 1);
+  o->Lc = drk_tile_layout_slice(c->m, o->L, 0);
+  o->krange = lw_cast(c, lw_range(c, o->dims[o->kd], o->kd == 1 ? o->Lc : o->Lr), c->it);
+}
+
+/* The pipelined main loop; returns the accumulator after the last k tile. */
+static tv_t *mm_pipeline(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, int64_t S, tv_t *zero,
+                         const drk_tile_layout_t *opA, const drk_tile_layout_t *opB, bool mma) {
+  drk_tile_module_t *m = c->m;
+  int64_t NK = (s->K + P->BK - 1) / P->BK;
+  for (int64_t i = 0; i < S - 1; i++) {
+    if (i < NK) mm_issue(c, s, P, lw_sci(c, c->it, i), lw_sci(c, DRK_DT_I32, i));
+    drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL);
+  }
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, NK), lw_sci(c, c->it, 1), 1, &zero);
+  tv_t *kt = f->regions[0]->args[0], *acc = f->regions[0]->args[1];
+  ws_op1(c, DRK_TOP_CP_ASYNC_WAIT, NULL, "pending", S - 2);
+  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+  if (S - 1 < NK) {
+    tv_t *kn = BIN(ADD, kt, lw_sci(c, c->it, S - 1));
+    drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, lw_sci(c, c->it, NK)), 0, NULL);
+    mm_issue(c, s, P, kn, lw_cast(c, BIN(REM, kn, lw_sci(c, c->it, S)), DRK_DT_I32));
+    drk_tile_build_if_end(&c->b, 0, NULL);
+  }
+  drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL);
+  tv_t *st = lw_cast(c, BIN(REM, kt, lw_sci(c, c->it, S)), DRK_DT_I32);
+  tv_t *sa = ws_index(c, P->a.ring, st), *sb = ws_index(c, P->b.ring, st);
+  tv_t *fa = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &sa, drk_tile_type_tile(s->t, 2, P->a.dims, opA));
+  tv_t *fb = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &sb, drk_tile_type_tile(s->t, 2, P->b.dims, opB));
+  drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){fa, fb, acc}, 1, &acc->type);
+  drk_tile_op_set_ident(m, dot, "kind", mma ? "mma_sync" : "fma");
+  f = drk_tile_build_for_end(&c->b, 1, dot->results);
+  ws_op1(c, DRK_TOP_CP_ASYNC_WAIT, NULL, "pending", 0);
+  return f->results[0];
 }
 
 bool drk_lower_matmul(drk_lctx_t *c) {
@@ -341,47 +490,58 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.t, &c->o);
   ws_batch_t ba, bb;
   if (ws_eligible(c, &s, &W, &ba, &bb)) return mm_hopper(c, &s, W, ba, bb);
-  drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.t, &c->o);
+  drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.batch, s.t, &c->o);
   bool mma = strcmp(S.mma, "mma_sync") == 0;
   drk_dtype_t at = s.t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32;
-  int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k;
+  int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages < 2 ? 2 : S.stages;
   int64_t big = 0;
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
   if (lw_numel(n->outputs[0]) > big) big = lw_numel(n->outputs[0]);
   lw_kernel_begin(c, big < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
   drk_tile_module_t *m = c->m;
-  tv_t *pa = lw_param_buf(c, n->inputs[0], "a");
-  tv_t *pb = lw_param_buf(c, n->inputs[1], "b");
+  mm_pipe_t P;
+  memset(&P, 0, sizeof P);
+  P.BK = BK;
+  P.a.param = lw_param_buf(c, n->inputs[0], "a");
+  P.b.param = lw_param_buf(c, n->inputs[1], "b");
   tv_t *pc = n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
-  tv_t *py = lw_param_buf(c, n->outputs[0], "y");
+  tv_t *py = lw_mm_out_param(c, n->outputs[0]);
 
-  const drk_tile_layout_t *LA = drk_tile_layout_blocked(m, 2, (int[]){1, 4}, (int[]){4, 8}, (int[]){4, 1}, (int[]){1, 0});
-  const drk_tile_layout_t *LB = LA;
+  /* accumulator: mma_sync with 2 x (warps/2) warps, or blocked (fma) */
   const drk_tile_layout_t *acc_l =
-      mma ? drk_tile_layout_mma(m, DRK_TL_MMA_SYNC, 2, 2, 16, 8)
+      mma ? drk_tile_layout_mma(m, DRK_TL_MMA_SYNC, 2, S.warps / 2, 16, 8)
           : drk_tile_layout_blocked(m, 2, (int[]){2, 2}, (int[]){4, 8}, (int[]){2, 2}, (int[]){1, 0});
   int kw = mma ? (s.t == DRK_DT_F32 ? 4 : 8) : 1;
   const drk_tile_layout_t *opA = drk_tile_layout_dot_op(m, acc_l, 0, kw), *opB = drk_tile_layout_dot_op(m, acc_l, 1, kw);
-  const drk_tile_layout_t *SL = drk_tile_layout_shared(m, 0, 2, (int[]){1, 0});
   int64_t es = drk_dtype_bits(s.t) / 8;
-  int64_t a_bytes = (BM * BK * es + 15) / 16 * 16, smem = a_bytes + BK * BN * es;
+  int vec = (int)(16 / es);
+  P.a.dims[0] = BM, P.a.dims[1] = BK, P.a.kd = 1;
+  P.b.dims[0] = BK, P.b.dims[1] = BN, P.b.kd = 0;
+  /* vectors along the dim contiguous in memory: A's K unless transposed (Gemm transA), B's N
+   * unless transposed (Gemm transB, Conv weights); Conv's A is a gather (one element each,
+   * lanes along the output pixels) */
+  int avd = s.conv ? 0 : (s.sak == 1 && s.K > 1) || s.sam != 1 ? 1 : 0;
+  int bvd = (s.sbn == 1 && s.N > 1) || s.sbk != 1 ? 1 : 0;
+  mm_opnd_layouts(c, &P.a, avd, s.conv ? 1 : vec, S.warps);
+  mm_opnd_layouts(c, &P.b, bvd, vec, S.warps);
+  P.a.kstride = s.sak;
+  P.b.kstride = s.sbk;
+  int64_t a_stage = BM * BK * es, b_stage = BK * BN * es;
+  int64_t off_b = (ST * a_stage + 1023) / 1024 * 1024, smem = off_b + ST * b_stage;
+  P.a.ring = ws_alloc(c, 0, s.t, 3, (int64_t[]){ST, BM, BK}, mm_shared_layout(m, P.a.dims, avd, es));
+  P.b.ring = ws_alloc(c, off_b, s.t, 3, (int64_t[]){ST, BK, BN}, mm_shared_layout(m, P.b.dims, bvd, es));
 
   tv_t *pm = lw_pid(c, 0), *pn = lw_pid(c, 1), *pz = lw_pid(c, 2);
-  const drk_tile_layout_t *LAr = drk_tile_layout_slice(m, LA, 1), *LAc = drk_tile_layout_slice(m, LA, 0);
-  tv_t *mi = lw_cast(c, lw_range(c, BM, LAr), c->it);
+  tv_t *mi = lw_cast(c, lw_range(c, BM, P.a.Lr), c->it);
   tv_t *mrow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &mi->type), mi);
-  tv_t *mmask = lw_bcast_row(c, lw_cmp(c, "lt", mrow, lw_ci(c, mrow, s.M)), LA, BM, BK);
-  tv_t *ka = lw_cast(c, lw_range(c, BK, LAc), c->it);
-  tv_t *kb = lw_cast(c, lw_range(c, BK, LAr), c->it);
-  tv_t *nj = lw_cast(c, lw_range(c, BN, LAc), c->it);
+  if (s.M % BM || s.M == 0) P.a.mask = lw_bcast_row(c, lw_cmp(c, "lt", mrow, lw_ci(c, mrow, s.M)), P.a.L, BM, BK);
+  tv_t *nj = lw_cast(c, lw_range(c, BN, P.b.Lc), c->it);
   tv_t *ncol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &nj->type), nj);
-  tv_t *nmask = lw_bcast_col(c, lw_cmp(c, "lt", ncol, lw_ci(c, ncol, s.N)), LB, BK, BN);
+  if (s.N % BN || s.N == 0) P.b.mask = lw_bcast_col(c, lw_cmp(c, "lt", ncol, lw_ci(c, ncol, s.N)), P.b.L, BK, BN);
 
   /* per-batch (or per-group) base offsets, scalars */
-  tv_t *abase, *bbase;
-  tv_t *arow; /* A row part [BM] (LAr) */
-  tv_t *conv_rowsp[3] = {0};
+  tv_t *abase, *bbase, *arow; /* arow: A row part [BM] (a.Lr) */
   if (s.conv) {
     int64_t Cg = s.C / s.G, OCg = s.OC / s.G;
     abase = BIN(MUL, pz, lw_sci(c, c->it, Cg * s.PI));
@@ -391,60 +551,20 @@ bool drk_lower_matmul(drk_lctx_t *c) {
     arow = BIN(MUL, nbi, lw_ci(c, nbi, s.C * s.PI));
     for (int d = 0; d < s.nsp; d++) {
       tv_t *od = lw_coord(c, mrow, s.nsp + 1, (int64_t[]){s.Nb, s.O[0], s.O[1], s.O[2]}, d + 1);
-      conv_rowsp[d] = BIN(SUB, BIN(MUL, od, lw_ci(c, od, s.st[d])), lw_ci(c, od, s.pad[d]));
+      P.conv_rowsp[d] = BIN(SUB, BIN(MUL, od, lw_ci(c, od, s.st[d])), lw_ci(c, od, s.pad[d]));
     }
   } else {
     abase = lw_affine(c, pz, s.nb, s.bd, s.bas, 0);
     bbase = lw_affine(c, pz, s.nb, s.bd, s.bbs, 0);
-    arow = BIN(MUL, mrow, lw_ci(c, mrow, s.sam));
+    arow = s.sam != 1 ? BIN(MUL, mrow, lw_ci(c, mrow, s.sam)) : mrow;
   }
-  tv_t *arow2 = lw_bcast_row(c, BIN(ADD, arow, lw_splat(c, abase, &arow->type)), LA, BM, BK);
-  tv_t *bcol2 = lw_bcast_col(c, BIN(ADD, BIN(MUL, ncol, lw_ci(c, ncol, s.sbn)), lw_splat(c, bbase, &ncol->type)), LB, BK, BN);
+  P.a.fixed = lw_bcast_row(c, BIN(ADD, arow, lw_splat(c, abase, &arow->type)), P.a.L, BM, BK);
+  tv_t *bcol = s.sbn != 1 ? BIN(MUL, ncol, lw_ci(c, ncol, s.sbn)) : ncol;
+  P.b.fixed = lw_bcast_col(c, BIN(ADD, bcol, lw_splat(c, bbase, &ncol->type)), P.b.L, BK, BN);
 
-  int64_t ad[2] = {BM, BK}, bd[2] = {BK, BN}, cd[2] = {BM, BN};
-  tv_t *sa = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(s.t, 2, ad, SL));
-  drk_tile_op_set_int(m, sa->def, "offset", 0);
-  tv_t *sb = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(s.t, 2, bd, SL));
-  drk_tile_op_set_int(m, sb->def, "offset", a_bytes);
+  int64_t cd[2] = {BM, BN};
   tv_t *zero = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(at, 2, cd, acc_l));
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, s.K), lw_sci(c, c->it, BK), 1, &zero);
-  tv_t *k0 = f->regions[0]->args[0], *acc = f->regions[0]->args[1];
-  /* A tile */
-  tv_t *kk = BIN(ADD, lw_splat(c, k0, &ka->type), ka);
-  tv_t *amask = BIN(AND, mmask, lw_bcast_col(c, lw_cmp(c, "lt", kk, lw_ci(c, kk, s.K)), LA, BM, BK));
-  tv_t *aoff;
-  if (s.conv) {
-    /* k -> (ci, kk...): column part ci*PI; spatial kk_d*dil */
-    tv_t *ci = s.KS > 1 ? BIN(DIV, kk, lw_ci(c, kk, s.KS)) : kk;
-    aoff = BIN(ADD, arow2, lw_bcast_col(c, BIN(MUL, ci, lw_ci(c, ci, s.PI)), LA, BM, BK));
-    int64_t istr = 1;
-    for (int d = s.nsp - 1; d >= 0; d--) {
-      tv_t *kd = lw_coord(c, kk, s.nsp + 1, (int64_t[]){s.C / s.G, s.Kk[0], s.Kk[1], s.Kk[2]}, d + 1);
-      tv_t *kc = BIN(MUL, kd, lw_ci(c, kd, s.dil[d]));
-      tv_t *ih = BIN(ADD, lw_bcast_row(c, conv_rowsp[d], LA, BM, BK), lw_bcast_col(c, kc, LA, BM, BK));
-      amask = BIN(AND, amask, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, 0)), lw_cmp(c, "lt", ih, lw_ci(c, ih, s.I[d]))));
-      aoff = BIN(ADD, aoff, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
-      istr *= s.I[d];
-    }
-  } else {
-    aoff = BIN(ADD, arow2, lw_bcast_col(c, BIN(MUL, kk, lw_ci(c, kk, s.sak)), LA, BM, BK));
-  }
-  tv_t *av = lw_load(c, pa, aoff, amask, 0);
-  /* B tile */
-  tv_t *kk2 = BIN(ADD, lw_splat(c, k0, &kb->type), kb);
-  tv_t *bmask = BIN(AND, nmask, lw_bcast_row(c, lw_cmp(c, "lt", kk2, lw_ci(c, kk2, s.K)), LB, BK, BN));
-  tv_t *boff = BIN(ADD, bcol2, lw_bcast_row(c, BIN(MUL, kk2, lw_ci(c, kk2, s.sbk)), LB, BK, BN));
-  tv_t *bv = lw_load(c, pb, boff, bmask, 0);
-  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
-  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){sa, av}, 0, NULL);
-  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){sb, bv}, 0, NULL);
-  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
-  tv_t *fa = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &sa, drk_tile_type_tile(s.t, 2, ad, opA));
-  tv_t *fb = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &sb, drk_tile_type_tile(s.t, 2, bd, opB));
-  drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){fa, fb, acc}, 1, &acc->type);
-  drk_tile_op_set_ident(m, dot, "kind", mma ? "mma_sync" : "fma");
-  f = drk_tile_build_for_end(&c->b, 1, dot->results);
-  tv_t *res = f->results[0];
+  tv_t *res = mm_pipeline(c, &s, &P, ST, zero, opA, opB, mma);
 
   /* epilogue in the accumulator layout */
   const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
@@ -484,9 +604,9 @@ bool drk_lower_matmul(drk_lctx_t *c) {
       }
     }
   }
-  lw_store(c, py, yoff, res, emask);
+  lw_mm_store(c, py, yoff, res, emask);
   S.tile_k = (int)BK;
-  S.stages = 1;
+  S.stages = (int)ST;
   lw_kernel_end(c, (s.M + BM - 1) / BM, (s.N + BN - 1) / BN, s.batch, S.warps, smem, &S);
   return true;
 }

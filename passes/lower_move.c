@@ -1,12 +1,14 @@
 /* Lowering of data movement: Transpose, Expand, Slice, Tile, Pad (constant/edge/reflect),
  * DepthToSpace, SpaceToDepth, Concat, Split, Gather, GatherElements, Trilu, Range,
- * ConstantOfShape, Dropout (inference: alias, mask = true), Shape/Size (constants).
+ * ConstantOfShape, Dropout (inference: alias, mask = true), Shape/Size (constants). GatherND,
+ * ScatterND, OneHot and Resize (nearest, linear, cubic) are dispatched from here to
+ * lower_gather.c.
  *
  * Every kernel is flat over the output (Split: over the input): the output offset is
  * unravelled into coordinates by div/rem with constant dims, each op maps coordinates to an
  * input offset (and a validity mask), then a masked load and store.
  *
- * Requires: static shapes; Slice/Pad/Tile/Split/Trilu/OneHot parameters constant. */
+ * Requires: static shapes; Slice/Pad/Tile/Split/Trilu parameters constant. */
 #include <string.h>
 
 #define DRK_LOWER_INTERNAL
@@ -21,8 +23,8 @@ bool drk_lower_move_supported(const drk_node_t *n, const char **why) {
   case DRK_OP_GATHER_ELEMENTS: case DRK_OP_TRILU: case DRK_OP_RANGE: case DRK_OP_CONSTANT_OF_SHAPE:
   case DRK_OP_DROPOUT: case DRK_OP_SHAPE: case DRK_OP_SIZE:
     break;
-  case DRK_OP_RESIZE:
-    if (strcmp(drk_node_attr_string(n, "mode", "nearest"), "nearest") != 0) { *why = "mode other than nearest"; return false; }
+  case DRK_OP_GATHER_ND: case DRK_OP_SCATTER_ND: case DRK_OP_ONE_HOT: case DRK_OP_RESIZE:
+    if (!drk_lower_gather_supported(n, why)) return false;
     break;
   default: *why = "op not lowered"; return false;
   }
@@ -406,69 +408,13 @@ static bool lower_fill(drk_lctx_t *c, int out_index) {
   return true;
 }
 
-/* Resize, mode nearest: per resized dim, the source coordinate from the coordinate
- * transformation (f32), rounded by nearest_mode, clamped. */
-static bool lower_resize(drk_lctx_t *c) {
-  const drk_node_t *n = c->node;
-  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
-  int r = y->shape.rank;
-  double scales[LW_MAX_RANK];
-  const drk_value_t *sv = n->n_inputs > 2 ? n->inputs[2] : NULL;
-  bool have_scales = sv && lw_numel(sv) == r;
-  if (have_scales && (sv->kind != DRK_VALUE_CONST || !sv->data)) return lw_err(c, "scales must be a constant");
-  if (drk_node_attr(n, "axes")) return lw_err(c, "Resize with axes is not lowered for GPU yet");
-  const char *ctm = drk_node_attr_string(n, "coordinate_transformation_mode", "half_pixel");
-  const char *nm = drk_node_attr_string(n, "nearest_mode", "round_prefer_floor");
-  int64_t xd[LW_MAX_RANK], xs[LW_MAX_RANK];
-  dims_of(x, xd);
-  lw_strides(x, xs);
-  for (int i = 0; i < r; i++) scales[i] = have_scales ? lw_const_f64(sv, i) : (double)y->shape.dims[i].size / (double)xd[i];
-  lw_kernel_begin(c, idx_dtype(n));
-  tv_t *px = lw_param_buf(c, x, "x");
-  tv_t *py = lw_param_buf(c, y, "y");
-  lw_flat_t f;
-  lw_flat_begin(c, lw_numel(y), &f);
-  coords_t k = {.r = r, .offs = f.offs};
-  dims_of(y, k.d);
-  tv_t *off = NULL;
-  for (int i = 0; i < r; i++) {
-    if (xd[i] == 1) continue;
-    tv_t *o = co(c, &k, i);
-    if (k.d[i] == xd[i] && scales[i] == 1.0) { off = addmul(c, off, o, xs[i]); continue; }
-    tv_t *of = lw_cast(c, o, DRK_DT_F32);
-    double sc = scales[i];
-    tv_t *xo;
-    if (strcmp(ctm, "asymmetric") == 0) xo = BIN(DIV, of, lw_cf(c, of, sc));
-    else if (strcmp(ctm, "align_corners") == 0)
-      xo = k.d[i] > 1 ? BIN(MUL, of, lw_cf(c, of, (double)(xd[i] - 1) / (double)(k.d[i] - 1))) : lw_cf(c, of, 0);
-    else if (strcmp(ctm, "tf_half_pixel_for_nn") == 0) xo = BIN(DIV, BIN(ADD, of, lw_cf(c, of, 0.5)), lw_cf(c, of, sc));
-    else if (strcmp(ctm, "half_pixel") == 0 || strcmp(ctm, "pytorch_half_pixel") == 0) {
-      xo = BIN(SUB, BIN(DIV, BIN(ADD, of, lw_cf(c, of, 0.5)), lw_cf(c, of, sc)), lw_cf(c, of, 0.5));
-      if (strcmp(ctm, "pytorch_half_pixel") == 0 && k.d[i] == 1) xo = lw_cf(c, of, 0);
-    } else {
-      return lw_err(c, "coordinate_transformation_mode '%s' is not lowered for GPU yet", ctm);
-    }
-    if (strcmp(nm, "floor") == 0) xo = lw_un(c, DRK_TOP_FLOOR, xo);
-    else if (strcmp(nm, "ceil") == 0) xo = lw_un(c, DRK_TOP_CEIL, xo);
-    else if (strcmp(nm, "round_prefer_ceil") == 0) xo = lw_un(c, DRK_TOP_FLOOR, BIN(ADD, xo, lw_cf(c, xo, 0.5)));
-    else xo = lw_un(c, DRK_TOP_CEIL, BIN(SUB, xo, lw_cf(c, xo, 0.5)));
-    tv_t *xi = lw_cast(c, xo, c->it);
-    xi = BIN(MIN, BIN(MAX, xi, lw_ci(c, xi, 0)), lw_ci(c, xi, xd[i] - 1));
-    off = addmul(c, off, xi, xs[i]);
-  }
-  if (!off) off = lw_ci(c, f.offs, 0);
-  lw_store(c, py, f.offs, lw_load(c, px, off, f.mask, 0), f.mask);
-  lw_flat_end(c, &f);
-  return true;
-}
-
 bool drk_lower_move(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   switch (n->op) {
   case DRK_OP_CONCAT: return lower_concat(c);
   case DRK_OP_SPLIT: return lower_split(c);
   case DRK_OP_GATHER: case DRK_OP_GATHER_ELEMENTS: return lower_gather(c);
-  case DRK_OP_RESIZE: return lower_resize(c);
+  case DRK_OP_GATHER_ND: case DRK_OP_SCATTER_ND: case DRK_OP_ONE_HOT: case DRK_OP_RESIZE: return drk_lower_gather(c);
   case DRK_OP_RANGE: case DRK_OP_CONSTANT_OF_SHAPE: case DRK_OP_SHAPE: case DRK_OP_SIZE: return lower_fill(c, 0);
   case DRK_OP_DROPOUT:
     lw_alias(c, n->outputs[0], n->inputs[0]);

@@ -6,7 +6,14 @@
  * kernel window (scalar index unravelled into kernel coordinates) carries the max or the
  * sum and the count of counted positions; out-of-image positions are masked off.
  *
- * Requires: static shapes. MaxPool's Indices output is not lowered. */
+ * MaxPool's Indices output (int64): the loop then carries the best value and its index as
+ * the interpreter (ir/interp_pool.c) picks them: the first window position (row-major over
+ * the kernel) holding the maximum, or the first NaN; an index is the flattened position in
+ * the input, (n*C + c) * prod(in) + the spatial offset, spatial dims row-major
+ * (storage_order 0) or column-major (storage_order 1); a window with no position inside
+ * the input gives (n*C + c) * prod(in) and the value -inf (the dtype's lowest for i8/u8).
+ *
+ * Requires: static shapes. */
 #include <math.h>
 #include <string.h>
 
@@ -20,7 +27,6 @@ bool drk_lower_pool_supported(const drk_node_t *n, const char **why) {
   drk_dtype_t t = n->inputs[0]->dtype;
   bool fl = t == DRK_DT_F32 || t == DRK_DT_F16 || t == DRK_DT_BF16 || t == DRK_DT_F64;
   if (!fl && !(n->op == DRK_OP_MAX_POOL && (t == DRK_DT_I8 || t == DRK_DT_U8))) { *why = "dtype"; return false; }
-  if (n->op == DRK_OP_MAX_POOL && n->n_outputs > 1 && n->outputs[1]) { *why = "Indices output"; return false; }
   return true;
 }
 
@@ -60,10 +66,21 @@ bool drk_lower_pool(drk_lctx_t *c) {
     PO *= O[d];
     PI *= I[d];
   }
+  const drk_value_t *yi = mx && n->n_outputs > 1 ? n->outputs[1] : NULL;
+  if (yi && yi->dtype != DRK_DT_I64) return lw_err(c, "Indices must be i64, not %s", drk_dtype_name(yi->dtype));
+  /* spatial strides of the Indices output: row-major, or column-major for storage_order 1 */
+  int64_t ist[3], sp = 1;
+  bool colmajor = drk_node_attr_int(n, "storage_order", 0) != 0;
+  for (int j = 0; j < ns; j++) {
+    int d = colmajor ? j : ns - 1 - j;
+    ist[d] = sp;
+    sp *= I[d];
+  }
   int64_t big = lw_numel(x) > lw_numel(y) ? lw_numel(x) : lw_numel(y);
   lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
+  tv_t *pi = yi ? lw_param_buf(c, yi, "indices") : NULL;
   lw_flat_t f;
   lw_flat_begin(c, lw_numel(y), &f);
   f.s.kind = "pool";
@@ -79,9 +96,12 @@ bool drk_lower_pool(drk_lctx_t *c) {
     org[d] = BIN(SUB, BIN(MUL, o, lw_ci(c, o, S[d])), lw_ci(c, o, PB[d]));
   }
   double lo = drk_dtype_is_float(at) ? -INFINITY : x->dtype == DRK_DT_U8 ? 0 : -128;
-  tv_t *init[2] = {lw_cdt(c, f.offs, at, mx ? lo : 0), lw_cdt(c, f.offs, at, 0)};
-  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, KS), lw_sci(c, c->it, 1), 2, init);
+  /* carried: max or sum, count, and with Indices the best's spatial offset (-1: none yet) */
+  tv_t *init[3] = {lw_cdt(c, f.offs, at, mx ? lo : 0), lw_cdt(c, f.offs, at, 0), lw_ci(c, f.offs, -1)};
+  int ncar = yi ? 3 : 2;
+  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, KS), lw_sci(c, c->it, 1), ncar, init);
   tv_t *kk = loop->regions[0]->args[0], *acc = loop->regions[0]->args[1], *count = loop->regions[0]->args[2];
+  tv_t *bidx = yi ? loop->regions[0]->args[3] : NULL, *ioff = NULL;
   int64_t kd[3] = {K[0], ns > 1 ? K[1] : 1, ns > 2 ? K[2] : 1};
   tv_t *off = base, *ok = f.mask, *inpad = f.mask;
   int64_t istr = 1;
@@ -92,21 +112,40 @@ bool drk_lower_pool(drk_lctx_t *c) {
     if (incl)
       inpad = BIN(AND, inpad, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, -PB[d])), lw_cmp(c, "lt", ih, lw_ci(c, ih, I[d] + PE[d]))));
     off = BIN(ADD, off, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
+    if (yi) {
+      tv_t *t = ist[d] == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, ist[d]));
+      ioff = ioff ? BIN(ADD, ioff, t) : t;
+    }
     istr *= I[d];
   }
   tv_t *v = lw_cast(c, lw_load(c, px, off, ok, mx ? lo : 0), at);
-  tv_t *y2[2];
-  if (mx) {
+  tv_t *y2[3];
+  if (yi) {
+    /* the interpreter's pick: the first inside position, then a greater value, or a NaN
+     * while the best is not NaN */
+    tv_t *better = BIN(OR, lw_cmp(c, "lt", bidx, lw_ci(c, bidx, 0)), lw_cmp(c, "gt", v, acc));
+    if (drk_dtype_is_float(at))
+      better = BIN(OR, better, BIN(AND, lw_cmp(c, "ne", v, v), lw_cmp(c, "eq", acc, acc)));
+    tv_t *take = BIN(AND, ok, better);
+    y2[0] = lw_sel(c, take, v, acc);
+    y2[1] = count;
+    y2[2] = lw_sel(c, take, ioff, bidx);
+  } else if (mx) {
     y2[0] = BIN(MAX, acc, v);
     y2[1] = count;
   } else {
     y2[0] = BIN(ADD, acc, v);
     y2[1] = BIN(ADD, count, lw_sel(c, incl ? inpad : ok, lw_cf(c, count, 1), lw_cf(c, count, 0)));
   }
-  loop = drk_tile_build_for_end(&c->b, 2, y2);
+  loop = drk_tile_build_for_end(&c->b, ncar, y2);
   tv_t *res = loop->results[0];
   if (!mx) res = BIN(DIV, res, BIN(MAX, loop->results[1], lw_cf(c, res, 1)));
   lw_store(c, py, f.offs, res, f.mask);
+  if (pi) {
+    tv_t *bi = loop->results[2];
+    bi = lw_sel(c, lw_cmp(c, "lt", bi, lw_ci(c, bi, 0)), lw_ci(c, bi, 0), bi);
+    lw_store(c, pi, f.offs, lw_cast(c, BIN(ADD, base, bi), DRK_DT_I64), f.mask);
+  }
   lw_flat_end(c, &f);
   return true;
 }

@@ -338,6 +338,10 @@ bool drk_lower_node_supported(const drk_node_t *n, const char **why) {
   const char *w = NULL;
   if (!why) why = &w;
   if (is_alias_op(n)) return true;
+  /* by op before the flags: TopK carries RED, Einsum and ConvTranspose MM */
+  if (n->op == DRK_OP_TOP_K) return drk_lower_topk_supported(n, why);
+  if (n->op == DRK_OP_EINSUM) return drk_lower_einsum_supported(n, why);
+  if (n->op == DRK_OP_CONV_TRANSPOSE) return drk_lower_conv_transpose_supported(n, why);
   if (is_pool(n->op)) return drk_lower_pool_supported(n, why);
   unsigned f = drk_op_info(n->op)->flags;
   if (f & DRK_OPF_EW) return drk_lower_ew_supported(n, why);
@@ -388,6 +392,9 @@ static bool lower_node(drk_lctx_t *c) {
     lw_alias(c, n->outputs[0], n->inputs[0]);
     return true;
   }
+  if (n->op == DRK_OP_TOP_K) return drk_lower_topk(c);
+  if (n->op == DRK_OP_EINSUM) return drk_lower_einsum(c);
+  if (n->op == DRK_OP_CONV_TRANSPOSE) return drk_lower_conv_transpose(c);
   if (is_pool(n->op)) return drk_lower_pool(c);
   unsigned f = drk_op_info(n->op)->flags;
   if (f & DRK_OPF_EW) return drk_lower_ew(c);

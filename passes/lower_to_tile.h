@@ -161,6 +161,11 @@ typedef struct drk_lctx {
   drk_launch_t *launches;
   size_t n_aliases, cap_aliases;
   drk_alias_t *aliases;
+  /* a matmul/conv with a fused epilogue (DRK_FUSION_MM group epi_group of epi), else NULL;
+   * epi_param: per value id, the kernel's buffer parameters the epilogue made */
+  const struct drk_fusion *epi;
+  int epi_group;
+  tv_t **epi_param;
 } drk_lctx_t;
 
 /* per-family entry points: return false after reporting an error */
@@ -169,11 +174,31 @@ bool drk_lower_reduce(drk_lctx_t *c);
 bool drk_lower_matmul(drk_lctx_t *c);
 bool drk_lower_move(drk_lctx_t *c);
 bool drk_lower_pool(drk_lctx_t *c);
+/* A DRK_FUSION_MM group: its anchor lowered by drk_lower_matmul with the epilogue
+ * (lower_epilogue.c). */
+bool drk_lower_mm_group(drk_lctx_t *c, const struct drk_fusion *f, int gi);
+/* Where a matmul/conv kernel stores its result tile res (accumulator layout) at flat output
+ * offsets yoff: a plain masked store, or the fused epilogue of c->epi. */
+void lw_mm_store(drk_lctx_t *c, tv_t *py, tv_t *yoff, tv_t *res, tv_t *mask);
+/* The buffer parameter for a matmul/conv's result y; NULL when a fused epilogue consumes it
+ * entirely (nothing outside the group reads it). */
+tv_t *lw_mm_out_param(drk_lctx_t *c, const drk_value_t *y);
 bool drk_lower_ew_supported(const drk_node_t *n, const char **why);
 bool drk_lower_reduce_supported(const drk_node_t *n, const char **why);
 bool drk_lower_matmul_supported(const drk_node_t *n, const char **why);
 bool drk_lower_move_supported(const drk_node_t *n, const char **why);
 bool drk_lower_pool_supported(const drk_node_t *n, const char **why);
+/* GatherND, ScatterND, OneHot, Resize (lower_gather.c; dispatched from lower_move.c) */
+bool drk_lower_gather(drk_lctx_t *c);
+bool drk_lower_gather_supported(const drk_node_t *n, const char **why);
+/* ops outside the flag families of ir/graph_ops.def, dispatched by op: TopK (lower_topk.c),
+ * Einsum (lower_einsum.c), ConvTranspose (lower_conv_transpose.c) */
+bool drk_lower_topk(drk_lctx_t *c);
+bool drk_lower_einsum(drk_lctx_t *c);
+bool drk_lower_conv_transpose(drk_lctx_t *c);
+bool drk_lower_topk_supported(const drk_node_t *n, const char **why);
+bool drk_lower_einsum_supported(const drk_node_t *n, const char **why);
+bool drk_lower_conv_transpose_supported(const drk_node_t *n, const char **why);
 
 /* ---- errors ---- */
 bool lw_err(drk_lctx_t *c, const char *fmt, ...) DRK_PRINTF(2, 3); /* always false */
@@ -245,7 +270,7 @@ drk_schedule_t drk_sched_flat(int64_t n);
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */
 drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
 drk_schedule_t drk_sched_seq(int64_t rows);
-drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);
+drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
 /* The sm_90a warp-specialized TMA + wgmma matmul (passes/lower_matmul.c): mma = "wgmma",
  * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. */
 drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);

@@ -54,6 +54,11 @@ bool drk_pass_eliminate_dead(drk_graph_t *g);
  * folded. Never fails. */
 bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded);
 
+/* Pointwise Conv (1x1 kernels, unit strides, no pads, one group, constant weights) as
+ * Reshape -> MatMul -> Add(bias) -> Reshape: passes/conv_to_matmul.c. Leaves the Conv nodes
+ * dead (run drk_pass_eliminate_dead). *out_n_rewritten (may be NULL): Convs rewritten. */
+bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten);
+
 /* infer -> fold -> infer -> dce, repeated until folding finds nothing (bounded). Returns
  * false on the first pass that reports an error. */
 bool drk_pass_pipeline_canonicalize(drk_graph_t *g, drk_diag_t *d);

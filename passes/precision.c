@@ -25,7 +25,23 @@
  *  - a node taking a constant that T destroys: a small constant (<= 16 elements, e.g. eps
  *    1e-12) with a nonzero element T flushes to zero, or a tensor of which over 1% of the
  *    nonzero elements flush;
- *  - a Cast to f32 that feeds one of the above or a graph output. */
+ *  - a Cast to f32 that feeds one of the above or a graph output.
+ *
+ * fp8 (on targets that have it): the fp16 rewrite above, except that every MatMul, Gemm and
+ * Conv whose weight (input 1) is a constant runs on e4m3 operands. The weight is quantized
+ * here, once: per output channel n, ws[n] = max|W[.., n]| / 448 and Wq = e4m3(W / ws) (round
+ * to nearest even, saturating; never the byte 0x80, so gfx942 can read the same bytes as
+ * e4m3fnuz, see docs/precision.md). The activation x gets a per-tensor scale at run time,
+ * made of graph ops (shared by every candidate reading the same x):
+ *     a = ReduceMax(ReduceMax(Abs(x), row axes))   s = max(f32(a), 1e-30)
+ *     xq = Cast<f8e4m3>(f32(x) * (448 / s))
+ *     y = Cast<T>(MatMul(xq, Wq) * ((s / 448) * ws) [+ beta * C | + bias])
+ * MatMul/Gemm/Conv on f8 operands give an f32 result (f32 accumulation; see
+ * passes/infer_shapes.c and ir/interp_mm.c); Gemm's alpha folds into ws. The node keeps its
+ * result value (now made by the final Cast) and its location. The output head (a candidate
+ * whose result reaches a graph output through elementwise ops with constant other operands)
+ * stays f16 unless fp8_head. Requires (in addition): weights whose data outlives the graph
+ * (as for every constant); guarantees: the same, f8 weights never hold the byte 0x80. */
 #include "passes/precision.h"
 
 #include <math.h>
@@ -33,6 +49,7 @@
 #include <string.h>
 
 #include "ir/tensor.h"
+#include "passes/passes.h"
 
 /* ---- options ---- */
 
@@ -82,10 +99,21 @@ typedef struct use {
 enum { SLOT_FOLLOW, SLOT_KEEP, SLOT_ANY };
 enum { CD_F32, CD_T, CD_BF16, CD_N };
 
+/* An fp8 candidate: the node and a snapshot of its weight (and Gemm C / Conv bias) taken
+ * before the rewrite, which may convert shared constants in place. */
+typedef struct f8cand {
+  drk_node_t *n;
+  drk_value_t w, bias;
+  bool has_bias;
+} f8cand_t;
+
 typedef struct pctx {
   drk_graph_t *g;
   drk_dtype_t T;
   bool mm_bf16;
+  uint32_t *f8node; /* per node id: 1 + index into f8 of an fp8 candidate (0: none) */
+  f8cand_t *f8;
+  size_t n_f8;
   uint32_t nv, nn; /* value / node id bounds before the rewrite */
   drk_dtype_t *orig; /* per value id: dtype before the rewrite */
   uint32_t *use_off, *use_n;
@@ -430,6 +458,11 @@ static void find_fragile(pctx_t *c) {
 
 /* ---- rewriting ---- */
 
+/* The weight, C or bias of an fp8 candidate: quantized (or kept) by fp8_apply, not cast. */
+static bool f8_slot(const pctx_t *c, const drk_node_t *n, int slot) {
+  return c->f8node && n->id < c->nn && c->f8node[n->id] && slot >= 1;
+}
+
 static drk_dtype_t node_cd(const pctx_t *c, const drk_node_t *n) {
   if (n->id < c->nn && c->keep[n->id]) return DRK_DT_F32;
   if (c->mm_bf16 && is_mm(n->op)) return DRK_DT_BF16;
@@ -479,7 +512,7 @@ static void rewrite(pctx_t *c) {
     const use_t *u = uses_of(c, v, &nu);
     drk_dtype_t want = DRK_DT_F32;
     for (uint32_t j = 0; j < nu && want == DRK_DT_F32; j++)
-      if (slot_kind(u[j].n, u[j].slot) == SLOT_FOLLOW) want = node_cd(c, u[j].n);
+      if (slot_kind(u[j].n, u[j].slot) == SLOT_FOLLOW && !f8_slot(c, u[j].n, u[j].slot)) want = node_cd(c, u[j].n);
     if (want != DRK_DT_F32) convert_const(c, v, want);
   }
   size_t n_orig = g->n_nodes;
@@ -493,7 +526,7 @@ static void rewrite(pctx_t *c) {
       drk_dtype_t cd = node_cd(c, n);
       for (int j = 0; j < n->n_inputs; j++) {
         drk_value_t *v = n->inputs[j];
-        if (!v || orig_dt(c, v) != DRK_DT_F32) continue;
+        if (!v || orig_dt(c, v) != DRK_DT_F32 || f8_slot(c, n, j)) continue;
         int k = slot_kind(n, j);
         if (k == SLOT_ANY) continue;
         drk_dtype_t req = k == SLOT_FOLLOW ? cd : DRK_DT_F32;
@@ -536,26 +569,354 @@ static void rewrite(pctx_t *c) {
   free(before);
 }
 
+
+/* ---- fp8 ---- */
+
+#define F8_MAX 448.0      /* largest finite e4m3fn value */
+#define F8_TINY 1e-30f    /* floor of an activation's absmax: an all-zero x quantizes to zeros */
+
+/* A float weight, C or bias constant the fp8 path can read (f32/f16/bf16 with static shape). */
+static bool f8_const(const drk_value_t *v, drk_dtype_t t) {
+  return v && v->kind == DRK_VALUE_CONST && v->data && v->dtype == t && drk_shape_is_static(&v->shape) &&
+         v->shape.rank <= DRK_MAX_RANK && drk_shape_numel(&v->shape) > 0;
+}
+
+/* Values from which a graph output is reached through reshapes and elementwise ops whose
+ * other operands are constants (bias, scale, activation): the result of a model's output
+ * head (a classifier, an LM head, a final projection). A residual Add of two activations
+ * stops it, so the projections of a residual stream are not heads. */
+static unsigned char *f8_head_values(const pctx_t *c) {
+  const drk_graph_t *g = c->g;
+  unsigned char *r = calloc(c->nv + 1, 1);
+  DRK_ASSERT(r);
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] && g->outputs[i]->id < c->nv) r[g->outputs[i]->id] = 1;
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    const drk_node_t *n = g->nodes[i];
+    bool pass = (drk_op_info(n->op)->flags & DRK_OPF_EW) || n->op == DRK_OP_RESHAPE || n->op == DRK_OP_FLATTEN ||
+                n->op == DRK_OP_SQUEEZE || n->op == DRK_OP_UNSQUEEZE || n->op == DRK_OP_IDENTITY;
+    if (!live(n) || !pass) continue;
+    bool reach = false;
+    int n_act = 0, act = -1; /* float inputs that are not constants */
+    for (int j = 0; j < n->n_outputs; j++) reach |= n->outputs[j] && n->outputs[j]->id < c->nv && r[n->outputs[j]->id];
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] && n->inputs[j]->kind != DRK_VALUE_CONST && drk_dtype_is_float(n->inputs[j]->dtype)) n_act++, act = j;
+    if (reach && n_act == 1 && n->inputs[act]->id < c->nv) r[n->inputs[act]->id] = 1;
+  }
+  return r;
+}
+
+/* MatMul (weight of rank >= 2), Gemm or Conv with a constant weight, computing in f32 (not
+ * kept f32 by a fragile pattern) or already in f16/bf16; Gemm's C and Conv's bias, when
+ * used, must be constants too. */
+static bool f8_candidate(const pctx_t *c, const drk_node_t *n) {
+  if (!live(n) || n->n_outputs != 1 || !n->outputs[0] || n->n_inputs < 2 || !n->inputs[0]) return false;
+  if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) return false;
+  drk_dtype_t t = orig_dt(c, n->outputs[0]);
+  if (t == DRK_DT_F32) {
+    if (n->id < c->nn && c->keep[n->id]) return false;
+  } else if (t != DRK_DT_F16 && t != DRK_DT_BF16) {
+    return false;
+  }
+  const drk_value_t *x = n->inputs[0], *w = n->inputs[1];
+  if (orig_dt(c, x) != t || !f8_const(w, t)) return false;
+  int r = w->shape.rank;
+  if ((n->op == DRK_OP_MATMUL && r < 2) || (n->op == DRK_OP_GEMM && r != 2) || (n->op == DRK_OP_CONV && r < 3))
+    return false;
+  const drk_value_t *b = n->n_inputs > 2 ? n->inputs[2] : NULL;
+  if (b && !(n->op == DRK_OP_GEMM && drk_node_attr_float(n, "beta", 1.0) == 0.0) && !f8_const(b, t)) return false;
+  return true;
+}
+
+/* The candidates, except the output head (its result reaches a graph output through
+ * elementwise ops only) unless fp8_head: it stays f16, as fp8 recipes keep the last layer
+ * in higher precision (each fp8 matmul adds ~3-4% rel. L2 error; see docs/precision.md). */
+static void fp8_find(pctx_t *c, bool head) {
+  drk_graph_t *g = c->g;
+  c->f8node = calloc(c->nn + 1, sizeof *c->f8node);
+  c->f8 = calloc(g->n_nodes + 1, sizeof *c->f8);
+  unsigned char *hv = head ? NULL : f8_head_values(c);
+  DRK_ASSERT(c->f8node && c->f8);
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    drk_node_t *n = g->nodes[i];
+    if (!f8_candidate(c, n) || n->id >= c->nn || (hv && hv[n->outputs[0]->id])) continue;
+    f8cand_t *f = &c->f8[c->n_f8++];
+    f->n = n;
+    f->w = *n->inputs[1];
+    const drk_value_t *b = n->n_inputs > 2 ? n->inputs[2] : NULL;
+    f->has_bias = b && !(n->op == DRK_OP_GEMM && drk_node_attr_float(n, "beta", 1.0) == 0.0);
+    if (f->has_bias) f->bias = *b;
+    c->f8node[n->id] = (uint32_t)c->n_f8;
+  }
+  free(hv);
+}
+
+/* "<base>.<suffix>", or with a number added until unused; recorded as used. */
+static const char *fresh_named(pctx_t *c, const char *base, const char *suffix) {
+  const char *s = drk_arena_printf(c->g->arena, "%s.%s", base, suffix);
+  for (int k = 1; c->names[name_slot(c, s)]; k++) s = drk_arena_printf(c->g->arena, "%s.%s%d", base, suffix, k);
+  name_add(c, s);
+  return s;
+}
+
+static drk_value_t *f8_node(pctx_t *c, drk_op_t op, int ni, drk_value_t **in, const char *base, const char *suffix,
+                            drk_dtype_t t, const drk_shape_t *shape, drk_loc_t loc) {
+  const char *name = fresh_named(c, base, suffix);
+  drk_node_t *n = drk_graph_add_node(c->g, op, ni, in, 1, &name, loc);
+  n->outputs[0]->dtype = t;
+  n->outputs[0]->shape = drk_graph_shape(c->g, shape->rank, shape->dims);
+  return n->outputs[0];
+}
+
+static drk_value_t *f8_cast(pctx_t *c, drk_value_t *v, drk_dtype_t t, const char *base, const char *suffix, drk_loc_t loc) {
+  if (v->dtype == t) return v;
+  drk_value_t *r = f8_node(c, DRK_OP_CAST, 1, &v, base, suffix, t, &v->shape, loc);
+  drk_node_set_int(c->g, r->def, "to", drk_dtype_to_onnx(t));
+  return r;
+}
+
+static drk_value_t *f8_const_f32(pctx_t *c, const char *base, const char *suffix, int rank, const int64_t *dims,
+                                 float *data, int64_t n) {
+  return drk_graph_add_const(c->g, fresh_named(c, base, suffix), DRK_DT_F32, drk_graph_shape_static(c->g, rank, dims),
+                             data, (size_t)n * 4);
+}
+
+static drk_value_t *f8_scalar(pctx_t *c, const char *name, float v) {
+  float *d = drk_arena_alloc(c->g->arena, 4);
+  *d = v;
+  return f8_const_f32(c, name, "c", 0, NULL, d, 1);
+}
+
+/* The quantized activation and its dequantization scale, shared by the candidates that read
+ * the same value. */
+typedef struct f8act {
+  const drk_value_t *x;
+  drk_value_t *xq, *sa;
+} f8act_t;
+
+/* A quantized weight, shared by the candidates that read the same constant the same way
+ * (tied weights). */
+typedef struct f8w {
+  const void *data; /* the weight's data before the rewrite */
+  drk_op_t op;
+  bool tb;
+  double mul;
+  drk_value_t *wq, *ws;
+} f8w_t;
+
+typedef struct f8state {
+  f8act_t *acts;
+  size_t n_acts;
+  f8w_t *ws;
+  size_t n_ws;
+  drk_value_t *c448, *tiny, *axes[DRK_MAX_RANK + 1]; /* first-stage axes by rank */
+} f8state_t;
+
+static f8act_t *f8_activation(pctx_t *c, f8state_t *st, drk_value_t *x, drk_loc_t loc) {
+  /* the rewrite's Cast of an f32 value: quantize from the f32 value (one rounding less, and
+   * the Cast may become dead) */
+  drk_node_t *p = producer(x);
+  if (p && p->op == DRK_OP_CAST && p->id >= c->nn && p->inputs[0] && p->inputs[0]->dtype == DRK_DT_F32) x = p->inputs[0];
+  for (size_t i = 0; i < st->n_acts; i++)
+    if (st->acts[i].x == x) return &st->acts[i];
+  if (!st->c448) {
+    st->c448 = f8_scalar(c, "fp8_max", (float)F8_MAX);
+    st->tiny = f8_scalar(c, "fp8_tiny", F8_TINY);
+  }
+  drk_shape_t sc = drk_graph_shape_static(c->g, 0, NULL);
+  const char *b = x->name;
+  drk_value_t *ax = f8_node(c, DRK_OP_ABS, 1, &x, b, "abs", x->dtype, &x->shape, loc);
+  /* max |x| in two stages, first per row (rank <= 3: along the last axis, a token's
+   * features; rank >= 4: the spatial axes, an image's channel plane), then over the rows: a
+   * GPU reduction of a whole tensor to one value would run in one program */
+  int r = x->shape.rank;
+  if (r >= 2 && r <= DRK_MAX_RANK) {
+    int first = r <= 3 ? r - 1 : 2;
+    if (!st->axes[r]) {
+      int64_t ax_v[DRK_MAX_RANK], na = r - first;
+      for (int i = first; i < r; i++) ax_v[i - first] = i;
+      st->axes[r] = drk_graph_add_const_copy(c->g, fresh_named(c, "fp8_rows_axes", "c"), DRK_DT_I64,
+                                             drk_graph_shape_static(c->g, 1, &na), ax_v, (size_t)na * 8);
+    }
+    drk_shape_t rows = drk_graph_shape(c->g, first, x->shape.dims);
+    ax = f8_node(c, DRK_OP_REDUCE_MAX, 2, (drk_value_t *[]){ax, st->axes[r]}, b, "absmax_rows", x->dtype, &rows, loc);
+    drk_node_set_int(c->g, ax->def, "keepdims", 0);
+  }
+  drk_value_t *am = f8_node(c, DRK_OP_REDUCE_MAX, 1, &ax, b, "absmax", x->dtype, &sc, loc);
+  drk_node_set_int(c->g, am->def, "keepdims", 0);
+  am = f8_cast(c, am, DRK_DT_F32, b, "absmax.f32", loc);
+  drk_value_t *s = f8_node(c, DRK_OP_MAX, 2, (drk_value_t *[]){am, st->tiny}, b, "fp8_amax", DRK_DT_F32, &sc, loc);
+  drk_value_t *qs = f8_node(c, DRK_OP_DIV, 2, (drk_value_t *[]){st->c448, s}, b, "fp8_qscale", DRK_DT_F32, &sc, loc);
+  drk_value_t *sa = f8_node(c, DRK_OP_DIV, 2, (drk_value_t *[]){s, st->c448}, b, "fp8_scale", DRK_DT_F32, &sc, loc);
+  drk_value_t *x32 = f8_cast(c, x, DRK_DT_F32, b, "f32", loc);
+  drk_value_t *xs = f8_node(c, DRK_OP_MUL, 2, (drk_value_t *[]){x32, qs}, b, "fp8_scaled", DRK_DT_F32, &x->shape, loc);
+  drk_value_t *xq = f8_cast(c, xs, DRK_DT_F8E4M3, b, "f8e4m3", loc);
+  f8act_t *a = &st->acts[st->n_acts++];
+  *a = (f8act_t){x, xq, sa};
+  return a;
+}
+
+/* e4m3 bits of f, never 0x80 (negative zero is NaN in e4m3fnuz). */
+static uint8_t f8_encode(double f) {
+  uint8_t q = drk_f32_to_f8e4m3((float)f, true);
+  return q == 0x80 ? 0 : q;
+}
+
+/* Quantizes the candidate's weight per output channel: *out_wq (f8e4m3, W's shape) and
+ * *out_ws (f32 scales times `mul`, shaped to broadcast against the result: [N], or
+ * [OC, 1, ...] for Conv). */
+static void f8_weight(pctx_t *c, const f8cand_t *f, double mul, drk_value_t **out_wq, drk_value_t **out_ws) {
+  const drk_node_t *n = f->n;
+  drk_tensor_t w;
+  DRK_ASSERT(drk_tensor_from_const(&w, &f->w));
+  int64_t total = drk_tensor_numel(&w), C, inner = 1; /* channel of element i: (i / inner) % C */
+  int r = w.rank;
+  if (n->op == DRK_OP_CONV) {
+    C = w.dims[0];
+    inner = total / C;
+  } else if (n->op == DRK_OP_GEMM && drk_node_attr_int(n, "transB", 0)) {
+    C = w.dims[0];
+    inner = w.dims[1];
+  } else {
+    C = w.dims[r - 1];
+  }
+  double *amax = calloc((size_t)C, sizeof *amax);
+  DRK_ASSERT(amax);
+  for (int64_t i = 0; i < total; i++) {
+    double a = fabs(drk_tensor_get_f64(&w, i));
+    int64_t ch = (i / inner) % C;
+    if (a > amax[ch]) amax[ch] = a;
+  }
+  float *ws = drk_arena_alloc(c->g->arena, (size_t)C * 4);
+  uint8_t *q = drk_arena_alloc(c->g->arena, (size_t)total);
+  for (int64_t ch = 0; ch < C; ch++) {
+    float s = (float)(amax[ch] / F8_MAX);
+    amax[ch] = s > 0 && isfinite(s) ? s : 1.0; /* the scale the weight is divided by */
+  }
+  for (int64_t i = 0; i < total; i++) q[i] = f8_encode(drk_tensor_get_f64(&w, i) / amax[(i / inner) % C]);
+  for (int64_t ch = 0; ch < C; ch++) ws[ch] = (float)(amax[ch] * mul);
+  free(amax);
+  const char *base = f->w.name;
+  *out_wq = drk_graph_add_const(c->g, fresh_named(c, base, "f8e4m3"), DRK_DT_F8E4M3,
+                                drk_graph_shape(c->g, f->w.shape.rank, f->w.shape.dims), q, (size_t)total);
+  int64_t dims[DRK_MAX_RANK] = {C, 1, 1, 1, 1, 1, 1, 1};
+  *out_ws = f8_const_f32(c, base, "fp8_scale", n->op == DRK_OP_CONV ? r - 1 : 1, dims, ws, C);
+}
+
+/* Gemm: beta * C; Conv: the bias shaped [OC, 1, ...] (rank of the result - 1); in f32. */
+static drk_value_t *f8_bias(pctx_t *c, const f8cand_t *f) {
+  drk_tensor_t b;
+  DRK_ASSERT(drk_tensor_from_const(&b, &f->bias));
+  int64_t total = drk_tensor_numel(&b);
+  bool gemm = f->n->op == DRK_OP_GEMM;
+  double beta = gemm ? drk_node_attr_float(f->n, "beta", 1.0) : 1.0;
+  float *d = drk_arena_alloc(c->g->arena, (size_t)total * 4);
+  for (int64_t i = 0; i < total; i++) d[i] = (float)(beta * drk_tensor_get_f64(&b, i));
+  int64_t dims[DRK_MAX_RANK] = {total, 1, 1, 1, 1, 1, 1, 1};
+  if (gemm) return f8_const_f32(c, f->bias.name, "f32", b.rank, b.dims, d, total);
+  return f8_const_f32(c, f->bias.name, "f32", f->n->outputs[0]->shape.rank - 1, dims, d, total);
+}
+
+/* Builds the fp8 form of candidate f (appended to g->nodes); its result value is re-pointed
+ * to the final Cast. */
+static void f8_rewrite_node(pctx_t *c, f8state_t *st, const f8cand_t *f) {
+  drk_graph_t *g = c->g;
+  drk_node_t *n = f->n;
+  drk_value_t *y = n->outputs[0];
+  drk_loc_t loc = n->loc;
+  f8act_t *a = f8_activation(c, st, n->inputs[0], loc);
+  bool gemm = n->op == DRK_OP_GEMM, tb = gemm && drk_node_attr_int(n, "transB", 0);
+  double mul = gemm ? drk_node_attr_float(n, "alpha", 1.0) : 1.0;
+  drk_value_t *wq = NULL, *ws = NULL;
+  for (size_t i = 0; i < st->n_ws && !wq; i++) {
+    const f8w_t *e = &st->ws[i];
+    if (e->data == f->w.data && e->op == n->op && e->tb == tb && e->mul == mul) wq = e->wq, ws = e->ws;
+  }
+  if (!wq) {
+    f8_weight(c, f, mul, &wq, &ws);
+    st->ws[st->n_ws++] = (f8w_t){f->w.data, n->op, tb, mul, wq, ws};
+  }
+  const char *mm_name = fresh_named(c, y->name, "fp8");
+  drk_node_t *m = drk_graph_add_node(g, n->op, 2, (drk_value_t *[]){a->xq, wq}, 1, &mm_name, loc);
+  m->n_attrs = n->n_attrs;
+  m->attrs = n->n_attrs ? drk_arena_memdup(g->arena, n->attrs, sizeof *n->attrs * (size_t)n->n_attrs) : NULL;
+  if (gemm) {
+    drk_node_set_float(g, m, "alpha", 1.0);
+    drk_node_set_float(g, m, "beta", 1.0);
+  }
+  drk_value_t *acc = m->outputs[0];
+  acc->dtype = DRK_DT_F32;
+  acc->shape = drk_graph_shape(g, y->shape.rank, y->shape.dims);
+  drk_value_t *sc = f8_node(c, DRK_OP_MUL, 2, (drk_value_t *[]){a->sa, ws}, y->name, "fp8_scale", DRK_DT_F32, &ws->shape, loc);
+  drk_value_t *r = f8_node(c, DRK_OP_MUL, 2, (drk_value_t *[]){acc, sc}, y->name, "f32", DRK_DT_F32, &y->shape, loc);
+  if (f->has_bias) r = f8_node(c, DRK_OP_ADD, 2, (drk_value_t *[]){r, f8_bias(c, f)}, y->name, "biased", DRK_DT_F32, &y->shape, loc);
+  drk_value_t *out = f8_cast(c, r, y->dtype, y->name, "out", loc);
+  DRK_ASSERT(out != r);
+  /* the final Cast takes over y: users and graph outputs keep reading the same value */
+  drk_node_t *cn = out->def;
+  cn->outputs[0] = y;
+  y->def = cn;
+  y->def_index = 0;
+  y->loc = loc;
+  n->dead = true;
+}
+
+/* After the rewrite: every candidate becomes its fp8 form, in the candidate's place in the
+ * node order; constants no longer used (weights and biases only the candidates read, Casts
+ * of their activations) go. */
+static void fp8_apply(pctx_t *c) {
+  if (!c->n_f8) return;
+  drk_graph_t *g = c->g;
+  size_t n_before = g->n_nodes;
+  size_t *start = malloc(sizeof *start * (c->n_f8 + 1));
+  f8state_t st = {0};
+  st.acts = calloc(c->n_f8 + 1, sizeof *st.acts);
+  st.ws = calloc(c->n_f8 + 1, sizeof *st.ws);
+  DRK_ASSERT(start && st.acts && st.ws);
+  for (size_t i = 0; i < c->n_f8; i++) {
+    start[i] = g->n_nodes;
+    f8_rewrite_node(c, &st, &c->f8[i]);
+  }
+  start[c->n_f8] = g->n_nodes;
+  drk_node_t **order = malloc(sizeof *order * (g->n_nodes + 1));
+  DRK_ASSERT(order);
+  size_t k = 0;
+  for (size_t i = 0; i < n_before; i++) {
+    drk_node_t *n = g->nodes[i];
+    uint32_t fi = n->id < c->nn ? c->f8node[n->id] : 0;
+    if (!fi) {
+      order[k++] = n;
+      continue;
+    }
+    for (size_t j = start[fi - 1]; j < start[fi]; j++) order[k++] = g->nodes[j];
+  }
+  DRK_ASSERT(k == g->n_nodes - c->n_f8);
+  memcpy(g->nodes, order, sizeof *order * k);
+  g->n_nodes = k;
+  free(order);
+  free(start);
+  free(st.acts);
+  free(st.ws);
+  drk_pass_eliminate_dead(g);
+}
+
 bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d) {
   drk_loc_t gl = drk_loc_none;
   gl.file = g->source ? g->source : g->name;
   char tgt[32];
-  if (o->target_sm > 0) snprintf(tgt, sizeof tgt, "sm_%d", o->target_sm);
+  if (o->target_name) snprintf(tgt, sizeof tgt, "%s", o->target_name);
+  else if (o->target_sm > 0) snprintf(tgt, sizeof tgt, "sm_%d", o->target_sm);
   else snprintf(tgt, sizeof tgt, "the target");
   drk_dtype_t T = DRK_DT_F32;
+  bool fp8 = false;
   switch (o->precision) {
     case DRK_PREC_FP16: T = DRK_DT_F16; break;
     case DRK_PREC_BF16: T = DRK_DT_BF16; break;
     case DRK_PREC_FP8:
-      if (o->target_has_fp8) {
-        drk_diag_error(d, gl,
-                       "--precision=fp8 is not implemented yet (%s has fp8 tensor cores, but e4m3 weights "
-                       "with scales are not generated yet); use --precision=fp16 or --precision=bf16",
-                       tgt);
-        return false;
-      }
-      drk_diag_warning(d, gl, "%s has no fp8 tensor cores (fp8 needs sm_89 or sm_90): --precision=fp8 falls back to fp16",
-                       tgt);
+      if (!o->target_has_fp8)
+        drk_diag_warning(d, gl, "%s has no fp8 tensor cores (fp8 needs sm_89, sm_90 or gfx942): --precision=fp8 "
+                         "falls back to fp16", tgt);
+      fp8 = o->target_has_fp8;
       T = DRK_DT_F16;
       break;
     default: break;
@@ -617,7 +978,11 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   for (size_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] && g->outputs[i]->id < c.nv) c.is_out[g->outputs[i]->id] = true;
   if (T != DRK_DT_F32) find_fragile(&c);
+  if (fp8) fp8_find(&c, o->fp8_head);
   rewrite(&c);
+  if (fp8) fp8_apply(&c);
+  free(c.f8node);
+  free(c.f8);
   free(c.orig);
   free(c.use_off);
   free(c.use_n);
@@ -633,6 +998,10 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
 
 drk_dtype_t drk_precision_node_dtype(const drk_node_t *n) {
   if (n->op == DRK_OP_SHAPE || n->op == DRK_OP_SIZE) return DRK_DT_COUNT;
+  /* f8 MatMul/Gemm/Conv: their operands' dtype (the result is the f32 accumulator) */
+  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) && n->n_inputs && n->inputs[0] &&
+      (n->inputs[0]->dtype == DRK_DT_F8E4M3 || n->inputs[0]->dtype == DRK_DT_F8E5M2))
+    return n->inputs[0]->dtype;
   for (int j = 0; j < n->n_outputs; j++)
     if (n->outputs[j] && drk_dtype_is_float(n->outputs[j]->dtype)) return n->outputs[j]->dtype;
   if (n->op == DRK_OP_CAST) return n->outputs[0] ? n->outputs[0]->dtype : DRK_DT_COUNT;

@@ -1,7 +1,8 @@
 /* Precision policy as a graph pass (see docs/precision.md).
  *
  * drk_pass_apply_precision() rewrites the f32 part of a graph to compute in f16 or bf16
- * (or, for --matmul-precision=medium, runs f32 MatMul/Gemm/Conv in bf16), keeping the
+ * (or, for --matmul-precision=medium, runs f32 MatMul/Gemm/Conv in bf16; for fp8, runs
+ * MatMul/Gemm/Conv with constant weights on e4m3 operands and the rest in f16), keeping the
  * model's interface (graph input and output dtypes) and keeping in f32 the primitive-op
  * chains whose numerics break in half precision. The chosen dtype of every node is visible
  * as its result types (drk_graph_print) and in drk_precision_report().
@@ -10,7 +11,9 @@
  * only used to size reductions (unknown sizes count as large), so symbolic dims are fine.
  * Guarantees on success: the graph verifies and drk_pass_infer_shapes() agrees with every
  * dtype it set; integer and bool values, f64 and values that were already f16/bf16 are
- * untouched; graph inputs and outputs keep their names and dtypes. */
+ * untouched (fp8: but an f16/bf16 MatMul/Gemm/Conv with a constant weight gets the fp8 form
+ * too, its result value keeping its dtype); graph inputs and outputs keep their names and
+ * dtypes. */
 #ifndef DRK_PRECISION_H
 #define DRK_PRECISION_H
 
@@ -25,7 +28,7 @@ typedef enum drk_precision {
   DRK_PREC_TF32, /* f32 graph; f32 matmuls use tf32 (matmul precision at least "high") */
   DRK_PREC_BF16,
   DRK_PREC_FP16,
-  DRK_PREC_FP8 /* not implemented yet: error on fp8 targets, fp16 + warning elsewhere */
+  DRK_PREC_FP8 /* e4m3 MatMul/Gemm/Conv on fp8 targets, the rest f16; fp16 + warning elsewhere */
 } drk_precision_t;
 
 typedef enum drk_matmul_precision {
@@ -38,7 +41,10 @@ typedef struct drk_precision_options {
   drk_precision_t precision;
   drk_matmul_precision_t matmul;
   int target_sm;       /* lowest target, e.g. 80 (messages only); 0: unknown */
-  bool target_has_fp8; /* every target has fp8 tensor cores (drk_precision_target_has_fp8) */
+  bool target_has_fp8; /* every target has fp8 tensor cores (sm_89+, gfx942) */
+  const char *target_name; /* the target named in messages (one without fp8); NULL: sm_<target_sm> */
+  bool fp8_head; /* fp8: also the output head (a matmul whose result reaches a graph output
+                  * through elementwise ops only), which otherwise stays f16 */
 } drk_precision_options_t;
 
 /* A ReduceSum/ReduceMean/GlobalAveragePool over at least this many elements (or over a
@@ -57,14 +63,15 @@ bool drk_precision_target_has_fp8(int sm);
  * with an f32 graph (auto/fp32). */
 bool drk_precision_allow_tf32(const drk_precision_options_t *o);
 
-/* Rewrites g in place (see the file comment and docs/precision.md). fp8 on a target with
- * fp8: reports "not implemented yet" and returns false with g unchanged; fp8 elsewhere:
- * warns naming the target and applies fp16. Returns false only after reporting an error. */
+/* Rewrites g in place (see the file comment and docs/precision.md). fp8 without
+ * target_has_fp8: warns naming the target and applies fp16. Returns false only after
+ * reporting an error (none is reported today). */
 bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d);
 
 /* The dtype node n computes in: its first floating-point result's dtype, else (comparisons,
  * ArgMax, ...) its first floating-point input's; DRK_DT_COUNT when it computes on no float
- * (integer/bool ops, Shape, Size). For a Cast, the dtype it casts to. */
+ * (integer/bool ops, Shape, Size). For a Cast, the dtype it casts to. For a MatMul, Gemm or
+ * Conv on f8 operands, the f8 dtype (its result is the f32 accumulator). */
 drk_dtype_t drk_precision_node_dtype(const drk_node_t *n);
 
 /* One line per live node: name (ONNX node name, else its first result), op, compute dtype

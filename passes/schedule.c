@@ -100,33 +100,57 @@ drk_schedule_t drk_sched_seq(int64_t rows) {
   return s;
 }
 
-/* Simple (non-pipelined) matmul tiles. 4 warps. mma_sync: 2x2 warps of m16n8 instructions,
- * so BLOCK_M >= 32, BLOCK_N >= 16; fma: blocked accumulator. */
-drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o) {
+/* Tiles of the general matmul kernel (passes/lower_matmul.c: a ring of `stages` shared
+ * buffers filled by cp.async, one barrier per k step).
+ * mma_sync (f16/bf16/f8; f32 as tf32 when allowed): BLOCK_M x BLOCK_N the next powers of two of
+ * M and N in [32, 128] x [16, 128], then halved (the larger first, not below 32) while the
+ * grid has fewer programs than the GPU has SMs (about 108; 16 on Orin), so that small
+ * problems still spread; 128x128 tiles take 8 warps (2 x 4 of 64 x 32: 64 accumulator
+ * registers per thread), smaller ones 4 (2 x 2). BLOCK_K: 32 (16-bit),
+ * 64 (f8) or 16 (tf32), 16 KB of stage for 128x128. Stages: as many as fit 64 KB (sm_80/87,
+ * 164 KB per SM; also gfx942's LDS, where the same kernels run with synchronous copies: a
+ * module for gfx942 and NVIDIA is lowered for sm_80), 48 KB (sm_86/89: 100 KB per SM) or
+ * 96 KB (sm_90: 228 KB per SM, and the 128x128 kernel's ~150 registers leave room for one
+ * program of 8 warps per SM, so more stages in flight hide the memory latency), at most 4
+ * (sm_90: 6), at most the number of k tiles, at least 2.
+ * fma (f32 without tf32, f64): BLOCK_M/N in [16, 64], 4 warps, BLOCK_K 16 (f64: 8, as each
+ * thread holds its rows and columns of the whole k tile), 2 stages. */
+drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o) {
   drk_schedule_t s = {0};
   s.kind = "mm";
   s.warps = 4;
-  s.stages = 1;
-  bool mma = t == DRK_DT_F16 || t == DRK_DT_BF16 || (t == DRK_DT_F32 && o->allow_tf32);
+  bool f8 = t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; /* f8 has no fma form: always mma_sync */
+  bool mma = t == DRK_DT_F16 || t == DRK_DT_BF16 || f8 || (t == DRK_DT_F32 && o->allow_tf32);
   s.mma = mma ? "mma_sync" : "fma";
   s.tf32 = t == DRK_DT_F32 && mma;
   int64_t bm = lw_pow2ceil(M), bn = lw_pow2ceil(N);
-  int64_t maxt = mma ? 128 : 64;
-  if (bm > maxt) bm = maxt;
-  if (bn > maxt) bn = maxt;
-  if (mma) {
-    if (bm < 32) bm = 32;
-    if (bn < 16) bn = 16;
-    if (bm == 128 && bn == 128) s.stages = 3; /* eligible for the cp.async pipeline */
-    s.tile_k = t == DRK_DT_F32 ? 16 : 32;
-  } else {
-    if (bm < 16) bm = 16;
-    if (bn < 16) bn = 16;
-    s.tile_k = 16;
+  int64_t lo_m = mma ? 32 : 16, lo_n = 16, hi = mma ? 128 : 64;
+  bm = bm < lo_m ? lo_m : bm > hi ? hi : bm;
+  bn = bn < lo_n ? lo_n : bn > hi ? hi : bn;
+  if (!mma) {
+    s.tile_m = (int)bm, s.tile_n = (int)bn, s.tile_k = t == DRK_DT_F64 ? 8 : 16, s.stages = 2;
+    return s;
   }
-  (void)K;
+  int sm = o->target_sm ? o->target_sm : 80;
+  int64_t want = sm == 87 ? 16 : 108;
+  for (;;) {
+    int64_t progs = ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * (batch > 0 ? batch : 1);
+    if (progs >= want) break;
+    if (bm >= bn && bm > 32) bm /= 2;
+    else if (bn > 32) bn /= 2;
+    else if (bm > 32) bm /= 2;
+    else break;
+  }
   s.tile_m = (int)bm;
   s.tile_n = (int)bn;
+  s.tile_k = t == DRK_DT_F32 ? 16 : f8 ? 64 : 32; /* 64 bytes of K per row either way */
+  s.warps = bm == 128 && bn == 128 ? 8 : 4;
+  int64_t stage = (bm + bn) * s.tile_k * (drk_dtype_bits(t) / 8);
+  int64_t budget = sm == 86 || sm == 89 ? 48 * 1024 : sm == 90 ? 96 * 1024 : 64 * 1024;
+  int64_t st = budget / stage, nk = (K + s.tile_k - 1) / s.tile_k, most = sm == 90 ? 6 : 4;
+  if (st > most) st = most;
+  if (st > nk) st = nk;
+  s.stages = (int)(st < 2 ? 2 : st);
   return s;
 }
 

@@ -50,8 +50,9 @@ static const char usage_text[] =
     "                          constant and leaves the module's inputs (shape-like inputs such\n"
     "                          as Slice starts or Pad pads must be constants for the GPU path)\n"
     "  --precision=P           auto (keep the model's dtypes, the default) | fp32 | tf32 | bf16 |\n"
-    "                          fp16 | fp8 (not implemented yet); normalizations and fragile\n"
-    "                          reductions stay f32, the model's interface keeps its dtypes\n"
+    "                          fp16 | fp8 (e4m3 matmuls/convs on sm_89, sm_90, gfx942; the rest\n"
+    "                          f16); normalizations and fragile reductions stay f32, the\n"
+    "                          model's interface keeps its dtypes\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
     "  --fusion-aggressiveness=L  0 none, 1 elementwise chains, 2 (default) also reductions\n"
@@ -64,7 +65,8 @@ static const char usage_text[] =
     "inputs not given are drawn at random from --seed. Outputs go to OUT/output_0.pb ... (and\n"
     ".npy with --npy). --device=cpu runs the reference interpreter; --device=cuda compiles for\n"
     "the local GPU and runs there; --check also runs the interpreter on the same inputs and\n"
-    "prints the relative error of every output with PASS/FAIL.\n";
+    "prints the relative error of every output with PASS/FAIL (with --device=cpu: the interpreter\n"
+    "on the model after --precision against the model as given).\n";
 
 /* Options that shape the compiled code, shared by `drkc` and `drkc run`. */
 typedef struct compile_options {
@@ -99,16 +101,24 @@ static bool pass_canonicalize(drk_graph_t *g, const options_t *o, drk_diag_t *d)
   return drk_pass_pipeline_canonicalize(g, d);
 }
 
-/* The precision policy for the targets being compiled for: the lowest NVIDIA target decides
- * what fp8 can do (gfx942's fp8 MFMA uses other formats). */
+/* The precision policy for the targets being compiled for: fp8 needs every target to have it
+ * (sm_89, sm_90, gfx942: targets.def); the first one without it is named in the warning. */
 static drk_precision_options_t precision_options(const options_t *o) {
-  drk_precision_options_t po = {.precision = o->c.precision, .matmul = o->c.matmul, .target_sm = 80};
-  for (int t = 0; t < DRK_TARGET_COUNT; t++)
-    if ((o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor == DRK_VENDOR_NV) {
-      po.target_sm = drk_target_info((drk_target_t)t)->number;
-      break;
+  drk_precision_options_t po = {.precision = o->c.precision, .matmul = o->c.matmul, .target_sm = 80,
+                                .target_has_fp8 = true};
+  bool nv = false;
+  for (int t = 0; t < DRK_TARGET_COUNT; t++) {
+    if (!(o->targets & (1u << t))) continue;
+    const drk_target_info_t *ti = drk_target_info((drk_target_t)t);
+    if (ti->vendor == DRK_VENDOR_NV && !nv) {
+      po.target_sm = ti->number;
+      nv = true;
     }
-  po.target_has_fp8 = !(o->targets & (1u << DRK_TARGET_GFX942)) && drk_precision_target_has_fp8(po.target_sm);
+    if (!ti->has_fp8 && po.target_has_fp8) {
+      po.target_has_fp8 = false;
+      po.target_name = ti->name;
+    }
+  }
   return po;
 }
 
@@ -117,6 +127,15 @@ static bool pass_fold_batchnorm(drk_graph_t *g, const options_t *o, drk_diag_t *
   drk_pass_fold_batchnorm(g, &n);
   if (o->verbose && n) fprintf(stderr, "drkc: folded %zu BatchNormalization nodes into convolutions\n", n);
   return true;
+}
+
+static bool pass_conv_to_matmul(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  size_t n = 0;
+  if (!drk_pass_conv_to_matmul(g, &n)) return false;
+  if (!n) return true;
+  drk_pass_eliminate_dead(g);
+  if (o->verbose) fprintf(stderr, "drkc: %zu pointwise convolutions run as matrix products\n", n);
+  return drk_pass_infer_shapes(g, d);
 }
 
 static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
@@ -133,6 +152,7 @@ static const struct {
     {"verify-canonical", pass_verify},
     /* the optimizations start here; `drkc run --check` takes its reference before them */
     {"fold-batchnorm", pass_fold_batchnorm},
+    {"conv-to-matmul", pass_conv_to_matmul},
     {"precision", pass_precision}, /* --precision, --matmul-precision */
     {"verify-precision", pass_verify},
 };
@@ -614,10 +634,6 @@ static int run_model(const run_options_t *ro) {
     fprintf(stderr, "drkc: error: unknown device '%s' (cpu, cuda, cuda:N)\n", ro->device);
     return 2;
   }
-  if (ro->check && !gpu) {
-    fprintf(stderr, "drkc: error: --check compares a GPU run with the interpreter and needs --device=cuda\n");
-    return 2;
-  }
   options_t o = {.c = ro->c};
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
@@ -679,10 +695,10 @@ static int run_model(const run_options_t *ro) {
     if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) ||
         !(ro->target ? drk_target_parse_list(ro->target, &o.targets, &d) : device_targets(rt, &o.targets, &d)))
       goto gpu_done;
-    if (ro->check) {
-      ref = calloc(no + 1, sizeof *ref);
-      if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
-    }
+  }
+  if (ro->check) {
+    ref = calloc(no + 1, sizeof *ref);
+    if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
   }
   if (!run_graph_passes_range(g, &o, FIRST_OPTIMIZATION, NULL, &d)) {
     g = NULL;

@@ -150,6 +150,13 @@ LLVMValueRef drk_amdgpu_workgroup_id(drk_amdgpu_cg_t *cg, int axis);
  * arguments (hidden_group_size_*, hidden_block_count_*). */
 LLVMValueRef drk_amdgpu_workgroup_size(drk_amdgpu_cg_t *cg, int axis);
 LLVMValueRef drk_amdgpu_num_workgroups(drk_amdgpu_cg_t *cg, int axis);
+/* The XCD remap of workgroup ids (the lowering's xcd_remap knob): workgroups are dispatched
+ * round-robin over n_xcd dies in linear order (x fastest), so hardware id p runs on XCD
+ * p % n_xcd. With G workgroups and q = G / n_xcd, p < n_xcd q becomes p' = (p % n_xcd) q +
+ * p / n_xcd (each XCD runs the contiguous logical ids [j q, (j + 1) q)), the other ids stay.
+ * ids[3]: hardware workgroup ids, n[3]: grid dims (i32); out[3]: the logical ids (x, y, z)
+ * of p'. A bijection of the grid. With constant operands everything folds (tests). */
+void drk_amdgpu_xcd_remap(drk_amdgpu_cg_t *cg, int n_xcd, LLVMValueRef n[3], LLVMValueRef ids[3], LLVMValueRef out[3]);
 /* Lane within the wavefront, 0..63 (mbcnt.lo + mbcnt.hi). */
 LLVMValueRef drk_amdgpu_lane_id(drk_amdgpu_cg_t *cg);
 /* workitem.x / 64, made wave-uniform (readfirstlane: lives in an SGPR). */
@@ -245,6 +252,22 @@ void drk_amdgpu_global_store(drk_amdgpu_cg_t *cg, LLVMValueRef v, LLVMValueRef p
  * and mfma dots become MFMA (docs/backend-amdgpu.md, "Lowering"). */
 LLVMModuleRef drk_amdgpu_lower_module(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
                                       drk_diag_t *d);
+
+/* Schedule knobs of the lowering (docs/backend-amdgpu.md, "How the default schedule accounts
+ * for the chip"). xcd_remap: renumber program ids so that each XCD (its own L2) runs a
+ * contiguous range of logical programs: DEFAULT for kernels with a `dot` (GEMM tiles share
+ * operands), OFF never, ALL every kernel. Only the placement of programs changes, never a
+ * result. drk_amdgpu_lower_module uses the defaults. */
+typedef enum drk_amdgpu_xcd_remap {
+  DRK_AMDGPU_XCD_REMAP_DEFAULT,
+  DRK_AMDGPU_XCD_REMAP_OFF,
+  DRK_AMDGPU_XCD_REMAP_ALL
+} drk_amdgpu_xcd_remap_t;
+typedef struct drk_amdgpu_lower_opts {
+  drk_amdgpu_xcd_remap_t xcd_remap;
+} drk_amdgpu_lower_opts_t;
+LLVMModuleRef drk_amdgpu_lower_module_opts(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
+                                           const drk_amdgpu_lower_opts_t *o, drk_diag_t *d);
 
 /* Calls intrinsic `name` (overloaded on `over`, may be 0 of them). */
 LLVMValueRef drk_amdgpu_call_intrinsic(drk_amdgpu_cg_t *cg, const char *name, LLVMTypeRef *over,

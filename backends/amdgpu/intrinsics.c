@@ -115,6 +115,22 @@ LLVMValueRef drk_amdgpu_num_workgroups(drk_amdgpu_cg_t *cg, int axis) {
   return drk_implicitarg(cg, 4u * (unsigned)axis, 32); /* hidden_block_count_{x,y,z} */
 }
 
+void drk_amdgpu_xcd_remap(drk_amdgpu_cg_t *cg, int n_xcd, LLVMValueRef n[3], LLVMValueRef ids[3], LLVMValueRef out[3]) {
+  LLVMBuilderRef B = cg->b;
+  LLVMValueRef X = drk_i32(cg, n_xcd);
+  LLVMValueRef n01 = LLVMBuildMul(B, n[0], n[1], "");
+  LLVMValueRef G = LLVMBuildMul(B, n01, n[2], "");
+  LLVMValueRef p = LLVMBuildAdd(B, LLVMBuildMul(B, ids[2], n[1], ""), ids[1], "");
+  p = LLVMBuildAdd(B, LLVMBuildMul(B, p, n[0], ""), ids[0], "");
+  LLVMValueRef q = LLVMBuildUDiv(B, G, X, "");
+  LLVMValueRef r = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildURem(B, p, X, ""), q, ""), LLVMBuildUDiv(B, p, X, ""), "");
+  LLVMValueRef in = LLVMBuildICmp(B, LLVMIntULT, p, LLVMBuildMul(B, q, X, ""), "");
+  p = LLVMBuildSelect(B, in, r, p, "xcd.pid");
+  out[0] = LLVMBuildURem(B, p, n[0], "");
+  out[1] = LLVMBuildURem(B, LLVMBuildUDiv(B, p, n[0], ""), n[1], "");
+  out[2] = LLVMBuildUDiv(B, p, n01, "");
+}
+
 LLVMValueRef drk_amdgpu_workgroup_size(drk_amdgpu_cg_t *cg, int axis) {
   DRK_ASSERT(axis >= 0 && axis <= 2);
   return drk_implicitarg(cg, 12u + 2u * (unsigned)axis, 16); /* hidden_group_size_{x,y,z} */

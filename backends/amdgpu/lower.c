@@ -18,7 +18,14 @@
  * the ops only this target lowers and the entry point (through the gpu_target_t hooks of
  * backends/common/lower.h, which holds the driver, blocked layouts, axis analysis, data
  * movement and control flow); lower_math.c the math functions, lower_mem.c the cross-wave
- * round of reductions and dot (MFMA). */
+ * round of reductions and dot (MFMA).
+ *
+ * Schedule knob xcd_remap (drk_amdgpu_lower_opts_t): gfx942 dispatches workgroups round-robin
+ * over its XCDs (each with its own L2), so neighbouring tiles of a GEMM, which share A rows or
+ * B columns, would land on different L2s. Kernels with a dot (the default) get program ids
+ * renumbered so that each XCD runs a contiguous range of logical tiles (xcd_remap below).
+ * Programs of the tile IR are independent, so any renumbering is correct; only the L2 hit
+ * rate changes. */
 #include "backends/amdgpu/lower_internal.h"
 
 #include <stdarg.h>
@@ -186,7 +193,8 @@ static gpu_op_result_t target_op(am_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_NUM_PROGRAMS: {
     int ax = (int)drk_tile_op_attr_int(op, "axis", 0);
     gpu_val_t *x = gpu_val_new(&lc->g, 1);
-    x->r[0] = op->code == DRK_TOP_PROGRAM_ID ? drk_amdgpu_workgroup_id(lc->cg, ax) : drk_amdgpu_num_workgroups(lc->cg, ax);
+    if (op->code == DRK_TOP_PROGRAM_ID) x->r[0] = lc->pid[ax] ? lc->pid[ax] : drk_amdgpu_workgroup_id(lc->cg, ax);
+    else x->r[0] = drk_amdgpu_num_workgroups(lc->cg, ax);
     if (op->results[0]->type.dtype == DRK_DT_I64) x->r[0] = LLVMBuildZExt(lc->g.b, x->r[0], lc->g.i64, "");
     gpu_set(&lc->g, op->results[0], x);
     ok = true;
@@ -245,12 +253,57 @@ static const gpu_target_t am_target = {
     .name = "amdgpu", .desc = "AMDGPU", .lower_op = hk_lower_op,
     .lane = hk_lane, .warp = hk_warp, .wstride_unit = 32, .dist_dim = hk_dist_dim,
     .pow = am_pow, .int_pow = false, .math1 = am_math1,
-    .call_intrinsic = hk_call_intrinsic, .f8_encode = NULL /* software only: gfx942's fp8 conversions are FNUZ */, .fptrunc_rz = am_fptrunc_rz16,
+    .call_intrinsic = hk_call_intrinsic, .f8_encode = am_f8_encode_hw, .fptrunc_rz = am_fptrunc_rz16,
     .smem_base = hk_smem_base, .smem_static = hk_smem_static, .shfl_xor = hk_shfl_xor, .reduce_warps = am_reduce_warps,
     .sync = hk_sync, .smem_fits = hk_smem_fits,
     .cp_async = NULL /* no asynchronous copy into LDS used on gfx942 yet */};
 
-static bool lower_kernel(drk_amdgpu_cg_t *cg, const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_diag_t *d) {
+/* ---- XCD remap ---- */
+static bool region_has_dot(const drk_tile_region_t *r) {
+  for (size_t i = 0; r && i < r->n_ops; i++) {
+    const drk_tile_op_t *op = r->ops[i];
+    if (op->code == DRK_TOP_DOT) return true;
+    for (int j = 0; j < op->n_regions; j++)
+      if (region_has_dot(op->regions[j])) return true;
+  }
+  return false;
+}
+
+static bool xcd_wanted(const drk_amdgpu_lower_opts_t *o, const drk_amdgpu_arch_t *ar, const drk_tile_kernel_t *k) {
+  if (ar->n_xcd < 2 || o->xcd_remap == DRK_AMDGPU_XCD_REMAP_OFF) return false;
+  int64_t g = 1;
+  bool known = true;
+  for (int i = 0; i < 3; i++) {
+    if (k->grid[i].param) known = false;
+    else g *= k->grid[i].c;
+  }
+  if (known && g < 2 * ar->n_xcd) return false; /* the remap would be the identity */
+  return o->xcd_remap == DRK_AMDGPU_XCD_REMAP_ALL || region_has_dot(k->body);
+}
+
+/* Grid dim i: the constant, or cdiv(param, c) from the (bound) parameter. */
+static LLVMValueRef grid_dim(am_lc_t *lc, int i) {
+  const drk_tile_grid_dim_t *gd = &lc->g.k->grid[i];
+  if (!gd->param) return gpu_i32(&lc->g, gd->c);
+  LLVMValueRef p = gpu_get(&lc->g, gd->param)->r[0];
+  if (LLVMTypeOf(p) != lc->g.i32) p = LLVMBuildTrunc(lc->g.b, p, lc->g.i32, "");
+  if (gd->c == 1) return p;
+  return LLVMBuildUDiv(lc->g.b, LLVMBuildAdd(lc->g.b, p, gpu_i32(&lc->g, gd->c - 1), ""), gpu_i32(&lc->g, gd->c), "");
+}
+
+/* In the entry block (scalar arithmetic, once per kernel): program_id then reads the
+ * remapped ids (drk_amdgpu_xcd_remap). */
+static void xcd_remap(am_lc_t *lc) {
+  LLVMValueRef n[3], ids[3];
+  for (int i = 0; i < 3; i++) {
+    n[i] = grid_dim(lc, i);
+    ids[i] = drk_amdgpu_workgroup_id(lc->cg, i);
+  }
+  drk_amdgpu_xcd_remap(lc->cg, lc->cg->arch->n_xcd, n, ids, lc->pid);
+}
+
+static bool lower_kernel(drk_amdgpu_cg_t *cg, const drk_tile_module_t *m, const drk_tile_kernel_t *k,
+                         const drk_amdgpu_lower_opts_t *o, drk_diag_t *d) {
   am_lc_t lc;
   memset(&lc, 0, sizeof lc);
   gpu_lc_init(&lc.g, &am_target, cg->b, cg->ctx, m, k, d, DRK_AMDGPU_AS_GLOBAL, DRK_AMDGPU_AS_LDS);
@@ -289,6 +342,7 @@ static bool lower_kernel(drk_amdgpu_cg_t *cg, const drk_tile_module_t *m, const 
   for (int i = 0; i < k->n_params; i++) {
     gpu_bind_param(&lc.g, i);
   }
+  if (xcd_wanted(o, cg->arch, k)) xcd_remap(&lc);
   ok = gpu_lower_body(&lc.g);
   if (ok && lc.g.scratch && (uint64_t)lc.g.scratch_bytes + (uint64_t)k->smem > cg->arch->lds_bytes) {
     /* LLVM would stop on "local memory limit exceeded": report it here, located */
@@ -304,13 +358,19 @@ done:
 
 LLVMModuleRef drk_amdgpu_lower_module(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
                                       drk_diag_t *d) {
+  drk_amdgpu_lower_opts_t o = {DRK_AMDGPU_XCD_REMAP_DEFAULT};
+  return drk_amdgpu_lower_module_opts(tm, ctx, arch, &o, d);
+}
+
+LLVMModuleRef drk_amdgpu_lower_module_opts(const drk_tile_module_t *tm, LLVMContextRef ctx, const char *arch,
+                                           const drk_amdgpu_lower_opts_t *o, drk_diag_t *d) {
   const drk_amdgpu_arch_t *ar = drk_amdgpu_arch_find(arch, d);
   if (!ar) return NULL;
   LLVMModuleRef mod = drk_amdgpu_module_create(ctx, tm->source ? tm->source : "tile", d);
   if (!mod) return NULL;
   drk_amdgpu_cg_t cg = {ctx, mod, LLVMCreateBuilderInContext(ctx), ar};
   bool ok = true;
-  for (size_t i = 0; i < tm->n_kernels; i++) ok &= lower_kernel(&cg, tm, tm->kernels[i], d);
+  for (size_t i = 0; i < tm->n_kernels; i++) ok &= lower_kernel(&cg, tm, tm->kernels[i], o, d);
   LLVMDisposeBuilder(cg.b);
   char *msg = NULL;
   if (ok && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {

@@ -19,6 +19,7 @@ typedef struct am_lc {
   gpu_lc_t g;
   drk_amdgpu_cg_t *cg;
   LLVMValueRef lds;     /* the kernel's LDS of k->smem bytes (local_alloc, `scratch` offsets) */
+  LLVMValueRef pid[3];  /* program ids after the XCD remap (NULL: the hardware's) */
 } am_lc_t;
 
 /* lower.c: thread ids, barriers, the placement of layouts on waves, the gpu_target_t hooks */
@@ -44,6 +45,9 @@ void am_barrier(am_lc_t *lc);
  * functions beyond neg/abs/sqrt/rsqrt on compute type ct; NULL: none). */
 LLVMValueRef am_pow(gpu_lc_t *g, LLVMValueRef x, LLVMValueRef y);
 LLVMValueRef am_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVMValueRef x);
+/* gpu_target_t.f8_encode: e4m3fn / e5m2 through v_cvt_pk_{fp8,bf8}_f32 (FNUZ of x / 2).
+ * Never gives 0x80. */
+LLVMValueRef am_f8_encode_hw(gpu_lc_t *g, drk_dtype_t t, LLVMValueRef f);
 /* gpu_target_t.fptrunc_rz: f32 -> f16/bf16 toward zero (round, then step back). */
 LLVMValueRef am_fptrunc_rz16(gpu_lc_t *g, LLVMValueRef x, drk_dtype_t to);
 /* Any-type shuffle (xor of the 64-lane wave's lane id; ds_bpermute). */

@@ -3,8 +3,9 @@
  * backends/common/lower_math.c's.
  *
  * f16 and bf16 are computed in f32 and rounded back; f8 values (OCP e4m3fn / e5m2) live in
- * i8 registers and are decoded and encoded in software (exact decode; encode rounds to
- * nearest even, saturating, NaN kept): gfx942's own fp8 conversions use the FNUZ formats.
+ * i8 registers and are decoded in software (exact), encoded with gfx942's
+ * v_cvt_pk_{fp8,bf8}_f32, which write the FNUZ formats: the OCP bits of x are the FNUZ bits
+ * of x / 2 (am_f8_encode_hw).
  * There is no libdevice: only LLVM intrinsics the AMDGPU backend selects for gfx942 are
  * used (checked with llc-22): exp, exp2, log, log2 (accurate f32 expansions around
  * v_exp_f32/v_log_f32), sqrt (correctly rounded), floor, ceil, rint, fabs, and sin/cos
@@ -130,6 +131,31 @@ LLVMValueRef am_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVM
     default: return NULL;
     }
   }
+}
+
+/* gpu_target_t.f8_encode: f32 -> e4m3fn (e5m2) bits through v_cvt_pk_fp8_f32
+ * (v_cvt_pk_bf8_f32), which write e4m3fnuz (e5m2fnuz): exponent bias one larger. Every OCP
+ * byte but 0x80 (-0) and the NaN (and e5m2 inf) bytes means twice what it means in FNUZ, so
+ * fnuz(x / 2) is ocp(x): halving is exact and keeps the rounding (to nearest even,
+ * subnormals included). x is first clamped to the OCP format's largest finite value (its
+ * saturation: 448, 57344; x / 2 then stays below the FNUZ bytes OCP reads as NaN or inf);
+ * NaN gives 0x7f. Zero is always 0x00, never 0x80 (NaN in FNUZ), so the result is also a
+ * valid MFMA operand (lower_mem.c). */
+LLVMValueRef am_f8_encode_hw(gpu_lc_t *g, drk_dtype_t t, LLVMValueRef f) {
+  am_lc_t *lc = (am_lc_t *)g;
+  if (!lc->cg->arch->has_fp8 || (t != DRK_DT_F8E4M3 && t != DRK_DT_F8E5M2)) return NULL;
+  LLVMBuilderRef B = lc->g.b;
+  double mx = t == DRK_DT_F8E4M3 ? 448.0 : 57344.0;
+  LLVMValueRef cl = gpu_call2(g, "llvm.maxnum", lc->g.f32, f, cf(lc, -mx));
+  cl = gpu_call2(g, "llvm.minnum", lc->g.f32, cl, cf(lc, mx));
+  LLVMValueRef args[4] = {LLVMBuildFMul(B, cl, cf(lc, 0.5), ""), cf(lc, 0.0), gpu_i32(g, 0),
+                          LLVMConstInt(lc->g.i1, 0, 0)};
+  LLVMValueRef w = drk_amdgpu_call_intrinsic(
+      lc->cg, t == DRK_DT_F8E4M3 ? "llvm.amdgcn.cvt.pk.fp8.f32" : "llvm.amdgcn.cvt.pk.bf8.f32", NULL, 0, args, 4);
+  LLVMValueRef q = LLVMBuildTrunc(B, w, lc->g.i8, "");
+  LLVMValueRef i80 = LLVMConstInt(lc->g.i8, 0x80, 0);
+  q = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, q, i80, ""), LLVMConstInt(lc->g.i8, 0, 0), q, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, f, f, ""), LLVMConstInt(lc->g.i8, 0x7f, 0), q, "");
 }
 
 /* f32 -> f16/bf16 rounding toward zero: round to nearest, then step one ulp toward zero

@@ -7,7 +7,13 @@
  * (MFMA). An mma_sync accumulator is placed as an MFMA accumulator on this backend
  * (lower.c, dim_mfma_acc), and its dot_op operands as MFMA A/B operands, so the mma_sync
  * dots that passes/lower_matmul.c writes for NVIDIA become v_mfma_f32_16x16x16_{f16,bf16}
- * (f32 inputs: v_mfma_f32_16x16x4_f32, exact f32 products) with no data movement; `mfma` layouts with instr 32 use the 32x32 forms. */
+ * (f32 inputs: v_mfma_f32_16x16x4_f32, exact f32 products) with no data movement; `mfma` layouts with instr 32 use the 32x32 forms.
+ * f8 dots use v_mfma_f32_{16x16x32,32x32x16}_{fp8,bf8}. The tile IR's f8 is OCP (e4m3fn,
+ * e5m2); gfx942's MFMA reads the same bytes as e4m3fnuz / e5m2fnuz (exponent bias one
+ * larger), i.e. as half their value, except 0x80 (NaN there; drkc's weight quantization and
+ * gfx942's f8 casts never write it) and the OCP NaN/inf bytes. So the MFMAs of one dot run on a zero
+ * accumulator and their sum, times 4 (2 per operand, exact), is added to the accumulator:
+ * one weight format serves NVIDIA and AMD targets of the same module. */
 #include "backends/amdgpu/lower_internal.h"
 
 #include <string.h>
@@ -99,6 +105,8 @@ static int mfma_kind(drk_dtype_t ti, int instr) {
   case DRK_DT_BF16: return s ? DRK_AMDGPU_MFMA_F32_16X16X16_BF16 : DRK_AMDGPU_MFMA_F32_32X32X8_BF16;
   case DRK_DT_F16: return s ? DRK_AMDGPU_MFMA_F32_16X16X16_F16 : DRK_AMDGPU_MFMA_F32_32X32X8_F16;
   case DRK_DT_F32: return s ? DRK_AMDGPU_MFMA_F32_16X16X4_F32 : DRK_AMDGPU_MFMA_F32_32X32X2_F32;
+  case DRK_DT_F8E4M3: return s ? DRK_AMDGPU_MFMA_F32_16X16X32_FP8 : DRK_AMDGPU_MFMA_F32_32X32X16_FP8;
+  case DRK_DT_F8E5M2: return s ? DRK_AMDGPU_MFMA_F32_16X16X32_BF8 : DRK_AMDGPU_MFMA_F32_32X32X16_BF8;
   default: return -1;
   }
 }
@@ -134,9 +142,8 @@ bool am_lower_dot(am_lc_t *lc, const drk_tile_op_t *op) {
   if (!am_mfma_geom(CL, ti, &g))
     return gpu_err(&lc->g, op, "kind=%s with accumulator layout %s (needs mma_sync or mfma over whole 64-lane waves)",
                   kind, CL->name);
-  if (ti == DRK_DT_F8E4M3 || ti == DRK_DT_F8E5M2)
-    return gpu_err(&lc->g, op, "kind=%s on %s (gfx942's fp8 MFMA reads the FNUZ formats, not OCP f8)", kind,
-                  drk_dtype_name(ti));
+  bool f8 = ti == DRK_DT_F8E4M3 || ti == DRK_DT_F8E5M2;
+  if (f8 && !lc->cg->arch->has_fp8) return gpu_err(&lc->g, op, "kind=%s on %s (%s has no fp8 MFMA)", kind, drk_dtype_name(ti), lc->cg->arch->name);
   int mk = mfma_kind(ti, g.instr);
   if (mk < 0 || Bv->type.dtype != ti || tc != DRK_DT_F32)
     return gpu_err(&lc->g, op, "kind=%s on %s x %s -> %s (MFMA takes f16, bf16, f32, f8 of one type -> f32)", kind,
@@ -157,6 +164,8 @@ bool am_lower_dot(am_lc_t *lc, const drk_tile_op_t *op) {
       LLVMValueRef acc = LLVMGetUndef(vt);
       for (int q = 0; q < per; q++)
         acc = LLVMBuildInsertElement(lc->g.b, acc, c->r[(rm * per + q) * Dc.n[1] + rn], gpu_i32(&lc->g, q), "");
+      LLVMValueRef total = acc;
+      if (f8) acc = LLVMConstNull(vt); /* the fnuz-scaled sum of this dot, added below */
       for (int kk = 0; kk < KK; kk++) {
         LLVMValueRef av[8], bv[8];
         for (int v = 0; v < e; v++) {
@@ -165,6 +174,12 @@ bool am_lower_dot(am_lc_t *lc, const drk_tile_op_t *op) {
         }
         acc = drk_amdgpu_mfma(lc->cg, (drk_amdgpu_mfma_t)mk, mfma_operand(lc, (drk_amdgpu_mfma_t)mk, ti, av, e),
                               mfma_operand(lc, (drk_amdgpu_mfma_t)mk, ti, bv, e), acc);
+      }
+      if (f8) {
+        LLVMValueRef fs[16];
+        for (int q = 0; q < per; q++) fs[q] = LLVMConstReal(lc->g.f32, 4.0);
+        LLVMValueRef args[3] = {acc, LLVMConstVector(fs, (unsigned)per), total};
+        acc = drk_amdgpu_call_intrinsic(lc->cg, "llvm.fma", &vt, 1, args, 3);
       }
       for (int q = 0; q < per; q++)
         x->r[(rm * per + q) * Dc.n[1] + rn] = LLVMBuildExtractElement(lc->g.b, acc, gpu_i32(&lc->g, q), "");

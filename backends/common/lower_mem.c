@@ -182,6 +182,13 @@ bool gpu_lower_cp_async(gpu_lc_t *lc, const drk_tile_op_t *op) {
   int ws = smem_vec(&D, f, es);
   if (ws < w) w = ws;
   LLVMValueRef base = gpu_get(lc, smv)->r[0];
+  /* Copies the target cannot make asynchronous (none, or not this width) are w-element
+   * loads (branched around when masked off, zero then) and shared stores; all the loads
+   * are issued before the first store so that their latencies overlap. */
+  LLVMTypeRef vt = w > 1 ? LLVMVectorType(mt, (unsigned)w) : mt;
+  LLVMValueRef *sync_addr = drk_arena_alloc(lc->a, sizeof(LLVMValueRef) * (size_t)D.nregs);
+  LLVMValueRef *sync_val = drk_arena_alloc(lc->a, sizeof(LLVMValueRef) * (size_t)D.nregs);
+  int n_sync = 0;
   for (int r = 0; r < D.nregs; r++) {
     int idx[GPU_MAXR];
     gpu_reg_split(&D, r, idx);
@@ -190,33 +197,28 @@ bool gpu_lower_cp_async(gpu_lc_t *lc, const drk_tile_op_t *op) {
     for (int d = 0; d < D.rank; d++) c[d] = gpu_coord(lc, &D, r, d);
     LLVMValueRef a = gpu_smem_elem_addr(lc, base, st, c);
     if (lc->t->cp_async && lc->t->cp_async(lc, a, p->r[r], w * es, mk ? mk->r[r] : NULL)) continue;
-    /* no asynchronous copy (target or width): a synchronous one, zero-filled when masked off */
-    for (int i = 0; i < w; i++) {
-      idx[f] += i;
-      int ri = gpu_reg_join(&D, idx);
-      idx[f] -= i;
-      LLVMValueRef ci[GPU_MAXR];
-      for (int d = 0; d < D.rank; d++) ci[d] = gpu_coord(lc, &D, ri, d);
-      LLVMValueRef ai = gpu_smem_elem_addr(lc, base, st, ci);
-      LLVMValueRef v;
-      if (mk) {
-        LLVMBasicBlockRef cur = LLVMGetInsertBlock(lc->b);
-        LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(lc->ctx, lc->fn, "cp");
-        LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(lc->ctx, lc->fn, "cp.join");
-        LLVMBuildCondBr(lc->b, mk->r[ri], bl, bj);
-        LLVMPositionBuilderAtEnd(lc->b, bl);
-        LLVMValueRef l = LLVMBuildLoad2(lc->b, mt, p->r[ri], "");
-        LLVMBuildBr(lc->b, bj);
-        LLVMPositionBuilderAtEnd(lc->b, bj);
-        v = LLVMBuildPhi(lc->b, mt, "");
-        LLVMValueRef iv[2] = {l, LLVMConstNull(mt)};
-        LLVMBasicBlockRef ib[2] = {bl, cur};
-        LLVMAddIncoming(v, iv, ib, 2);
-      } else {
-        v = LLVMBuildLoad2(lc->b, mt, p->r[ri], "");
-      }
-      LLVMBuildStore(lc->b, v, ai);
+    LLVMValueRef v;
+    if (mk) {
+      LLVMBasicBlockRef cur = LLVMGetInsertBlock(lc->b);
+      LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(lc->ctx, lc->fn, "cp");
+      LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(lc->ctx, lc->fn, "cp.join");
+      LLVMBuildCondBr(lc->b, mk->r[r], bl, bj);
+      LLVMPositionBuilderAtEnd(lc->b, bl);
+      LLVMValueRef l = LLVMBuildLoad2(lc->b, vt, p->r[r], "");
+      LLVMSetAlignment(l, (unsigned)(w * es));
+      LLVMBuildBr(lc->b, bj);
+      LLVMPositionBuilderAtEnd(lc->b, bj);
+      v = LLVMBuildPhi(lc->b, vt, "");
+      LLVMValueRef iv[2] = {l, LLVMConstNull(vt)};
+      LLVMBasicBlockRef ib[2] = {bl, cur};
+      LLVMAddIncoming(v, iv, ib, 2);
+    } else {
+      v = LLVMBuildLoad2(lc->b, vt, p->r[r], "");
+      LLVMSetAlignment(v, (unsigned)(w * es));
     }
+    sync_addr[n_sync] = a;
+    sync_val[n_sync++] = v;
   }
+  for (int i = 0; i < n_sync; i++) LLVMSetAlignment(LLVMBuildStore(lc->b, sync_val[i], sync_addr[i]), (unsigned)(w * es));
   return true;
 }

@@ -233,6 +233,33 @@ void drk_nvptx_mma_m16n8k16(drk_nvptx_cg_t *cg, drk_nvptx_mma_in_t in, LLVMValue
   for (unsigned i = 0; i < 4; i++) d[i] = LLVMBuildExtractValue(cg->b, r, i, "");
 }
 
+void drk_nvptx_mma_m16n8k8_tf32(drk_nvptx_cg_t *cg, LLVMValueRef a[4], LLVMValueRef bm[2], LLVMValueRef c[4],
+                                LLVMValueRef d[4]) {
+  LLVMValueRef args[10];
+  for (int i = 0; i < 4; i++) args[i] = a[i];
+  for (int i = 0; i < 2; i++) args[4 + i] = bm[i];
+  for (int i = 0; i < 4; i++) args[6 + i] = c[i];
+  LLVMValueRef r = drk_nvptx_call_intrinsic(cg, "llvm.nvvm.mma.m16n8k8.row.col.tf32", NULL, 0, args, 10);
+  for (unsigned i = 0; i < 4; i++) d[i] = LLVMBuildExtractValue(cg->b, r, i, "");
+}
+
+void drk_nvptx_mma_m16n8k32_f8(drk_nvptx_cg_t *cg, bool a_e5m2, bool b_e5m2, LLVMValueRef a[4], LLVMValueRef bm[2],
+                               LLVMValueRef c[4], LLVMValueRef d[4]) {
+  char name[96];
+  snprintf(name, sizeof name, "llvm.nvvm.mma.m16n8k32.row.col.f32.%s.%s.f32", a_e5m2 ? "e5m2" : "e4m3",
+           b_e5m2 ? "e5m2" : "e4m3");
+  LLVMValueRef args[10];
+  for (int i = 0; i < 4; i++) args[i] = a[i];
+  for (int i = 0; i < 2; i++) args[4 + i] = bm[i];
+  for (int i = 0; i < 4; i++) args[6 + i] = c[i];
+  LLVMValueRef r = drk_nvptx_call_intrinsic(cg, name, NULL, 0, args, 10);
+  for (unsigned i = 0; i < 4; i++) d[i] = LLVMBuildExtractValue(cg->b, r, i, "");
+}
+
+LLVMValueRef drk_nvptx_cvt_tf32(drk_nvptx_cg_t *cg, LLVMValueRef f) {
+  return drk_nvptx_call_intrinsic(cg, "llvm.nvvm.f2tf32.rna", NULL, 0, &f, 1);
+}
+
 /* ---- mbarriers ---- */
 void drk_nvptx_mbarrier_init(drk_nvptx_cg_t *cg, LLVMValueRef bar, LLVMValueRef count) {
   LLVMValueRef a[] = {bar, count};

@@ -184,6 +184,7 @@ static gpu_op_result_t target_op(nv_lc_t *lc, const drk_tile_op_t *op) {
     ok = need_sm(lc, op, 80, false);
     if (ok) drk_nvptx_cp_async_wait(lc->cg, (unsigned)drk_tile_op_attr_int(op, "pending", 0));
     break;
+  case DRK_TOP_LOCAL_LOAD: return nv_lower_ldmatrix(lc, op);
   case DRK_TOP_DOT:
     if (strcmp(drk_tile_op_attr_ident(op, "kind", ""), "wgmma") == 0) ok = nv_lower_wgmma(lc, op);
     else ok = nv_lower_dot(lc, op);

@@ -41,6 +41,9 @@ bool nv_cta_sync(nv_lc_t *lc, const drk_tile_op_t *op);
 bool nv_reduce_warps(gpu_lc_t *g, const drk_tile_op_t *op, const gpu_dist_t *D, int ax, const char *comb,
                      drk_dtype_t t, LLVMValueRef *xr, int nres);
 bool nv_lower_dot(nv_lc_t *lc, const drk_tile_op_t *op);
+/* local_load of a 16-bit mma_sync dot_op operand through ldmatrix (sm_80+); GPU_OP_NOT_MINE
+ * for other loads (backends/common's plain shared loads). */
+gpu_op_result_t nv_lower_ldmatrix(nv_lc_t *lc, const drk_tile_op_t *op);
 
 /* lower_hopper.c: TMA, bulk groups, mbarriers, fences, setmaxnreg, wgmma_fence/commit/wait
  * (nv_lower_hopper) and dot kind=wgmma (nv_lower_wgmma); sm_90a only. */

@@ -168,6 +168,17 @@ typedef enum { DRK_NVPTX_MMA_BF16, DRK_NVPTX_MMA_F16 } drk_nvptx_mma_in_t;
 void drk_nvptx_mma_m16n8k16(drk_nvptx_cg_t *cg, drk_nvptx_mma_in_t in, LLVMValueRef a[4],
                             LLVMValueRef bm[2], LLVMValueRef c[4], LLVMValueRef d[4]);
 
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: a[4], b[2] i32 holding tf32 values
+ * (drk_nvptx_cvt_tf32), c[4] float; writes d[4] float. */
+void drk_nvptx_mma_m16n8k8_tf32(drk_nvptx_cg_t *cg, LLVMValueRef a[4], LLVMValueRef bm[2], LLVMValueRef c[4],
+                                LLVMValueRef d[4]);
+/* mma.sync.aligned.m16n8k32.row.col.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32 (sm_89+, PTX 8.4): a[4],
+ * b[2] i32 (four f8 bytes each, the lowest K first), c[4] float; writes d[4] float. */
+void drk_nvptx_mma_m16n8k32_f8(drk_nvptx_cg_t *cg, bool a_e5m2, bool b_e5m2, LLVMValueRef a[4], LLVMValueRef bm[2],
+                               LLVMValueRef c[4], LLVMValueRef d[4]);
+/* cvt.rna.tf32.f32: f (float) rounded to tf32 (nearest, ties away), as the i32 an mma takes. */
+LLVMValueRef drk_nvptx_cvt_tf32(drk_nvptx_cg_t *cg, LLVMValueRef f);
+
 /* mbarrier on a 64-bit shared-memory word (AS 3 pointer). */
 void drk_nvptx_mbarrier_init(drk_nvptx_cg_t *cg, LLVMValueRef bar, LLVMValueRef count);
 /* arrive + expect_tx(bytes) (sm_90); returns the i64 state. */

@@ -2,8 +2,8 @@
  * and empty modules with the right triple and data layout.
  *
  * PTX ISA versions: LLVM's minimum for each SM, raised where a feature the backend uses
- * needs more (sm_89: fp8 mma.m16n8k32 needs PTX 8.4; sm_90: fence.mbarrier_init needs
- * PTX 8.0; sm_90a: TMA g2s.cta forms need PTX 8.6). A lower version keeps the PTX that
+ * needs more (sm_89, sm_90: fp8 mma.m16n8k32 needs PTX 8.4 in LLVM; sm_90a: TMA g2s.cta
+ * forms need PTX 8.6). A lower version keeps the PTX that
  * goes into fat binaries loadable by older drivers. */
 #include "backends/nvptx/nvptx.h"
 #include "backends/common/target.h"
@@ -18,7 +18,7 @@ static const drk_nvptx_arch_t drk_nvptx_archs[] = {
     {"sm_86", 86, false, 71, "+ptx71"},
     {"sm_87", 87, false, 74, "+ptx74"},
     {"sm_89", 89, false, 84, "+ptx84"},
-    {"sm_90", 90, false, 80, "+ptx80"},
+    {"sm_90", 90, false, 84, "+ptx84"},
     {"sm_90a", 90, true, 86, "+ptx86"},
 };
 

@@ -12,6 +12,7 @@
 #include "backends/targets.h"
 #include "passes/lower_to_tile.h"
 #include "passes/plan_memory.h"
+#include "passes/precision.h"
 
 /* One NVIDIA target's code. */
 typedef struct nv_code {
@@ -141,7 +142,8 @@ static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_
     const drk_node_t *n = g->nodes[i];
     if (n->dead) continue;
     nodes++;
-    if (n->n_outputs && drk_dtype_is_float(n->outputs[0]->dtype)) mix[n->outputs[0]->dtype]++;
+    drk_dtype_t t = drk_precision_node_dtype(n); /* f8 matmuls count as f8, not by their f32 result */
+    if (t < DRK_DT_COUNT) mix[t]++;
   }
   uint64_t act = plan->arena_size - plan->weights_size;
   fprintf(out, "report: %zu graph nodes -> %zu kernels (%zu nodes need no kernel: views of another tensor)\n",
@@ -149,7 +151,7 @@ static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_
   fprintf(out, "report: activations %.2f MiB planned vs %.2f MiB naive sum (%.0f%%); weights %.2f MiB; arena %.2f MiB\n",
           act / 1048576.0, plan->naive_size / 1048576.0, plan->naive_size ? 100.0 * (double)act / (double)plan->naive_size : 0.0,
           plan->weights_size / 1048576.0, plan->arena_size / 1048576.0);
-  fprintf(out, "report: precision mix (float nodes by result dtype):");
+  fprintf(out, "report: precision mix (float nodes by compute dtype):");
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
   fprintf(out, "\n");
@@ -336,12 +338,6 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
       lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
       break;
     }
-  if (o->allow_tf32 && nv) {
-    /* The lowering would emit tf32 mma_sync dots, which the NVPTX backend does not lower yet. */
-    drk_diag_warning(d, drk_loc_none, "--matmul-precision=high: TF32 tensor-core matmuls are not implemented "
-                                      "for NVIDIA targets yet; f32 matmuls stay in full f32");
-    lo.allow_tf32 = false;
-  }
   const char *first_nv = NULL;
   for (int t = 0; t < DRK_TARGET_COUNT && !first_nv; t++)
     if (nv & (1u << t)) first_nv = drk_target_info((drk_target_t)t)->name;

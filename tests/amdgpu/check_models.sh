@@ -3,9 +3,11 @@
 # tools: every kernel has AMDGPU metadata (wave64, group segment size, VGPR and SGPR counts),
 # the matmul ("mm") and normalization ("rows") kernels use no scratch (no spills), matmul
 # kernels lowered as mma_sync dots contain v_mfma in the disassembly (when EXPECT_MFMA=1),
-# and the offload bundle lists gfx942 and unbundles to the same bytes.
+# and the offload bundle lists gfx942 and unbundles to the same bytes. MODE fp8: the code
+# object also has fp8 MFMAs (v_mfma_f32_{16x16x32,32x32x16}_fp8_fp8) and fp8 conversions
+# (v_cvt_pk_fp8_f32).
 # usage: check_models.sh TEST_AMD_MODELS LLVM_BINDIR MODEL.onnx DIMS OUTDIR NAME MODE EXPECT_MFMA
-# (MODE: tf32 or fp32; exit 77 when a tool or the model is missing)
+# (MODE: tf32, fp32 or fp8; exit 77 when a tool or the model is missing)
 set -u
 exe=$1 bin=$2 model=$3 dims=$4 dir=$5 name=$6 mode=$7 expect_mfma=$8
 fail=0
@@ -60,6 +62,11 @@ while read -r k kind op mma; do
 done < "$dir/$name.kernels"
 [ $nk -gt 0 ] || bad "no kernels"
 [ "$expect_mfma" = 1 ] && [ "${mfma:-0}" != 1 ] && bad "no matmul kernel lowered as an mma_sync dot (MFMA)"
+if [ "$mode" = fp8 ]; then
+  "$objdump" -d --mcpu=gfx942 "$h" > "$dir/$name.s" || bad "llvm-objdump failed"
+  grep -Eq 'v_mfma_f32_(16x16x32|32x32x16)_fp8_fp8' "$dir/$name.s" || bad "no fp8 MFMA in the code object"
+  grep -q 'v_cvt_pk_fp8_f32' "$dir/$name.s" || bad "no v_cvt_pk_fp8_f32 (activation quantization) in the code object"
+fi
 gfx=hipv4-amdgcn-amd-amdhsa--gfx942
 "$bundler" -list -type=o -input="$dir/$name.hipfb" > "$dir/$name.list" 2>&1 || bad "bundler -list failed"
 grep -qx "$gfx" "$dir/$name.list" || bad "bundle does not list $gfx: $(cat "$dir/$name.list")"

@@ -4,9 +4,10 @@
  * (drk_build_amd). Writes OUTDIR/NAME.hsaco, NAME.hipfb, NAME.kernels (one line per kernel:
  * name, schedule kind, graph op) and NAME.report (resources per kernel); check_models.sh
  * inspects them with LLVM's tools.
- * usage: test_amd_models MODEL.onnx DIMS|- OUTDIR NAME [tf32]
+ * usage: test_amd_models MODEL.onnx DIMS|- OUTDIR NAME [tf32|fp8]
  * tf32: lower f32 matmuls as mma_sync dots (drkc --matmul-precision=high), which this
- * backend runs as full-f32 MFMA (v_mfma_f32_16x16x4_f32). Exit 77 without ld.lld. */
+ * backend runs as full-f32 MFMA (v_mfma_f32_16x16x4_f32). fp8: the precision pass with
+ * --precision=fp8 first (e4m3 MatMul/Gemm/Conv: fp8 MFMA). Exit 77 without ld.lld. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "passes/lower_to_tile.h"
 #include "passes/passes.h"
+#include "passes/precision.h"
 
 static bool write_file(const char *dir, const char *name, const char *ext, const void *p, size_t n) {
   char path[4096];
@@ -29,11 +31,11 @@ static bool write_file(const char *dir, const char *name, const char *ext, const
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: test_amd_models MODEL.onnx DIMS|- OUTDIR NAME [tf32]\n");
+    fprintf(stderr, "usage: test_amd_models MODEL.onnx DIMS|- OUTDIR NAME [tf32|fp8]\n");
     return 2;
   }
   const char *model = argv[1], *dims = argv[2], *dir = argv[3], *name = argv[4];
-  bool tf32 = argc > 5 && strcmp(argv[5], "tf32") == 0;
+  bool tf32 = argc > 5 && strcmp(argv[5], "tf32") == 0, fp8 = argc > 5 && strcmp(argv[5], "fp8") == 0;
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   char *lld = drk_amdgpu_lld_find(&d);
@@ -46,6 +48,8 @@ int main(int argc, char **argv) {
   if (!g) return 1;
   if (strcmp(dims, "-") != 0 && !drk_graph_bind_dims(g, dims, &d)) return 1;
   if (!drk_pass_pipeline_canonicalize(g, &d)) return 1;
+  drk_precision_options_t po = {.precision = DRK_PREC_FP8, .target_sm = 90, .target_has_fp8 = true, .target_name = "gfx942"};
+  if (fp8 && !drk_pass_apply_precision(g, &po, &d)) return 1;
   drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = tf32};
   drk_lowered_t low;
   if (!drk_lower_graph(g, &lo, &low, &d)) return 1;

@@ -8,7 +8,11 @@
  *        test_amdgpu readbundle FILE HSACO  (our reader on a bundle made by clang)
  *        test_amdgpu lower FILE.drkt OUTDIR (tile IR -> hsaco; usage checked, OUTDIR/NAME.hsaco)
  *        test_amdgpu lower-error FILE.drkt TEXT  (lowering must fail with a located error
- *                                                containing TEXT, without crashing) */
+ *                                                containing TEXT, without crashing)
+ *        test_amdgpu xcd GEMM.drkt VEC.drkt  (the XCD remap of program ids: a bijection that
+ *                                             gives each XCD a contiguous range, evaluated by
+ *                                             constant folding; applied by default to kernels
+ *                                             with a dot only, and as the knob says) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,7 +418,88 @@ static int mode_lower_error(const char *path, const char *text) {
   return failures ? 1 : 0;
 }
 
+/* drk_amdgpu_xcd_remap on constants for every workgroup of an n0 x n1 x n2 grid: a
+ * bijection; hardware id p < X (G / X) runs logical id (p % X) (G / X) + p / X, so XCD p % X
+ * holds a contiguous range; the rest stay in place. */
+static void check_xcd_grid(drk_amdgpu_cg_t *cg, int X, int n0, int n1, int n2) {
+  int G = n0 * n1 * n2, q = G / X, bad = 0;
+  unsigned char *seen = calloc((size_t)G, 1);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(cg->ctx);
+  for (int p = 0; p < G; p++) {
+    LLVMValueRef n[3] = {LLVMConstInt(i32, (unsigned)n0, 0), LLVMConstInt(i32, (unsigned)n1, 0), LLVMConstInt(i32, (unsigned)n2, 0)};
+    LLVMValueRef ids[3] = {LLVMConstInt(i32, (unsigned)(p % n0), 0), LLVMConstInt(i32, (unsigned)(p / n0 % n1), 0),
+                           LLVMConstInt(i32, (unsigned)(p / (n0 * n1)), 0)};
+    LLVMValueRef out[3];
+    drk_amdgpu_xcd_remap(cg, X, n, ids, out);
+    long v[3];
+    for (int i = 0; i < 3; i++) {
+      if (!LLVMIsAConstantInt(out[i])) {
+        bad++;
+        v[i] = -1;
+      } else {
+        v[i] = (long)LLVMConstIntGetZExtValue(out[i]);
+      }
+    }
+    if (bad || v[0] >= n0 || v[1] >= n1 || v[2] >= n2) {
+      bad++;
+      break;
+    }
+    long l = v[0] + (long)n0 * (v[1] + (long)n1 * v[2]);
+    long want = p < X * q ? (long)(p % X) * q + p / X : p;
+    bad += l != want || seen[l];
+    seen[l] = 1;
+  }
+  if (bad) fprintf(stderr, "xcd remap wrong for grid %dx%dx%d on %d XCDs\n", n0, n1, n2, X);
+  CHECK(bad == 0);
+  free(seen);
+}
+
+static char *lower_ir(const drk_tile_module_t *tm, drk_amdgpu_xcd_remap_t mode) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  LLVMContextRef ctx = LLVMContextCreate();
+  drk_amdgpu_lower_opts_t o = {mode};
+  LLVMModuleRef m = drk_amdgpu_lower_module_opts(tm, ctx, "gfx942", &o, &d);
+  CHECK(m != NULL);
+  char *ir = NULL;
+  if (m) {
+    char *t = LLVMPrintModuleToString(m);
+    ir = strdup(t);
+    LLVMDisposeMessage(t);
+    LLVMDisposeModule(m);
+  }
+  LLVMContextDispose(ctx);
+  return ir ? ir : strdup("");
+}
+
+static int mode_xcd(const char *gemm, const char *vec) {
+  kmod_t k;
+  kmod_open(&k, "xcd");
+  const int grids[][3] = {{16, 4, 1}, {10, 3, 1}, {7, 1, 1}, {5, 5, 5}, {3, 8, 2}, {64, 1, 1}, {1, 1, 9}};
+  for (size_t i = 0; i < sizeof grids / sizeof grids[0]; i++) {
+    check_xcd_grid(&k.cg, 8, grids[i][0], grids[i][1], grids[i][2]);
+    check_xcd_grid(&k.cg, 6, grids[i][0], grids[i][1], grids[i][2]);
+  }
+  kmod_close(&k);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tile_module_t *tg = parse_tile(gemm, &d), *tv = parse_tile(vec, &d);
+  if (!tg || !tv) return 1;
+  char *g_def = lower_ir(tg, DRK_AMDGPU_XCD_REMAP_DEFAULT), *g_off = lower_ir(tg, DRK_AMDGPU_XCD_REMAP_OFF);
+  char *v_def = lower_ir(tv, DRK_AMDGPU_XCD_REMAP_DEFAULT), *v_all = lower_ir(tv, DRK_AMDGPU_XCD_REMAP_ALL);
+  CHECK(strstr(g_def, "%xcd.pid") != NULL); /* a GEMM (dot) kernel: remapped by default */
+  CHECK(strstr(g_off, "%xcd.pid") == NULL);
+  CHECK(strstr(v_def, "%xcd.pid") == NULL); /* no dot: left alone unless asked */
+  CHECK(strstr(v_all, "%xcd.pid") != NULL);
+  free(g_def), free(g_off), free(v_def), free(v_all);
+  drk_tile_module_destroy(tg);
+  drk_tile_module_destroy(tv);
+  if (!failures) printf("OK\n");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "xcd") == 0) return mode_xcd(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "lower") == 0) return mode_lower(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "lower-spills-ok") == 0) {
     allow_spills = true;

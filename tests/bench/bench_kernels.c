@@ -12,6 +12,8 @@
  *   DIR/add_bf16.drkm      Add of two bf16 vectors
  *   DIR/matmul_bf16.drkm   MatMul of two square bf16 matrices
  *   DIR/matmul_f16.drkm    the same in f16
+ *   DIR/matmul_{bf16,f16}_mma.drkm  (optional) the same graphs compiled with --target=sm_90:
+ *                          the mma.sync kernel, measured on a Hopper GPU too
  *
  * usage: bench_kernels DIR [RESULTS.md]   (exit 77 without a GPU) */
 #include <dlfcn.h>
@@ -290,11 +292,21 @@ int main(int argc, char **argv) {
     unload(&c);
   }
 
-  /* ---- matmuls ---- */
-  for (int pass = 0; pass < 2; pass++) {
-    bool bf16 = pass == 0;
+  /* ---- matmuls: the modules for the benchmark's target, then (when present) the same
+   * graphs compiled for sm_90, which run the mma.sync kernel (cp.async ring, ldmatrix) on
+   * a Hopper GPU instead of the wgmma one ---- */
+  static const char *const mm_files[] = {"matmul_bf16.drkm", "matmul_f16.drkm", "matmul_bf16_mma.drkm",
+                                         "matmul_f16_mma.drkm"};
+  for (int pass = 0; pass < 4; pass++) {
+    bool bf16 = pass % 2 == 0, mma = pass >= 2;
+    const char *kind = mma ? ", mma.sync kernel" : "";
     compiled_t c = {0};
-    if (!load(dir, bf16 ? "matmul_bf16.drkm" : "matmul_f16.drkm", rt, &c)) return 1;
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/%s", dir, mm_files[pass]);
+    FILE *pf = mma ? fopen(probe, "rb") : NULL;
+    if (mma && !pf) continue;
+    if (pf) fclose(pf);
+    if (!load(dir, mm_files[pass], rt, &c)) return 1;
     int n = (int)input_dim(&c, 0);
     size_t elems = (size_t)n * (size_t)n, bytes = elems * 2;
     uint16_t *a = malloc(bytes), *b = malloc(bytes), *z = malloc(bytes), *ref = malloc(bytes);
@@ -323,12 +335,12 @@ int main(int argc, char **argv) {
     bool ok = err <= 1e-2; /* NaN fails too */
     double flops = 2.0 * n * (double)n * n;
     double tf = flops / (ms * 1e-3) / 1e12, tf_ref = flops / (ms_ref * 1e-3) / 1e12;
-    printf("matmul %s %dx%dx%d: drkc %.3f ms %.0f TFLOP/s, cuBLAS %.3f ms %.0f TFLOP/s, ratio %.2f, rel err vs cuBLAS %.2g\n",
-           bf16 ? "bf16" : "f16", n, n, n, ms, tf, ms_ref, tf_ref, tf / tf_ref, err);
+    printf("matmul %s %dx%dx%d%s: drkc %.3f ms %.0f TFLOP/s, cuBLAS %.3f ms %.0f TFLOP/s, ratio %.2f, rel err vs cuBLAS %.2g\n",
+           bf16 ? "bf16" : "f16", n, n, n, kind, ms, tf, ms_ref, tf_ref, tf / tf_ref, err);
     failures += !ok;
     rl += snprintf(report + rl, sizeof report - (size_t)rl,
-                   "| MatMul %s %dx%dx%d | %.0f TFLOP/s | cuBLAS %.0f TFLOP/s | %.2f | >= 0.50 %s |\n",
-                   bf16 ? "bf16" : "f16", n, n, n, tf, tf_ref, tf / tf_ref,
+                   "| MatMul %s %dx%dx%d%s | %.0f TFLOP/s | cuBLAS %.0f TFLOP/s | %.2f | >= 0.50 %s |\n",
+                   bf16 ? "bf16" : "f16", n, n, n, kind, tf, tf_ref, tf / tf_ref,
                    !ok ? "(WRONG RESULTS)" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
     CK(cuMemFree(A));
     CK(cuMemFree(B));

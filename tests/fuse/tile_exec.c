@@ -6,8 +6,13 @@
  * in f64/i64 and rounded to the value's dtype after each op (f32: (float), f16/bf16: round to
  * nearest even), so an f32 kernel computes what the GPU computes up to the accuracy of its
  * math functions. Every load and store of an active lane is bounds-checked against its
- * buffer. Ops outside the subset (dot, shared memory, async copies...) make it refuse the
- * kernel: te_run returns TE_UNSUPPORTED. */
+ * buffer. Shared memory, cp_async and dot (the matmul kernels of lower_matmul.c) run too,
+ * with the hazards of a CTA checked per element: a read must follow the write (a cp_async
+ * only once a cp_async_wait has retired its group) and a barrier after it, a write a barrier
+ * after the last read, and every element read must have been written; shared buffers are
+ * addressed row-major (the swizzle is a backend's permutation of each buffer). Other ops
+ * (TMA, mbarriers, wgmma, warp groups...) make it refuse the kernel: te_run returns
+ * TE_UNSUPPORTED. */
 #include "tile_exec.h"
 
 #include <math.h>
@@ -31,7 +36,18 @@ typedef struct ex {
   char *err;
   size_t err_n;
   bool failed, unsupported;
+  /* shared memory of the current program, per byte offset (an element at its first byte):
+   * value, the barrier epoch in which it was written (SM_NEVER, SM_PENDING: a cp_async not
+   * yet retired), the epoch of its last read; cp_async copies in flight with their commit
+   * group (groups < n_groups are committed) */
+  int64_t sm_bytes, epoch, n_groups, n_pend, cap_pend;
+  double *sm;
+  int64_t *sm_written, *sm_read;
+  struct pend { int64_t addr, group; double v; } *pend;
 } ex_t;
+
+#define SM_NEVER INT64_MIN
+#define SM_PENDING (INT64_MIN + 1)
 
 static bool is_fl(drk_dtype_t t) { return drk_dtype_is_float(t); }
 
@@ -169,6 +185,145 @@ static int64_t bidx(int rank, const int64_t *d, const int64_t *s, int64_t j) {
     st *= s[k];
   }
   return off;
+}
+
+/* ---- shared memory, cp_async, dot ---- */
+/* A shared buffer value holds its byte offset in i[0]. */
+static tval_t *sres(ex_t *e, const drk_tile_value_t *v) {
+  tval_t *t = &e->vals[v->id];
+  if (t->n != 1 || !t->i) {
+    free(t->f);
+    free(t->i);
+    t->f = NULL;
+    t->n = 1;
+    t->i = calloc(1, sizeof(int64_t));
+  }
+  return t;
+}
+
+static int64_t sm_elem_bytes(const drk_tile_type_t *t) { return drk_dtype_bits(t->dtype) / 8; }
+
+/* byte address of element j (row-major) of shared buffer v; -1 after a failure */
+static int64_t sm_addr(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t *v, int64_t j) {
+  int64_t es = sm_elem_bytes(&v->type), a = val(e, v)->i[0] + j * es;
+  if (a < 0 || a + es > e->sm_bytes) {
+    fail(e, "shared memory access outside the kernel's smem", op);
+    return -1;
+  }
+  return a;
+}
+
+static bool sm_write_ok(ex_t *e, const drk_tile_op_t *op, int64_t a) {
+  if (e->sm_written[a] == SM_PENDING) fail(e, "write to shared memory with a cp_async in flight", op);
+  else if (e->sm_read[a] != SM_NEVER && e->sm_read[a] >= e->epoch)
+    fail(e, "write to shared memory read since the last barrier (other threads may still read it)", op);
+  return !e->failed;
+}
+
+static void sm_cp_async(ex_t *e, const drk_tile_op_t *op) {
+  const drk_tile_value_t *dst = op->operands[0];
+  tval_t *p = val(e, op->operands[1]), *m = op->n_operands > 2 ? val(e, op->operands[2]) : NULL;
+  if (p->buf < 0 || p->buf >= e->n_bufs || !e->bufs[p->buf].data) {
+    fail(e, "cp_async through an unbound parameter", op);
+    return;
+  }
+  drk_tensor_t *B = &e->bufs[p->buf];
+  int64_t nb = drk_tensor_numel(B), n = drk_tile_type_numel(&op->operands[1]->type);
+  for (int64_t j = 0; j < n && !e->failed; j++) {
+    int64_t a = sm_addr(e, op, dst, j);
+    if (a < 0 || !sm_write_ok(e, op, a)) return;
+    double v = 0; /* masked off: zero-filled */
+    if (!m || gi(m, j)) {
+      int64_t off = gi(p, j);
+      if (off < 0 || off >= nb) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "cp_async out of bounds: element %lld of a buffer of %lld", (long long)off, (long long)nb);
+        fail(e, msg, op);
+        return;
+      }
+      v = drk_tensor_get_f64(B, off);
+    }
+    if (e->n_pend == e->cap_pend) {
+      e->cap_pend = e->cap_pend ? 2 * e->cap_pend : 1024;
+      e->pend = realloc(e->pend, sizeof *e->pend * (size_t)e->cap_pend);
+    }
+    e->pend[e->n_pend++] = (struct pend){a, e->n_groups, v};
+    e->sm_written[a] = SM_PENDING;
+  }
+}
+
+/* cp_async_wait {pending}: the committed groups but the newest `pending` land now */
+static void sm_wait(ex_t *e, int64_t pending) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < e->n_pend; i++) {
+    struct pend *q = &e->pend[i];
+    if (q->group < e->n_groups - pending) {
+      e->sm[q->addr] = q->v;
+      e->sm_written[q->addr] = e->epoch;
+    } else {
+      e->pend[k++] = *q;
+    }
+  }
+  e->n_pend = k;
+}
+
+static void sm_local_load(ex_t *e, const drk_tile_op_t *op) {
+  const drk_tile_value_t *src = op->operands[0], *r0 = op->results[0];
+  tval_t *y = res(e, r0);
+  for (int64_t j = 0; j < y->n; j++) {
+    int64_t a = sm_addr(e, op, src, j);
+    if (a < 0) return;
+    int64_t w = e->sm_written[a];
+    if (w == SM_NEVER) fail(e, "read of shared memory never written", op);
+    else if (w == SM_PENDING) fail(e, "read of shared memory whose cp_async no cp_async_wait has retired", op);
+    else if (w >= e->epoch) fail(e, "read of shared memory written since the last barrier", op);
+    if (e->failed) return;
+    e->sm_read[a] = e->epoch;
+    if (y->f) y->f[j] = e->sm[a];
+    else y->i[j] = (int64_t)e->sm[a];
+  }
+}
+
+static void sm_local_store(ex_t *e, const drk_tile_op_t *op) {
+  const drk_tile_value_t *dst = op->operands[0];
+  tval_t *v = val(e, op->operands[1]);
+  for (int64_t j = 0; j < v->n; j++) {
+    int64_t a = sm_addr(e, op, dst, j);
+    if (a < 0 || !sm_write_ok(e, op, a)) return;
+    e->sm[a] = gf(v, j);
+    e->sm_written[a] = e->epoch;
+  }
+}
+
+/* tf32: f32 rounded to 10 mantissa bits, to nearest with ties away (cvt.rna.tf32.f32) */
+static double tf32(double x) {
+  float f = (float)x;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void run_dot(ex_t *e, const drk_tile_op_t *op) {
+  const drk_tile_type_t *ta = &op->operands[0]->type, *tc = &op->results[0]->type;
+  if (op->operands[0]->type.kind != DRK_TT_TILE || op->operands[1]->type.kind != DRK_TT_TILE) {
+    e->unsupported = true;
+    fail(e, "dot with shared-memory operands", op);
+    return;
+  }
+  bool tf = ta->dtype == DRK_DT_F32 && !strcmp(drk_tile_op_attr_ident(op, "kind", ""), "mma_sync");
+  tval_t *A = val(e, op->operands[0]), *B = val(e, op->operands[1]), *C = val(e, op->operands[2]), *y = res(e, op->results[0]);
+  int64_t M = tc->dims[0], N = tc->dims[1], K = ta->dims[1];
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = gf(C, i * N + j);
+      for (int64_t k = 0; k < K; k++) {
+        double a = gf(A, i * K + k), b = gf(B, k * N + j);
+        acc += tf ? tf32(a) * tf32(b) : a * b;
+      }
+      y->f[i * N + j] = round_to(tc->dtype, acc);
+    }
 }
 
 static void run_op(ex_t *e, const drk_tile_op_t *op) {
@@ -373,13 +528,37 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
     for (int q = 0; q < nc; q++) copyv(res(e, op->results[q]), val(e, body->args[1 + q]));
     return;
   }
-  case DRK_TOP_YIELD: case DRK_TOP_RETURN: case DRK_TOP_BARRIER:
-    return;
-  default:
-    e->unsupported = true;
-    fail(e, "op not supported by the CPU executor", op);
+  case DRK_TOP_IF: {
+    bool t = gi(val(e, op->operands[0]), 0) != 0;
+    if (!t && op->n_regions < 2) return;
+    const drk_tile_op_t *y = NULL;
+    run_region(e, op->regions[t ? 0 : 1], &y);
+    for (int q = 0; q < op->n_results && !e->failed; q++) copyv(res(e, op->results[q]), val(e, y->operands[q]));
     return;
   }
+  case DRK_TOP_LOCAL_ALLOC: sres(e, r0)->i[0] = drk_tile_op_attr_int(op, "offset", 0); return;
+  case DRK_TOP_MEMDESC_INDEX: {
+    int64_t b = val(e, op->operands[0])->i[0], i = gi(val(e, op->operands[1]), 0);
+    sres(e, r0)->i[0] = b + i * drk_tile_type_numel(&r0->type) * sm_elem_bytes(&r0->type);
+    return;
+  }
+  case DRK_TOP_CP_ASYNC: sm_cp_async(e, op); return;
+  case DRK_TOP_CP_ASYNC_COMMIT: e->n_groups++; return;
+  case DRK_TOP_CP_ASYNC_WAIT: sm_wait(e, drk_tile_op_attr_int(op, "pending", 0)); return;
+  case DRK_TOP_LOCAL_LOAD: sm_local_load(e, op); return;
+  case DRK_TOP_LOCAL_STORE: sm_local_store(e, op); return;
+  case DRK_TOP_DOT: run_dot(e, op); return;
+  case DRK_TOP_BARRIER:
+    if (drk_tile_op_attr(op, "id")) break; /* named barriers: warp groups, not executed */
+    e->epoch++;
+    return;
+  case DRK_TOP_YIELD: case DRK_TOP_RETURN:
+    return;
+  default:
+    break;
+  }
+  e->unsupported = true;
+  fail(e, "op not supported by the CPU executor", op);
 }
 
 static void run_region(ex_t *e, const drk_tile_region_t *r, const drk_tile_op_t **out_yield) {
@@ -405,18 +584,30 @@ te_result_t te_run(const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_t
     fail(&e, "grid from a parameter", NULL);
     e.unsupported = true;
   }
+  e.sm_bytes = k->smem > 0 ? k->smem : 0;
+  e.sm = calloc((size_t)e.sm_bytes + 1, sizeof *e.sm);
+  e.sm_written = calloc((size_t)e.sm_bytes + 1, sizeof *e.sm_written);
+  e.sm_read = calloc((size_t)e.sm_bytes + 1, sizeof *e.sm_read);
   for (int64_t z = 0; z < g[2] && !e.failed; z++)
     for (int64_t y = 0; y < g[1] && !e.failed; y++)
       for (int64_t x = 0; x < g[0] && !e.failed; x++) {
         e.pid[0] = x;
         e.pid[1] = y;
         e.pid[2] = z;
+        /* a fresh CTA: shared memory never written, no copies in flight */
+        e.epoch = e.n_groups = e.n_pend = 0;
+        for (int64_t a = 0; a < e.sm_bytes; a++) e.sm_written[a] = e.sm_read[a] = SM_NEVER;
         run_region(&e, k->body, NULL);
+        if (e.n_pend && !e.failed) fail(&e, "cp_async copies still in flight at the end of the kernel", NULL);
       }
   for (uint32_t i = 0; i <= m->next_value_id; i++) {
     free(e.vals[i].f);
     free(e.vals[i].i);
   }
   free(e.vals);
+  free(e.sm);
+  free(e.sm_written);
+  free(e.sm_read);
+  free(e.pend);
   return e.unsupported ? TE_UNSUPPORTED : e.failed ? TE_ERROR : TE_OK;
 }

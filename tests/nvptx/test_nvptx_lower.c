@@ -300,6 +300,9 @@ static int run_compile(const char *dir, int mode) {
           if (strcmp(kn, "gemm_sm80") == 0) {
             CHECK(strstr(ptx, "mma.sync.aligned.m16n8k16"), "gemm_sm80: no mma.sync");
             CHECK(strstr(ptx, "cp.async.cg.shared.global"), "gemm_sm80: no 16-byte cp.async");
+            /* sA is K-contiguous (plain), sB N-contiguous (transposed) */
+            CHECK(strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), "gemm_sm80: A not read with ldmatrix");
+            CHECK(strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "gemm_sm80: B not read with ldmatrix.trans");
           }
           if (strcmp(kn, "red2d") == 0) CHECK(strstr(ptx, "bar.sync"), "red2d: no barrier");
         }

@@ -689,7 +689,51 @@ static void test_fold_batchnorm(void) {
   }
 }
 
+/* Pointwise Convs become Reshape -> MatMul -> Add -> Reshape and compute the same; a 3x3 or
+ * strided Conv stays. */
+static drk_graph_t *pw_graph(int kernel, int stride, bool bias) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "2,3,5,4");
+  char ws[32];
+  snprintf(ws, sizeof ws, "6,3,%d,%d", kernel, kernel);
+  drk_node_t *c = node(g, DRK_OP_CONV, "c", 1, bias ? 3 : 2, x, f32s(g, "w", ws), f32s(g, "b", "6"));
+  int64_t st[2] = {stride, stride};
+  drk_node_set_ints(g, c, "strides", 2, st);
+  drk_node_t *r = node(g, DRK_OP_RELU, "r", 1, 1, OUT(c));
+  drk_graph_add_output(g, OUT(r));
+  return g;
+}
+
+static void test_conv_to_matmul(void) {
+  for (int k = 0; k < 4; k++) {
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    int kernel = k == 2 ? 3 : 1, stride = k == 3 ? 2 : 1;
+    drk_graph_t *g = pw_graph(kernel, stride, k != 1), *ref = pw_graph(kernel, stride, k != 1);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_conv_to_matmul(g, &n));
+    CHECK(n == (k >= 2 ? 0u : 1u));
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    bool has_conv = false;
+    for (size_t i = 0; i < g->n_nodes; i++) has_conv |= !g->nodes[i]->dead && g->nodes[i]->op == DRK_OP_CONV;
+    CHECK(has_conv == (k >= 2));
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 4, (int64_t[]){2, 3, 5, 4}));
+    for (int64_t i = 0; i < 120; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f;
+    drk_tensor_t a = {0}, b = {0};
+    CHECK(drk_interp_run(g, &in, &a, &d) && drk_interp_run(ref, &in, &b, &d));
+    CHECK(a.rank == b.rank && drk_tensor_numel(&a) == drk_tensor_numel(&b));
+    double err = drk_tensor_rel_error(&a, &b);
+    if (err > 1e-6) fprintf(stderr, "conv_to_matmul rel. error %g (case %d)\n", err, k), failures++;
+    drk_tensor_free(&a), drk_tensor_free(&b), drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
+    {"conv_to_matmul", test_conv_to_matmul},
     {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
     {"matmul", test_matmul},

@@ -1,0 +1,485 @@
+/* Lowering of an ATTENTION group (passes/fuse.h, docs/fusion.md) to one flash-attention kernel.
+ *
+ * One program per (BLOCK_M query rows, batch coordinates): grid (ceil(Sq / BM), last batch
+ * dim, product of the other batch dims). Q's rows are loaded once (chunks of KC columns,
+ * through shared memory into the dot operand layout), then a loop over key blocks of BN
+ * carries the running row max m, the running sum l and the output accumulators (chunks of VC
+ * columns, f32):
+ *   K^T and V blocks: masked loads -> local_store -> barrier -> local_load into dot_op
+ *   S = Q.K^T (dot, f32 accumulator, summed over the KC chunks)
+ *   S = the group's steps (scale, additive masks, Where masks, casts) on S in f32, reading
+ *       each mask at the block's (row, key) coordinates; keys past Sk get -inf
+ *   m' = max(m, rowmax(S)); a = exp(m - m'); P = exp(S - m'); l = l a + rowsum(P)
+ *   O = O a + P.V (P rounded to the input dtype, convert_layout into the dot operand layout)
+ * with m' read as 0 while it is -inf (a row with only -inf scores so far) so that no
+ * exp(-inf - -inf) appears. At the end O / l is stored (rows < Sq, columns < Dv) through the
+ * output view. A row whose scores are all -inf ends with l = 0 and O = 0/0 = NaN, which is
+ * what Softmax gives it in the interpreter. With a causal mask (fuse.h: causal_step) the loop
+ * stops at the block holding the last kept key of the program's last row, programs run in
+ * reverse block order (the longest first), and a causal Where compares j <= i + t instead
+ * of loading its mask.
+ *
+ * f16/bf16: dot kind mma_sync (mma_sync{wpc = [4, 1]}: each warp owns 16 rows, so row
+ * reductions stay inside a warp; the AMDGPU backend places the same layouts as MFMA), BM = BN
+ * = 64, KC = VC = 16, Q kept in registers when D <= 64 (else re-read from shared memory for
+ * every block: 181 instead of 254 registers at D = 128 on sm_90a). f32: dot kind fma
+ * (blocked accumulator, warps along rows), BM = BN = 32, KC = 8, VC = 16, Q re-read. Head
+ * dims are covered by ceil(D / KC) (ceil(Dv / VC)) chunks, the last one masked; at most 128.
+ * Shared buffers are 128-byte swizzled, K^T and V stored K-major for the dot operand loads.
+ *
+ * Requires: a group fuse_attention.c matched (every view and step in group->attn).
+ * Guarantees: the kernel computes the group's result up to rounding (softmax in f32, P in
+ * the input dtype as the unfused graph rounds it, O accumulated in f32). */
+#include <math.h>
+#include <string.h>
+
+#define DRK_LOWER_INTERNAL
+#include "fuse.h"
+#include "lower_to_tile.h"
+
+#define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
+#define UN(op, a) lw_un(c, DRK_TOP_##op, (a))
+
+#define SWZ 128 /* shared buffers: 128-byte XOR swizzle (ldmatrix-style bank spreading) */
+#define MAX_PARAMS 64
+
+typedef struct ak {
+  drk_lctx_t *c;
+  const drk_fusion_attention_t *at;
+  bool mma;
+  bool q_regs; /* Q stays in registers (else re-read from shared memory for every block) */
+  int64_t BM, BN, KC, VC;
+  int nkc, nvc; /* chunks of KC (VC) columns covering D (Dv) */
+  drk_dtype_t t; /* Q, K, V, P */
+  const drk_tile_layout_t *acc, *opA, *opB, *Lr, *Lc, *shr, *shc;
+  const drk_value_t *pv[MAX_PARAMS];
+  tv_t *pt[MAX_PARAMS];
+  int np;
+  tv_t *bc[DRK_FUSION_MAX_RANK]; /* batch coordinates (scalars) */
+} ak_t;
+
+static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+static tv_t *param_of(ak_t *K, const drk_value_t *v) {
+  for (int i = 0; i < K->np; i++)
+    if (K->pv[i] == v) return K->pt[i];
+  return NULL;
+}
+
+static void add_param(ak_t *K, const drk_value_t *v, const char *name) {
+  if (!v || param_of(K, v)) return;
+  DRK_ASSERT(K->np < MAX_PARAMS);
+  K->pv[K->np] = v;
+  K->pt[K->np] = lw_param_buf(K->c, v, drk_arena_printf(K->c->m->arena, "%s%d", name, K->np));
+  K->np++;
+}
+
+/* sum of view parts of dim d at index x (a scalar or tile of the index dtype); NULL: 0 */
+static tv_t *dim_off(ak_t *K, const drk_fusion_view_t *w, int d, tv_t *x) {
+  drk_lctx_t *c = K->c;
+  tv_t *sum = NULL;
+  bool scalar = x->type.kind == DRK_TT_SCALAR;
+  for (int i = 0; i < w->n_parts[d]; i++) {
+    const drk_fusion_part_t *p = &w->parts[d][i];
+    tv_t *t = x;
+    if (p->div > 1) t = BIN(DIV, t, scalar ? lw_sci(c, c->it, p->div) : lw_ci(c, t, p->div));
+    if (p->div * p->mod < w->dims[d]) t = BIN(REM, t, scalar ? lw_sci(c, c->it, p->mod) : lw_ci(c, t, p->mod));
+    if (p->stride != 1) t = BIN(MUL, t, scalar ? lw_sci(c, c->it, p->stride) : lw_ci(c, t, p->stride));
+    sum = sum ? BIN(ADD, sum, t) : t;
+  }
+  return sum;
+}
+
+/* the view's offset plus the part of its batch coordinates (a scalar) */
+static tv_t *batch_base(ak_t *K, const drk_fusion_view_t *w) {
+  tv_t *b = w->offset ? lw_sci(K->c, K->c->it, w->offset) : NULL;
+  for (int d = 0; d < K->at->nb; d++) {
+    tv_t *o = dim_off(K, w, d, K->bc[d]);
+    if (o) b = b ? lw_bin(K->c, DRK_TOP_ADD, b, o) : o;
+  }
+  return b ? b : lw_sci(K->c, K->c->it, 0);
+}
+
+static tv_t *range_at(ak_t *K, tv_t *start, int64_t n, const drk_tile_layout_t *l) {
+  drk_lctx_t *c = K->c;
+  tv_t *r = lw_cast(c, lw_range(c, n, l), c->it);
+  return start ? BIN(ADD, lw_splat(c, start, &r->type), r) : r;
+}
+
+static tv_t *and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : lw_bin(c, DRK_TOP_AND, a, b); }
+
+/* Element offsets of the [R, C] tile of view w in layout L at rows ri, cols ci (slices of L,
+ * indices along view dims dr, dc), base added. */
+static tv_t *offs2(ak_t *K, const drk_fusion_view_t *w, tv_t *base, int dr, tv_t *ri, int dc, tv_t *ci,
+                   const drk_tile_layout_t *L) {
+  drk_lctx_t *c = K->c;
+  int64_t R = ri->type.dims[0], C = ci->type.dims[0];
+  tv_t *ro = dim_off(K, w, dr, ri), *co = dim_off(K, w, dc, ci);
+  tv_t *r = lw_splat(c, base, &ri->type);
+  if (ro) r = BIN(ADD, ro, r);
+  tv_t *o = lw_bcast_row(c, r, L, R, C);
+  return co ? BIN(ADD, o, lw_bcast_col(c, co, L, R, C)) : o;
+}
+
+/* rows < nr (when need_r) and cols < nc (when need_c) over [R, C] in L; NULL: no mask */
+static tv_t *mask2(ak_t *K, tv_t *ri, int64_t nr, bool need_r, tv_t *ci, int64_t nc, bool need_c,
+                   const drk_tile_layout_t *L) {
+  drk_lctx_t *c = K->c;
+  int64_t R = ri->type.dims[0], C = ci->type.dims[0];
+  tv_t *m = NULL;
+  if (need_r) m = lw_bcast_row(c, lw_cmp(c, "lt", ri, lw_ci(c, ri, nr)), L, R, C);
+  if (need_c) m = and_mask(c, m, lw_bcast_col(c, lw_cmp(c, "lt", ci, lw_ci(c, ci, nc)), L, R, C));
+  return m;
+}
+
+/* A blocked layout for an [R, C] global load whose dim `fast` is contiguous in memory. */
+static const drk_tile_layout_t *load_layout(ak_t *K, int64_t R, int64_t C, int fast) {
+  int64_t ext[2] = {R, C};
+  int64_t vec = 16 / (drk_dtype_bits(K->t) / 8);
+  if (vec > ext[fast]) vec = ext[fast];
+  int64_t lanes = ext[fast] / vec;
+  if (lanes > 32) lanes = 32;
+  int spt[2], tpw[2], wpc[2], order[2] = {fast, 1 - fast};
+  spt[fast] = (int)vec, spt[1 - fast] = 1;
+  tpw[fast] = (int)lanes, tpw[1 - fast] = (int)(32 / lanes);
+  wpc[fast] = 1, wpc[1 - fast] = 4;
+  return drk_tile_layout_blocked(K->c->m, 2, spt, tpw, wpc, order);
+}
+
+/* Which of the view's dims (dr: tile rows, dc: tile cols) is contiguous in memory: 1 for dc,
+ * 0 for dr, default `dflt`. */
+static int fast_dim(const drk_fusion_view_t *w, int dr, int dc, int dflt) {
+  for (int k = 0; k < 2; k++) {
+    int d = k ? dc : dr;
+    if (w->n_parts[d] == 1 && w->parts[d][0].stride == 1 && w->parts[d][0].div == 1) return k;
+  }
+  return dflt;
+}
+
+/* One side of a chunk: `n` indices from `start` along view dim `d`, valid below `lim`;
+ * `edge`: some of them may be at or past lim (a mask is needed). */
+typedef struct span {
+  int d;
+  tv_t *start;
+  int64_t n, lim;
+  bool edge;
+} span_t;
+
+/* Loads the [rows.n, cols.n] chunk of operand view w and stores it into smem buffer sm. */
+static void chunk_to_smem(ak_t *K, const drk_fusion_view_t *w, tv_t *base, span_t rows, span_t cols, int dflt_fast,
+                          tv_t *sm) {
+  drk_lctx_t *c = K->c;
+  const drk_tile_layout_t *L = load_layout(K, rows.n, cols.n, fast_dim(w, rows.d, cols.d, dflt_fast));
+  tv_t *ri = range_at(K, rows.start, rows.n, drk_tile_layout_slice(c->m, L, 1));
+  tv_t *ci = range_at(K, cols.start, cols.n, drk_tile_layout_slice(c->m, L, 0));
+  tv_t *off = offs2(K, w, base, rows.d, ri, cols.d, ci, L);
+  tv_t *v = lw_load(c, param_of(K, w->value), off, mask2(K, ri, rows.lim, rows.edge, ci, cols.lim, cols.edge, L), 0);
+  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){sm, v}, 0, NULL);
+}
+
+static tv_t *smem_buf(ak_t *K, int64_t off, int64_t n, int64_t R, int64_t C, const drk_tile_layout_t *sl) {
+  drk_tile_type_t t = drk_tile_type_smem(K->t, 3, (int64_t[]){n, R, C}, sl);
+  tv_t *b = drk_tile_build1(&K->c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, t);
+  drk_tile_op_set_int(K->c->m, b->def, "offset", off);
+  return b;
+}
+
+static tv_t *stage(ak_t *K, tv_t *buf, int64_t i) {
+  const drk_tile_type_t *t = &buf->type;
+  return drk_tile_build1(&K->c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, lw_sci(K->c, DRK_DT_I32, i)},
+                         drk_tile_type_smem(t->dtype, t->rank - 1, t->dims + 1, t->layout));
+}
+
+static tv_t *ld_op(ak_t *K, tv_t *sm, const drk_tile_layout_t *l) {
+  const drk_tile_type_t *t = &sm->type;
+  return drk_tile_build1(&K->c->b, DRK_TOP_LOCAL_LOAD, 1, &sm, drk_tile_type_tile(t->dtype, 2, t->dims, l));
+}
+
+static tv_t *dot(ak_t *K, tv_t *a, tv_t *b, tv_t *acc) {
+  drk_tile_op_t *op = drk_tile_build(&K->c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, acc}, 1, &acc->type);
+  drk_tile_op_set_ident(K->c->m, op, "kind", K->mma ? "mma_sync" : "fma");
+  return op->results[0];
+}
+
+static void barrier(ak_t *K) { drk_tile_build(&K->c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); }
+
+/* Step operand x (or a Where condition) at the block's rows ri / keys kj, in the accumulator
+ * layout: a constant, a column vector (no parts along the rows: masks over keys), a row
+ * vector (none along the keys) or a full tile. Floats come back in f32. */
+static tv_t *step_operand(ak_t *K, const drk_fusion_view_t *w, tv_t *ri, tv_t *kj, bool is_bool) {
+  drk_lctx_t *c = K->c;
+  const drk_fusion_attention_t *at = K->at;
+  int64_t R = K->BM, C = K->BN;
+  int dr = at->nb, dc = at->nb + 1;
+  drk_tile_type_t ft = drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){R, C}, K->acc);
+  if (!w->value && is_bool) return drk_tile_build_const_int(&c->b, w->imm != 0, lw_retype(&ft, DRK_DT_BOOL));
+  if (!w->value) return drk_tile_build_const_float(&c->b, w->imm, ft);
+  tv_t *p = param_of(K, w->value), *base = batch_base(K, w);
+  tv_t *v;
+  if (!w->n_parts[dr] || !w->n_parts[dc]) {
+    bool along_keys = !w->n_parts[dr];
+    tv_t *ix = along_keys ? kj : ri;
+    int64_t n = along_keys ? at->Sk : at->Sq, len = along_keys ? C : R;
+    tv_t *o = dim_off(K, w, along_keys ? dc : dr, ix);
+    tv_t *off = o ? BIN(ADD, o, lw_splat(c, base, &ix->type)) : lw_splat(c, base, &ix->type);
+    tv_t *m = n % len ? lw_cmp(c, "lt", ix, lw_ci(c, ix, n)) : NULL;
+    v = lw_load(c, p, off, m, 0);
+    v = along_keys ? lw_bcast_col(c, v, K->acc, R, C) : lw_bcast_row(c, v, K->acc, R, C);
+  } else {
+    v = lw_load(c, p, offs2(K, w, base, dr, ri, dc, kj, K->acc),
+                mask2(K, ri, at->Sq, at->Sq % R != 0, kj, at->Sk, at->Sk % C != 0, K->acc), 0);
+  }
+  return is_bool ? v : lw_cast(c, v, DRK_DT_F32);
+}
+
+static tv_t *apply_steps(ak_t *K, tv_t *s, tv_t *ri, tv_t *kj) {
+  drk_lctx_t *c = K->c;
+  const drk_fusion_attention_t *at = K->at;
+  for (int i = 0; i < at->n_steps; i++) {
+    const drk_attn_step_t *st = &at->steps[i];
+    if (st->kind == DRK_ATTN_CAST) {
+      s = lw_cast(c, lw_cast(c, s, st->dtype), DRK_DT_F32);
+      continue;
+    }
+    tv_t *x = step_operand(K, &st->x, ri, kj, false);
+    tv_t *a = st->scores_right ? x : s, *b = st->scores_right ? s : x;
+    switch (st->kind) {
+    case DRK_ATTN_MUL: s = BIN(MUL, a, b); break;
+    case DRK_ATTN_DIV: s = BIN(DIV, a, b); break;
+    case DRK_ATTN_ADD: s = BIN(ADD, a, b); break;
+    case DRK_ATTN_SUB: s = BIN(SUB, a, b); break;
+    case DRK_ATTN_WHERE: {
+      tv_t *cond;
+      if (i == at->causal_step) {
+        /* the mask is known to keep exactly j <= i + t: compare instead of loading it */
+        tv_t *lim = lw_bcast_row(c, BIN(ADD, ri, lw_ci(c, ri, at->causal_offset)), K->acc, K->BM, K->BN);
+        cond = lw_cmp(c, st->scores_right ? "gt" : "le", lw_bcast_col(c, kj, K->acc, K->BM, K->BN), lim);
+      } else {
+        cond = step_operand(K, &st->cond, ri, kj, true);
+      }
+      s = lw_sel(c, cond, a, b);
+      break;
+    }
+    default: break;
+    }
+  }
+  return s;
+}
+
+static tv_t *reduce_rows(ak_t *K, tv_t *t, const char *comb) {
+  drk_lctx_t *c = K->c;
+  int64_t d = t->type.dims[0];
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_REDUCE, 1, &t, 1,
+                                     (drk_tile_type_t[]){drk_tile_type_tile(t->type.dtype, 1, &d, K->Lr)});
+  drk_tile_op_set_int(c->m, op, "axis", 1);
+  drk_tile_op_set_ident(c->m, op, "combiner", comb);
+  return op->results[0];
+}
+
+static void setup(ak_t *K) {
+  drk_lctx_t *c = K->c;
+  const drk_fusion_attention_t *at = K->at;
+  K->t = at->dtype;
+  K->mma = at->dtype == DRK_DT_F16 || at->dtype == DRK_DT_BF16;
+  K->BM = K->mma ? 64 : 32;
+  K->BN = K->mma ? 64 : 32;
+  K->KC = K->mma ? 16 : 8;
+  K->VC = 16;
+  K->nkc = (int)((at->D + K->KC - 1) / K->KC);
+  K->q_regs = K->mma && at->D <= 64;
+  K->nvc = (int)((at->Dv + K->VC - 1) / K->VC);
+  K->acc = K->mma ? drk_tile_layout_mma(c->m, DRK_TL_MMA_SYNC, 4, 1, 16, 8)
+                  : drk_tile_layout_blocked(c->m, 2, (int[]){2, 2}, (int[]){4, 8}, (int[]){4, 1}, (int[]){1, 0});
+  int kw = K->mma ? 8 : 1;
+  K->opA = drk_tile_layout_dot_op(c->m, K->acc, 0, kw);
+  K->opB = drk_tile_layout_dot_op(c->m, K->acc, 1, kw);
+  K->Lr = drk_tile_layout_slice(c->m, K->acc, 1);
+  K->Lc = drk_tile_layout_slice(c->m, K->acc, 0);
+  K->shr = drk_tile_layout_shared(c->m, SWZ, 2, (int[]){1, 0});
+  K->shc = drk_tile_layout_shared(c->m, SWZ, 2, (int[]){0, 1});
+}
+
+/* The largest element offset view w can form with index i_d <= maxi[d] (masked-off lanes
+ * included: their offsets are formed too). */
+static int64_t view_max_offset(const drk_fusion_view_t *w, const int64_t *maxi) {
+  int64_t o = w->offset;
+  for (int d = 0; w->value && d < w->rank; d++)
+    for (int i = 0; i < w->n_parts[d]; i++) {
+      const drk_fusion_part_t *p = &w->parts[d][i];
+      int64_t q = maxi[d] / p->div;
+      if (p->div * p->mod < w->dims[d] && q > p->mod - 1) q = p->mod - 1;
+      o += q * (p->stride < 0 ? -p->stride : p->stride);
+    }
+  return o;
+}
+
+static bool needs_i64(const ak_t *K) {
+  const drk_fusion_attention_t *at = K->at;
+  int nb = at->nb;
+  int64_t mx[DRK_FUSION_MAX_RANK + 2];
+  for (int i = 0; i < nb; i++) mx[i] = at->batch[i] - 1;
+  int64_t rq = (at->Sq + K->BM - 1) / K->BM * K->BM - 1, rk = (at->Sk + K->BN - 1) / K->BN * K->BN - 1;
+  int64_t cd = K->nkc * K->KC - 1, cv = K->nvc * K->VC - 1, big = 0, o;
+  const int64_t lim = ((int64_t)1 << 31) - 1;
+#define BOUND(w, r, cc)                                                                                              \
+  do {                                                                                                               \
+    mx[nb] = (r), mx[nb + 1] = (cc), o = view_max_offset((w), mx);                                                    \
+    if (o > big) big = o;                                                                                            \
+  } while (0)
+  BOUND(&at->q, rq, cd);
+  BOUND(&at->k, rk, cd);
+  BOUND(&at->v, rk, cv);
+  BOUND(&at->out, rq, cv);
+  for (int i = 0; i < at->n_steps; i++) {
+    if (at->steps[i].kind == DRK_ATTN_CAST) continue;
+    BOUND(&at->steps[i].x, rq, rk);
+    if (at->steps[i].kind == DRK_ATTN_WHERE && i != at->causal_step) BOUND(&at->steps[i].cond, rq, rk);
+  }
+#undef BOUND
+  return big >= lim;
+}
+
+bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
+  const drk_fusion_group_t *gr = &f->groups[gi];
+  const drk_fusion_attention_t *at = gr->attn;
+  const drk_graph_t *g = c->g;
+  ak_t K0, *K = &K0;
+  memset(K, 0, sizeof *K);
+  K->c = c;
+  K->at = at;
+  c->node = g->nodes[gr->last];
+  c->node_index = (size_t)gr->last;
+  /* parameters: Q, K, V, the steps' operands (deduplicated), then the result */
+  const drk_value_t *vals[MAX_PARAMS];
+  int nv = 0;
+  vals[nv++] = at->q.value, vals[nv++] = at->k.value, vals[nv++] = at->v.value;
+  for (int i = 0; i < at->n_steps && nv + 2 < MAX_PARAMS; i++) {
+    if (at->steps[i].kind == DRK_ATTN_CAST) continue;
+    if (at->steps[i].x.value) vals[nv++] = at->steps[i].x.value;
+    if (at->steps[i].kind == DRK_ATTN_WHERE && at->steps[i].cond.value && i != at->causal_step)
+      vals[nv++] = at->steps[i].cond.value;
+  }
+  if (nv + 2 >= MAX_PARAMS) return lw_err(c, "attention with too many mask operands");
+  vals[nv++] = at->out.value;
+  setup(K);
+  drk_dtype_t it = needs_i64(K) ? DRK_DT_I64 : DRK_DT_I32;
+  lw_kernel_begin(c, it);
+  c->k->name = drk_arena_printf(c->m->arena, "k%d_fused_attention", gr->last);
+  for (int i = 0; i + 1 < nv; i++) add_param(K, vals[i], "x");
+  add_param(K, at->out.value, "y");
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    if (n->op == DRK_OP_RESHAPE || n->op == DRK_OP_FLATTEN || n->op == DRK_OP_SQUEEZE || n->op == DRK_OP_UNSQUEEZE ||
+        n->op == DRK_OP_IDENTITY)
+      lw_alias(c, n->outputs[0], n->inputs[0]);
+  }
+
+  const int64_t BM = K->BM, BN = K->BN, KC = K->KC, VC = K->VC;
+  const int nb = at->nb, dr = nb, dc = nb + 1;
+  int64_t es = drk_dtype_bits(K->t) / 8;
+  /* shared memory: K^T and V blocks, P's relayout scratch, Q (mma: aliases the blocks, read
+   * into registers before the loop's first barrier) */
+  int64_t off_k = 0, off_v = align_up(off_k + K->nkc * KC * BN * es, 8 * SWZ);
+  int64_t off_p = align_up(off_v + K->nvc * BN * VC * es, 16);
+  int64_t q_bytes = K->nkc * BM * KC * es, end = off_p + BM * BN * es;
+  int64_t off_q = K->q_regs ? 0 : align_up(end, 8 * SWZ);
+  int64_t smem = K->q_regs ? (q_bytes > end ? q_bytes : end) : off_q + q_bytes;
+
+  /* program coordinates */
+  int64_t nM = (at->Sq + BM - 1) / BM, gy = nb ? at->batch[nb - 1] : 1, gz = 1;
+  for (int i = 0; i + 1 < nb; i++) gz *= at->batch[i];
+  tv_t *pm = lw_pid(c, 0);
+  if (at->causal_step >= 0) pm = BIN(SUB, lw_sci(c, it, nM - 1), pm); /* longest programs first */
+  if (nb) K->bc[nb - 1] = lw_pid(c, 1);
+  if (nb > 1) {
+    tv_t *z = lw_pid(c, 2);
+    for (int i = nb - 2; i > 0; i--) {
+      K->bc[i] = BIN(REM, z, lw_sci(c, it, at->batch[i]));
+      z = BIN(DIV, z, lw_sci(c, it, at->batch[i]));
+    }
+    K->bc[0] = z;
+  }
+  tv_t *m0 = BIN(MUL, pm, lw_sci(c, it, BM));
+  tv_t *qb = batch_base(K, &at->q), *kb0 = batch_base(K, &at->k), *vb = batch_base(K, &at->v);
+
+  tv_t *ks = smem_buf(K, off_k, K->nkc, KC, BN, K->shc);
+  tv_t *vs = smem_buf(K, off_v, K->nvc, BN, VC, K->shc);
+  tv_t *qs = smem_buf(K, off_q, K->nkc, BM, KC, K->shr);
+  span_t qrows = {dr, m0, BM, at->Sq, at->Sq % BM != 0};
+  for (int i = 0; i < K->nkc; i++) {
+    span_t dcols = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
+    chunk_to_smem(K, &at->q, qb, qrows, dcols, 1, stage(K, qs, i));
+  }
+  barrier(K);
+  tv_t *qr[16] = {0};
+  if (K->q_regs)
+    for (int i = 0; i < K->nkc; i++) qr[i] = ld_op(K, stage(K, qs, i), K->opA);
+
+  /* the loop over key blocks */
+  tv_t *hi = lw_sci(c, it, at->Sk);
+  if (at->causal_step >= 0)
+    hi = BIN(MIN, BIN(ADD, m0, lw_sci(c, it, BM + at->causal_offset)), lw_sci(c, it, at->Sk));
+  int64_t rd[1] = {BM};
+  drk_tile_type_t rt = drk_tile_type_tile(DRK_DT_F32, 1, rd, K->Lr);
+  tv_t *init[2 + 16];
+  init[0] = drk_tile_build_const_float(&c->b, -INFINITY, rt);
+  init[1] = drk_tile_build_const_float(&c->b, 0.0, rt);
+  for (int i = 0; i < K->nvc; i++)
+    init[2 + i] = drk_tile_build_const_float(&c->b, 0.0, lw_tt(K->acc, 2, (int64_t[]){BM, VC}, DRK_DT_F32));
+  int ncar = 2 + K->nvc;
+  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, it, 0), hi, lw_sci(c, it, BN), ncar, init);
+  tv_t **args = loop->regions[0]->args;
+  tv_t *kb = args[0], *mi = args[1], *li = args[2];
+  barrier(K); /* the previous block's (or Q's) readers are done with the buffers */
+  span_t keys = {dr, kb, BN, at->Sk, at->Sk % BN != 0};
+  for (int i = 0; i < K->nkc; i++) {
+    span_t drows = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
+    chunk_to_smem(K, &at->k, kb0, drows, keys, 0, stage(K, ks, i));
+  }
+  for (int i = 0; i < K->nvc; i++) {
+    span_t vcols = {dc, lw_sci(c, it, i * VC), VC, at->Dv, (i + 1) * VC > at->Dv};
+    chunk_to_smem(K, &at->v, vb, keys, vcols, 1, stage(K, vs, i));
+  }
+  barrier(K);
+  tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
+  for (int i = 0; i < K->nkc; i++) {
+    tv_t *qa = K->q_regs ? qr[i] : ld_op(K, stage(K, qs, i), K->opA);
+    s = dot(K, qa, ld_op(K, stage(K, ks, i), K->opB), s);
+  }
+  tv_t *ri = range_at(K, m0, BM, K->Lr), *kj = range_at(K, kb, BN, K->Lc);
+  s = apply_steps(K, s, ri, kj);
+  if (at->Sk % BN)
+    s = lw_sel(c, lw_bcast_col(c, lw_cmp(c, "lt", kj, lw_ci(c, kj, at->Sk)), K->acc, BM, BN), s,
+               lw_cf(c, s, -INFINITY));
+  /* online softmax */
+  tv_t *mn = BIN(MAX, mi, reduce_rows(K, s, "max"));
+  tv_t *mu = lw_sel(c, lw_cmp(c, "eq", mn, lw_cf(c, mn, -INFINITY)), lw_cf(c, mn, 0), mn);
+  tv_t *alpha = UN(EXP, BIN(SUB, mi, mu));
+  tv_t *p = UN(EXP, BIN(SUB, s, lw_bcast_row(c, mu, K->acc, BM, BN)));
+  tv_t *ln = BIN(ADD, BIN(MUL, li, alpha), reduce_rows(K, p, "sum"));
+  tv_t *pc = lw_cast(c, p, K->t);
+  drk_tile_op_t *cv = drk_tile_build(&c->b, DRK_TOP_CONVERT_LAYOUT, 1, &pc, 1,
+                                     (drk_tile_type_t[]){drk_tile_type_tile(K->t, 2, (int64_t[]){BM, BN}, K->opA)});
+  drk_tile_op_set_int(c->m, cv, "scratch", off_p);
+  tv_t *pa = cv->results[0];
+  tv_t *yield[2 + 16];
+  yield[0] = mn, yield[1] = ln;
+  tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
+  for (int i = 0; i < K->nvc; i++)
+    yield[2 + i] = dot(K, pa, ld_op(K, stage(K, vs, i), K->opB), BIN(MUL, args[3 + i], a2));
+  loop = drk_tile_build_for_end(&c->b, ncar, yield);
+
+  /* O / l, stored through the output view */
+  tv_t *l2 = lw_bcast_row(c, loop->results[1], K->acc, BM, VC);
+  tv_t *ro = range_at(K, m0, BM, K->Lr), *ob = batch_base(K, &at->out);
+  for (int i = 0; i < K->nvc; i++) {
+    tv_t *oc = range_at(K, lw_sci(c, it, i * VC), VC, K->Lc);
+    tv_t *o = BIN(DIV, loop->results[2 + i], l2);
+    lw_store(c, param_of(K, at->out.value), offs2(K, &at->out, ob, dr, ro, dc, oc, K->acc), o,
+             mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
+  }
+  drk_schedule_t S = {.kind = "attention", .warps = 4, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
+                      .stages = 1, .mma = K->mma ? "mma_sync" : "fma"};
+  lw_kernel_end(c, nM, gy, gz, 4, smem, &S);
+  return true;
+}

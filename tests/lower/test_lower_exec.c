@@ -1,0 +1,274 @@
+/* Lowered kernels run on the CPU against the interpreter (no GPU needed).
+ *
+ *   test_lower_exec onnx CASE_DIR     an ONNX node test (model.onnx, test_data_set_0): its
+ *                                     integer inputs after the first and the shape-like ones
+ *                                     (Resize roi/scales/sizes, OneHot depth) are frozen as
+ *                                     tests/gpu/freeze_args.py does for the GPU run
+ *   test_lower_exec drkg FILE.drkg    a text graph on random inputs (floats in [-1, 1),
+ *                                     integers in [0, 4), bools fair), as `drkc run` draws them
+ *   test_lower_exec errors            lowering errors of the gather family (lower_gather.c)
+ *
+ * The graph is canonicalized and lowered (fusion level 0); every launch then runs, in launch
+ * order, on the CPU tile executor (tests/fuse/tile_exec.c) with one buffer per value (aliases
+ * share their base's), node results poisoned first (NaN / 0x5A5A5A5A). Every graph output must
+ * match the interpreter's: rel L2 <= 1e-5 for f32/f64, 1e-2 for f16/bf16, exact otherwise
+ * (NaN fails, so does an element no kernel wrote). Multi-kernel nodes (ScatterND's copy then
+ * scatter) are checked as a whole, which test_fuse's per-launch check cannot do. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "frontend/onnx/tensor_io.h"
+#include "ir/interp.h"
+#include "passes/lower_to_tile.h"
+#include "passes/passes.h"
+#include "tests/common/lowered_check.h"
+#include "tests/fuse/tile_exec.h"
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static bool random_input(const drk_value_t *v, uint64_t *rng, drk_tensor_t *t) {
+  int64_t dims[DRK_MAX_RANK];
+  for (int k = 0; k < v->shape.rank; k++) {
+    if (v->shape.dims[k].sym || v->shape.dims[k].size < 0) return false;
+    dims[k] = v->shape.dims[k].size;
+  }
+  if (!drk_tensor_alloc(t, v->dtype, v->shape.rank, dims)) return false;
+  for (int64_t i = 0; i < drk_tensor_numel(t); i++) {
+    uint64_t r = rng_next(rng);
+    if (drk_dtype_is_float(v->dtype)) drk_tensor_set_f64(t, i, (double)(r >> 11) * 0x1.0p-52 - 1.0);
+    else if (v->dtype == DRK_DT_BOOL) drk_tensor_set_i64(t, i, (int64_t)(r & 1));
+    else drk_tensor_set_i64(t, i, (int64_t)(r % 4));
+  }
+  return true;
+}
+
+/* freeze_args.py's rule: integer inputs after the first, and shape-like operands */
+static bool shape_like(const drk_graph_t *g, size_t idx) {
+  const drk_value_t *v = g->inputs[idx];
+  if (idx > 0 && (v->dtype == DRK_DT_I64 || v->dtype == DRK_DT_I32)) return true;
+  for (size_t k = 0; k < g->n_nodes; k++) {
+    const drk_node_t *n = g->nodes[k];
+    for (int i = 0; i < n->n_inputs; i++) {
+      if (n->inputs[i] != v) continue;
+      if ((n->op == DRK_OP_RESIZE && i >= 1) || (n->op == DRK_OP_ONE_HOT && i == 1)) return true;
+    }
+  }
+  return false;
+}
+
+static double tolerance(drk_dtype_t t) {
+  if (t == DRK_DT_F16 || t == DRK_DT_BF16) return 1e-2;
+  if (drk_dtype_is_float(t)) return 1e-5;
+  return 0;
+}
+
+static const drk_value_t *base_of(const drk_lowered_t *l, const drk_value_t *v) {
+  for (int guard = 0; guard < 64; guard++) {
+    const drk_value_t *b = NULL;
+    for (size_t i = 0; i < l->n_aliases && !b; i++)
+      if (l->aliases[i].value == v) b = l->aliases[i].base;
+    if (!b) return v;
+    v = b;
+  }
+  return v;
+}
+
+/* Lowers g, runs every launch on the CPU, compares the graph outputs with ref. */
+static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_tensor_t *ref, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_lower_options_t o = {.target_sm = 90, .fusion_set = true, .fusion_level = 0};
+  drk_lowered_t l;
+  if (!drk_lower_graph(g, &o, &l, &d)) {
+    fprintf(stderr, "FAIL %s: does not lower\n", what);
+    return false;
+  }
+  bool ok = drk_test_check_lowered(&l, what);
+  uint32_t nv = g->next_value_id + 1;
+  drk_tensor_t *buf = calloc(nv, sizeof *buf);
+  bool *have = calloc(nv, sizeof *have);
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    drk_tensor_copy(&buf[g->inputs[i]->id], &inputs[i]);
+    have[g->inputs[i]->id] = true;
+  }
+  for (size_t li = 0; ok && li < l.n_launches; li++) {
+    const drk_launch_t *L = &l.launches[li];
+    drk_tensor_t args[64];
+    int na = L->n_args;
+    if (na > 64) { fprintf(stderr, "FAIL %s: too many args\n", what); ok = false; break; }
+    for (int a = 0; a < na && ok; a++) {
+      if (L->args[a].kind != DRK_LARG_BUFFER) { fprintf(stderr, "FAIL %s: non-buffer arg\n", what); ok = false; break; }
+      const drk_value_t *v = base_of(&l, L->args[a].value);
+      if (!have[v->id]) {
+        if (v->kind == DRK_VALUE_CONST) {
+          drk_tensor_t c;
+          ok = drk_tensor_from_const(&c, v) && drk_tensor_copy(&buf[v->id], &c);
+        } else { /* a node result: poisoned until a kernel writes it */
+          int64_t dims[DRK_MAX_RANK];
+          for (int k = 0; k < v->shape.rank; k++) dims[k] = v->shape.dims[k].size;
+          ok = drk_tensor_alloc(&buf[v->id], v->dtype, v->shape.rank, dims);
+          for (int64_t j = 0; ok && j < drk_tensor_numel(&buf[v->id]); j++) {
+            if (drk_dtype_is_float(v->dtype)) drk_tensor_set_f64(&buf[v->id], j, NAN);
+            else drk_tensor_set_i64(&buf[v->id], j, 0x5A5A5A5A);
+          }
+        }
+        have[v->id] = ok;
+      }
+      args[a] = buf[v->id]; /* shares the data: kernels write through */
+      args[a].owned = false;
+    }
+    char err[400];
+    te_result_t r = ok ? te_run(l.module, L->kernel, args, na, err, sizeof err) : TE_ERROR;
+    if (r != TE_OK) {
+      fprintf(stderr, "FAIL %s: kernel %s: %s\n", what, L->kernel->name, r == TE_UNSUPPORTED ? "not executable on the CPU" : err);
+      ok = false;
+    }
+  }
+  for (size_t i = 0; ok && i < g->n_outputs; i++) {
+    const drk_value_t *v = base_of(&l, g->outputs[i]);
+    if (!have[v->id]) { fprintf(stderr, "FAIL %s: output %zu never written\n", what, i); ok = false; break; }
+    double tol = tolerance(g->outputs[i]->dtype), e = 0;
+    if (tol > 0) {
+      e = drk_tensor_rel_error(&buf[v->id], &ref[i]);
+    } else {
+      for (int64_t j = 0; j < drk_tensor_numel(&ref[i]); j++)
+        if (drk_tensor_get_i64(&buf[v->id], j) != drk_tensor_get_i64(&ref[i], j)) e = 1;
+    }
+    if (!(e <= tol)) {
+      fprintf(stderr, "FAIL %s: output %zu '%s' rel error %.3g (tolerance %.0e)\n", what, i, g->outputs[i]->name, e, tol);
+      ok = false;
+    }
+  }
+  if (ok) printf("ok %s: %zu launches\n", what, l.n_launches);
+  for (uint32_t i = 0; i < nv; i++)
+    if (have[i]) drk_tensor_free(&buf[i]);
+  free(buf);
+  free(have);
+  drk_lowered_destroy(&l);
+  return ok;
+}
+
+/* inputs drawn or read, interpreter reference, execution */
+static int run_graph(drk_graph_t *g, drk_tensor_t *inputs, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  int rc = 1;
+  drk_tensor_t *ref = calloc(g->n_outputs + 1, sizeof *ref);
+  if (!drk_pass_pipeline_canonicalize(g, &d)) fprintf(stderr, "FAIL %s: canonicalize\n", what);
+  else if (!drk_interp_run(g, inputs, ref, &d)) fprintf(stderr, "FAIL %s: interpreter\n", what);
+  else rc = execute(g, inputs, ref, what) ? 0 : 1;
+  for (size_t i = 0; i < g->n_outputs; i++) drk_tensor_free(&ref[i]);
+  free(ref);
+  return rc;
+}
+
+static int run_onnx(const char *dir) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  drk_graph_t *g = drk_frontend_load(path, &d);
+  if (!g) return 1;
+  size_t n = g->n_inputs, kept = 0;
+  drk_tensor_t *all = calloc(n + 1, sizeof *all), *inputs = calloc(n + 1, sizeof *inputs);
+  bool *frz = calloc(n + 1, sizeof *frz);
+  bool ok = true;
+  for (size_t i = 0; ok && i < n; i++) {
+    snprintf(path, sizeof path, "%s/test_data_set_0/input_%zu.pb", dir, i);
+    ok = drk_tensor_read_pb_expect(path, g->inputs[i]->dtype, &all[i], &d);
+    frz[i] = ok && shape_like(g, i);
+  }
+  char **names = calloc(n + 1, sizeof *names);
+  for (size_t i = 0; ok && i < n; i++) names[i] = strdup(g->inputs[i]->name);
+  for (size_t i = 0; ok && i < n; i++) {
+    if (frz[i]) ok = drk_graph_freeze_input(g, names[i], all[i].dtype, all[i].rank, all[i].dims, all[i].data, all[i].nbytes, &d);
+    else inputs[kept++] = all[i];
+  }
+  int rc = ok ? run_graph(g, inputs, dir) : 1;
+  for (size_t i = 0; i < n; i++) {
+    drk_tensor_free(&all[i]);
+    free(names[i]);
+  }
+  free(names);
+  free(all);
+  free(inputs);
+  free(frz);
+  drk_graph_destroy(g);
+  return rc;
+}
+
+static int run_drkg(const char *path) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = drk_frontend_load(path, &d);
+  if (!g) return 1;
+  drk_tensor_t *inputs = calloc(g->n_inputs + 1, sizeof *inputs);
+  uint64_t rng = 1;
+  bool ok = true;
+  for (size_t i = 0; ok && i < g->n_inputs; i++) ok = random_input(g->inputs[i], &rng, &inputs[i]);
+  int rc = ok ? run_graph(g, inputs, path) : 1;
+  for (size_t i = 0; i < g->n_inputs; i++) drk_tensor_free(&inputs[i]);
+  free(inputs);
+  drk_graph_destroy(g);
+  return rc;
+}
+
+/* ---- errors of lower_gather.c ---- */
+static bool expect_error(const char *text, const char *want) {
+  drk_diag_t d;
+  drk_diag_init(&d, NULL);
+  drk_graph_t *g = drk_graph_parse(text, strlen(text), "t.drkg", &d);
+  if (!g) { fprintf(stderr, "parse failed: %s\n", d.first); return false; }
+  bool ok = true;
+  drk_lowered_t l;
+  if (!drk_pass_pipeline_canonicalize(g, &d)) {
+    ok = strstr(d.first, want) != NULL;
+    if (!ok) fprintf(stderr, "canonicalize: %s\n", d.first);
+  } else if (drk_lower_graph(g, NULL, &l, &d)) {
+    fprintf(stderr, "expected an error '%s', lowering succeeded\n", want);
+    drk_lowered_destroy(&l);
+    ok = false;
+  } else if (!strstr(d.first, want)) {
+    fprintf(stderr, "expected '%s', got '%s'\n", want, d.first);
+    ok = false;
+  }
+  drk_graph_destroy(g);
+  return ok;
+}
+
+static int run_errors(void) {
+  int bad = 0;
+  bad += !expect_error("graph @g(%x: f32[1, 1, 4, 4]) -> (%y) {\n  %s: f32[4] = const [1.0, 1.0, 2.0, 2.0]\n"
+                       "  %y: f32[*] = Resize(%x, _, %s) {mode = \"linear\", antialias = 1}\n  return %y\n}\n",
+                       "Resize on f32 is not lowered for GPU yet (antialias=1");
+  bad += !expect_error("graph @g(%x: f32[1, 1, 4, 4], %s: f32[4]) -> (%y) {\n"
+                       "  %y: f32[1, 1, 8, 8] = Resize(%x, _, %s) {mode = \"cubic\"}\n  return %y\n}\n",
+                       "scales must be a constant");
+  bad += !expect_error("graph @g(%x: f32[1, 1, 4, 4], %r: f32[8]) -> (%y) {\n  %s: f32[4] = const [1.0, 1.0, 2.0, 2.0]\n"
+                       "  %y: f32[*] = Resize(%x, %r, %s) {mode = \"linear\", coordinate_transformation_mode = \"tf_crop_and_resize\"}\n"
+                       "  return %y\n}\n",
+                       "roi must be a constant");
+  bad += !expect_error("graph @g(%x: f32[4, 4, 4, 4, 4]) -> (%y) {\n  %s: f32[5] = const [2.0, 2.0, 2.0, 2.0, 2.0]\n"
+                       "  %y: f32[*] = Resize(%x, _, %s) {mode = \"cubic\"}\n  return %y\n}\n",
+                       "needs 1024 taps per element");
+  bad += !expect_error("graph @g(%x: f32[4, 4], %i: f32[2, 1]) -> (%y) {\n  %y: f32[*] = GatherND(%x, %i)\n  return %y\n}\n",
+                       "indices must be i32 or i64");
+  printf("errors: %d failed\n", bad);
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "onnx") == 0) return run_onnx(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "drkg") == 0) return run_drkg(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
+  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors\n");
+  return 2;
+}
