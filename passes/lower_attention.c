@@ -42,6 +42,7 @@
 
 #define SWZ 128 /* shared buffers: 128-byte XOR swizzle (ldmatrix-style bank spreading) */
 #define MAX_PARAMS 64
+#define KV_STAGES 2 /* ring slots of K^T and V blocks (cp_async double buffering) */
 
 typedef struct ak {
   drk_lctx_t *c;
@@ -165,16 +166,28 @@ typedef struct span {
   bool edge;
 } span_t;
 
-/* Loads the [rows.n, cols.n] chunk of operand view w and stores it into smem buffer sm. */
+/* Copies the [rows.n, cols.n] chunk of operand view w into smem buffer sm: a masked load +
+ * local_store, or (async) a cp_async whose masked-off elements are zero-filled, like the
+ * load's `other` 0. */
 static void chunk_to_smem(ak_t *K, const drk_fusion_view_t *w, tv_t *base, span_t rows, span_t cols, int dflt_fast,
-                          tv_t *sm) {
+                          tv_t *sm, bool async) {
   drk_lctx_t *c = K->c;
   const drk_tile_layout_t *L = load_layout(K, rows.n, cols.n, fast_dim(w, rows.d, cols.d, dflt_fast));
   tv_t *ri = range_at(K, rows.start, rows.n, drk_tile_layout_slice(c->m, L, 1));
   tv_t *ci = range_at(K, cols.start, cols.n, drk_tile_layout_slice(c->m, L, 0));
   tv_t *off = offs2(K, w, base, rows.d, ri, cols.d, ci, L);
-  tv_t *v = lw_load(c, param_of(K, w->value), off, mask2(K, ri, rows.lim, rows.edge, ci, cols.lim, cols.edge, L), 0);
-  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){sm, v}, 0, NULL);
+  tv_t *mask = mask2(K, ri, rows.lim, rows.edge, ci, cols.lim, cols.edge, L);
+  tv_t *prm = param_of(K, w->value);
+  if (!async) {
+    drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){sm, lw_load(c, prm, off, mask, 0)}, 0, NULL);
+    return;
+  }
+  drk_tile_type_t pt = off->type;
+  pt.dtype = prm->type.dtype;
+  pt.is_ptr = true;
+  tv_t *ps = drk_tile_build1(&c->b, DRK_TOP_SPLAT, 1, (tv_t *[]){prm}, pt);
+  tv_t *pp = drk_tile_build1(&c->b, DRK_TOP_ADDPTR, 2, (tv_t *[]){ps, off}, pt);
+  drk_tile_build(&c->b, DRK_TOP_CP_ASYNC, mask ? 3 : 2, (tv_t *[]){sm, pp, mask}, 0, NULL);
 }
 
 static tv_t *smem_buf(ak_t *K, int64_t off, int64_t n, int64_t R, int64_t C, const drk_tile_layout_t *sl) {
@@ -184,10 +197,20 @@ static tv_t *smem_buf(ak_t *K, int64_t off, int64_t n, int64_t R, int64_t C, con
   return b;
 }
 
-static tv_t *stage(ak_t *K, tv_t *buf, int64_t i) {
+/* stage i (scalar i32) of buf */
+static tv_t *stage_at(ak_t *K, tv_t *buf, tv_t *i) {
   const drk_tile_type_t *t = &buf->type;
-  return drk_tile_build1(&K->c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, lw_sci(K->c, DRK_DT_I32, i)},
+  return drk_tile_build1(&K->c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, i},
                          drk_tile_type_smem(t->dtype, t->rank - 1, t->dims + 1, t->layout));
+}
+
+static tv_t *stage(ak_t *K, tv_t *buf, int64_t i) { return stage_at(K, buf, lw_sci(K->c, DRK_DT_I32, i)); }
+
+/* stage i of ring slot st (scalar i32) of a ring of n-stage slots */
+static tv_t *ring_stage(ak_t *K, tv_t *buf, tv_t *st, int n, int i) {
+  drk_lctx_t *c = K->c;
+  tv_t *x = n > 1 ? BIN(MUL, st, lw_sci(c, DRK_DT_I32, n)) : st;
+  return stage_at(K, buf, i ? BIN(ADD, x, lw_sci(c, DRK_DT_I32, i)) : x);
 }
 
 static tv_t *ld_op(ak_t *K, tv_t *sm, const drk_tile_layout_t *l) {
@@ -299,6 +322,30 @@ static void setup(ak_t *K) {
   K->shc = drk_tile_layout_shared(c->m, SWZ, 2, (int[]){0, 1});
 }
 
+/* cp_async of key block kb (scalar, it) of K^T and V into ring slot st (scalar i32); keys
+ * past Sk and head-dim columns past D (Dv) are zero-filled. */
+static void issue_kv(ak_t *K, tv_t *kb, tv_t *st, tv_t *ks, tv_t *vs, tv_t *kbase, tv_t *vbase) {
+  drk_lctx_t *c = K->c;
+  const drk_fusion_attention_t *at = K->at;
+  int dr = at->nb, dc = at->nb + 1;
+  span_t keys = {dr, kb, K->BN, at->Sk, at->Sk % K->BN != 0};
+  for (int i = 0; i < K->nkc; i++) {
+    span_t drows = {dc, lw_sci(c, c->it, i * K->KC), K->KC, at->D, (i + 1) * K->KC > at->D};
+    chunk_to_smem(K, &at->k, kbase, drows, keys, 0, ring_stage(K, ks, st, K->nkc, i), true);
+  }
+  for (int i = 0; i < K->nvc; i++) {
+    span_t vcols = {dc, lw_sci(c, c->it, i * K->VC), K->VC, at->Dv, (i + 1) * K->VC > at->Dv};
+    chunk_to_smem(K, &at->v, vbase, keys, vcols, 1, ring_stage(K, vs, st, K->nvc, i), true);
+  }
+}
+
+static void cp_wait(ak_t *K, int64_t pending) {
+  drk_tile_op_t *op = drk_tile_build(&K->c->b, DRK_TOP_CP_ASYNC_WAIT, 0, NULL, 0, NULL);
+  drk_tile_op_set_int(K->c->m, op, "pending", pending);
+}
+
+static void cp_commit(ak_t *K) { drk_tile_build(&K->c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL); }
+
 /* The largest element offset view w can form with index i_d <= maxi[d] (masked-off lanes
  * included: their offsets are formed too). */
 static int64_t view_max_offset(const drk_fusion_view_t *w, const int64_t *maxi) {
@@ -377,10 +424,11 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const int64_t BM = K->BM, BN = K->BN, KC = K->KC, VC = K->VC;
   const int nb = at->nb, dr = nb, dc = nb + 1;
   int64_t es = drk_dtype_bits(K->t) / 8;
-  /* shared memory: K^T and V blocks, P's relayout scratch, Q (mma: aliases the blocks, read
-   * into registers before the loop's first barrier) */
-  int64_t off_k = 0, off_v = align_up(off_k + K->nkc * KC * BN * es, 8 * SWZ);
-  int64_t off_p = align_up(off_v + K->nvc * BN * VC * es, 16);
+  /* shared memory: rings of KV_STAGES slots of K^T and V blocks, P's relayout scratch, Q
+   * (Q in registers: aliases the rings, read into registers before the prologue's copies) */
+  const int64_t NS = KV_STAGES;
+  int64_t off_k = 0, off_v = align_up(off_k + NS * K->nkc * KC * BN * es, 8 * SWZ);
+  int64_t off_p = align_up(off_v + NS * K->nvc * BN * VC * es, 16);
   int64_t q_bytes = K->nkc * BM * KC * es, end = off_p + BM * BN * es;
   int64_t off_q = K->q_regs ? 0 : align_up(end, 8 * SWZ);
   int64_t smem = K->q_regs ? (q_bytes > end ? q_bytes : end) : off_q + q_bytes;
@@ -402,23 +450,36 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   tv_t *m0 = BIN(MUL, pm, lw_sci(c, it, BM));
   tv_t *qb = batch_base(K, &at->q), *kb0 = batch_base(K, &at->k), *vb = batch_base(K, &at->v);
 
-  tv_t *ks = smem_buf(K, off_k, K->nkc, KC, BN, K->shc);
-  tv_t *vs = smem_buf(K, off_v, K->nvc, BN, VC, K->shc);
+  tv_t *ks = smem_buf(K, off_k, NS * K->nkc, KC, BN, K->shc);
+  tv_t *vs = smem_buf(K, off_v, NS * K->nvc, BN, VC, K->shc);
   tv_t *qs = smem_buf(K, off_q, K->nkc, BM, KC, K->shr);
   span_t qrows = {dr, m0, BM, at->Sq, at->Sq % BM != 0};
   for (int i = 0; i < K->nkc; i++) {
     span_t dcols = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
-    chunk_to_smem(K, &at->q, qb, qrows, dcols, 1, stage(K, qs, i));
+    chunk_to_smem(K, &at->q, qb, qrows, dcols, 1, stage(K, qs, i), false);
   }
   barrier(K);
   tv_t *qr[16] = {0};
-  if (K->q_regs)
+  if (K->q_regs) {
     for (int i = 0; i < K->nkc; i++) qr[i] = ld_op(K, stage(K, qs, i), K->opA);
+    barrier(K); /* every warp has Q: the prologue's copies may overwrite it */
+  }
 
-  /* the loop over key blocks */
+  /* the loop over key blocks [0, hi), pipelined: block b lands in ring slot b % NS; the
+   * prologue issues blocks 0 .. NS-2 (one commit group each, empty past hi); step b waits
+   * for its group (pending NS-2), then one barrier makes the block visible to every warp
+   * and ends every warp's reads of slot (b-1) % NS (step b-1), into which block b+NS-1 is
+   * then copied while block b is computed. */
   tv_t *hi = lw_sci(c, it, at->Sk);
   if (at->causal_step >= 0)
     hi = BIN(MIN, BIN(ADD, m0, lw_sci(c, it, BM + at->causal_offset)), lw_sci(c, it, at->Sk));
+  for (int64_t i = 0; i + 1 < NS; i++) {
+    tv_t *kbi = lw_sci(c, it, i * BN);
+    drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kbi, hi), 0, NULL);
+    issue_kv(K, kbi, lw_sci(c, DRK_DT_I32, i), ks, vs, kb0, vb);
+    drk_tile_build_if_end(&c->b, 0, NULL);
+    cp_commit(K);
+  }
   int64_t rd[1] = {BM};
   drk_tile_type_t rt = drk_tile_type_tile(DRK_DT_F32, 1, rd, K->Lr);
   tv_t *init[2 + 16];
@@ -430,21 +491,20 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, it, 0), hi, lw_sci(c, it, BN), ncar, init);
   tv_t **args = loop->regions[0]->args;
   tv_t *kb = args[0], *mi = args[1], *li = args[2];
-  barrier(K); /* the previous block's (or Q's) readers are done with the buffers */
-  span_t keys = {dr, kb, BN, at->Sk, at->Sk % BN != 0};
-  for (int i = 0; i < K->nkc; i++) {
-    span_t drows = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
-    chunk_to_smem(K, &at->k, kb0, drows, keys, 0, stage(K, ks, i));
-  }
-  for (int i = 0; i < K->nvc; i++) {
-    span_t vcols = {dc, lw_sci(c, it, i * VC), VC, at->Dv, (i + 1) * VC > at->Dv};
-    chunk_to_smem(K, &at->v, vb, keys, vcols, 1, stage(K, vs, i));
-  }
+  tv_t *bi = BIN(DIV, kb, lw_sci(c, it, BN)); /* block index */
+  cp_wait(K, NS - 2);
   barrier(K);
+  tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
+  drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, hi), 0, NULL);
+  issue_kv(K, kn, lw_cast(c, BIN(REM, BIN(ADD, bi, lw_sci(c, it, NS - 1)), lw_sci(c, it, NS)), DRK_DT_I32), ks, vs,
+           kb0, vb);
+  drk_tile_build_if_end(&c->b, 0, NULL);
+  cp_commit(K);
+  tv_t *st = lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
   tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
   for (int i = 0; i < K->nkc; i++) {
     tv_t *qa = K->q_regs ? qr[i] : ld_op(K, stage(K, qs, i), K->opA);
-    s = dot(K, qa, ld_op(K, stage(K, ks, i), K->opB), s);
+    s = dot(K, qa, ld_op(K, ring_stage(K, ks, st, K->nkc, i), K->opB), s);
   }
   tv_t *ri = range_at(K, m0, BM, K->Lr), *kj = range_at(K, kb, BN, K->Lc);
   s = apply_steps(K, s, ri, kj);
@@ -466,8 +526,9 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   yield[0] = mn, yield[1] = ln;
   tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
   for (int i = 0; i < K->nvc; i++)
-    yield[2 + i] = dot(K, pa, ld_op(K, stage(K, vs, i), K->opB), BIN(MUL, args[3 + i], a2));
+    yield[2 + i] = dot(K, pa, ld_op(K, ring_stage(K, vs, st, K->nvc, i), K->opB), BIN(MUL, args[3 + i], a2));
   loop = drk_tile_build_for_end(&c->b, ncar, yield);
+  cp_wait(K, 0);
 
   /* O / l, stored through the output view */
   tv_t *l2 = lw_bcast_row(c, loop->results[1], K->acc, BM, VC);
@@ -479,7 +540,7 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
              mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
   }
   drk_schedule_t S = {.kind = "attention", .warps = 4, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
-                      .stages = 1, .mma = K->mma ? "mma_sync" : "fma"};
+                      .stages = (int)NS, .mma = K->mma ? "mma_sync" : "fma"};
   lw_kernel_end(c, nM, gy, gz, 4, smem, &S);
   return true;
 }

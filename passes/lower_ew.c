@@ -126,6 +126,19 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
   case DRK_OP_MUL: return BIN(MUL, a, x[1]);
   case DRK_OP_DIV: return BIN(DIV, a, x[1]);
   case DRK_OP_POW: {
+    /* a constant small integer exponent (GELU's x^3, x^2 of variances) is a product: no
+     * exp/log, no branches for the signs */
+    const drk_value_t *e = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    if (drk_dtype_is_float(ct) && e && e->kind == DRK_VALUE_CONST && e->data && lw_numel(e) == 1) {
+      double p = lw_const_f64(e, 0);
+      if (p == 1) return a;
+      if (p == 2) return BIN(MUL, a, a);
+      if (p == 3) return BIN(MUL, BIN(MUL, a, a), a);
+      if (p == 4) {
+        tv_t *a2 = BIN(MUL, a, a);
+        return BIN(MUL, a2, a2);
+      }
+    }
     if (drk_dtype_is_float(ct)) return BIN(POW, a, x[1]);
     tv_t *r = BIN(POW, lw_cast(c, a, DRK_DT_F64), lw_cast(c, x[1], DRK_DT_F64));
     return lw_cast(c, r, ct);

@@ -130,6 +130,21 @@ tv_t *lw_param_buf(drk_lctx_t *c, const drk_value_t *v, const char *name) {
   return p;
 }
 
+int lw_scratch_new(drk_lctx_t *c, uint64_t bytes) {
+  drk_scratch_t sc = {bytes ? bytes : 1, c->node_index, -1};
+  DRK_VEC_PUSH(c->m->arena, c->scratch, c->n_scratch, c->cap_scratch, sc);
+  return (int)c->n_scratch - 1;
+}
+
+tv_t *lw_param_scratch(drk_lctx_t *c, int idx, drk_dtype_t t, const char *name) {
+  DRK_ASSERT(idx >= 0 && (size_t)idx < c->n_scratch);
+  tv_t *p = drk_tile_kernel_add_param(c->m, c->k, name, drk_tile_type_ptr(t), c->node->loc);
+  drk_tile_attr_t *a = drk_tile_param_add_attr(c->m, c->k, c->k->n_params - 1, "align", DRK_TA_INT);
+  a->i = 16;
+  push_arg(c, (drk_larg_t){DRK_LARG_SCRATCH, NULL, idx, 0});
+  return p;
+}
+
 void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps, int64_t smem,
                    const drk_schedule_t *s) {
   drk_tile_build(&c->b, DRK_TOP_RETURN, 0, NULL, 0, NULL);
@@ -423,17 +438,19 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
     c.node = n;
     c.node_index = i;
     c.n_kernels_node = 0;
-    size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases;
+    size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases, ns = c.n_scratch;
     if (!(gr->kind == DRK_FUSION_SINGLE ? lower_node(&c) : drk_lower_fused(&c, &fu, fu.group[i]))) {
       ok = false;
       c.m->n_kernels = nk; /* drop the node's partial kernels */
       c.n_launches = nl;
       c.n_aliases = na;
+      c.n_scratch = ns;
     }
   }
   int64_t *times = drk_arena_alloc(c.m->arena, sizeof(int64_t) * (g->n_nodes + 1));
   drk_fusion_node_times(&fu, times);
   drk_fusion_destroy(&fu);
+  for (size_t i = 0; i < c.n_scratch; i++) c.scratch[i].time = times[c.scratch[i].node];
   if (ok && !drk_tile_verify(c.m, d)) {
     drk_diag_error(d, drk_loc_none, "internal: lowered tile IR does not verify");
     ok = false;
@@ -448,6 +465,8 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   out->n_aliases = c.n_aliases;
   out->aliases = c.aliases;
   out->node_time = times;
+  out->n_scratch = c.n_scratch;
+  out->scratch = c.scratch;
   return true;
 }
 
@@ -469,6 +488,7 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
       if (j) fputs(", ", out);
       if (a->kind == DRK_LARG_BUFFER) fprintf(out, "%%%s", a->value->name);
       else if (a->kind == DRK_LARG_F32) fprintf(out, "%g", a->f);
+      else if (a->kind == DRK_LARG_SCRATCH) fprintf(out, "scratch%lld", (long long)a->i);
       else fprintf(out, "%lld", (long long)a->i);
     }
     fprintf(out, ")\n#   schedule {kind = %s", s->kind ? s->kind : "?");
@@ -478,8 +498,12 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
     if (s->rows) fprintf(out, ", rows = %d, cols = %d", s->rows, s->cols);
     if (s->tile_m) fprintf(out, ", tile = [%d, %d, %d], stages = %d", s->tile_m, s->tile_n, s->tile_k, s->stages);
     if (s->mma) fprintf(out, ", mma = %s%s", s->mma, s->tf32 ? " (tf32)" : "");
+    if (s->split_k > 1) fprintf(out, ", split_k = %d", s->split_k);
     fputs("}\n", out);
   }
+  for (size_t i = 0; i < l->n_scratch; i++)
+    fprintf(out, "# scratch%zu: %llu bytes at time %lld\n", i, (unsigned long long)l->scratch[i].bytes,
+            (long long)l->scratch[i].time);
   for (size_t i = 0; i < l->n_aliases; i++)
     fprintf(out, "# alias %%%s = %%%s\n", l->aliases[i].value->name, l->aliases[i].base->name);
   drk_tile_print(l->module, out);

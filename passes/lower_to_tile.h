@@ -28,8 +28,10 @@
 #include "ir/tile.h"
 
 /* DRK_LARG_TMA: a TMA descriptor (CUtensorMap, passed as a 128-byte __grid_constant__
- * parameter) over buffer `value`; `i` indexes the launch's `tmas` array (its spec). */
-typedef enum { DRK_LARG_BUFFER, DRK_LARG_I32, DRK_LARG_I64, DRK_LARG_F32, DRK_LARG_TMA } drk_larg_kind_t;
+ * parameter) over buffer `value`; `i` indexes the launch's `tmas` array (its spec).
+ * DRK_LARG_SCRATCH: a pointer to scratch memory (no graph value; `value` NULL): `i` indexes
+ * drk_lowered_t.scratch. Passed like a buffer (an arena offset). */
+typedef enum { DRK_LARG_BUFFER, DRK_LARG_I32, DRK_LARG_I64, DRK_LARG_F32, DRK_LARG_TMA, DRK_LARG_SCRATCH } drk_larg_kind_t;
 
 /* What cuTensorMapEncodeTiled needs besides the address: the tensor seen by a tma_load or
  * tma_store, starting at the buffer's first element. Dims and the box run innermost first
@@ -64,6 +66,7 @@ typedef struct drk_schedule {
   int tile_m, tile_n, tile_k, stages;
   const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;
+  int split_k;          /* mm, mm_ws: programs splitting K (grid z = batch * split_k), 0/1: none */
 } drk_schedule_t;
 
 typedef struct drk_launch {
@@ -86,6 +89,16 @@ typedef struct drk_alias {
   const drk_value_t *value, *base;
 } drk_alias_t;
 
+/* Scratch memory a node's kernels share while the node runs (e.g. split-K partial sums):
+ * not a graph value; the memory planner gives it arena bytes live at exactly `time` (the
+ * node's time), so it reuses bytes of activations dead by then, and its contents do not
+ * survive the node. */
+typedef struct drk_scratch {
+  uint64_t bytes;
+  size_t node;  /* index in the graph's nodes of the node (a fused group's anchor) */
+  int64_t time; /* node_time[node] */
+} drk_scratch_t;
+
 typedef struct drk_lowered {
   drk_tile_module_t *module;
   size_t n_launches;
@@ -96,6 +109,8 @@ typedef struct drk_lowered {
    * nodes all run at its last node, where its kernel reads every input and writes every
    * output (-1: dead). Memory planning uses these (drk_plan_memory_timed). */
   int64_t *node_time;
+  size_t n_scratch;
+  drk_scratch_t *scratch; /* indexed by DRK_LARG_SCRATCH arguments' i */
 } drk_lowered_t;
 
 typedef struct drk_lower_options {
@@ -161,6 +176,8 @@ typedef struct drk_lctx {
   drk_launch_t *launches;
   size_t n_aliases, cap_aliases;
   drk_alias_t *aliases;
+  size_t n_scratch, cap_scratch;
+  drk_scratch_t *scratch;
   /* a matmul/conv with a fused epilogue (DRK_FUSION_MM group epi_group of epi), else NULL;
    * epi_param: per value id, the kernel's buffer parameters the epilogue made */
   const struct drk_fusion *epi;
@@ -209,6 +226,11 @@ bool lw_unsupported_dtype(drk_lctx_t *c, drk_dtype_t t);          /* always fals
 void lw_kernel_begin(drk_lctx_t *c, drk_dtype_t it);
 /* A pointer parameter for graph value v (buffer argument). */
 tv_t *lw_param_buf(drk_lctx_t *c, const drk_value_t *v, const char *name);
+/* A new scratch buffer of `bytes` for the current node (see drk_scratch_t); returns its
+ * index for lw_param_scratch. Any kernel of the node may bind it, several kernels the same. */
+int lw_scratch_new(drk_lctx_t *c, uint64_t bytes);
+/* A pointer parameter (element dtype t) bound to scratch buffer idx. */
+tv_t *lw_param_scratch(drk_lctx_t *c, int idx, drk_dtype_t t, const char *name);
 /* Appends return and records the launch with grid g0 x g1 x g2, warps*32 threads, smem. */
 void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps, int64_t smem,
                    const drk_schedule_t *s);

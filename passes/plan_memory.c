@@ -56,16 +56,51 @@ bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, siz
 
 bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                            const int64_t *node_time, drk_mem_plan_t *out_plan, drk_diag_t *d) {
+  return drk_plan_memory_scratch(g, aliases, n_aliases, node_time, NULL, 0, out_plan, d);
+}
+
+/* First fit of need bytes at or after base among the live ranges. */
+static uint64_t first_fit(const placed_t *live, size_t n_live, uint64_t base, uint64_t need) {
+  uint64_t cand = base;
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (size_t i = 0; i < n_live; i++)
+      if (cand < live[i].off + live[i].size && live[i].off < cand + need) {
+        cand = align_up(live[i].off + live[i].size);
+        moved = true;
+      }
+  }
+  return cand;
+}
+
+typedef struct scratch_order {
+  int64_t t;
+  size_t i;
+} scratch_order_t;
+
+static int cmp_scratch(const void *a, const void *b) {
+  const scratch_order_t *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             drk_mem_plan_t *out_plan, drk_diag_t *d) {
   uint32_t n = g->next_value_id;
-  drk_mem_plan_t p = {.n_ids = n};
+  drk_mem_plan_t p = {.n_ids = n, .n_scratch = (uint32_t)n_scratch};
+  p.scratch_offset = calloc(n_scratch + 1, sizeof(uint64_t));
+  scratch_order_t *sord = calloc(n_scratch + 1, sizeof *sord);
+  size_t next_scratch = 0;
   p.offset = malloc(sizeof(uint64_t) * (n + 1));
   p.size = calloc(n + 1, sizeof(uint64_t));
   const drk_value_t **base_of = calloc(n + 1, sizeof *base_of);
   const drk_value_t **by_id = calloc(n + 1, sizeof *by_id);
   int64_t *last_use = malloc(sizeof(int64_t) * (n + 1));
-  placed_t *live = malloc(sizeof(placed_t) * (n + 1));
+  placed_t *live = malloc(sizeof(placed_t) * (n + n_scratch + 1));
   timed_t *order = malloc(sizeof(timed_t) * (g->n_nodes + 1));
-  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order;
+  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order && p.scratch_offset && sord;
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
     goto fail;
@@ -125,8 +160,21 @@ bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliase
    * kernel reads its inputs and writes its outputs). */
   for (int64_t k = 0; k < n_nodes; k++) order[k] = (timed_t){time_of(node_time, k), k};
   qsort(order, (size_t)n_nodes, sizeof *order, cmp_timed);
-  for (int64_t oi = 0; oi < n_nodes; oi++) {
-    int64_t k = order[oi].k, t = order[oi].t;
+  for (size_t i = 0; i < n_scratch; i++) sord[i] = (scratch_order_t){scratch[i].time, i};
+  qsort(sord, n_scratch, sizeof *sord, cmp_scratch);
+  for (int64_t oi = 0; oi <= n_nodes; oi++) {
+    int64_t k = oi < n_nodes ? order[oi].k : -1, t = oi < n_nodes ? order[oi].t : INT64_MAX;
+    /* Scratch of the times before t: every output of those times is placed, and everything
+     * still in `live` may be live then (a superset), so nothing live at its time overlaps. */
+    for (; next_scratch < n_scratch && sord[next_scratch].t < t; next_scratch++) {
+      const drk_mem_scratch_t *sc = &scratch[sord[next_scratch].i];
+      uint64_t need = align_up(sc->bytes ? sc->bytes : 1);
+      uint64_t cand = first_fit(live, n_live, act_base, need);
+      p.scratch_offset[sord[next_scratch].i] = cand;
+      live[n_live++] = (placed_t){cand, need, sc->time};
+      if (cand + need > top) top = cand + need;
+    }
+    if (oi == n_nodes) break;
     const drk_node_t *nd = g->nodes[k];
     if (nd->dead) continue;
     /* Free what died before this node's time. */
@@ -141,17 +189,8 @@ bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliase
       if (!value_bytes(v, &sz, d)) goto fail;
       uint64_t need = align_up(sz ? sz : 1);
       p.naive_size += need;
-      /* First fit among the gaps between live ranges (sorted by offset). */
-      uint64_t cand = act_base;
-      bool moved = true;
-      while (moved) {
-        moved = false;
-        for (size_t i = 0; i < n_live; i++)
-          if (cand < live[i].off + live[i].size && live[i].off < cand + need) {
-            cand = align_up(live[i].off + live[i].size);
-            moved = true;
-          }
-      }
+      /* First fit among the gaps between live ranges. */
+      uint64_t cand = first_fit(live, n_live, act_base, need);
       p.offset[v->id] = cand;
       p.size[v->id] = sz;
       live[n_live++] = (placed_t){cand, need, last_use[v->id] < t ? t : last_use[v->id]};
@@ -176,6 +215,7 @@ bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliase
   free(last_use);
   free(live);
   free(order);
+  free(sord);
   *out_plan = p;
   return true;
 fail:
@@ -184,6 +224,7 @@ fail:
   free(last_use);
   free(live);
   free(order);
+  free(sord);
   drk_mem_plan_free(&p);
   return false;
 }
@@ -191,6 +232,7 @@ fail:
 void drk_mem_plan_free(drk_mem_plan_t *p) {
   free(p->offset);
   free(p->size);
+  free(p->scratch_offset);
   memset(p, 0, sizeof *p);
 }
 

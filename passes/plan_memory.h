@@ -24,7 +24,16 @@ typedef struct drk_mem_plan {
   uint64_t arena_size;
   uint64_t weights_size; /* weights region is [0, weights_size) */
   uint64_t naive_size;   /* sum of all activation sizes without reuse, for reports */
+  uint32_t n_scratch;
+  uint64_t *scratch_offset; /* per scratch request (drk_plan_memory_scratch), else NULL */
 } drk_mem_plan_t;
+
+/* Scratch memory one kernel launch (a node, at node time `time`) needs while it runs and
+ * nobody reads afterwards: live at exactly that time. */
+typedef struct drk_mem_scratch {
+  uint64_t bytes;
+  int64_t time;
+} drk_mem_scratch_t;
 
 /* Plans g. Reports a non-static shape at the value's location. Free with drk_mem_plan_free. */
 bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
@@ -38,6 +47,14 @@ void drk_mem_plan_free(drk_mem_plan_t *p);
 #define DRK_PLAN_MEMORY_TIMED 1
 bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                            const int64_t *node_time, drk_mem_plan_t *out_plan, drk_diag_t *d);
+/* drk_plan_memory_timed plus n_scratch scratch ranges: scratch i is placed (256-byte aligned)
+ * in the activation area, live from time[i] to time[i] only, so it shares bytes with
+ * activations dead before that time and with other scratch of other times, never with
+ * anything live at that time (the node's inputs and outputs included);
+ * out_plan->scratch_offset[i] gets its offset. */
+bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             drk_mem_plan_t *out_plan, drk_diag_t *d);
 /* Copies the constants of g into a weights blob laid out as the plan says (malloc'ed; caller
  * frees). */
 void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g);

@@ -170,6 +170,10 @@ void drk_amdgpu_barrier(drk_amdgpu_cg_t *cg);
 /* s_barrier alone (no memory ordering): only for callers that fence themselves. */
 void drk_amdgpu_s_barrier(drk_amdgpu_cg_t *cg);
 
+/* Marks the loop whose back edge is branch latch_br as not to be unrolled (a loop id with
+ * llvm.loop.unroll.disable; full, partial and runtime unrolling all read it). */
+void drk_amdgpu_loop_no_unroll(drk_amdgpu_cg_t *cg, LLVMValueRef latch_br);
+
 /* ds_bpermute: every lane reads `v` (i32 or float) from lane `src_lane` (i32, 0..63;
  * out-of-range lanes wrap modulo 64). Goes through the LDS crossbar but touches no LDS. */
 LLVMValueRef drk_amdgpu_bpermute(drk_amdgpu_cg_t *cg, LLVMValueRef v, LLVMValueRef src_lane);

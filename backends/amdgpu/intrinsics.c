@@ -1,6 +1,6 @@
 /* Builders for AMDGPU primitives: kernel attributes, LDS, work-item/workgroup ids, lane ids,
  * barriers, cross-lane shuffles through ds_bpermute, wave reductions, MFMA, buffer
- * resources and loads.
+ * resources and loads, loop metadata.
  *
  * Everything is an LLVM intrinsic call or plain IR; no inline asm. Shuffles use
  * ds_bpermute_b32 rather than DPP so any lane pattern works with one instruction (DPP is
@@ -11,6 +11,8 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#include <llvm-c/DebugInfo.h> /* LLVMTemporaryMDNode: the self-reference of a loop id */
 
 LLVMValueRef drk_amdgpu_call_intrinsic(drk_amdgpu_cg_t *cg, const char *name, LLVMTypeRef *over,
                                        unsigned n_over, LLVMValueRef *args, unsigned n_args) {
@@ -163,6 +165,17 @@ void drk_amdgpu_barrier(drk_amdgpu_cg_t *cg) {
   LLVMBuildFenceSyncScope(cg->b, LLVMAtomicOrderingRelease, wg, "");
   drk_amdgpu_s_barrier(cg);
   LLVMBuildFenceSyncScope(cg->b, LLVMAtomicOrderingAcquire, wg, "");
+}
+
+/* ---- loop metadata ---- */
+void drk_amdgpu_loop_no_unroll(drk_amdgpu_cg_t *cg, LLVMValueRef latch_br) {
+  /* the loop id: a node whose first operand is itself, made through a temporary */
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(cg->ctx, NULL, 0);
+  LLVMMetadataRef s = LLVMMDStringInContext2(cg->ctx, "llvm.loop.unroll.disable", 24);
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(cg->ctx, &s, 1)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(cg->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, id);
+  LLVMSetMetadata(latch_br, LLVMGetMDKindIDInContext(cg->ctx, "llvm.loop", 9), LLVMMetadataAsValue(cg->ctx, id));
 }
 
 /* ---- cross-lane ---- */

@@ -13,7 +13,8 @@
  * backend selects for gfx942 are emitted, so LLVM never aborts on "Cannot select" or a
  * missing libcall. NVIDIA-only ops (TMA, mbarriers, wgmma, warp groups, setmaxnreg, named
  * barriers, clusters) are located errors. cp_async becomes a synchronous copy (the tile
- * IR's barrier after cp_async_wait orders it), cp_async_commit/wait nothing. This file
+ * IR's barrier after cp_async_wait orders it), cp_async_commit/wait nothing; a `for` with a
+ * barrier in its body stays rolled (lower_for: why). This file
  * holds thread/wave ids, the LDS symbols, the placement of mma_sync/mfma layouts on waves,
  * the ops only this target lowers and the entry point (through the gpu_target_t hooks of
  * backends/common/lower.h, which holds the driver, blocked layouts, axis analysis, data
@@ -185,6 +186,42 @@ static bool lower_barrier(am_lc_t *lc, const drk_tile_op_t *op) {
   return true;
 }
 
+/* for: backends/common's loop, kept rolled (llvm.loop.unroll.disable) when its body has a
+ * workgroup barrier, as the pipelined main loop of a matmul has (wait, barrier, copy the
+ * next stage, dot on this one). Unrolling overlaps nothing across barriers, and the
+ * straight-line code that LLVM's full unroll makes of a short one (K / BK = 8 fits its
+ * threshold) meets MachineSink: a `kind = fma` dot is llvm.fma chains, pure, and the last
+ * iteration's are sunk towards their use after the loop (the epilogue's masked loads and
+ * stores are branches: blocks without a use on the way count as profitable), then the
+ * previous iteration's after them, and so on, past every barrier, so the LDS operands of
+ * all iterations end up live at once (mlp's 8 x 128 x 256 matmul: 512 VGPRs, 326 spilled;
+ * rolled: 156, none). In a rolled loop the carried accumulator keeps each dot in its
+ * iteration. (MFMA intrinsics are convergent, which MachineSink never moves.) */
+static bool blocks_have_barrier(LLVMBasicBlockRef from) {
+  unsigned id = LLVMLookupIntrinsicID("llvm.amdgcn.s.barrier", 21);
+  for (LLVMBasicBlockRef bb = from; bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+      if (LLVMGetInstructionOpcode(i) != LLVMCall) continue;
+      LLVMValueRef f = LLVMGetCalledValue(i);
+      if (f && LLVMIsAFunction(f) && LLVMGetIntrinsicID(f) == id) return true;
+    }
+  return false;
+}
+
+static bool lower_for(am_lc_t *lc, const drk_tile_op_t *op) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(lc->g.b);
+  if (!gpu_lower_for(&lc->g, op)) return false;
+  /* pre ends in the branch to the header; the blocks appended from the header on are the
+   * loop's (and its exit, still empty) */
+  LLVMBasicBlockRef hdr = LLVMGetSuccessor(LLVMGetBasicBlockTerminator(pre), 0);
+  if (!blocks_have_barrier(hdr)) return true;
+  for (LLVMUseRef u = LLVMGetFirstUse(LLVMBasicBlockAsValue(hdr)); u; u = LLVMGetNextUse(u)) {
+    LLVMValueRef br = LLVMGetUser(u);
+    if (LLVMGetInstructionParent(br) != pre) drk_amdgpu_loop_no_unroll(lc->cg, br); /* the back edge */
+  }
+  return true;
+}
+
 /* gpu_target_t.lower_op: the ops AMDGPU lowers its own way (or not at all). */
 static gpu_op_result_t target_op(am_lc_t *lc, const drk_tile_op_t *op) {
   bool ok;
@@ -211,6 +248,7 @@ static gpu_op_result_t target_op(am_lc_t *lc, const drk_tile_op_t *op) {
     ok = gpu_err(&lc->g, op, "(an NVIDIA Hopper op; the AMDGPU backend has no equivalent: lower for sm_80)");
     break;
   case DRK_TOP_BARRIER: ok = lower_barrier(lc, op); break;
+  case DRK_TOP_FOR: ok = lower_for(lc, op); break;
   default: return GPU_OP_NOT_MINE;
   }
   return ok ? GPU_OP_DONE : GPU_OP_FAILED;

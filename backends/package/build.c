@@ -125,11 +125,15 @@ static char *targets_string(unsigned set) {
 
 /* --report: what the compiler did with the model. */
 /* Memory plan for the lowered graph, with the lowering's node times: a fused kernel reads all
- * its inputs and writes all its outputs at once, at its group's time. */
+ * its inputs and writes all its outputs at once, at its group's time; the lowering's scratch
+ * buffers live at their node's time only. */
 static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
   drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
   for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  bool ok = drk_plan_memory_timed(g, al, l->n_aliases, l->node_time, out_plan, d);
+  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
+  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
+  bool ok = drk_plan_memory_scratch(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, out_plan, d);
+  free(sc);
   free(al);
   return ok;
 }
@@ -190,6 +194,11 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
         p->kind = DRK_MODFILE_PARAM_BUFFER;
         p->offset = plan.offset[a->value->id];
         p->size = plan.size[a->value->id];
+      } else if (a->kind == DRK_LARG_SCRATCH) { /* an arena range like any buffer */
+        DRK_ASSERT(a->i >= 0 && (size_t)a->i < l->n_scratch);
+        p->kind = DRK_MODFILE_PARAM_BUFFER;
+        p->offset = plan.scratch_offset[a->i];
+        p->size = l->scratch[a->i].bytes;
       } else if (a->kind == DRK_LARG_TMA) {
         DRK_ASSERT(a->i >= 0 && a->i < la->n_tmas);
         p->kind = DRK_MODFILE_PARAM_TMA;

@@ -12,7 +12,9 @@
  *        test_amdgpu xcd GEMM.drkt VEC.drkt  (the XCD remap of program ids: a bijection that
  *                                             gives each XCD a contiguous range, evaluated by
  *                                             constant folding; applied by default to kernels
- *                                             with a dot only, and as the knob says) */
+ *                                             with a dot only, and as the knob says)
+ *        test_amdgpu rolled FILE.drkt N  (the lowered module marks exactly N loops
+ *                                        llvm.loop.unroll.disable: those with a barrier) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,8 +500,27 @@ static int mode_xcd(const char *gemm, const char *vec) {
   return failures ? 1 : 0;
 }
 
+/* Loops kept rolled: latches carrying a loop id, and loop ids saying unroll.disable. */
+static int mode_rolled(const char *path, const char *n_text) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tile_module_t *tm = parse_tile(path, &d);
+  if (!tm) return 1;
+  char *ir = lower_ir(tm, DRK_AMDGPU_XCD_REMAP_DEFAULT);
+  int latches = 0, ids = 0, want = atoi(n_text);
+  for (const char *q = ir; (q = strstr(q, ", !llvm.loop !")); q++) latches++;
+  for (const char *q = ir; (q = strstr(q, "!{!\"llvm.loop.unroll.disable\"}")); q++) ids++;
+  printf("%s: %d rolled loop(s)\n", path, latches);
+  CHECK(latches == want);
+  CHECK(ids == (want > 0)); /* one metadata node for the flag, shared by the loop ids */
+  free(ir);
+  drk_tile_module_destroy(tm);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "xcd") == 0) return mode_xcd(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "rolled") == 0) return mode_rolled(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "lower") == 0) return mode_lower(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "lower-spills-ok") == 0) {
     allow_spills = true;

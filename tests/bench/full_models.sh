@@ -4,11 +4,13 @@
 # torch.compile(mode="reduce-overhead") (tests/bench/peers.py). Steps can run in separate
 # calls against the same WORK directory.
 # usage: full_models.sh BINDIR WORK OUTDIR STEP...   (STEP: gen, compile, peers, peers-eager,
-#        peers-compiled; MODELS="..." limits the models)
+#        peers-compiled, profile; MODELS="..." limits the models; DRKC_FLAGS: drkc's options,
+#        default "--precision=fp16 --fusion-aggressiveness=3")
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$1; WORK=$2; OUT=$3; shift 3
 MODELS=${MODELS:-resnet50 bert_base gpt2_small vit_b16 llama_decoder}
+DRKC_FLAGS=${DRKC_FLAGS:-"--precision=fp16 --fusion-aggressiveness=3"}
 mkdir -p "$WORK" "$OUT"
 for step in "$@"; do
   case $step in
@@ -17,12 +19,18 @@ for step in "$@"; do
         { echo "gen failed"; tail -5 "$OUT/gen.log"; } ;;
     compile)
       for m in $MODELS; do
-        ( t0=$SECONDS; "$BIN/drkc" "$WORK/$m/model.onnx" --target=sm_90a --precision=fp16 --report \
+        ( t0=$SECONDS; "$BIN/drkc" "$WORK/$m/model.onnx" --target=sm_90a $DRKC_FLAGS --report \
             -o "$WORK/$m/model.drkm" >"$OUT/compile-$m.log" 2>&1
           echo "$m compile rc=$? $((SECONDS - t0)) s" >>"$OUT/compile-$m.log" ) &
       done
       wait
       cat "$OUT"/compile-*.log | grep -E "report|compile|error" ;;
+    profile)
+      for m in $MODELS; do
+        "$BIN/drkrun" "$WORK/$m/model.drkm" --iters 20 --warmup 3 --profile >"$OUT/profile-$m.log" 2>&1
+        echo "== $m: $(grep -E '^resident' "$OUT/profile-$m.log")"
+        grep -E '^ +[0-9]+ ' "$OUT/profile-$m.log" | sort -k2 -nr | head -n 8
+      done ;;
     peers|peers-eager|peers-compiled)
       modes=eager,compile,reduce-overhead
       [ "$step" = peers-eager ] && modes=eager

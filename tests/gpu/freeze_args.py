@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Prints the drkc --freeze-input options that specialize an ONNX test case on its
-shape-like inputs (integer inputs after the first graph input, and those SHAPE_LIKE names),
+shape-like inputs (integer inputs after the first graph input, small integer inputs, and
+the SHAPE_LIKE positions),
 one per line, taking the values from the case's test_data_set_0. With IN_DIR (not '-'), the
 frozen inputs' files are removed from IN_DIR and the rest renumbered, so that IN_DIR matches
 the compiled module's inputs.
@@ -15,7 +16,8 @@ INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
 # inputs that decide shapes or indexing, by op (positions); integer inputs after the first
 # graph input are frozen too
 SHAPE_LIKE = {"Resize": (1, 2, 3), "OneHot": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-              "TopK": (1,), "Trilu": (1,), "CumSum": (1,)}
+              "TopK": (1,), "Trilu": (1,), "CumSum": (1,), "Pad": (1, 2, 3)}
+SMALL = 64  # integer graph inputs of at most this many elements decide shapes too (a window's size)
 
 
 def main():
@@ -30,7 +32,11 @@ def main():
                 shape_like.add(name)
     frozen = []
     for idx, v in enumerate(inputs):
-        if idx > 0 and (v.type.tensor_type.elem_type in INT_TYPES or v.name in shape_like):
+        is_int = v.type.tensor_type.elem_type in INT_TYPES
+        dims = v.type.tensor_type.shape.dim
+        small = all(d.HasField("dim_value") for d in dims) and \
+            int(__import__("math").prod(d.dim_value for d in dims)) <= SMALL
+        if v.name in shape_like or (is_int and (idx > 0 or small)):
             frozen.append(idx)
     if not frozen:
         return 1
