@@ -89,6 +89,8 @@ static void rewrite(drk_graph_t *g, drk_node_t *n) {
 
 bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
   size_t done = 0, n_orig = g->n_nodes;
+  if (out_n_rewritten) *out_n_rewritten = 0;
+  if (!n_orig) return true;
   drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
   if (!orig) return false;
   memcpy(orig, g->nodes, sizeof *orig * n_orig);

@@ -5,12 +5,15 @@
  * through shared memory into the dot operand layout), then a loop over key blocks of BN
  * carries the running row max m, the running sum l and the output accumulators (chunks of VC
  * columns, f32):
- *   K^T and V blocks: masked loads -> local_store -> barrier -> local_load into dot_op
- *   S = Q.K^T (dot, f32 accumulator, summed over the KC chunks)
+ *   K^T and V blocks: cp_async into a ring of 2 slots, block b + 1 issued at the top of step
+ *       b (after its one barrier) so that its copy overlaps step b's math (1 slot, copied
+ *       and awaited at the top of each step, where 2 do not fit the target's shared memory)
+ *   S = Q.K^T (dot, f32 accumulator, summed over the KC chunks; operands by local_load)
  *   S = the group's steps (scale, additive masks, Where masks, casts) on S in f32, reading
  *       each mask at the block's (row, key) coordinates; keys past Sk get -inf
  *   m' = max(m, rowmax(S)); a = exp(m - m'); P = exp(S - m'); l = l a + rowsum(P)
- *   O = O a + P.V (P rounded to the input dtype, convert_layout into the dot operand layout)
+ *   O = O a + P.V (P rounded to the input dtype, local_store into a swizzled buffer, one
+ *       barrier, local_load into the dot operand layout)
  * with m' read as 0 while it is -inf (a row with only -inf scores so far) so that no
  * exp(-inf - -inf) appears. At the end O / l is stored (rows < Sq, columns < Dv) through the
  * output view. A row whose scores are all -inf ends with l = 0 and O = 0/0 = NaN, which is
@@ -19,13 +22,17 @@
  * reverse block order (the longest first), and a causal Where compares j <= i + t instead
  * of loading its mask.
  *
- * f16/bf16: dot kind mma_sync (mma_sync{wpc = [4, 1]}: each warp owns 16 rows, so row
- * reductions stay inside a warp; the AMDGPU backend places the same layouts as MFMA), BM = BN
- * = 64, KC = VC = 16, Q kept in registers when D <= 64 (else re-read from shared memory for
- * every block: 181 instead of 254 registers at D = 128 on sm_90a). f32: dot kind fma
- * (blocked accumulator, warps along rows), BM = BN = 32, KC = 8, VC = 16, Q re-read. Head
- * dims are covered by ceil(D / KC) (ceil(Dv / VC)) chunks, the last one masked; at most 128.
- * Shared buffers are 128-byte swizzled, K^T and V stored K-major for the dot operand loads.
+ * f16/bf16: dot kind mma_sync (mma_sync{wpc = [W, 1]}: each warp owns 16 rows, so row
+ * reductions stay inside a warp; the AMDGPU backend places the same layouts as MFMA), BN =
+ * 64, KC = VC = 16, BM = 64 with W = 4 warps, or BM = 128 with 8 warps when the grid has
+ * WIDE_WAVES programs of 128 rows per multiprocessor of the target and the buffers fit its
+ * shared memory (the same registers per thread, half the K/V copies per query row). Q is
+ * kept in registers when D <= 64 (else re-read from shared memory for every block). f32: dot
+ * kind fma (blocked accumulator, warps along rows), BM = BN = 32, KC = 8, VC = 16, Q re-read.
+ * Head dims are covered by ceil(D / KC) (ceil(Dv / VC)) chunks, the last one zero-filled
+ * past D; at most 128. Shared buffers are 128-byte swizzled, each with its fastest dim the
+ * one contiguous in global memory, so the copies are 16-byte cp.async (synchronous copies on
+ * gfx942) and the operand loads ldmatrix (.trans for V stored d-fastest) on NVIDIA.
  *
  * Requires: a group fuse_attention.c matched (every view and step in group->attn).
  * Guarantees: the kernel computes the group's result up to rounding (softmax in f32, P in
@@ -42,7 +49,7 @@
 
 #define SWZ 128 /* shared buffers: 128-byte XOR swizzle (ldmatrix-style bank spreading) */
 #define MAX_PARAMS 64
-#define KV_STAGES 2 /* ring slots of K^T and V blocks (cp_async double buffering) */
+#define WIDE_WAVES 2 /* BM = 128 needs this many programs of 128 rows per multiprocessor */
 
 typedef struct ak {
   drk_lctx_t *c;
@@ -56,6 +63,8 @@ typedef struct ak {
   const drk_value_t *pv[MAX_PARAMS];
   tv_t *pt[MAX_PARAMS];
   int np;
+  int warps; /* 4, or 8 with BM = 128 (each warp 16 rows) */
+  int ns;    /* ring slots of K^T and V blocks: 2 (double buffering), 1 where 2 do not fit */
   tv_t *bc[DRK_FUSION_MAX_RANK]; /* batch coordinates (scalars) */
 } ak_t;
 
@@ -133,7 +142,9 @@ static tv_t *mask2(ak_t *K, tv_t *ri, int64_t nr, bool need_r, tv_t *ci, int64_t
   return m;
 }
 
-/* A blocked layout for an [R, C] global load whose dim `fast` is contiguous in memory. */
+/* A blocked layout for an [R, C] global load whose dim `fast` is contiguous in memory: 16
+ * bytes per thread along it, the warps along the other dim. A chunk smaller than the layout
+ * (8 warps over a 16 x 64 chunk) is replicated: equal copies from two threads, harmless. */
 static const drk_tile_layout_t *load_layout(ak_t *K, int64_t R, int64_t C, int fast) {
   int64_t ext[2] = {R, C};
   int64_t vec = 16 / (drk_dtype_bits(K->t) / 8);
@@ -143,7 +154,7 @@ static const drk_tile_layout_t *load_layout(ak_t *K, int64_t R, int64_t C, int f
   int spt[2], tpw[2], wpc[2], order[2] = {fast, 1 - fast};
   spt[fast] = (int)vec, spt[1 - fast] = 1;
   tpw[fast] = (int)lanes, tpw[1 - fast] = (int)(32 / lanes);
-  wpc[fast] = 1, wpc[1 - fast] = 4;
+  wpc[fast] = 1, wpc[1 - fast] = K->warps;
   return drk_tile_layout_blocked(K->c->m, 2, spt, tpw, wpc, order);
 }
 
@@ -299,19 +310,61 @@ static tv_t *reduce_rows(ak_t *K, tv_t *t, const char *comb) {
   return op->results[0];
 }
 
+/* Byte offsets of the shared buffers: rings of K->ns slots of K^T and V blocks, P's
+ * relayout buffer, Q (Q in registers: aliases the rings, read into registers before the
+ * prologue's copies). Returns the total. */
+typedef struct smem_plan {
+  int64_t k, v, p, q;
+} smem_plan_t;
+
+static int64_t plan_smem(const ak_t *K, smem_plan_t *sp) {
+  int64_t es = drk_dtype_bits(K->t) / 8, NS = K->ns;
+  sp->k = 0;
+  sp->v = align_up(sp->k + NS * K->nkc * K->KC * K->BN * es, 8 * SWZ);
+  sp->p = align_up(sp->v + NS * K->nvc * K->BN * K->VC * es, 8 * SWZ);
+  int64_t q_bytes = K->nkc * K->BM * K->KC * es, end = sp->p + K->BM * K->BN * es;
+  sp->q = K->q_regs ? 0 : align_up(end, 8 * SWZ);
+  return K->q_regs ? (q_bytes > end ? q_bytes : end) : sp->q + q_bytes;
+}
+
+/* The target's multiprocessors and the dynamic shared memory one program may use: the
+ * module's oldest NVIDIA target (build.c), sm_80 also standing for gfx942 (64 KB of LDS). */
+static int target_sms(const drk_lctx_t *c) {
+  int sm = c->o.target_sm ? c->o.target_sm : 80;
+  return sm == 87 ? 16 : sm == 90 ? 132 : 108;
+}
+
+static int64_t target_smem(const drk_lctx_t *c) {
+  int sm = c->o.target_sm ? c->o.target_sm : 80;
+  return sm == 86 || sm == 89 ? 99 * 1024 : sm == 87 ? 163 * 1024 : sm == 90 ? 227 * 1024 : 64 * 1024;
+}
+
 static void setup(ak_t *K) {
   drk_lctx_t *c = K->c;
   const drk_fusion_attention_t *at = K->at;
   K->t = at->dtype;
   K->mma = at->dtype == DRK_DT_F16 || at->dtype == DRK_DT_BF16;
   K->BM = K->mma ? 64 : 32;
+  K->warps = 4;
   K->BN = K->mma ? 64 : 32;
   K->KC = K->mma ? 16 : 8;
   K->VC = 16;
   K->nkc = (int)((at->D + K->KC - 1) / K->KC);
   K->q_regs = K->mma && at->D <= 64;
   K->nvc = (int)((at->Dv + K->VC - 1) / K->VC);
-  K->acc = K->mma ? drk_tile_layout_mma(c->m, DRK_TL_MMA_SYNC, 4, 1, 16, 8)
+  /* BM = 128 with 8 warps (each warp still 16 rows: the same registers per thread, half the
+   * K/V traffic per query row) when the grid still has two programs per multiprocessor and
+   * the buffers fit */
+  int64_t progs = (at->Sq + 127) / 128;
+  for (int i = 0; i < at->nb; i++) progs *= at->batch[i];
+  smem_plan_t sp;
+  K->ns = 2;
+  if (K->mma && progs >= WIDE_WAVES * target_sms(c)) {
+    K->BM = 128, K->warps = 8;
+    if (plan_smem(K, &sp) > target_smem(c)) K->BM = 64, K->warps = 4;
+  }
+  if (plan_smem(K, &sp) > target_smem(c)) K->ns = 1;
+  K->acc = K->mma ? drk_tile_layout_mma(c->m, DRK_TL_MMA_SYNC, K->warps, 1, 16, 8)
                   : drk_tile_layout_blocked(c->m, 2, (int[]){2, 2}, (int[]){4, 8}, (int[]){4, 1}, (int[]){1, 0});
   int kw = K->mma ? 8 : 1;
   K->opA = drk_tile_layout_dot_op(c->m, K->acc, 0, kw);
@@ -423,15 +476,9 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
 
   const int64_t BM = K->BM, BN = K->BN, KC = K->KC, VC = K->VC;
   const int nb = at->nb, dr = nb, dc = nb + 1;
-  int64_t es = drk_dtype_bits(K->t) / 8;
-  /* shared memory: rings of KV_STAGES slots of K^T and V blocks, P's relayout scratch, Q
-   * (Q in registers: aliases the rings, read into registers before the prologue's copies) */
-  const int64_t NS = KV_STAGES;
-  int64_t off_k = 0, off_v = align_up(off_k + NS * K->nkc * KC * BN * es, 8 * SWZ);
-  int64_t off_p = align_up(off_v + NS * K->nvc * BN * VC * es, 16);
-  int64_t q_bytes = K->nkc * BM * KC * es, end = off_p + BM * BN * es;
-  int64_t off_q = K->q_regs ? 0 : align_up(end, 8 * SWZ);
-  int64_t smem = K->q_regs ? (q_bytes > end ? q_bytes : end) : off_q + q_bytes;
+  const int64_t NS = K->ns;
+  smem_plan_t sp;
+  int64_t smem = plan_smem(K, &sp), off_k = sp.k, off_v = sp.v, off_p = sp.p, off_q = sp.q;
 
   /* program coordinates */
   int64_t nM = (at->Sq + BM - 1) / BM, gy = nb ? at->batch[nb - 1] : 1, gz = 1;
@@ -450,9 +497,12 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   tv_t *m0 = BIN(MUL, pm, lw_sci(c, it, BM));
   tv_t *qb = batch_base(K, &at->q), *kb0 = batch_base(K, &at->k), *vb = batch_base(K, &at->v);
 
-  tv_t *ks = smem_buf(K, off_k, NS * K->nkc, KC, BN, K->shc);
-  tv_t *vs = smem_buf(K, off_v, NS * K->nvc, BN, VC, K->shc);
-  tv_t *qs = smem_buf(K, off_q, K->nkc, BM, KC, K->shr);
+  /* each buffer's fastest dim is the one contiguous in global memory (16-byte cp_async and
+   * stores; ldmatrix reads either orientation, .trans for V [keys, d] stored d-fastest) */
+  tv_t *ks = smem_buf(K, off_k, NS * K->nkc, KC, BN, fast_dim(&at->k, dc, dr, 0) ? K->shr : K->shc);
+  tv_t *vs = smem_buf(K, off_v, NS * K->nvc, BN, VC, fast_dim(&at->v, dr, dc, 1) ? K->shr : K->shc);
+  tv_t *qs = smem_buf(K, off_q, K->nkc, BM, KC, fast_dim(&at->q, dr, dc, 1) ? K->shr : K->shc);
+  tv_t *ps = stage(K, smem_buf(K, off_p, 1, BM, BN, K->shr), 0);
   span_t qrows = {dr, m0, BM, at->Sq, at->Sq % BM != 0};
   for (int i = 0; i < K->nkc; i++) {
     span_t dcols = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
@@ -465,11 +515,12 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     barrier(K); /* every warp has Q: the prologue's copies may overwrite it */
   }
 
-  /* the loop over key blocks [0, hi), pipelined: block b lands in ring slot b % NS; the
-   * prologue issues blocks 0 .. NS-2 (one commit group each, empty past hi); step b waits
-   * for its group (pending NS-2), then one barrier makes the block visible to every warp
-   * and ends every warp's reads of slot (b-1) % NS (step b-1), into which block b+NS-1 is
-   * then copied while block b is computed. */
+  /* the loop over key blocks [0, hi), pipelined (NS >= 2): block b lands in ring slot
+   * b % NS; the prologue issues blocks 0 .. NS-2 (one commit group each, empty past hi);
+   * step b waits for its group (pending NS-2), then one barrier makes the block visible to
+   * every warp and ends every warp's reads of slot (b-1) % NS (step b-1), into which block
+   * b+NS-1 is then copied while block b is computed. NS = 1: step b waits for the previous
+   * block's readers (barrier), copies block b, waits for it (wait 0, barrier). */
   tv_t *hi = lw_sci(c, it, at->Sk);
   if (at->causal_step >= 0)
     hi = BIN(MIN, BIN(ADD, m0, lw_sci(c, it, BM + at->causal_offset)), lw_sci(c, it, at->Sk));
@@ -491,16 +542,25 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, it, 0), hi, lw_sci(c, it, BN), ncar, init);
   tv_t **args = loop->regions[0]->args;
   tv_t *kb = args[0], *mi = args[1], *li = args[2];
-  tv_t *bi = BIN(DIV, kb, lw_sci(c, it, BN)); /* block index */
-  cp_wait(K, NS - 2);
-  barrier(K);
-  tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
-  drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, hi), 0, NULL);
-  issue_kv(K, kn, lw_cast(c, BIN(REM, BIN(ADD, bi, lw_sci(c, it, NS - 1)), lw_sci(c, it, NS)), DRK_DT_I32), ks, vs,
-           kb0, vb);
-  drk_tile_build_if_end(&c->b, 0, NULL);
-  cp_commit(K);
-  tv_t *st = lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
+  tv_t *bi = NULL; /* block index */
+  if (NS == 1) {
+    barrier(K);
+    issue_kv(K, kb, lw_sci(c, DRK_DT_I32, 0), ks, vs, kb0, vb);
+    cp_commit(K);
+    cp_wait(K, 0);
+    barrier(K);
+  } else {
+    bi = BIN(DIV, kb, lw_sci(c, it, BN));
+    cp_wait(K, NS - 2);
+    barrier(K);
+    tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
+    drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, hi), 0, NULL);
+    issue_kv(K, kn, lw_cast(c, BIN(REM, BIN(ADD, bi, lw_sci(c, it, NS - 1)), lw_sci(c, it, NS)), DRK_DT_I32), ks,
+             vs, kb0, vb);
+    drk_tile_build_if_end(&c->b, 0, NULL);
+    cp_commit(K);
+  }
+  tv_t *st = NS == 1 ? lw_sci(c, DRK_DT_I32, 0) : lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
   tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
   for (int i = 0; i < K->nkc; i++) {
     tv_t *qa = K->q_regs ? qr[i] : ld_op(K, stage(K, qs, i), K->opA);
@@ -518,10 +578,11 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   tv_t *p = UN(EXP, BIN(SUB, s, lw_bcast_row(c, mu, K->acc, BM, BN)));
   tv_t *ln = BIN(ADD, BIN(MUL, li, alpha), reduce_rows(K, p, "sum"));
   tv_t *pc = lw_cast(c, p, K->t);
-  drk_tile_op_t *cv = drk_tile_build(&c->b, DRK_TOP_CONVERT_LAYOUT, 1, &pc, 1,
-                                     (drk_tile_type_t[]){drk_tile_type_tile(K->t, 2, (int64_t[]){BM, BN}, K->opA)});
-  drk_tile_op_set_int(c->m, cv, "scratch", off_p);
-  tv_t *pa = cv->results[0];
+  /* P into the dot operand layout through a swizzled buffer: the loop's first barrier ends
+   * the previous block's reads, one barrier between this block's stores and loads */
+  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){ps, pc}, 0, NULL);
+  barrier(K);
+  tv_t *pa = ld_op(K, ps, K->opA);
   tv_t *yield[2 + 16];
   yield[0] = mn, yield[1] = ln;
   tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
@@ -539,8 +600,8 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     lw_store(c, param_of(K, at->out.value), offs2(K, &at->out, ob, dr, ro, dc, oc, K->acc), o,
              mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
   }
-  drk_schedule_t S = {.kind = "attention", .warps = 4, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
+  drk_schedule_t S = {.kind = "attention", .warps = K->warps, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
                       .stages = (int)NS, .mma = K->mma ? "mma_sync" : "fma"};
-  lw_kernel_end(c, nM, gy, gz, 4, smem, &S);
+  lw_kernel_end(c, nM, gy, gz, K->warps, smem, &S);
   return true;
 }

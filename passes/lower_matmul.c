@@ -135,6 +135,56 @@ static bool mm_setup(drk_lctx_t *c, mm_t *s) {
   return true;
 }
 
+/* ---- split-K ----
+ *
+ * With split_k = SP > 1 (drk_sched_mm, drk_sched_mm_ws: few output tiles, long K) the
+ * matmul kernel runs on grid z = batch * SP: program z computes batch z % batch over the
+ * k tiles [sp * KPS, min((sp + 1) * KPS, NK)) of split sp = z / batch (KPS = ceil(NK / SP))
+ * and stores its f32 (f64: f64) partial accumulator, masked, into a scratch workspace of
+ * SP copies of the output: element sp * numel(y) + yoff, yoff the output element's flat
+ * offset. A second kernel of the node (mm_splitk_sum), flat over numel(y), adds the SP
+ * partials in split order (deterministic), applies what the one-kernel epilogue would (Gemm's
+ * alpha and beta * C, Conv's bias) and stores through lw_mm_store (the fused epilogue of a
+ * DRK_FUSION_MM group, or a plain store). The workspace is scratch (lw_scratch_new): live
+ * only while the node runs. */
+
+/* Kernel 2: the partial sums of scratch `ws` (SP copies of y, dtype at) into y. */
+static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_dtype_t at) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *y = n->outputs[0];
+  int64_t ny = lw_numel(y);
+  lw_kernel_begin(c, SP * ny < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
+  if (c->epi) /* the epilogue's parameters are per kernel */
+    c->epi_param = drk_arena_alloc(c->m->arena, sizeof(tv_t *) * (c->g->next_value_id + 1));
+  tv_t *pw = lw_param_scratch(c, ws, at, "ws");
+  tv_t *pc = n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
+  tv_t *py = lw_mm_out_param(c, y);
+  lw_flat_t F;
+  lw_flat_begin(c, ny, &F);
+  tv_t *res = lw_load(c, pw, F.offs, F.mask, 0);
+  for (int64_t i = 1; i < SP; i++)
+    res = BIN(ADD, res, lw_load(c, pw, BIN(ADD, F.offs, lw_ci(c, F.offs, i * ny)), F.mask, 0));
+  if (s->conv && pc) {
+    /* y [Nb, OC, spatial...]: channel (offs / PO) % OC */
+    tv_t *oc = s->PO > 1 ? BIN(DIV, F.offs, lw_ci(c, F.offs, s->PO)) : F.offs;
+    oc = BIN(REM, oc, lw_ci(c, oc, s->OC));
+    res = BIN(ADD, res, lw_cast(c, lw_load(c, pc, oc, F.mask, 0), at));
+  } else if (n->op == DRK_OP_GEMM) {
+    if (s->alpha != 1.0) res = BIN(MUL, res, lw_cf(c, res, s->alpha));
+    if (pc && s->beta != 0.0) {
+      int64_t cst[2];
+      lw_bstrides(s->cval, 2, (int64_t[]){s->M, s->N}, cst);
+      tv_t *row = BIN(DIV, F.offs, lw_ci(c, F.offs, s->N)), *col = BIN(REM, F.offs, lw_ci(c, F.offs, s->N));
+      tv_t *coff = BIN(ADD, BIN(MUL, row, lw_ci(c, row, cst[0])), BIN(MUL, col, lw_ci(c, col, cst[1])));
+      tv_t *cvv = lw_cast(c, lw_load(c, pc, coff, F.mask, 0), at);
+      if (s->beta != 1.0) cvv = BIN(MUL, cvv, lw_cf(c, cvv, s->beta));
+      res = BIN(ADD, res, cvv);
+    }
+  }
+  lw_mm_store(c, py, F.offs, res, F.mask);
+  lw_flat_end(c, &F);
+}
+
 /* ---- sm_90a: warp-specialized TMA + mbarrier + wgmma kernel ----
  *
  * 12 warps: warpgroup 0 is the producer (one thread issues TMA loads of the A tile
@@ -219,8 +269,13 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
   bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
   if (fold) M *= batch, batch = 1;
+  /* split-K (see above) on the grid this kernel has */
+  S = drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o);
+  int64_t SP = S.split_k > 1 && batch * S.split_k <= 65535 ? S.split_k : 1;
+  S.split_k = (int)SP;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
-  int64_t big = lw_numel(n->outputs[0]);
+  int64_t big = SP * lw_numel(n->outputs[0]);
+  int ws = SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;
   lw_kernel_begin(c, big < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
 
   const drk_tile_layout_t *SW = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
@@ -229,7 +284,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)BK}, 128, 256, false};
   tv_t *da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BM, BK}, SW), &ta);
   tv_t *db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BK, 64}, SW), &tb);
-  tv_t *py = lw_mm_out_param(c, n->outputs[0]);
+  tv_t *py = SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
   int64_t stage_a = BM * BK * es, stage_b = BK * BN * es;
   int64_t off_b = ST * stage_a, off_bar = off_b + ST * stage_b, smem = off_bar + 16 * ST;
@@ -238,9 +293,17 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   if (c->it != I) pm = lw_cast(c, pm, I), pn = lw_cast(c, pn, I), pz = lw_cast(c, pz, I);
   tv_t *c0 = lw_sci(c, I, 0), *c1 = lw_sci(c, I, 1), *cst = lw_sci(c, I, ST);
   tv_t *m0 = BIN(MUL, pm, lw_sci(c, I, BM)), *n0 = BIN(MUL, pn, lw_sci(c, I, BN));
-  tv_t *arow = ba == WS_FULL && batch > 1 ? BIN(ADD, BIN(MUL, pz, lw_sci(c, I, M)), m0) : m0;
-  tv_t *bk0 = bb == WS_FULL && batch > 1 ? BIN(MUL, pz, lw_sci(c, I, s->K)) : c0;
-  tv_t *nk = lw_sci(c, I, (s->K + BK - 1) / BK);
+  /* z = split * batch + batch index; this program's k tiles [kbeg, kbeg + nk) */
+  int64_t NK = (s->K + BK - 1) / BK, KPS = (NK + SP - 1) / SP;
+  tv_t *pb = pz, *kbeg = c0, *nk = lw_sci(c, I, NK);
+  if (SP > 1) {
+    tv_t *sp = batch > 1 ? BIN(DIV, pz, lw_sci(c, I, batch)) : pz;
+    pb = batch > 1 ? BIN(REM, pz, lw_sci(c, I, batch)) : c0;
+    kbeg = BIN(MUL, sp, lw_sci(c, I, KPS));
+    nk = BIN(MIN, lw_sci(c, I, KPS), BIN(SUB, lw_sci(c, I, NK), kbeg));
+  }
+  tv_t *arow = ba == WS_FULL && batch > 1 ? BIN(ADD, BIN(MUL, pb, lw_sci(c, I, M)), m0) : m0;
+  tv_t *bk0 = bb == WS_FULL && batch > 1 ? BIN(MUL, pb, lw_sci(c, I, s->K)) : c0;
 
   tv_t *sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, BM, BK}, SW);
   tv_t *sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, BK}, SW);
@@ -270,7 +333,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){ws_index(c, empty, st), eph}, 0, NULL);
     tv_t *fb = ws_index(c, full, st);
     ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", stage_a + stage_b);
-    tv_t *kk = BIN(MUL, kp, lw_sci(c, I, BK));
+    tv_t *kk = BIN(MUL, SP > 1 ? BIN(ADD, kbeg, kp) : kp, lw_sci(c, I, BK));
     drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){da, ws_index(c, sa_t, st), fb, arow, kk}, 0, NULL);
     tv_t *sbs = ws_index(c, sb_t, st), *kb = BIN(ADD, bk0, kk);
     for (int64_t j = 0; j < NC; j++) {
@@ -327,12 +390,15 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, BN),
                       lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s->N)), acc_l, 64, BN));
     tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, s->N));
-    if (batch > 1) rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, pz, c->it), lw_sci(c, c->it, M * s->N)), &rp->type));
+    /* split-K: z * M * N is split * numel(y) + the batch's offset */
+    if (batch > 1 || SP > 1) rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, pz, c->it), lw_sci(c, c->it, M * s->N)), &rp->type));
     tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
-    lw_mm_store(c, py, yoff, res, emask);
+    if (SP > 1) lw_store(c, py, yoff, res, emask);
+    else lw_mm_store(c, py, yoff, res, emask);
     drk_tile_build_warp_group_end(&c->b);
   }
-  lw_kernel_end(c, (M + BM - 1) / BM, (s->N + BN - 1) / BN, batch, 12, smem, &S);
+  lw_kernel_end(c, (M + BM - 1) / BM, (s->N + BN - 1) / BN, batch * SP, 12, smem, &S);
+  if (SP > 1) mm_splitk_sum(c, s, ws, SP, DRK_DT_F32);
   return true;
 }
 
@@ -369,6 +435,9 @@ typedef struct mm_opnd {
 typedef struct mm_pipe {
   mm_opnd_t a, b;
   int64_t BK;
+  int64_t NK;   /* k tiles each program runs */
+  tv_t *kbeg;   /* the program's first k tile (scalar, it): split-K, else NULL (0) */
+  bool kmask;   /* mask k < K (K not a multiple of BK, or splits of unequal length) */
   tv_t *conv_rowsp[3]; /* Conv: o_d*stride - pad of each row [BM] (a.Lr) */
 } mm_pipe_t;
 
@@ -412,8 +481,8 @@ static void mm_copy(drk_lctx_t *c, const mm_opnd_t *o, tv_t *off, tv_t *mask, tv
 static void mm_issue(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, tv_t *kt, tv_t *st) {
   const mm_opnd_t *A = &P->a, *B = &P->b;
   int64_t BM = A->dims[0], BK = P->BK, BN = B->dims[1];
-  tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, BK));
-  bool kedge = s->K % BK != 0;
+  tv_t *k0 = BIN(MUL, P->kbeg ? BIN(ADD, P->kbeg, kt) : kt, lw_sci(c, c->it, BK));
+  bool kedge = P->kmask;
   /* A */
   tv_t *kk = BIN(ADD, lw_splat(c, k0, &A->krange->type), A->krange);
   tv_t *mask = mm_and(c, A->mask, kedge ? lw_bcast_col(c, lw_cmp(c, "lt", kk, lw_ci(c, kk, s->K)), A->L, BM, BK) : NULL);
@@ -455,7 +524,8 @@ static void mm_opnd_layouts(drk_lctx_t *c, mm_opnd_t *o, int vd, int vec, int wa
 static tv_t *mm_pipeline(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, int64_t S, tv_t *zero,
                          const drk_tile_layout_t *opA, const drk_tile_layout_t *opB, bool mma) {
   drk_tile_module_t *m = c->m;
-  int64_t NK = (s->K + P->BK - 1) / P->BK;
+  int64_t NK = P->NK;
+  (void)s;
   for (int64_t i = 0; i < S - 1; i++) {
     if (i < NK) mm_issue(c, s, P, lw_sci(c, c->it, i), lw_sci(c, DRK_DT_I32, i));
     drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL);
@@ -487,26 +557,32 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   mm_t s;
   if (!mm_setup(c, &s)) return false;
   if (s.batch > 65535) return lw_err(c, "batch of %lld matrices exceeds the grid limit", (long long)s.batch);
-  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.t, &c->o);
+  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o);
   ws_batch_t ba, bb;
   if (ws_eligible(c, &s, &W, &ba, &bb)) return mm_hopper(c, &s, W, ba, bb);
   drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.batch, s.t, &c->o);
   bool mma = strcmp(S.mma, "mma_sync") == 0;
   drk_dtype_t at = s.t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32;
   int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages < 2 ? 2 : S.stages;
-  int64_t big = 0;
+  int64_t SP = S.split_k > 1 && s.batch * S.split_k <= 65535 ? S.split_k : 1;
+  S.split_k = (int)SP;
+  int64_t NK = (s.K + BK - 1) / BK, KPS = (NK + SP - 1) / SP;
+  int64_t big = SP * lw_numel(n->outputs[0]);
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
-  if (lw_numel(n->outputs[0]) > big) big = lw_numel(n->outputs[0]);
+  int ws = SP > 1 ? lw_scratch_new(c, (uint64_t)(SP * lw_numel(n->outputs[0])) * (uint64_t)drk_dtype_bits(at) / 8) : -1;
   lw_kernel_begin(c, big < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
   drk_tile_module_t *m = c->m;
   mm_pipe_t P;
   memset(&P, 0, sizeof P);
   P.BK = BK;
+  P.NK = KPS;
+  P.kmask = s.K % BK != 0 || KPS * SP != NK;
   P.a.param = lw_param_buf(c, n->inputs[0], "a");
   P.b.param = lw_param_buf(c, n->inputs[1], "b");
-  tv_t *pc = n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
-  tv_t *py = lw_mm_out_param(c, n->outputs[0]);
+  /* split-K: the first kernel stores partial sums only (C, bias and the epilogue: kernel 2) */
+  tv_t *pc = SP == 1 && n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
+  tv_t *py = SP > 1 ? lw_param_scratch(c, ws, at, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
   /* accumulator: mma_sync with 2 x (warps/2) warps, or blocked (fma) */
   const drk_tile_layout_t *acc_l =
@@ -532,7 +608,12 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   P.a.ring = ws_alloc(c, 0, s.t, 3, (int64_t[]){ST, BM, BK}, mm_shared_layout(m, P.a.dims, avd, es));
   P.b.ring = ws_alloc(c, off_b, s.t, 3, (int64_t[]){ST, BK, BN}, mm_shared_layout(m, P.b.dims, bvd, es));
 
-  tv_t *pm = lw_pid(c, 0), *pn = lw_pid(c, 1), *pz = lw_pid(c, 2);
+  tv_t *pm = lw_pid(c, 0), *pn = lw_pid(c, 1), *pz = lw_pid(c, 2), *sp = NULL;
+  if (SP > 1) { /* z = split * batch + batch index */
+    sp = s.batch > 1 ? BIN(DIV, pz, lw_sci(c, c->it, s.batch)) : pz;
+    pz = s.batch > 1 ? BIN(REM, pz, lw_sci(c, c->it, s.batch)) : lw_sci(c, c->it, 0);
+    P.kbeg = BIN(MUL, sp, lw_sci(c, c->it, KPS));
+  }
   tv_t *mi = lw_cast(c, lw_range(c, BM, P.a.Lr), c->it);
   tv_t *mrow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &mi->type), mi);
   if (s.M % BM || s.M == 0) P.a.mask = lw_bcast_row(c, lw_cmp(c, "lt", mrow, lw_ci(c, mrow, s.M)), P.a.L, BM, BK);
@@ -574,39 +655,46 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   tv_t *ecol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &ej->type), ej);
   tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, s.M)), acc_l, BM, BN),
                     lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s.N)), acc_l, BM, BN));
-  tv_t *yoff;
+  tv_t *yoff, *oc = NULL;
   if (s.conv) {
     int64_t OCg = s.OC / s.G;
     tv_t *nbi = s.PO > 1 ? BIN(DIV, erow, lw_ci(c, erow, s.PO)) : erow;
     tv_t *of = s.PO > 1 ? BIN(REM, erow, lw_ci(c, erow, s.PO)) : lw_ci(c, erow, 0);
     tv_t *rp = BIN(ADD, BIN(MUL, nbi, lw_ci(c, nbi, s.OC * s.PO)), of);
-    tv_t *oc = BIN(ADD, ecol, lw_splat(c, BIN(MUL, pz, lw_sci(c, c->it, OCg)), &ecol->type));
+    oc = BIN(ADD, ecol, lw_splat(c, BIN(MUL, pz, lw_sci(c, c->it, OCg)), &ecol->type));
     yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, BM, BN), lw_bcast_col(c, BIN(MUL, oc, lw_ci(c, oc, s.PO)), acc_l, BM, BN));
-    if (pc) {
-      tv_t *bias = lw_cast(c, lw_load(c, pc, oc, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s.N)), 0), at);
-      res = BIN(ADD, res, lw_bcast_col(c, bias, acc_l, BM, BN));
-    }
   } else {
     tv_t *yb = BIN(MUL, pz, lw_sci(c, c->it, s.M * s.N));
     tv_t *rp = BIN(ADD, BIN(MUL, erow, lw_ci(c, erow, s.N)), lw_splat(c, yb, &erow->type));
     yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, BM, BN), lw_bcast_col(c, ecol, acc_l, BM, BN));
-    if (n->op == DRK_OP_GEMM) {
-      if (s.alpha != 1.0) res = BIN(MUL, res, lw_cf(c, res, s.alpha));
-      if (pc && s.beta != 0.0) {
-        const drk_value_t *cv = s.cval;
-        int64_t cst[2];
-        lw_bstrides(cv, 2, (int64_t[]){s.M, s.N}, cst);
-        tv_t *coff = BIN(ADD, lw_bcast_row(c, BIN(MUL, erow, lw_ci(c, erow, cst[0])), acc_l, BM, BN),
-                         lw_bcast_col(c, BIN(MUL, ecol, lw_ci(c, ecol, cst[1])), acc_l, BM, BN));
-        tv_t *cvv = lw_cast(c, lw_load(c, pc, coff, emask, 0), at);
-        if (s.beta != 1.0) cvv = BIN(MUL, cvv, lw_cf(c, cvv, s.beta));
-        res = BIN(ADD, res, cvv);
-      }
+  }
+  S.tile_k = (int)BK;
+  S.stages = (int)ST;
+  if (SP > 1) {
+    /* partials: split sp's copy of y, at the output element's flat offset; then kernel 2 */
+    tv_t *wb = BIN(MUL, sp, lw_sci(c, c->it, lw_numel(n->outputs[0])));
+    lw_store(c, py, BIN(ADD, yoff, lw_splat(c, wb, &yoff->type)), res, emask);
+    lw_kernel_end(c, (s.M + BM - 1) / BM, (s.N + BN - 1) / BN, s.batch * SP, S.warps, smem, &S);
+    mm_splitk_sum(c, &s, ws, SP, at);
+    return true;
+  }
+  if (s.conv && pc) {
+    tv_t *bias = lw_cast(c, lw_load(c, pc, oc, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s.N)), 0), at);
+    res = BIN(ADD, res, lw_bcast_col(c, bias, acc_l, BM, BN));
+  } else if (n->op == DRK_OP_GEMM) {
+    if (s.alpha != 1.0) res = BIN(MUL, res, lw_cf(c, res, s.alpha));
+    if (pc && s.beta != 0.0) {
+      const drk_value_t *cv = s.cval;
+      int64_t cst[2];
+      lw_bstrides(cv, 2, (int64_t[]){s.M, s.N}, cst);
+      tv_t *coff = BIN(ADD, lw_bcast_row(c, BIN(MUL, erow, lw_ci(c, erow, cst[0])), acc_l, BM, BN),
+                       lw_bcast_col(c, BIN(MUL, ecol, lw_ci(c, ecol, cst[1])), acc_l, BM, BN));
+      tv_t *cvv = lw_cast(c, lw_load(c, pc, coff, emask, 0), at);
+      if (s.beta != 1.0) cvv = BIN(MUL, cvv, lw_cf(c, cvv, s.beta));
+      res = BIN(ADD, res, cvv);
     }
   }
   lw_mm_store(c, py, yoff, res, emask);
-  S.tile_k = (int)BK;
-  S.stages = (int)ST;
   lw_kernel_end(c, (s.M + BM - 1) / BM, (s.N + BN - 1) / BN, s.batch, S.warps, smem, &S);
   return true;
 }

@@ -294,8 +294,12 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
 drk_schedule_t drk_sched_seq(int64_t rows);
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
 /* The sm_90a warp-specialized TMA + wgmma matmul (passes/lower_matmul.c): mma = "wgmma",
- * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. */
-drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o);
+ * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. batch: the
+ * kernel's grid z before splitting. */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
+/* Split-K count for `programs` output tiles (batch included) of nk k tiles on `sms` SMs
+ * (1: no split); see schedule.c. */
+int drk_sched_split_k(int64_t programs, int64_t nk, int sms);
 /* the 2-D blocked layout of a rows schedule */
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous);
 const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s);

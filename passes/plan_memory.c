@@ -3,7 +3,9 @@
  * Lifetimes are intervals of node positions: a value is live from the node that defines it
  * (graph inputs: -1) to its last use; graph inputs and outputs live for the whole run. With
  * fusion the positions are replaced by node times (drk_plan_memory_timed): every node of a
- * fused group runs when the group's kernel does.
+ * fused group runs when the group's kernel does. Scratch requests (drk_plan_memory_scratch)
+ * live at one time: each is placed once every output of its time is, against everything
+ * still live then, and freed before the next time.
  * Placement is greedy first-fit in order of definition over the free list of the intervals
  * still live, which is what most inference runtimes do and is within a few percent of optimal
  * on chains like ours. */

@@ -1,6 +1,6 @@
 /* Default schedule heuristic of the GPU lowering, in one place: elements per program and
  * per thread for flat kernels, rows x columns per program for row reductions, tile M/N/K,
- * warps, stages and mma kind for matmul-like kernels.
+ * warps, stages, mma kind and split-K for matmul-like kernels.
  *
  * Requires: static sizes. Guarantees: deterministic choices (same sizes, same schedule);
  * every tile dimension is a power of two and every layout spreads over exactly `warps`
@@ -100,6 +100,30 @@ drk_schedule_t drk_sched_seq(int64_t rows) {
   return s;
 }
 
+/* Split-K: programs (the tile grid times the batch) on a GPU of `sms` SMs with nk k tiles.
+ * 1 (no split) unless the grid fills at most half of the SMs and K has at least 8 k tiles;
+ * else about sms / programs splits (at most 16), each of at least 4 k tiles, preferring a
+ * count that divides nk (every split the same length) when one is within 2/3 of the wanted
+ * count, and never an empty split (the count is ceil(nk / k tiles per split)). */
+int drk_sched_split_k(int64_t programs, int64_t nk, int sms) {
+  if (programs < 1 || programs * 2 > sms || nk < 8) return 1;
+  int64_t want = (sms + programs - 1) / programs, most = nk / 4;
+  if (want > 16) want = 16;
+  if (want > most) want = most;
+  if (want < 2) return 1;
+  int64_t sp = want;
+  for (int64_t d = want; d * 3 >= want * 2 && d >= 2; d--)
+    if (nk % d == 0) { sp = d; break; }
+  int64_t per = (nk + sp - 1) / sp;
+  sp = (nk + per - 1) / per;
+  return sp < 2 ? 1 : (int)sp;
+}
+
+static int sched_sms(const drk_lower_options_t *o) {
+  int sm = o->target_sm ? o->target_sm : 80;
+  return sm == 87 ? 16 : sm == 90 ? 132 : 108;
+}
+
 /* Tiles of the general matmul kernel (passes/lower_matmul.c: a ring of `stages` shared
  * buffers filled by cp.async, one barrier per k step).
  * mma_sync (f16/bf16/f8; f32 as tf32 when allowed): BLOCK_M x BLOCK_N the next powers of two of
@@ -114,7 +138,9 @@ drk_schedule_t drk_sched_seq(int64_t rows) {
  * program of 8 warps per SM, so more stages in flight hide the memory latency), at most 4
  * (sm_90: 6), at most the number of k tiles, at least 2.
  * fma (f32 without tf32, f64): BLOCK_M/N in [16, 64], 4 warps, BLOCK_K 16 (f64: 8, as each
- * thread holds its rows and columns of the whole k tile), 2 stages. */
+ * thread holds its rows and columns of the whole k tile), 2 stages.
+ * Both: split_k from drk_sched_split_k over the final tiles (132 SMs on sm_90, 108 otherwise,
+ * 16 on Orin); mma_sync stages are then clamped to the k tiles of one split. */
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o) {
   drk_schedule_t s = {0};
   s.kind = "mm";
@@ -127,8 +153,10 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   int64_t lo_m = mma ? 32 : 16, lo_n = 16, hi = mma ? 128 : 64;
   bm = bm < lo_m ? lo_m : bm > hi ? hi : bm;
   bn = bn < lo_n ? lo_n : bn > hi ? hi : bn;
+  int64_t nb = batch > 0 ? batch : 1;
   if (!mma) {
     s.tile_m = (int)bm, s.tile_n = (int)bn, s.tile_k = t == DRK_DT_F64 ? 8 : 16, s.stages = 2;
+    s.split_k = drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, (K + s.tile_k - 1) / s.tile_k, sched_sms(o));
     return s;
   }
   int sm = o->target_sm ? o->target_sm : 80;
@@ -147,7 +175,10 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   s.warps = bm == 128 && bn == 128 ? 8 : 4;
   int64_t stage = (bm + bn) * s.tile_k * (drk_dtype_bits(t) / 8);
   int64_t budget = sm == 86 || sm == 89 ? 48 * 1024 : sm == 90 ? 96 * 1024 : 64 * 1024;
-  int64_t st = budget / stage, nk = (K + s.tile_k - 1) / s.tile_k, most = sm == 90 ? 6 : 4;
+  int64_t nk = (K + s.tile_k - 1) / s.tile_k, most = sm == 90 ? 6 : 4;
+  s.split_k = drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, sched_sms(o));
+  if (s.split_k > 1) nk = (nk + s.split_k - 1) / s.split_k; /* k tiles per program */
+  int64_t st = budget / stage;
   if (st > most) st = most;
   if (st > nk) st = nk;
   s.stages = (int)(st < 2 ? 2 : st);
@@ -156,8 +187,8 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
 
 /* The sm_90a warp-specialized kernel: 128 x BN x 64 tiles (two consumer warpgroups of
  * 64 rows), a ring of 128-byte swizzled stages filling most of the 227 KB of shared memory:
- * 6 stages of 32 KB for BN = 128. */
-drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, const drk_lower_options_t *o) {
+ * 6 stages of 32 KB for BN = 128. Split-K (drk_sched_split_k) over 132 SMs. */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o) {
   drk_schedule_t s = {0};
   s.kind = "mm_ws";
   if (o->target_sm != 90 || !o->arch_specific || (t != DRK_DT_F16 && t != DRK_DT_BF16)) return s;
@@ -167,6 +198,7 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, drk_dtype_t t, c
   s.tile_n = 128;
   s.tile_k = 64;
   s.stages = 6;
-  (void)M, (void)N, (void)K;
+  int64_t progs = ((M + s.tile_m - 1) / s.tile_m) * ((N + s.tile_n - 1) / s.tile_n) * (batch > 0 ? batch : 1);
+  s.split_k = drk_sched_split_k(progs, (K + s.tile_k - 1) / s.tile_k, 132);
   return s;
 }

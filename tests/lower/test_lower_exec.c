@@ -8,12 +8,15 @@
  *                                     integers in [0, 4), bools fair), as `drkc run` draws them
  *   test_lower_exec errors            lowering errors of the gather family (lower_gather.c)
  *
- * The graph is canonicalized and lowered (fusion level 0); every launch then runs, in launch
+ * The graph is canonicalized and lowered (fusion level 0; the default fusion for a file named
+ * *_fused.drkg); every launch then runs, in launch
  * order, on the CPU tile executor (tests/fuse/tile_exec.c) with one buffer per value (aliases
  * share their base's), node results poisoned first (NaN / 0x5A5A5A5A). Every graph output must
  * match the interpreter's: rel L2 <= 1e-5 for f32/f64, 1e-2 for f16/bf16, exact otherwise
  * (NaN fails, so does an element no kernel wrote). Multi-kernel nodes (ScatterND's copy then
- * scatter) are checked as a whole, which test_fuse's per-launch check cannot do. */
+ * scatter, split-K's partial products then their sum) are checked as a whole, which
+ * test_fuse's per-launch check cannot do; scratch buffers (DRK_LARG_SCRATCH) are
+ * NaN-poisoned, one per request, shared by the kernels that bind it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 #include "ir/interp.h"
 #include "passes/lower_to_tile.h"
 #include "passes/passes.h"
+#include "passes/plan_memory.h"
 #include "tests/common/lowered_check.h"
 #include "tests/fuse/tile_exec.h"
 
@@ -81,20 +85,81 @@ static const drk_value_t *base_of(const drk_lowered_t *l, const drk_value_t *v) 
   return v;
 }
 
+static bool overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { return a < b + bn && b < a + an; }
+
+/* The memory plan with the lowering's scratch (as backends/package/build.c makes it): a
+ * scratch range lies in the activation area and overlaps no value live at its time (from its
+ * definition to its last use, in node times; graph inputs and outputs to the end) nor another
+ * scratch of the same time. */
+static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, const char *what) {
+  if (!l->n_scratch) return true;
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  uint32_t nv = g->next_value_id + 1;
+  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
+  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
+  int64_t *def = malloc(nv * sizeof *def), *last = malloc(nv * sizeof *last);
+  for (uint32_t i = 0; i < nv; i++) def[i] = INT64_MAX, last[i] = INT64_MIN;
+  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
+  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
+  for (size_t k = 0; k < g->n_nodes; k++) {
+    const drk_node_t *n = g->nodes[k];
+    int64_t t = l->node_time[k];
+    if (n->dead) continue;
+    for (int i = 0; i < n->n_outputs + n->n_inputs; i++) {
+      const drk_value_t *v = i < n->n_outputs ? n->outputs[i] : n->inputs[i - n->n_outputs];
+      if (!v) continue;
+      uint32_t b = base_of(l, v)->id;
+      if (i < n->n_outputs && t < def[b]) def[b] = t;
+      if (t > last[b]) last[b] = t;
+    }
+  }
+  for (size_t k = 0; k < g->n_inputs + g->n_outputs; k++) {
+    uint32_t b = base_of(l, k < g->n_inputs ? g->inputs[k] : g->outputs[k - g->n_inputs])->id;
+    if (k < g->n_inputs) def[b] = -1;
+    last[b] = INT64_MAX;
+  }
+  drk_mem_plan_t p = {0};
+  bool ok = drk_plan_memory_scratch(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, &p, &d);
+  for (size_t i = 0; ok && i < l->n_scratch; i++) {
+    uint64_t so = p.scratch_offset[i], sn = l->scratch[i].bytes;
+    int64_t st = l->scratch[i].time;
+    ok = so >= p.weights_size && so + sn <= p.arena_size && so % 256 == 0;
+    for (size_t j = 0; ok && j < l->n_scratch; j++)
+      ok = j == i || l->scratch[j].time != st || !overlap(so, sn, p.scratch_offset[j], l->scratch[j].bytes);
+    for (uint32_t v = 0; ok && v < nv; v++)
+      if (def[v] <= st && st <= last[v] && p.offset[v] != UINT64_MAX) ok = !overlap(so, sn, p.offset[v], p.size[v]);
+    if (!ok) fprintf(stderr, "FAIL %s: scratch%zu at [%llu, +%llu) overlaps a live value or leaves the arena\n", what, i,
+                     (unsigned long long)so, (unsigned long long)sn);
+  }
+  if (p.offset) drk_mem_plan_free(&p);
+  free(al);
+  free(sc);
+  free(def);
+  free(last);
+  return ok;
+}
+
 /* Lowers g, runs every launch on the CPU, compares the graph outputs with ref. */
 static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_tensor_t *ref, const char *what) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  drk_lower_options_t o = {.target_sm = 90, .fusion_set = true, .fusion_level = 0};
+  /* FILE_fused.drkg: default fusion (fused matmul epilogues, split-K included) */
+  bool fused = strstr(what, "_fused.drkg") != NULL;
+  drk_lower_options_t o = {.target_sm = 90, .fusion_set = !fused, .fusion_level = 0};
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
     return false;
   }
-  bool ok = drk_test_check_lowered(&l, what);
+  bool ok = drk_test_check_lowered(&l, what) && check_scratch_plan(g, &l, what);
   uint32_t nv = g->next_value_id + 1;
   drk_tensor_t *buf = calloc(nv, sizeof *buf);
   bool *have = calloc(nv, sizeof *have);
+  /* scratch buffers (split-K workspaces): one per request, NaN-poisoned, shared by the kernels
+   * of its node */
+  drk_tensor_t *scr = calloc(l.n_scratch + 1, sizeof *scr);
+  bool *have_scr = calloc(l.n_scratch + 1, sizeof *have_scr);
   for (size_t i = 0; i < g->n_inputs; i++) {
     drk_tensor_copy(&buf[g->inputs[i]->id], &inputs[i]);
     have[g->inputs[i]->id] = true;
@@ -105,6 +170,19 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     int na = L->n_args;
     if (na > 64) { fprintf(stderr, "FAIL %s: too many args\n", what); ok = false; break; }
     for (int a = 0; a < na && ok; a++) {
+      if (L->args[a].kind == DRK_LARG_SCRATCH) {
+        size_t si = (size_t)L->args[a].i;
+        drk_dtype_t st = L->kernel->params[a]->type.dtype;
+        if (!have_scr[si]) {
+          int64_t ne = (int64_t)(l.scratch[si].bytes * 8 / (uint64_t)drk_dtype_bits(st));
+          ok = drk_tensor_alloc(&scr[si], st, 1, &ne);
+          for (int64_t j = 0; ok && j < ne; j++) drk_tensor_set_f64(&scr[si], j, NAN);
+          have_scr[si] = ok;
+        }
+        args[a] = scr[si];
+        args[a].owned = false;
+        continue;
+      }
       if (L->args[a].kind != DRK_LARG_BUFFER) { fprintf(stderr, "FAIL %s: non-buffer arg\n", what); ok = false; break; }
       const drk_value_t *v = base_of(&l, L->args[a].value);
       if (!have[v->id]) {
@@ -150,6 +228,10 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   if (ok) printf("ok %s: %zu launches\n", what, l.n_launches);
   for (uint32_t i = 0; i < nv; i++)
     if (have[i]) drk_tensor_free(&buf[i]);
+  for (size_t i = 0; i < l.n_scratch; i++)
+    if (have_scr[i]) drk_tensor_free(&scr[i]);
+  free(scr);
+  free(have_scr);
   free(buf);
   free(have);
   drk_lowered_destroy(&l);
