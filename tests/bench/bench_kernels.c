@@ -341,8 +341,8 @@ int main(int argc, char **argv) {
     rl += snprintf(report + rl, sizeof report - (size_t)rl,
                    "| MatMul %s %dx%dx%d%s | %.0f TFLOP/s | cuBLAS %.0f TFLOP/s | %.2f | %s%s |\n",
                    bf16 ? "bf16" : "f16", n, n, n, kind, tf, tf_ref, tf / tf_ref,
-                   mma ? "information: the sm_80-class kernel on Hopper, without wgmma; " : ">= 0.50 ",
-                   !ok ? "(WRONG RESULTS)" : mma ? "" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
+                   mma ? "information (the sm_80-class kernel on Hopper, without wgmma)" : ">= 0.50 ",
+                   !ok ? " (WRONG RESULTS)" : mma ? "" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
     CK(cuMemFree(A));
     CK(cuMemFree(B));
     CK(cuMemFree(C));
