@@ -75,6 +75,16 @@ static tv_t *operand(epi_t *E, const drk_node_t *n, int i) {
   return ext_load(E, v, &n->outputs[0]->shape);
 }
 
+struct ep_ctx {
+  epi_t *E;
+  const drk_node_t *n;
+};
+
+static tv_t *ep_operand(void *p, int i) {
+  struct ep_ctx *e = p;
+  return operand(e->E, e->n, i);
+}
+
 static tv_t *eval(epi_t *E, const drk_value_t *v) {
   if (E->val[v->id]) return E->val[v->id];
   drk_lctx_t *c = E->c;
@@ -85,22 +95,8 @@ static tv_t *eval(epi_t *E, const drk_value_t *v) {
     const drk_value_t *x = n->inputs[0];
     t = made_in(E, x) ? eval(E, x) : ext_load(E, x, &x->shape);
   } else {
-    bool raw;
-    drk_dtype_t ct = drk_lower_ew_compute_dtype(n, &raw);
-    bool exact = raw || !drk_dtype_is_float(n->outputs[0]->dtype);
-    tv_t *x[16] = {0};
-    for (int i = 0; i < n->n_inputs && i < 16; i++) {
-      if (!n->inputs[i]) continue;
-      tv_t *o = operand(E, n, i);
-      drk_dtype_t vt = n->inputs[i]->dtype;
-      if (exact && drk_dtype_is_float(vt) && o->type.dtype != vt) o = lw_cast(c, o, vt);
-      if (!raw && !(n->op == DRK_OP_WHERE && i == 0)) o = lw_cast(c, o, ct);
-      x[i] = o;
-    }
-    drk_loc_t keep = c->b.loc;
-    c->b.loc = n->loc;
-    t = drk_lower_ew_math(c, n, x, n->n_inputs, ct);
-    c->b.loc = keep;
+    struct ep_ctx e = {E, n};
+    t = drk_lower_ew_node(c, n, ep_operand, &e);
   }
   E->val[v->id] = t;
   return t;

@@ -306,3 +306,26 @@ bool drk_lower_ew(drk_lctx_t *c) {
   lw_flat_end(c, &f);
   return true;
 }
+
+/* A fused kernel's evaluation of elementwise node n, its operand i got from operand(ctx, i)
+ * (values made in the group stay f32; casts and ops with discrete results, e.g. comparisons,
+ * see their operands rounded to their declared dtype, as the one-node kernels do). */
+tv_t *drk_lower_ew_node(drk_lctx_t *c, const drk_node_t *n, tv_t *(*operand)(void *ctx, int i), void *ctx) {
+  bool raw;
+  drk_dtype_t ct = drk_lower_ew_compute_dtype(n, &raw);
+  bool exact = raw || !drk_dtype_is_float(n->outputs[0]->dtype);
+  tv_t *x[16] = {0};
+  for (int i = 0; i < n->n_inputs && i < 16; i++) {
+    if (!n->inputs[i]) continue;
+    tv_t *t = operand(ctx, i);
+    drk_dtype_t vt = n->inputs[i]->dtype;
+    if (exact && drk_dtype_is_float(vt) && t->type.dtype != vt) t = lw_cast(c, t, vt);
+    if (!raw && !(n->op == DRK_OP_WHERE && i == 0)) t = lw_cast(c, t, ct);
+    x[i] = t;
+  }
+  drk_loc_t keep = c->b.loc;
+  c->b.loc = n->loc;
+  tv_t *r = drk_lower_ew_math(c, n, x, n->n_inputs, ct);
+  c->b.loc = keep;
+  return r;
+}

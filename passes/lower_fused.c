@@ -183,25 +183,20 @@ static tv_t *operand(fl_t *F, const drk_node_t *n, int i, int frame) {
   return ext_load(F, v, &n->outputs[0]->shape, va, frame);
 }
 
+typedef struct ew_ctx {
+  fl_t *F;
+  const drk_node_t *n;
+  int frame;
+} ew_ctx_t;
+
+static tv_t *ew_operand(void *p, int i) {
+  ew_ctx_t *e = p;
+  return operand(e->F, e->n, i, e->frame);
+}
+
 static tv_t *eval_ew(fl_t *F, const drk_node_t *n, int frame) {
-  drk_lctx_t *c = F->c;
-  bool raw;
-  drk_dtype_t ct = drk_lower_ew_compute_dtype(n, &raw);
-  /* casts and ops with discrete results (comparisons) see their operands rounded to their
-   * declared dtype, as the one-node kernels do: a value in f32 inside the group may carry
-   * more precision than its f16/bf16 type */
-  bool exact = raw || !drk_dtype_is_float(n->outputs[0]->dtype);
-  tv_t *x[16] = {0};
-  for (int i = 0; i < n->n_inputs && i < 16; i++) {
-    if (!n->inputs[i]) continue;
-    tv_t *t = operand(F, n, i, frame);
-    drk_dtype_t vt = n->inputs[i]->dtype;
-    if (exact && drk_dtype_is_float(vt) && t->type.dtype != vt) t = lw_cast(c, t, vt);
-    if (!raw && !(n->op == DRK_OP_WHERE && i == 0)) t = lw_cast(c, t, ct);
-    x[i] = t;
-  }
-  c->b.loc = n->loc;
-  return drk_lower_ew_math(c, n, x, n->n_inputs, ct);
+  ew_ctx_t e = {F, n, frame};
+  return drk_lower_ew_node(F->c, n, ew_operand, &e);
 }
 
 /* a normalization's scale or bias at offsets off (2-D chunk frame) */

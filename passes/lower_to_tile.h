@@ -311,6 +311,7 @@ drk_dtype_t drk_lower_ew_compute_dtype(const drk_node_t *n, bool *out_raw);
 /* The math of elementwise node n on operand tiles x[0..nx) of one frame (absent optional
  * operands NULL), each already cast to ct unless raw (Where's condition stays bool). */
 tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, drk_dtype_t ct);
+tv_t *drk_lower_ew_node(drk_lctx_t *c, const drk_node_t *n, tv_t *(*operand)(void *ctx, int i), void *ctx);
 /* One kernel for group gi of fusion f (a FLAT or ROWS group; fuse.h). */
 struct drk_fusion;
 bool drk_lower_fused(drk_lctx_t *c, const struct drk_fusion *f, int gi);
