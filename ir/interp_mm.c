@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "interp_internal.h"
+#include "einsum.h"
 
 static bool is_f8(drk_dtype_t t) { return t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; }
 
@@ -455,32 +456,6 @@ static bool op_conv_transpose(drk_ictx_t *c) {
 /* ---- Einsum ---- */
 enum { EMAX = 64 };
 
-static int label_id(char ch) {
-  if (ch >= 'a' && ch <= 'z') return ch - 'a';
-  if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
-  return -1;
-}
-
-/* Parses one term into label ids (ellipsis: -2 placeholder); returns count or -1. */
-static int parse_term(const char *s, const char *e, int *labels, bool *has_ell) {
-  int n = 0;
-  *has_ell = false;
-  while (s < e) {
-    if (*s == ' ') { s++; continue; }
-    if (*s == '.') {
-      if (e - s < 3 || s[1] != '.' || s[2] != '.' || *has_ell) return -1;
-      *has_ell = true;
-      labels[n++] = -2;
-      s += 3;
-      continue;
-    }
-    int id = label_id(*s);
-    if (id < 0 || n >= EMAX) return -1;
-    labels[n++] = id;
-    s++;
-  }
-  return n;
-}
 
 static bool op_einsum(drk_ictx_t *c) {
   const char *eq = drk_node_attr_string(c->n, "equation", NULL);
@@ -501,7 +476,7 @@ static bool op_einsum(drk_ictx_t *c) {
     const char *comma = memchr(p, ',', (size_t)(lhs_end - p));
     const char *e = comma ? comma : lhs_end;
     if (t >= nin) return drk_ierr(c, "equation has more terms than inputs");
-    nl[t] = parse_term(p, e, lab[t], &ell[t]);
+    nl[t] = drk_einsum_parse_term(p, e, lab[t], EMAX, &ell[t]);
     if (nl[t] < 0) return drk_ierr(c, "bad term in equation '%s'", eq);
     t++;
     if (!comma) break;
@@ -558,7 +533,7 @@ static bool op_einsum(drk_ictx_t *c) {
   if (arrow) {
     bool oell;
     int ol[EMAX];
-    int n = parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), ol, &oell);
+    int n = drk_einsum_parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), ol, EMAX, &oell);
     if (n < 0) return drk_ierr(c, "bad output term in '%s'", eq);
     for (int j = 0; j < n; j++) {
       if (ol[j] == -2) {

@@ -22,6 +22,7 @@
 
 #define DRK_LOWER_INTERNAL
 #include "lower_to_tile.h"
+#include "ir/einsum.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 
@@ -45,32 +46,6 @@ bool drk_lower_einsum_supported(const drk_node_t *n, const char **why) {
   return true;
 }
 
-static int label_id(char ch) {
-  if (ch >= 'a' && ch <= 'z') return ch - 'a';
-  if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
-  return -1;
-}
-
-/* One term into label ids (ellipsis: -2); returns the count or -1. */
-static int parse_term(const char *s, const char *e, int *labels, bool *has_ell) {
-  int n = 0;
-  *has_ell = false;
-  while (s < e) {
-    if (*s == ' ') { s++; continue; }
-    if (*s == '.') {
-      if (e - s < 3 || s[1] != '.' || s[2] != '.' || *has_ell || n >= EMAX) return -1;
-      *has_ell = true;
-      labels[n++] = -2;
-      s += 3;
-      continue;
-    }
-    int id = label_id(*s);
-    if (id < 0 || n >= EMAX) return -1;
-    labels[n++] = id;
-    s++;
-  }
-  return n;
-}
 
 /* The index space: sizes of labels (ids 0..51 letters, 52.. ellipsis dims; -1 unused),
  * strides of each label in each operand, the output labels in order. */
@@ -95,7 +70,7 @@ static bool parse_equation(drk_lctx_t *c, const char *eq, espace_t *S) {
     const char *comma = memchr(p, ',', (size_t)(lhs_end - p));
     const char *e = comma ? comma : lhs_end;
     if (t >= nin) return lw_err(c, "equation '%s' has more terms than the %d inputs", eq, nin);
-    nl[t] = parse_term(p, e, lab[t], &ell[t]);
+    nl[t] = drk_einsum_parse_term(p, e, lab[t], EMAX, &ell[t]);
     if (nl[t] < 0) return lw_err(c, "bad term in equation '%s'", eq);
     t++;
     if (!comma) break;
@@ -147,7 +122,7 @@ static bool parse_equation(drk_lctx_t *c, const char *eq, espace_t *S) {
   if (arrow) {
     bool oell;
     int ol[EMAX];
-    int k = parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), ol, &oell);
+    int k = drk_einsum_parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), ol, EMAX, &oell);
     if (k < 0) return lw_err(c, "bad output term in '%s'", eq);
     for (int j = 0; j < k; j++) {
       if (ol[j] == -2) {
