@@ -267,6 +267,15 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
   drk_unreachable();
 }
 
+/* Whether drk_lower_ew reads input i of n at the output's own flat offsets (load_input's
+ * identity case) with whole-byte elements of the output's size (sub-byte elements would
+ * share bytes between threads): y may then take x's bytes. */
+static bool inplace_ok(const drk_node_t *n, int i) {
+  const drk_value_t *x = n->inputs[i], *y = n->outputs[0];
+  return x->kind == DRK_VALUE_NODE && vec_axis(n, i, y->shape.rank) < 0 && drk_shape_equal(&x->shape, &y->shape) &&
+         drk_dtype_bits(x->dtype) == drk_dtype_bits(y->dtype) && drk_dtype_bits(y->dtype) >= 8 && n->n_outputs == 1;
+}
+
 bool drk_lower_ew(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *y = n->outputs[0];
@@ -304,6 +313,8 @@ bool drk_lower_ew(drk_lctx_t *c) {
   tv_t *r = drk_lower_ew_math(c, n, x, nin, ct);
   lw_store(c, py, f.offs, r, f.mask);
   lw_flat_end(c, &f);
+  for (int i = 0; i < nin; i++)
+    if (p[i] && inplace_ok(n, i)) lw_inplace(c, y, n->inputs[i]);
   return true;
 }
 

@@ -62,6 +62,8 @@ typedef struct fl {
   int64_t N, rows, R;
   /* flat frame */
   lw_flat_t ff;
+  bool stored;      /* a store was emitted */
+  bool *not_inplace; /* per value id: loaded off the identity offset, or after a store */
   /* row frame */
   drk_schedule_t s;
   const drk_tile_layout_t *P, *Lr, *Lc;
@@ -148,6 +150,7 @@ static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, i
       off = lw_affine(c, idx, r, od, st, 0);
     }
     DRK_ASSERT(F->param[v->id]);
+    if (F->flat && (off != idx || F->stored)) F->not_inplace[v->id] = true;
     t = lw_load(c, F->param[v->id], off, mask, 0);
   }
   if (F->n_memo < (int)DRK_ARRAY_LEN(F->memo))
@@ -406,6 +409,27 @@ static void anchor_stats(fl_t *F, const drk_node_t *n) {
 }
 
 /* ---- the kernel ---- */
+/* In-place candidates of a FLAT kernel (drk_lowered_t.inplace): every stored value may take
+ * the bytes of an outside input of the frame's element count and its element size (whole
+ * bytes) that every thread loaded only at its own flat offsets, before its first store. */
+static void flat_inplace(fl_t *F) {
+  for (int i = 0; i < F->gr->n_nodes; i++) {
+    const drk_node_t *n = F->g->nodes[F->gr->nodes[i]];
+    for (int j = 0; j < n->n_inputs; j++) {
+      const drk_value_t *v = n->inputs[j];
+      if (!v || made_in(F, v) || immediate(v) || !F->param[v->id] || F->not_inplace[v->id] || numel(v) != F->N)
+        continue;
+      F->not_inplace[v->id] = true; /* declared once */
+      for (int k = 0; k < F->gr->n_nodes; k++) {
+        const drk_value_t *y = F->g->nodes[F->gr->nodes[k]]->outputs[0];
+        if (F->store[y->id] && numel(y) == F->N && drk_dtype_bits(y->dtype) == drk_dtype_bits(v->dtype) &&
+            drk_dtype_bits(y->dtype) >= 8)
+          lw_inplace(F->c, y, v);
+      }
+    }
+  }
+}
+
 static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block * block; }
 
 bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
@@ -431,6 +455,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   F->row = drk_arena_alloc(A, sizeof(tv_t *) * nv);
   F->st0 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
   F->st1 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
+  F->not_inplace = drk_arena_alloc(A, sizeof(bool) * nv);
   F->gen = 1;
   for (size_t k = 0; k < g->n_nodes; k++) F->pos[g->nodes[k]->id] = (int)k;
   for (int i = 0; i < gr->n_nodes; i++) F->in[gr->nodes[i]] = true;
@@ -496,9 +521,12 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     lw_flat_begin(c, F->N, &F->ff);
     for (int i = 0; i < gr->n_nodes; i++) {
       const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-      if (F->store[y->id]) lw_store(c, F->param[y->id], F->ff.offs, eval(F, y, F_FULL), F->ff.mask);
+      if (!F->store[y->id]) continue;
+      lw_store(c, F->param[y->id], F->ff.offs, eval(F, y, F_FULL), F->ff.mask);
+      F->stored = true;
     }
     lw_flat_end(c, &F->ff);
+    flat_inplace(F);
     return true;
   }
 

@@ -166,6 +166,10 @@ void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base) {
   DRK_VEC_PUSH(c->m->arena, c->aliases, c->n_aliases, c->cap_aliases, ((drk_alias_t){v, base}));
 }
 
+void lw_inplace(drk_lctx_t *c, const drk_value_t *y, const drk_value_t *x) {
+  DRK_VEC_PUSH(c->m->arena, c->inplace, c->n_inplace, c->cap_inplace, ((drk_alias_t){y, x}));
+}
+
 /* ---- building blocks ---- */
 drk_tile_type_t lw_tt(const drk_tile_layout_t *l, int rank, const int64_t *dims, drk_dtype_t t) {
   return drk_tile_type_tile(t, rank, dims, l);
@@ -438,13 +442,14 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
     c.node = n;
     c.node_index = i;
     c.n_kernels_node = 0;
-    size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases, ns = c.n_scratch;
+    size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases, ns = c.n_scratch, ni = c.n_inplace;
     if (!(gr->kind == DRK_FUSION_SINGLE ? lower_node(&c) : drk_lower_fused(&c, &fu, fu.group[i]))) {
       ok = false;
       c.m->n_kernels = nk; /* drop the node's partial kernels */
       c.n_launches = nl;
       c.n_aliases = na;
       c.n_scratch = ns;
+      c.n_inplace = ni;
     }
   }
   int64_t *times = drk_arena_alloc(c.m->arena, sizeof(int64_t) * (g->n_nodes + 1));
@@ -464,6 +469,8 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   out->launches = c.launches;
   out->n_aliases = c.n_aliases;
   out->aliases = c.aliases;
+  out->n_inplace = c.n_inplace;
+  out->inplace = c.inplace;
   out->node_time = times;
   out->n_scratch = c.n_scratch;
   out->scratch = c.scratch;

@@ -7,7 +7,8 @@
  * out->module passes drk_tile_verify(); out->launches lists, in the graph's topological
  * order, one or more launches per lowered node, each naming the kernel, its launch shape
  * and its arguments (graph values for buffers, immediates for scalars) in the kernel's
- * parameter order; out->aliases lists values that share another value's bytes (no kernel).
+ * parameter order; out->aliases lists values that share another value's bytes (no kernel);
+ * out->inplace the outputs that may take a dying input's bytes (memory planning).
  *
  * Errors (user-visible, reported at the node through d, never a crash): a symbolic dim
  * ("GPU lowering needs static shapes; ..."), an op/dtype combination not lowered yet
@@ -105,6 +106,13 @@ typedef struct drk_lowered {
   drk_launch_t *launches;
   size_t n_aliases;
   drk_alias_t *aliases;
+  /* In-place candidates: {value: a kernel's output, base: its input} where every thread of
+   * the kernel reads input element j and then writes output element j at the same flat
+   * offset, and reads that input nowhere else (flat elementwise kernels, identity-offset
+   * inputs of the output's element count and element size). The memory planner may give the
+   * output the input's bytes when the input dies there (drk_plan_memory_inplace). */
+  size_t n_inplace;
+  drk_alias_t *inplace;
   /* node_time[k] (g->n_nodes entries): when node k runs, in node positions: a fused group's
    * nodes all run at its last node, where its kernel reads every input and writes every
    * output (-1: dead). Memory planning uses these (drk_plan_memory_timed). */
@@ -176,6 +184,8 @@ typedef struct drk_lctx {
   drk_launch_t *launches;
   size_t n_aliases, cap_aliases;
   drk_alias_t *aliases;
+  size_t n_inplace, cap_inplace;
+  drk_alias_t *inplace;
   size_t n_scratch, cap_scratch;
   drk_scratch_t *scratch;
   /* a matmul/conv with a fused epilogue (DRK_FUSION_MM group epi_group of epi), else NULL;
@@ -235,6 +245,9 @@ tv_t *lw_param_scratch(drk_lctx_t *c, int idx, drk_dtype_t t, const char *name);
 void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps, int64_t smem,
                    const drk_schedule_t *s);
 void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base);
+/* Declares output y an in-place candidate for input x (drk_lowered_t.inplace): call only when
+ * every read of x in the kernel is at the flat offset where the same thread then writes y. */
+void lw_inplace(drk_lctx_t *c, const drk_value_t *y, const drk_value_t *x);
 
 /* ---- types and building blocks (results take operand a's frame) ---- */
 drk_tile_type_t lw_tt(const drk_tile_layout_t *l, int rank, const int64_t *dims, drk_dtype_t t);

@@ -6,6 +6,8 @@
  * fused group runs when the group's kernel does. Scratch requests (drk_plan_memory_scratch)
  * live at one time: each is placed once every output of its time is, against everything
  * still live then, and freed before the next time.
+ * In-place candidates (drk_plan_memory_inplace) take the live entry of the input that dies at
+ * their time instead of a new range; that entry's end becomes the output's last use.
  * Placement is greedy first-fit in order of definition over the free list of the intervals
  * still live, which is what most inference runtimes do and is within a few percent of optimal
  * on chains like ours. */
@@ -90,6 +92,50 @@ static int cmp_scratch(const void *a, const void *b) {
 bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                              const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
                              drk_mem_plan_t *out_plan, drk_diag_t *d) {
+  return drk_plan_memory_inplace(g, aliases, n_aliases, node_time, scratch, n_scratch, NULL, 0, out_plan, d);
+}
+
+/* Whether every input of the nodes at order[lo, hi) (one time) that lives in base b's bytes
+ * is the value u itself: the kernel reads b only through the in-place candidate. */
+static bool only_read_as(const drk_graph_t *g, const timed_t *order, int64_t lo, int64_t hi,
+                         const drk_value_t **base_of, const drk_value_t *b, const drk_value_t *u) {
+  for (int64_t oi = lo; oi < hi; oi++) {
+    const drk_node_t *nd = g->nodes[order[oi].k];
+    if (nd->dead) continue;
+    for (int i = 0; i < nd->n_inputs; i++)
+      if (nd->inputs[i] && nd->inputs[i] != u && resolve(base_of, nd->inputs[i]) == b) return false;
+  }
+  return true;
+}
+
+/* The live entry output v (need bytes, at time t, nodes order[lo, hi)) may take in place: an
+ * input's range per the rules in plan_memory.h, or -1. taken[b]: b's range went to an output. */
+static int64_t inplace_slot(const drk_graph_t *g, const drk_value_t *v, uint64_t need, int64_t t,
+                            const drk_value_alias_t *inplace, size_t n_inplace, const drk_value_t **base_of,
+                            const int64_t *last_use, const drk_mem_plan_t *p, uint64_t act_base, bool *taken,
+                            const placed_t *live, size_t n_live, const timed_t *order, int64_t lo, int64_t hi,
+                            uint32_t *out_b) {
+  if (last_use[v->id] == INT64_MAX) return -1; /* a graph output (or its base) */
+  for (size_t i = 0; i < n_inplace; i++) {
+    if (inplace[i].value != v) continue;
+    const drk_value_t *u = inplace[i].base, *b = resolve(base_of, u);
+    if (b->kind != DRK_VALUE_NODE || taken[b->id] || last_use[b->id] != t || p->offset[b->id] == UINT64_MAX ||
+        p->offset[b->id] < act_base)
+      continue;
+    if (!only_read_as(g, order, lo, hi, base_of, b, u)) continue;
+    for (size_t j = 0; j < n_live; j++)
+      if (live[j].off == p->offset[b->id] && live[j].end == t && live[j].size >= need) {
+        *out_b = b->id;
+        return (int64_t)j;
+      }
+  }
+  return -1;
+}
+
+bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             const drk_value_alias_t *inplace, size_t n_inplace, drk_mem_plan_t *out_plan,
+                             drk_diag_t *d) {
   uint32_t n = g->next_value_id;
   drk_mem_plan_t p = {.n_ids = n, .n_scratch = (uint32_t)n_scratch};
   p.scratch_offset = calloc(n_scratch + 1, sizeof(uint64_t));
@@ -102,7 +148,8 @@ bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *alia
   int64_t *last_use = malloc(sizeof(int64_t) * (n + 1));
   placed_t *live = malloc(sizeof(placed_t) * (n + n_scratch + 1));
   timed_t *order = malloc(sizeof(timed_t) * (g->n_nodes + 1));
-  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order && p.scratch_offset && sord;
+  bool *taken = calloc(n + 1, sizeof *taken);
+  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order && p.scratch_offset && sord && taken;
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
     goto fail;
@@ -184,6 +231,10 @@ bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *alia
     for (size_t i = 0; i < n_live; i++)
       if (live[i].end >= t) live[j++] = live[i];
     n_live = j;
+    /* the nodes of this time (a fused kernel's), for the in-place check */
+    int64_t lo = oi, hi = oi + 1;
+    while (lo > 0 && order[lo - 1].t == t) lo--;
+    while (hi < n_nodes && order[hi].t == t) hi++;
     for (int o = 0; o < nd->n_outputs; o++) {
       const drk_value_t *v = nd->outputs[o];
       if (base_of[v->id]) continue; /* placed with its base */
@@ -191,11 +242,24 @@ bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *alia
       if (!value_bytes(v, &sz, d)) goto fail;
       uint64_t need = align_up(sz ? sz : 1);
       p.naive_size += need;
+      int64_t end = last_use[v->id] < t ? t : last_use[v->id];
+      uint32_t tb = 0;
+      int64_t slot = n_inplace ? inplace_slot(g, v, need, t, inplace, n_inplace, base_of, last_use, &p, act_base,
+                                              taken, live, n_live, order, lo, hi, &tb)
+                               : -1;
+      if (slot >= 0) { /* the input dies here: its range becomes the output's */
+        placed_t *e = &live[slot];
+        taken[tb] = true;
+        p.offset[v->id] = e->off;
+        p.size[v->id] = sz;
+        e->end = end;
+        continue;
+      }
       /* First fit among the gaps between live ranges. */
       uint64_t cand = first_fit(live, n_live, act_base, need);
       p.offset[v->id] = cand;
       p.size[v->id] = sz;
-      live[n_live++] = (placed_t){cand, need, last_use[v->id] < t ? t : last_use[v->id]};
+      live[n_live++] = (placed_t){cand, need, end};
       if (cand + need > top) top = cand + need;
     }
   }
@@ -218,6 +282,7 @@ bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *alia
   free(live);
   free(order);
   free(sord);
+  free(taken);
   *out_plan = p;
   return true;
 fail:
@@ -227,6 +292,7 @@ fail:
   free(live);
   free(order);
   free(sord);
+  free(taken);
   drk_mem_plan_free(&p);
   return false;
 }

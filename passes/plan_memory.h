@@ -6,7 +6,8 @@
  * an arena range; constants are packed into one weights region at the start of the arena
  * (256-byte aligned, the module file's rule); activations are placed after it, each 256-byte
  * aligned, and two activations share bytes only when their lifetimes (first definition to
- * last use, in node order) do not overlap. Graph inputs and outputs are never shared, so a
+ * last use, in node order) do not overlap, or when one is a declared in-place output taking
+ * the bytes of an input that dies in its kernel (drk_plan_memory_inplace). Graph inputs and outputs are never shared, so a
  * caller can read outputs after a run and write inputs before the next. */
 #ifndef DRK_PLAN_MEMORY_H
 #define DRK_PLAN_MEMORY_H
@@ -55,6 +56,18 @@ bool drk_plan_memory_timed(const drk_graph_t *g, const drk_value_alias_t *aliase
 bool drk_plan_memory_scratch(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                              const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
                              drk_mem_plan_t *out_plan, drk_diag_t *d);
+/* drk_plan_memory_scratch plus in-place candidates the lowering declared (drk_lowered_t
+ * .inplace): inplace[i].value is a kernel's output that may take the bytes of its input
+ * inplace[i].base, because every thread of that kernel reads element j of the input and
+ * writes element j of the output at the same flat offset, the read first. The output takes
+ * the input's range when the input's base value is an activation (no graph input, output or
+ * constant) whose last use is the output's node time, the range is large enough, no other
+ * value of that base is read at that time, and the output is no graph output; the input's
+ * lifetime ends and the output's begins there. Other candidates are placed as usual. */
+bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             const drk_value_alias_t *inplace, size_t n_inplace, drk_mem_plan_t *out_plan,
+                             drk_diag_t *d);
 /* Copies the constants of g into a weights blob laid out as the plan says (malloc'ed; caller
  * frees). */
 void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g);

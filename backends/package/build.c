@@ -126,13 +126,17 @@ static char *targets_string(unsigned set) {
 /* --report: what the compiler did with the model. */
 /* Memory plan for the lowered graph, with the lowering's node times: a fused kernel reads all
  * its inputs and writes all its outputs at once, at its group's time; the lowering's scratch
- * buffers live at their node's time only. */
+ * buffers live at their node's time only; an elementwise kernel's output may take the bytes
+ * of an input that dies there (the lowering's in-place candidates). */
 static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
   drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
   for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
   drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
   for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
-  bool ok = drk_plan_memory_scratch(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, out_plan, d);
+  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
+  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
+  bool ok = drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, out_plan, d);
+  free(ip);
   free(sc);
   free(al);
   return ok;

@@ -16,7 +16,9 @@
  * (NaN fails, so does an element no kernel wrote). Multi-kernel nodes (ScatterND's copy then
  * scatter, split-K's partial products then their sum) are checked as a whole, which
  * test_fuse's per-launch check cannot do; scratch buffers (DRK_LARG_SCRATCH) are
- * NaN-poisoned, one per request, shared by the kernels that bind it. */
+ * NaN-poisoned, one per request, shared by the kernels that bind it. A kernel output the
+ * memory plan puts in place of a dying input (drk_lowered_t.inplace) shares that input's
+ * buffer, unpoisoned, as on the GPU: a kernel reading it after the overwrite fails. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +121,11 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
     if (k < g->n_inputs) def[b] = -1;
     last[b] = INT64_MAX;
   }
+  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
+  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
   drk_mem_plan_t p = {0};
-  bool ok = drk_plan_memory_scratch(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, &p, &d);
+  bool ok = drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, &p, &d);
+  free(ip);
   for (size_t i = 0; ok && i < l->n_scratch; i++) {
     uint64_t so = p.scratch_offset[i], sn = l->scratch[i].bytes;
     int64_t st = l->scratch[i].time;
@@ -140,6 +145,36 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
   return ok;
 }
 
+/* share[y->id] = base of x for each in-place candidate (y, x) the memory plan (as build.c
+ * makes it) gave x's bytes; the number of such outputs, or -1 when planning fails. */
+static int inplace_shares(const drk_graph_t *g, const drk_lowered_t *l, const drk_value_t **share) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
+  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
+  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
+  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
+  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
+  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
+  drk_mem_plan_t p = {0};
+  int n = -1;
+  if (drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, &p, &d)) {
+    n = 0;
+    for (size_t i = 0; i < l->n_inplace; i++) {
+      const drk_value_t *y = l->inplace[i].value, *x = base_of(l, l->inplace[i].base);
+      if (!share[y->id] && p.offset[y->id] == p.offset[x->id]) {
+        share[y->id] = x;
+        n++;
+      }
+    }
+    drk_mem_plan_free(&p);
+  }
+  free(al);
+  free(ip);
+  free(sc);
+  return n;
+}
+
 /* Lowers g, runs every launch on the CPU, compares the graph outputs with ref. */
 static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_tensor_t *ref, const char *what) {
   drk_diag_t d;
@@ -154,6 +189,12 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   }
   bool ok = drk_test_check_lowered(&l, what) && check_scratch_plan(g, &l, what);
   uint32_t nv = g->next_value_id + 1;
+  const drk_value_t **share = calloc(nv, sizeof *share);
+  int n_inplace = inplace_shares(g, &l, share);
+  if (n_inplace < 0) {
+    fprintf(stderr, "FAIL %s: memory plan\n", what);
+    ok = false;
+  }
   drk_tensor_t *buf = calloc(nv, sizeof *buf);
   bool *have = calloc(nv, sizeof *have);
   /* scratch buffers (split-K workspaces): one per request, NaN-poisoned, shared by the kernels
@@ -189,6 +230,10 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
         if (v->kind == DRK_VALUE_CONST) {
           drk_tensor_t c;
           ok = drk_tensor_from_const(&c, v) && drk_tensor_copy(&buf[v->id], &c);
+        } else if (share[v->id] && have[share[v->id]->id]) { /* in place: the input's bytes */
+          drk_tensor_t *x = &buf[share[v->id]->id];
+          buf[v->id] = (drk_tensor_t){.dtype = v->dtype, .rank = v->shape.rank, .data = x->data, .nbytes = x->nbytes};
+          for (int k = 0; k < v->shape.rank; k++) buf[v->id].dims[k] = v->shape.dims[k].size;
         } else { /* a node result: poisoned until a kernel writes it */
           int64_t dims[DRK_MAX_RANK];
           for (int k = 0; k < v->shape.rank; k++) dims[k] = v->shape.dims[k].size;
@@ -225,7 +270,8 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
       ok = false;
     }
   }
-  if (ok) printf("ok %s: %zu launches\n", what, l.n_launches);
+  if (ok) printf("ok %s: %zu launches, %d in place\n", what, l.n_launches, n_inplace);
+  free(share);
   for (uint32_t i = 0; i < nv; i++)
     if (have[i]) drk_tensor_free(&buf[i]);
   for (size_t i = 0; i < l.n_scratch; i++)

@@ -9,7 +9,9 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tensor.h"
+#include "passes/lower_to_tile.h"
 #include "passes/passes.h"
+#include "passes/plan_memory.h"
 
 static int failures;
 
@@ -732,7 +734,60 @@ static void test_conv_to_matmul(void) {
   }
 }
 
+/* In-place memory planning (drk_plan_memory_inplace): an elementwise output takes the bytes
+ * of a candidate input that dies in its kernel, never of one read later, of a graph input,
+ * of a smaller (broadcast) one, and never for a graph output; the lowering declares only
+ * identity-offset inputs (not the broadcast one). */
+static bool has_pair(const drk_lowered_t *l, const drk_value_t *y, const drk_value_t *x) {
+  for (size_t i = 0; i < l->n_inplace; i++)
+    if (l->inplace[i].value == y && l->inplace[i].base == x) return true;
+  return false;
+}
+
+static void test_plan_inplace(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "4,64");
+  drk_value_t *y = input(g, "y", DRK_DT_F32, "64");
+  drk_node_t *r = node(g, DRK_OP_RELU, "r", 1, 1, x);      /* x: graph input */
+  drk_node_t *s = node(g, DRK_OP_NEG, "s", 1, 1, OUT(r));  /* r dies here: reused */
+  drk_node_t *t = node(g, DRK_OP_NEG, "t", 1, 1, OUT(s));  /* s read again by u: not */
+  drk_node_t *u = node(g, DRK_OP_ADD, "u", 1, 2, OUT(t), OUT(s)); /* t dies: reused */
+  drk_node_t *c = node(g, DRK_OP_RELU, "c", 1, 1, y);
+  drk_node_t *w = node(g, DRK_OP_ADD, "w", 1, 2, OUT(u), OUT(c)); /* c broadcast: not; u: reused */
+  drk_node_t *o = node(g, DRK_OP_TANH, "o", 1, 1, OUT(w));        /* graph output: not */
+  drk_graph_add_output(g, OUT(o));
+  if (!infer_ok(g)) return;
+  drk_value_alias_t ip[] = {{OUT(r), x}, {OUT(s), OUT(r)}, {OUT(t), OUT(s)}, {OUT(u), OUT(t)},
+                            {OUT(w), OUT(c)}, {OUT(w), OUT(u)}, {OUT(o), OUT(w)}};
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_mem_plan_t p0, p1;
+  CHECK(drk_plan_memory_scratch(g, NULL, 0, NULL, NULL, 0, &p0, &d));
+  CHECK(drk_plan_memory_inplace(g, NULL, 0, NULL, NULL, 0, ip, DRK_ARRAY_LEN(ip), &p1, &d));
+  CHECK(p0.offset[OUT(s)->id] != p0.offset[OUT(r)->id]);
+  CHECK(p1.offset[OUT(s)->id] == p1.offset[OUT(r)->id]);
+  CHECK(p1.offset[OUT(u)->id] == p1.offset[OUT(t)->id]);
+  CHECK(p1.offset[OUT(t)->id] != p1.offset[OUT(s)->id]);
+  CHECK(p1.offset[OUT(r)->id] != p1.offset[x->id]);
+  CHECK(p1.offset[OUT(w)->id] != p1.offset[OUT(c)->id]);
+  CHECK(p1.offset[OUT(w)->id] == p1.offset[OUT(u)->id]);
+  CHECK(p1.offset[OUT(o)->id] != p1.offset[OUT(w)->id]);
+  CHECK(p1.arena_size < p0.arena_size);
+  CHECK(p1.naive_size == p0.naive_size);
+  drk_mem_plan_free(&p0);
+  drk_mem_plan_free(&p1);
+  /* what the lowering declares: identity-offset inputs only */
+  drk_lower_options_t lo = {.target_sm = 90, .fusion_set = true, .fusion_level = 0};
+  drk_lowered_t l;
+  CHECK(drk_lower_graph(g, &lo, &l, &d));
+  if (d.n_errors) return;
+  CHECK(has_pair(&l, OUT(s), OUT(r)) && has_pair(&l, OUT(u), OUT(t)) && has_pair(&l, OUT(u), OUT(s)));
+  CHECK(has_pair(&l, OUT(w), OUT(u)) && !has_pair(&l, OUT(w), OUT(c)));
+  drk_lowered_destroy(&l);
+}
+
 static const test_t tests[] = {
+    {"plan_inplace", test_plan_inplace},
     {"conv_to_matmul", test_conv_to_matmul},
     {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
