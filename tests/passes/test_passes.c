@@ -756,7 +756,10 @@ static void test_plan_inplace(void) {
   drk_node_t *w = node(g, DRK_OP_ADD, "w", 1, 2, OUT(u), OUT(c)); /* c broadcast: not; u: reused */
   drk_node_t *o = node(g, DRK_OP_TANH, "o", 1, 1, OUT(w));        /* graph output: not */
   drk_graph_add_output(g, OUT(o));
-  if (!infer_ok(g)) return;
+  if (!infer_ok(g)) {
+    drk_graph_destroy(g);
+    return;
+  }
   drk_value_alias_t ip[] = {{OUT(r), x}, {OUT(s), OUT(r)}, {OUT(t), OUT(s)}, {OUT(u), OUT(t)},
                             {OUT(w), OUT(c)}, {OUT(w), OUT(u)}, {OUT(o), OUT(w)}};
   drk_diag_t d;
@@ -779,11 +782,16 @@ static void test_plan_inplace(void) {
   /* what the lowering declares: identity-offset inputs only */
   drk_lower_options_t lo = {.target_sm = 90, .fusion_set = true, .fusion_level = 0};
   drk_lowered_t l;
-  CHECK(drk_lower_graph(g, &lo, &l, &d));
-  if (d.n_errors) return;
+  bool lowered = drk_lower_graph(g, &lo, &l, &d);
+  CHECK(lowered);
+  if (!lowered) {
+    drk_graph_destroy(g);
+    return;
+  }
   CHECK(has_pair(&l, OUT(s), OUT(r)) && has_pair(&l, OUT(u), OUT(t)) && has_pair(&l, OUT(u), OUT(s)));
   CHECK(has_pair(&l, OUT(w), OUT(u)) && !has_pair(&l, OUT(w), OUT(c)));
   drk_lowered_destroy(&l);
+  drk_graph_destroy(g);
 }
 
 static const test_t tests[] = {
