@@ -124,7 +124,7 @@ bool drk_lower_conv_transpose(drk_lctx_t *c) {
   }
   int64_t big = lw_numel(x) > lw_numel(y) ? lw_numel(x) : lw_numel(y);
   if (lw_numel(w) > big) big = lw_numel(w);
-  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
+  lw_kernel_begin(c, lw_index_dtype_for(big));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *pw = lw_param_buf(c, w, "w");
   tv_t *pb = b ? lw_param_buf(c, b, "bias") : NULL;

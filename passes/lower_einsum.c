@@ -178,7 +178,7 @@ bool drk_lower_einsum(drk_lctx_t *c) {
   int64_t big = lw_numel(y) > T ? lw_numel(y) : T;
   for (int i = 0; i < nin; i++)
     if (lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
-  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
+  lw_kernel_begin(c, lw_index_dtype_for(big));
   tv_t *px[EIN];
   for (int i = 0; i < nin; i++) px[i] = lw_param_buf(c, n->inputs[i], drk_arena_printf(c->m->arena, "x%d", i));
   tv_t *py = lw_param_buf(c, y, "y");

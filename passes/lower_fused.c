@@ -496,7 +496,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   }
   c->node = last;
   c->node_index = (size_t)gr->last;
-  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
+  lw_kernel_begin(c, lw_index_dtype_for(big));
   c->k->name = drk_arena_printf(A, "k%d_fused_%s", gr->last, drk_op_name(head->op));
 
   /* parameters: outside inputs in node order, then stored values */

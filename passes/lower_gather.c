@@ -96,15 +96,6 @@ bool drk_lower_gather_supported(const drk_node_t *n, const char **why) {
 }
 
 /* ---- shared helpers ---- */
-static drk_dtype_t idx_dtype(const drk_node_t *n) {
-  int64_t big = 0;
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
-  for (int i = 0; i < n->n_outputs; i++)
-    if (n->outputs[i] && lw_numel(n->outputs[i]) > big) big = lw_numel(n->outputs[i]);
-  return big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64;
-}
-
 static int64_t prod(const drk_value_t *v, int from, int to) {
   int64_t p = 1;
   for (int i = from; i < to; i++) p *= v->shape.dims[i].size;
@@ -153,7 +144,7 @@ static bool lower_gather_nd(drk_lctx_t *c) {
   int64_t xs[LW_MAX_RANK];
   lw_strides(x, xs);
   int64_t slice = prod(x, (int)(b + q), rx), per_batch = prod(iv, (int)b, ri - 1), bstride = prod(x, (int)b, rx);
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *pi = lw_param_buf(c, iv, "indices");
   tv_t *py = lw_param_buf(c, y, "y");
@@ -209,7 +200,7 @@ static tv_t *scatter_combine(drk_lctx_t *c, int mode, tv_t *a, tv_t *b) {
 }
 
 static void scatter_copy(drk_lctx_t *c, const scatter_t *S) {
-  lw_kernel_begin(c, idx_dtype(c->node));
+  lw_kernel_begin(c, lw_index_dtype(c->node));
   tv_t *px = lw_param_buf(c, S->x, "x");
   tv_t *py = lw_param_buf(c, S->y, "y");
   lw_flat_t f;
@@ -220,7 +211,7 @@ static void scatter_copy(drk_lctx_t *c, const scatter_t *S) {
 
 /* One kernel over the output: acc = data, folded with every tuple that hits the slot. */
 static void scatter_per_output(drk_lctx_t *c, const scatter_t *S) {
-  lw_kernel_begin(c, idx_dtype(c->node));
+  lw_kernel_begin(c, lw_index_dtype(c->node));
   tv_t *px = lw_param_buf(c, S->x, "x");
   tv_t *pi = lw_param_buf(c, S->iv, "indices");
   tv_t *pu = lw_param_buf(c, S->u, "updates");
@@ -246,7 +237,7 @@ static void scatter_per_output(drk_lctx_t *c, const scatter_t *S) {
 /* After scatter_copy: one kernel over the update elements; the first tuple hitting a slot
  * folds (data, then the updates of every tuple hitting it, in order) and stores. */
 static void scatter_per_update(drk_lctx_t *c, const scatter_t *S) {
-  lw_kernel_begin(c, idx_dtype(c->node));
+  lw_kernel_begin(c, lw_index_dtype(c->node));
   tv_t *px = lw_param_buf(c, S->x, "x");
   tv_t *pi = lw_param_buf(c, S->iv, "indices");
   tv_t *pu = lw_param_buf(c, S->u, "updates");
@@ -319,7 +310,7 @@ static bool lower_one_hot(drk_lctx_t *c) {
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   if (lw_numel(vals) != 2) return lw_err(c, "values must have 2 elements");
   int64_t depth = y->shape.dims[axis].size, inner = prod(y, axis + 1, r);
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *pi = lw_param_buf(c, iv, "indices");
   tv_t *pv = lw_param_buf(c, vals, "values");
   tv_t *py = lw_param_buf(c, y, "y");
@@ -688,7 +679,7 @@ static bool lower_resize(drk_lctx_t *c) {
   int64_t xs[LW_MAX_RANK], yd[LW_MAX_RANK];
   lw_strides(x, xs);
   for (int d = 0; d < r; d++) yd[d] = z.O[d];
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   lw_flat_t f;

@@ -41,15 +41,6 @@ static void dims_of(const drk_value_t *v, int64_t *d) {
   for (int i = 0; i < v->shape.rank; i++) d[i] = v->shape.dims[i].size;
 }
 
-static drk_dtype_t idx_dtype(const drk_node_t *n) {
-  int64_t big = 0;
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
-  for (int i = 0; i < n->n_outputs; i++)
-    if (n->outputs[i] && lw_numel(n->outputs[i]) > big) big = lw_numel(n->outputs[i]);
-  return big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64;
-}
-
 /* the output's coordinates (lazily: only the ones asked for) */
 typedef struct coords {
   int r;
@@ -140,7 +131,7 @@ static bool lower_gatherlike(drk_lctx_t *c) {
     if (!lw_const_ints(c, n->inputs[1], &tk, 1, &nk)) return false;
   }
 
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   lw_flat_t f;
@@ -247,7 +238,7 @@ static bool lower_concat(drk_lctx_t *c) {
   int r = y->shape.rank;
   int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *p[64];
   if (n->n_inputs > 64) return lw_err(c, "more than 64 inputs");
   for (int i = 0; i < n->n_inputs; i++) p[i] = lw_param_buf(c, n->inputs[i], drk_arena_printf(c->m->arena, "x%d", i));
@@ -287,7 +278,7 @@ static bool lower_split(drk_lctx_t *c) {
   int r = x->shape.rank;
   int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *p[64];
   if (n->n_outputs > 64) return lw_err(c, "more than 64 outputs");
@@ -330,7 +321,7 @@ static bool lower_gather(drk_lctx_t *c) {
   int64_t xs[LW_MAX_RANK], is[LW_MAX_RANK];
   lw_strides(x, xs);
   lw_strides(iv, is);
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *pi = lw_param_buf(c, iv, "indices");
   tv_t *py = lw_param_buf(c, y, "y");
@@ -364,7 +355,7 @@ static bool lower_gather(drk_lctx_t *c) {
 static bool lower_fill(drk_lctx_t *c, int out_index) {
   const drk_node_t *n = c->node;
   const drk_value_t *y = n->outputs[out_index];
-  lw_kernel_begin(c, idx_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *pst = NULL, *pdl = NULL;
   if (n->op == DRK_OP_RANGE) {
     pst = lw_param_buf(c, n->inputs[0], "start");

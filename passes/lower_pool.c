@@ -77,7 +77,7 @@ bool drk_lower_pool(drk_lctx_t *c) {
     sp *= I[d];
   }
   int64_t big = lw_numel(x) > lw_numel(y) ? lw_numel(x) : lw_numel(y);
-  lw_kernel_begin(c, big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64);
+  lw_kernel_begin(c, lw_index_dtype_for(big));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   tv_t *pi = yi ? lw_param_buf(c, yi, "indices") : NULL;

@@ -153,15 +153,6 @@ static void rv_end(drk_lctx_t *c, rv_t *v) {
   lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, 1, 1, v->s.warps, 0, &v->s);
 }
 
-static drk_dtype_t index_dtype(const drk_node_t *n) {
-  int64_t big = 0;
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
-  for (int i = 0; i < n->n_outputs; i++)
-    if (n->outputs[i] && lw_numel(n->outputs[i]) > big) big = lw_numel(n->outputs[i]);
-  return big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64;
-}
-
 static double lowest(drk_dtype_t t) {
   if (drk_dtype_is_float(t)) return -INFINITY;
   switch (t) {
@@ -222,7 +213,7 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   if (is_max || is_min) at = lw_compute_dtype(x->dtype);
   rv_t v;
   rv_init(&v, x, mask);
-  lw_kernel_begin(c, index_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   rv_begin(c, &v);
@@ -280,7 +271,7 @@ static bool lower_argmax(drk_lctx_t *c) {
   drk_dtype_t at = lw_compute_dtype(x->dtype);
   rv_t v;
   rv_init(&v, x, 1u << axis);
-  lw_kernel_begin(c, index_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   rv_begin(c, &v);
@@ -311,7 +302,7 @@ static bool lower_softmax(drk_lctx_t *c) {
   drk_dtype_t at = acc_dtype(x->dtype);
   rv_t v;
   rv_init(&v, x, 1u << axis);
-  lw_kernel_begin(c, index_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   rv_begin(c, &v);
@@ -382,7 +373,7 @@ static bool lower_norm(drk_lctx_t *c) {
       v.contig = true;
     }
   }
-  lw_kernel_begin(c, index_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
   tv_t *pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
@@ -463,7 +454,7 @@ static bool lower_seq(drk_lctx_t *c, uint32_t mask) {
   rv_init(&v, x, mask);
   bool cum = n->op == DRK_OP_CUM_SUM;
   bool excl = cum && drk_node_attr_int(n, "exclusive", 0) != 0, rev = cum && drk_node_attr_int(n, "reverse", 0) != 0;
-  lw_kernel_begin(c, index_dtype(n));
+  lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   drk_schedule_t s = drk_sched_seq(v.rows);

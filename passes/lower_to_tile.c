@@ -122,6 +122,17 @@ static void push_arg(drk_lctx_t *c, drk_larg_t a) {
   c->cur.n_args = (int)n;
 }
 
+drk_dtype_t lw_index_dtype_for(int64_t big) { return big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64; }
+
+drk_dtype_t lw_index_dtype(const drk_node_t *n) {
+  int64_t big = 0;
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
+  for (int i = 0; i < n->n_outputs; i++)
+    if (n->outputs[i] && lw_numel(n->outputs[i]) > big) big = lw_numel(n->outputs[i]);
+  return lw_index_dtype_for(big);
+}
+
 tv_t *lw_param_buf(drk_lctx_t *c, const drk_value_t *v, const char *name) {
   tv_t *p = drk_tile_kernel_add_param(c->m, c->k, name, drk_tile_type_ptr(v->dtype), c->node->loc);
   drk_tile_attr_t *a = drk_tile_param_add_attr(c->m, c->k, c->k->n_params - 1, "align", DRK_TA_INT);

@@ -234,6 +234,10 @@ bool lw_unsupported_dtype(drk_lctx_t *c, drk_dtype_t t);          /* always fals
 /* ---- kernels ---- */
 /* Starts a kernel for the current node (name k<idx>_<Op>[_n]); it: index dtype. */
 void lw_kernel_begin(drk_lctx_t *c, drk_dtype_t it);
+/* The index dtype of a kernel whose offsets stay below big: i32 with 4096 elements of slack
+ * (a padded last block), else i64; lw_index_dtype: big = the node's largest input or result. */
+drk_dtype_t lw_index_dtype_for(int64_t big);
+drk_dtype_t lw_index_dtype(const drk_node_t *n);
 /* A pointer parameter for graph value v (buffer argument). */
 tv_t *lw_param_buf(drk_lctx_t *c, const drk_value_t *v, const char *name);
 /* A new scratch buffer of `bytes` for the current node (see drk_scratch_t); returns its

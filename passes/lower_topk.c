@@ -164,7 +164,7 @@ bool drk_lower_topk(drk_lctx_t *c) {
   if (!contig && f.s.cols > 16) f.s.cols = 16;
   f.s.kind = "topk";
   int64_t big = lw_numel(x) + f.s.cols;
-  drk_dtype_t it = big < ((int64_t)1 << 31) - 4096 ? DRK_DT_I32 : DRK_DT_I64;
+  drk_dtype_t it = lw_index_dtype_for(big);
   lw_kernel_begin(c, it);
   tv_t *px = lw_param_buf(c, x, "x");
   tv_t *pv = yv ? lw_param_buf(c, yv, "values") : NULL;
