@@ -35,6 +35,9 @@
  * gfx942) and the operand loads ldmatrix (.trans for V stored d-fastest) on NVIDIA.
  *
  * Requires: a group fuse_attention.c matched (every view and step in group->attn).
+ * Member views that alias their input (Reshape and kin) are declared aliases; so are a member
+ * Split's outputs (of its input: they are never written nor read, the kernel reads the
+ * input through its views, so they need no bytes of their own).
  * Guarantees: the kernel computes the group's result up to rounding (softmax in f32, P in
  * the input dtype as the unfused graph rounds it, O accumulated in f32). */
 #include <math.h>
@@ -266,7 +269,16 @@ static tv_t *step_operand(ak_t *K, const drk_fusion_view_t *w, tv_t *ri, tv_t *k
   return is_bool ? v : lw_cast(c, v, DRK_DT_F32);
 }
 
-static tv_t *apply_steps(ak_t *K, tv_t *s, tv_t *ri, tv_t *kj) {
+static tv_t *exp2_approx(ak_t *K, tv_t *x) {
+  drk_lctx_t *c = K->c;
+  tv_t *r = UN(EXP2, x);
+  drk_tile_op_set_int(K->c->m, r->def, "approx", 1);
+  return r;
+}
+
+/* The group's steps on the scores s at rows ri / keys kj; !masked leaves the causal step out
+ * (blocks where it keeps every score). */
+static tv_t *apply_steps(ak_t *K, tv_t *s, tv_t *ri, tv_t *kj, bool masked) {
   drk_lctx_t *c = K->c;
   const drk_fusion_attention_t *at = K->at;
   for (int i = 0; i < at->n_steps; i++) {
@@ -275,6 +287,7 @@ static tv_t *apply_steps(ak_t *K, tv_t *s, tv_t *ri, tv_t *kj) {
       s = lw_cast(c, lw_cast(c, s, st->dtype), DRK_DT_F32);
       continue;
     }
+    if (i == at->causal_step && !masked) continue;
     tv_t *x = step_operand(K, &st->x, ri, kj, false);
     tv_t *a = st->scores_right ? x : s, *b = st->scores_right ? s : x;
     switch (st->kind) {
@@ -439,6 +452,90 @@ static bool needs_i64(const ak_t *K) {
   return big >= lim;
 }
 
+/* What the loop over key blocks needs besides K: the end of the causal range, the shared
+ * buffers, the operands' batch bases, the block's first row and Q in registers. */
+typedef struct kv_loop {
+  tv_t *hi, *ks, *vs, *qs, *ps, *kb0, *vb, *m0;
+  tv_t **qr;
+} kv_loop_t;
+
+/* The loop over key blocks [from, to) (step BN) carrying m, l and the O chunks (init), pipelined
+ * (NS >= 2): block b lands in ring slot b % NS; the prologue issued blocks 0 .. NS-2 (one
+ * commit group each, empty past hi); step b waits for its group (pending NS-2), then one
+ * barrier makes the block visible to every warp and ends every warp's reads of slot
+ * (b-1) % NS (step b-1), into which block b+NS-1 is then copied while block b is computed.
+ * NS = 1: step b waits for the previous block's readers (barrier), copies block b, waits for
+ * it (wait 0, barrier). Two such loops in a row (causal: unmasked blocks, then the diagonal)
+ * continue one sequence of blocks. `masked`: apply the causal compare and the Sk mask (else
+ * only the other steps). Returns the loop's results. */
+static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **init, bool masked) {
+  drk_lctx_t *c = K->c;
+  const drk_fusion_attention_t *at = K->at;
+  const int64_t BM = K->BM, BN = K->BN, VC = K->VC, NS = K->ns;
+  drk_dtype_t it = c->it;
+  int ncar = 2 + K->nvc;
+  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, from, to, lw_sci(c, it, BN), ncar, init);
+  tv_t **args = loop->regions[0]->args;
+  tv_t *kb = args[0], *mi = args[1], *li = args[2];
+  tv_t *bi = NULL; /* block index */
+  if (NS == 1) {
+    barrier(K);
+    issue_kv(K, kb, lw_sci(c, DRK_DT_I32, 0), L->ks, L->vs, L->kb0, L->vb);
+    cp_commit(K);
+    cp_wait(K, 0);
+    barrier(K);
+  } else {
+    bi = BIN(DIV, kb, lw_sci(c, it, BN));
+    cp_wait(K, NS - 2);
+    barrier(K);
+    tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
+    drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, L->hi), 0, NULL);
+    issue_kv(K, kn, lw_cast(c, BIN(REM, BIN(ADD, bi, lw_sci(c, it, NS - 1)), lw_sci(c, it, NS)), DRK_DT_I32), L->ks,
+             L->vs, L->kb0, L->vb);
+    drk_tile_build_if_end(&c->b, 0, NULL);
+    cp_commit(K);
+  }
+  tv_t *st = NS == 1 ? lw_sci(c, DRK_DT_I32, 0) : lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
+  tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
+  for (int i = 0; i < K->nkc; i++) {
+    tv_t *qa = K->q_regs ? L->qr[i] : ld_op(K, stage(K, L->qs, i), K->opA);
+    s = dot(K, qa, ld_op(K, ring_stage(K, L->ks, st, K->nkc, i), K->opB), s);
+  }
+  tv_t *ri = range_at(K, L->m0, BM, K->Lr), *kj = range_at(K, kb, BN, K->Lc);
+  s = apply_steps(K, s, ri, kj, masked);
+  if (masked && at->Sk % BN)
+    s = lw_sel(c, lw_bcast_col(c, lw_cmp(c, "lt", kj, lw_ci(c, kj, at->Sk)), K->acc, BM, BN), s,
+               lw_cf(c, s, -INFINITY));
+  /* online softmax; 16-bit inputs: exp(x) as exp2(x log2 e) on the hardware's ex2 (P is
+   * rounded to 16 bits next), f32: exp */
+  tv_t *mn = BIN(MAX, mi, reduce_rows(K, s, "max"));
+  tv_t *mu = lw_sel(c, lw_cmp(c, "eq", mn, lw_cf(c, mn, -INFINITY)), lw_cf(c, mn, 0), mn);
+  tv_t *alpha, *p;
+  if (K->mma) {
+    const double log2e = 1.4426950408889634;
+    tv_t *ml = BIN(MUL, mu, lw_cf(c, mu, log2e));
+    alpha = exp2_approx(K, BIN(SUB, BIN(MUL, mi, lw_cf(c, mi, log2e)), ml));
+    p = exp2_approx(K, BIN(SUB, BIN(MUL, s, lw_cf(c, s, log2e)), lw_bcast_row(c, ml, K->acc, BM, BN)));
+  } else {
+    alpha = UN(EXP, BIN(SUB, mi, mu));
+    p = UN(EXP, BIN(SUB, s, lw_bcast_row(c, mu, K->acc, BM, BN)));
+  }
+  tv_t *ln = BIN(ADD, BIN(MUL, li, alpha), reduce_rows(K, p, "sum"));
+  tv_t *pc = lw_cast(c, p, K->t);
+  /* P into the dot operand layout through a swizzled buffer: the loop's first barrier ends
+   * the previous block's reads, one barrier between this block's stores and loads */
+  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){L->ps, pc}, 0, NULL);
+  barrier(K);
+  tv_t *pa = ld_op(K, L->ps, K->opA);
+  tv_t *yield[2 + 16];
+  yield[0] = mn, yield[1] = ln;
+  tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
+  for (int i = 0; i < K->nvc; i++)
+    yield[2 + i] = dot(K, pa, ld_op(K, ring_stage(K, L->vs, st, K->nvc, i), K->opB), BIN(MUL, args[3 + i], a2));
+  loop = drk_tile_build_for_end(&c->b, ncar, yield);
+  return loop->results;
+}
+
 bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const drk_fusion_group_t *gr = &f->groups[gi];
   const drk_fusion_attention_t *at = gr->attn;
@@ -472,6 +569,11 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     if (n->op == DRK_OP_RESHAPE || n->op == DRK_OP_FLATTEN || n->op == DRK_OP_SQUEEZE || n->op == DRK_OP_UNSQUEEZE ||
         n->op == DRK_OP_IDENTITY)
       lw_alias(c, n->outputs[0], n->inputs[0]);
+    /* a member Split's outputs are never written nor read (the kernel reads its input through
+     * the views): aliases of the input, so that they take no arena bytes of their own */
+    if (n->op == DRK_OP_SPLIT)
+      for (int o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o]) lw_alias(c, n->outputs[o], n->inputs[0]);
   }
 
   const int64_t BM = K->BM, BN = K->BN, KC = K->KC, VC = K->VC;
@@ -480,14 +582,17 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   smem_plan_t sp;
   int64_t smem = plan_smem(K, &sp), off_k = sp.k, off_v = sp.v, off_p = sp.p, off_q = sp.q;
 
-  /* program coordinates */
-  int64_t nM = (at->Sq + BM - 1) / BM, gy = nb ? at->batch[nb - 1] : 1, gz = 1;
-  for (int i = 0; i + 1 < nb; i++) gz *= at->batch[i];
-  tv_t *pm = lw_pid(c, 0);
-  if (at->causal_step >= 0) pm = BIN(SUB, lw_sci(c, it, nM - 1), pm); /* longest programs first */
-  if (nb) K->bc[nb - 1] = lw_pid(c, 1);
+  /* program coordinates: grid (last batch dim, the other batch dims, row blocks), so that
+   * programs start row block by row block (programs are dispatched x fastest); causal: the
+   * last row block (the longest programs) first */
+  int64_t nM = (at->Sq + BM - 1) / BM, gx = nb ? at->batch[nb - 1] : 1, gy = 1;
+  for (int i = 0; i + 1 < nb; i++) gy *= at->batch[i];
+  if (nM > 65535 || gy > 65535) return lw_err(c, "attention grid too large (%lld row blocks, %lld batches)", (long long)nM, (long long)gy);
+  tv_t *pm = lw_pid(c, 2);
+  if (at->causal_step >= 0) pm = BIN(SUB, lw_sci(c, it, nM - 1), pm);
+  if (nb) K->bc[nb - 1] = lw_pid(c, 0);
   if (nb > 1) {
-    tv_t *z = lw_pid(c, 2);
+    tv_t *z = lw_pid(c, 1);
     for (int i = nb - 2; i > 0; i--) {
       K->bc[i] = BIN(REM, z, lw_sci(c, it, at->batch[i]));
       z = BIN(DIV, z, lw_sci(c, it, at->batch[i]));
@@ -538,70 +643,34 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   init[1] = drk_tile_build_const_float(&c->b, 0.0, rt);
   for (int i = 0; i < K->nvc; i++)
     init[2 + i] = drk_tile_build_const_float(&c->b, 0.0, lw_tt(K->acc, 2, (int64_t[]){BM, VC}, DRK_DT_F32));
-  int ncar = 2 + K->nvc;
-  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, lw_sci(c, it, 0), hi, lw_sci(c, it, BN), ncar, init);
-  tv_t **args = loop->regions[0]->args;
-  tv_t *kb = args[0], *mi = args[1], *li = args[2];
-  tv_t *bi = NULL; /* block index */
-  if (NS == 1) {
-    barrier(K);
-    issue_kv(K, kb, lw_sci(c, DRK_DT_I32, 0), ks, vs, kb0, vb);
-    cp_commit(K);
-    cp_wait(K, 0);
-    barrier(K);
+  kv_loop_t L = {.hi = hi, .ks = ks, .vs = vs, .qs = qs, .ps = ps, .kb0 = kb0, .vb = vb, .m0 = m0, .qr = qr};
+  tv_t **res = init;
+  if (at->causal_step >= 0) {
+    /* key blocks entirely at or below the diagonal of the program's first row (every key
+     * j <= m0 + t, and all of them < Sk) need neither the causal compare nor the Sk mask;
+     * the blocks from there to hi do */
+    int64_t full_sk = at->Sk / BN * BN;
+    tv_t *lo = BIN(MUL, BIN(DIV, BIN(ADD, m0, lw_sci(c, it, at->causal_offset + 1)), lw_sci(c, it, BN)),
+                   lw_sci(c, it, BN));
+    lo = BIN(MIN, BIN(MIN, lo, lw_sci(c, it, full_sk)), hi);
+    res = kv_loop(K, &L, lw_sci(c, it, 0), lo, res, false);
+    res = kv_loop(K, &L, lo, hi, res, true);
   } else {
-    bi = BIN(DIV, kb, lw_sci(c, it, BN));
-    cp_wait(K, NS - 2);
-    barrier(K);
-    tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
-    drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, hi), 0, NULL);
-    issue_kv(K, kn, lw_cast(c, BIN(REM, BIN(ADD, bi, lw_sci(c, it, NS - 1)), lw_sci(c, it, NS)), DRK_DT_I32), ks,
-             vs, kb0, vb);
-    drk_tile_build_if_end(&c->b, 0, NULL);
-    cp_commit(K);
+    res = kv_loop(K, &L, lw_sci(c, it, 0), hi, res, true);
   }
-  tv_t *st = NS == 1 ? lw_sci(c, DRK_DT_I32, 0) : lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
-  tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
-  for (int i = 0; i < K->nkc; i++) {
-    tv_t *qa = K->q_regs ? qr[i] : ld_op(K, stage(K, qs, i), K->opA);
-    s = dot(K, qa, ld_op(K, ring_stage(K, ks, st, K->nkc, i), K->opB), s);
-  }
-  tv_t *ri = range_at(K, m0, BM, K->Lr), *kj = range_at(K, kb, BN, K->Lc);
-  s = apply_steps(K, s, ri, kj);
-  if (at->Sk % BN)
-    s = lw_sel(c, lw_bcast_col(c, lw_cmp(c, "lt", kj, lw_ci(c, kj, at->Sk)), K->acc, BM, BN), s,
-               lw_cf(c, s, -INFINITY));
-  /* online softmax */
-  tv_t *mn = BIN(MAX, mi, reduce_rows(K, s, "max"));
-  tv_t *mu = lw_sel(c, lw_cmp(c, "eq", mn, lw_cf(c, mn, -INFINITY)), lw_cf(c, mn, 0), mn);
-  tv_t *alpha = UN(EXP, BIN(SUB, mi, mu));
-  tv_t *p = UN(EXP, BIN(SUB, s, lw_bcast_row(c, mu, K->acc, BM, BN)));
-  tv_t *ln = BIN(ADD, BIN(MUL, li, alpha), reduce_rows(K, p, "sum"));
-  tv_t *pc = lw_cast(c, p, K->t);
-  /* P into the dot operand layout through a swizzled buffer: the loop's first barrier ends
-   * the previous block's reads, one barrier between this block's stores and loads */
-  drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){ps, pc}, 0, NULL);
-  barrier(K);
-  tv_t *pa = ld_op(K, ps, K->opA);
-  tv_t *yield[2 + 16];
-  yield[0] = mn, yield[1] = ln;
-  tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
-  for (int i = 0; i < K->nvc; i++)
-    yield[2 + i] = dot(K, pa, ld_op(K, ring_stage(K, vs, st, K->nvc, i), K->opB), BIN(MUL, args[3 + i], a2));
-  loop = drk_tile_build_for_end(&c->b, ncar, yield);
   cp_wait(K, 0);
 
   /* O / l, stored through the output view */
-  tv_t *l2 = lw_bcast_row(c, loop->results[1], K->acc, BM, VC);
+  tv_t *l2 = lw_bcast_row(c, res[1], K->acc, BM, VC);
   tv_t *ro = range_at(K, m0, BM, K->Lr), *ob = batch_base(K, &at->out);
   for (int i = 0; i < K->nvc; i++) {
     tv_t *oc = range_at(K, lw_sci(c, it, i * VC), VC, K->Lc);
-    tv_t *o = BIN(DIV, loop->results[2 + i], l2);
+    tv_t *o = BIN(DIV, res[2 + i], l2);
     lw_store(c, param_of(K, at->out.value), offs2(K, &at->out, ob, dr, ro, dc, oc, K->acc), o,
              mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
   }
   drk_schedule_t S = {.kind = "attention", .warps = K->warps, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
                       .stages = (int)NS, .mma = K->mma ? "mma_sync" : "fma"};
-  lw_kernel_end(c, nM, gy, gz, K->warps, smem, &S);
+  lw_kernel_end(c, gx, gy, nM, K->warps, smem, &S);
   return true;
 }

@@ -263,14 +263,14 @@ static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, w
 static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, ws_batch_t bb) {
   const drk_node_t *n = c->node;
   drk_tile_module_t *m = c->m;
-  const int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages, NC = BN / 64;
   int64_t es = drk_dtype_bits(s->t) / 8;
   int64_t M = s->M, batch = s->batch;
   /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
   bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
   if (fold) M *= batch, batch = 1;
-  /* split-K (see above) on the grid this kernel has */
-  S = drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o);
+  /* tiles and split-K for the grid this kernel has (and its epilogue) */
+  S = drk_sched_mm_ws_epi(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
+  const int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages, NC = BN / 64;
   int64_t SP = S.split_k > 1 && batch * S.split_k <= 65535 ? S.split_k : 1;
   S.split_k = (int)SP;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;

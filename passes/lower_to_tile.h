@@ -121,6 +121,19 @@ typedef struct drk_lowered {
   drk_scratch_t *scratch; /* indexed by DRK_LARG_SCRATCH arguments' i */
 } drk_lowered_t;
 
+/* Schedule parameters a user or the search may pin, for every kernel of a kind; 0 = the
+ * default heuristic. Text form (--schedule=): comma list of KEY=VALUE with keys
+ *   mm.tile_n     64 | 128 | 256   N tile of the sm_90a TMA + wgmma matmul kernel
+ *   mm.split_k    1..16            split-K of matmul kernels (1: none)
+ *   mm.stages     2..8             ring stages of the sm_90a matmul kernel */
+typedef struct drk_sched_knobs {
+  int mm_tile_n, mm_split_k, mm_stages;
+} drk_sched_knobs_t;
+
+/* Parses the --schedule text into *k (fields not named keep their value); false with a
+ * message naming the bad item in err (size n). */
+bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, size_t n);
+
 typedef struct drk_lower_options {
   int target_sm;   /* 80..90; 0 means 80 */
   bool allow_tf32; /* --matmul-precision=high: f32 MatMul/Gemm/Conv through tf32 mma.sync */
@@ -134,6 +147,9 @@ typedef struct drk_lower_options {
   bool fusion_set;
   int fusion_level;
   int max_group_depth;
+  /* Schedule knobs (`--schedule=`, drk_sched_knobs_parse): 0 leaves the heuristic's choice
+   * (passes/schedule.c). The search sets these; users may pin them. */
+  drk_sched_knobs_t knobs;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot
@@ -314,6 +330,8 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
  * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. batch: the
  * kernel's grid z before splitting. */
 drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
+drk_schedule_t drk_sched_mm_ws_epi(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
+                                   const drk_lower_options_t *o, bool epilogue);
 /* Split-K count for `programs` output tiles (batch included) of nk k tiles on `sms` SMs
  * (1: no split); see schedule.c. */
 int drk_sched_split_k(int64_t programs, int64_t nk, int sms);

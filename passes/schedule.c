@@ -8,6 +8,9 @@
 #define DRK_LOWER_INTERNAL
 #include "lower_to_tile.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 int64_t lw_pow2ceil(int64_t v) {
   int64_t p = 1;
   while (p < v && p < ((int64_t)1 << 40)) p <<= 1;
@@ -156,7 +159,9 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   int64_t nb = batch > 0 ? batch : 1;
   if (!mma) {
     s.tile_m = (int)bm, s.tile_n = (int)bn, s.tile_k = t == DRK_DT_F64 ? 8 : 16, s.stages = 2;
-    s.split_k = drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, (K + s.tile_k - 1) / s.tile_k, sched_sms(o));
+    s.split_k = o->knobs.mm_split_k ? o->knobs.mm_split_k
+                                     : drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb,
+                                                         (K + s.tile_k - 1) / s.tile_k, sched_sms(o));
     return s;
   }
   int sm = o->target_sm ? o->target_sm : 80;
@@ -176,7 +181,8 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   int64_t stage = (bm + bn) * s.tile_k * (drk_dtype_bits(t) / 8);
   int64_t budget = sm == 86 || sm == 89 ? 48 * 1024 : sm == 90 ? 96 * 1024 : 64 * 1024;
   int64_t nk = (K + s.tile_k - 1) / s.tile_k, most = sm == 90 ? 6 : 4;
-  s.split_k = drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, sched_sms(o));
+  s.split_k = o->knobs.mm_split_k ? o->knobs.mm_split_k
+                                   : drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, sched_sms(o));
   if (s.split_k > 1) nk = (nk + s.split_k - 1) / s.split_k; /* k tiles per program */
   int64_t st = budget / stage;
   if (st > most) st = most;
@@ -185,20 +191,92 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   return s;
 }
 
+/* Estimated time (us) of the sm_90a kernel with N tile bn and split sp: a fixed cost (launch,
+ * pipeline fill, epilogue), then per wave of 132 programs the MMA time of one 128 x bn x
+ * K/sp tile at the rate measured for that tile width, and with sp > 1 the reduction kernel
+ * (launch plus reading the f32 partials and writing the result). Fitted to the H200 (tests/
+ * bench/results/2026-11-30-h200-mm-shapes.md): 128 x 128 tiles take 0.45 us per 10^6
+ * multiply-adds; 256-wide ones run 1.1x faster per MAC (operand reuse), 64-wide 0.65x. */
+static double ws_cost(int64_t M, int64_t N, int64_t K, int64_t batch, int bn, int sp) {
+  double eff = bn == 256 ? 1.1 : bn == 128 ? 1.0 : 0.65;
+  int64_t nk = (K + 63) / 64, per = (nk + sp - 1) / sp;
+  int64_t tiles = ((M + 127) / 128) * ((N + bn - 1) / bn) * batch * sp, waves = (tiles + 131) / 132;
+  double t = 5.0 + (double)waves * (128.0 * bn * 64.0 * (double)per / 1e6 * 0.45 / eff + 1.0);
+  if (sp > 1) t += 3.0 + (double)M * (double)N * (double)batch * sp * 8.0 / 3e6;
+  return t;
+}
+
 /* The sm_90a warp-specialized kernel: 128 x BN x 64 tiles (two consumer warpgroups of
- * 64 rows), a ring of 128-byte swizzled stages filling most of the 227 KB of shared memory:
- * 6 stages of 32 KB for BN = 128. Split-K (drk_sched_split_k) over 132 SMs. */
+ * 64 rows), a ring of 128-byte swizzled stages filling most of the 227 KB of shared memory
+ * (at most 6 stages: 6 of 32 KB for BN = 128, 4 of 48 KB for BN = 256). BN (64, 128, 256)
+ * and split-K (1..16, each split at least 4 k tiles) minimize ws_cost, ties to the earlier
+ * of BN 128, 256, 64 and the smaller split; mm.tile_n / mm.split_k pin them. */
 drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o) {
+  return drk_sched_mm_ws_epi(M, N, K, batch, t, o, false);
+}
+
+/* epilogue: the kernel evaluates a fused epilogue on its accumulators, so BN = 256 (128 f32
+ * accumulators per thread, and as many epilogue values and offsets) is left out unless
+ * pinned: it spills (GPT-2's GELU and QKV bias, LLaMA's SiLU and residual Adds, ptxas -v). */
+drk_schedule_t drk_sched_mm_ws_epi(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
+                                   const drk_lower_options_t *o, bool epilogue) {
   drk_schedule_t s = {0};
   s.kind = "mm_ws";
   if (o->target_sm != 90 || !o->arch_specific || (t != DRK_DT_F16 && t != DRK_DT_BF16)) return s;
+  const drk_sched_knobs_t *kn = &o->knobs;
+  int64_t nb = batch > 0 ? batch : 1, nk = (K + 63) / 64;
+  static const int bns[] = {128, 256, 64};
+  double best = 0;
+  int best_bn = 128, best_sp = 1;
+  for (int i = 0; i < 3; i++) {
+    if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;
+    for (int sp = 1; sp <= 16; sp++) {
+      if (kn->mm_split_k ? sp != kn->mm_split_k : sp > 1 && (nk / sp < 4 || nb * sp > 65535)) continue;
+      double c = ws_cost(M, N, K, nb, bns[i], sp);
+      if (best == 0 || c < best) best = c, best_bn = bns[i], best_sp = sp;
+    }
+  }
   s.mma = "wgmma";
   s.warps = 12;
   s.tile_m = 128;
-  s.tile_n = 128;
+  s.tile_n = best_bn;
   s.tile_k = 64;
-  s.stages = 6;
-  int64_t progs = ((M + s.tile_m - 1) / s.tile_m) * ((N + s.tile_n - 1) / s.tile_n) * (batch > 0 ? batch : 1);
-  s.split_k = drk_sched_split_k(progs, (K + s.tile_k - 1) / s.tile_k, 132);
+  int64_t stage = (int64_t)(s.tile_m + s.tile_n) * s.tile_k * 2, st = (200 * 1024) / stage;
+  s.stages = (int)(kn->mm_stages ? kn->mm_stages : st > 6 ? 6 : st);
+  s.split_k = best_sp;
   return s;
+}
+
+bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, size_t n) {
+  static const struct {
+    const char *key;
+    size_t off;
+    int lo, hi;
+    bool pow2;
+  } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true},
+              {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false},
+              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false}};
+  const char *p = text;
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    const char *eq = memchr(p, '=', len);
+    size_t i = 0, kl = eq ? (size_t)(eq - p) : len;
+    for (; i < sizeof keys / sizeof keys[0]; i++)
+      if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
+    if (!eq || i == sizeof keys / sizeof keys[0]) {
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages)", (int)len, p);
+      return false;
+    }
+    char *end;
+    long v = strtol(eq + 1, &end, 10);
+    if (end != p + len || end == eq + 1 || v < keys[i].lo || v > keys[i].hi || (keys[i].pow2 && (v & (v - 1)))) {
+      snprintf(err, n, "%s: %s%d..%d, not '%.*s'", keys[i].key, keys[i].pow2 ? "a power of two in " : "", keys[i].lo,
+               keys[i].hi, (int)(len - kl - 1), eq + 1);
+      return false;
+    }
+    *(int *)((char *)k + keys[i].off) = (int)v;
+    p += len;
+    if (*p == ',') p++;
+  }
+  return true;
 }

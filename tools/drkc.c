@@ -59,6 +59,9 @@ static const char usage_text[] =
     "                          with their prologue/epilogue and matmul/conv epilogues, 3 also\n"
     "                          attention (one flash kernel)\n"
     "  --max-graph-depth=N     most ops in one fused group (default 50)\n"
+    "  --schedule=K=V,...      pin schedule knobs of every kernel of a kind (default: the\n"
+    "                          heuristic): mm.tile_n=64|128|256 (sm_90a matmul N tile),\n"
+    "                          mm.split_k=1..16, mm.stages=2..8 (sm_90a matmul ring)\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
     "  -v                      say what each stage does\n"
     "\n"
@@ -76,6 +79,7 @@ typedef struct compile_options {
   drk_matmul_precision_t matmul;
   bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
   int fusion_level, max_depth;
+  drk_sched_knobs_t knobs; /* --schedule */
 } compile_options_t;
 
 /* ---- the pass pipeline: a plain list of calls ---- */
@@ -423,7 +427,7 @@ static int compile(const options_t *o) {
   if (dump_wanted(o, "fuse")) {
     drk_fusion_t fu;
     drk_lower_options_t lo = {.fusion_set = o->c.fusion_set, .fusion_level = o->c.fusion_level,
-                              .max_group_depth = o->c.max_depth};
+                              .max_group_depth = o->c.max_depth, .knobs = o->c.knobs};
     drk_fusion_for_lowering(g, &lo, &fu);
     fprintf(stderr, "// ---- fusion groups ----\n");
     drk_fusion_print(g, &fu, stderr);
@@ -448,6 +452,7 @@ static int compile(const options_t *o) {
         .fusion_set = o->c.fusion_set,
         .fusion_level = o->c.fusion_level,
         .max_group_depth = o->c.max_depth,
+        .knobs = o->c.knobs,
         .command_line = o->command_line,
         .model_bytes = model,
         .model_size = model_size,
@@ -595,6 +600,7 @@ static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets
                        drk_tensor_t *inputs, drk_tensor_t *out_outputs, drk_diag_t *d) {
   drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .fusion_set = ro->c.fusion_set,
                             .fusion_level = ro->c.fusion_level, .max_group_depth = ro->c.max_depth,
+                            .knobs = ro->c.knobs,
                             .allow_tf32 = drk_precision_allow_tf32(
                                 &(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul}),
                             .command_line = "drkc run"};
@@ -765,7 +771,7 @@ done:
 static int parse_compile_option(int argc, char **argv, int *i, compile_options_t *c) {
   static const char *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
-                           *const o_depth[] = {"--max-graph-depth", NULL};
+                           *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL};
   const char *v;
   char *end;
   if ((v = opt_value(argc, argv, i, o_bind))) {
@@ -787,6 +793,12 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
       return -1;
     }
     c->fusion_set = true;
+  } else if ((v = opt_value(argc, argv, i, o_sched))) {
+    char err[256];
+    if (!drk_sched_knobs_parse(v, &c->knobs, err, sizeof err)) {
+      usage_error("--schedule: %s", err);
+      return -1;
+    }
   } else if ((v = opt_value(argc, argv, i, o_depth))) {
     c->max_depth = (int)strtol(v, &end, 10);
     if (!*v || *end || c->max_depth < 1) {

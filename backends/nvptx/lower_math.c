@@ -6,7 +6,9 @@
  * sm_89+ and in software (round to nearest even, saturating to the largest finite value,
  * NaN kept) before. exp, exp2, log, tanh and erf call CUDA's libdevice (__nv_expf, ...),
  * linked into the module and internalized by nv_link_libdevice: its f32 functions are
- * within 1-2 ulp, which the f32 tolerance of 1e-5 needs (ex2.approx-based code is not).
+ * within 1-2 ulp, which the f32 tolerance of 1e-5 needs (ex2.approx-based code is not);
+ * `exp2 {approx = 1}` (flash attention's probabilities, rounded to 16 bits next) is one
+ * ex2.approx.ftz.f32.
  * sqrt is sqrt.rn; rsqrt is 1/sqrt.rn (correctly rounded twice, not rsqrt.approx).
  * Comparisons follow C: eq lt le gt ge are false on NaN, ne is true. Float max/min
  * propagate NaN. Integer division and remainder truncate (C), by zero is undefined. */
@@ -67,7 +69,11 @@ LLVMValueRef nv_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVM
   const char *ld = NULL;
   switch (op->code) {
   case DRK_TOP_EXP: ld = d ? "__nv_exp" : "__nv_expf"; break;
-  case DRK_TOP_EXP2: ld = d ? "__nv_exp2" : "__nv_exp2f"; break;
+  case DRK_TOP_EXP2:
+    if (!d && drk_tile_op_attr_int(op, "approx", 0)) /* ex2.approx.ftz.f32: ~2 ulp, denormals flushed */
+      return drk_nvptx_call_intrinsic(lc->cg, "llvm.nvvm.ex2.approx.ftz", &ct, 1, &x, 1);
+    ld = d ? "__nv_exp2" : "__nv_exp2f";
+    break;
   case DRK_TOP_LOG: ld = d ? "__nv_log" : "__nv_logf"; break;
   case DRK_TOP_TANH: ld = d ? "__nv_tanh" : "__nv_tanhf"; break;
   case DRK_TOP_ERF: ld = d ? "__nv_erf" : "__nv_erff"; break;

@@ -344,7 +344,8 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
    * image): for the oldest NVIDIA target, Hopper-only kernels only when sm_90a is the only
    * one. With gfx942 in the set, the common sm_80 form, which the AMD backend maps to MFMA. */
   drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32, .fusion_set = o->fusion_set,
-                            .fusion_level = o->fusion_level, .max_group_depth = o->max_group_depth};
+                            .fusion_level = o->fusion_level, .max_group_depth = o->max_group_depth,
+                            .knobs = o->knobs};
   for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
     if (nv & (1u << t)) {
       lo.target_sm = drk_target_info((drk_target_t)t)->number;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "ir/graph.h"
+#include "passes/lower_to_tile.h"
 
 typedef enum drk_build_stop {
   DRK_BUILD_TILE,   /* print the lowered tile module */
@@ -44,6 +45,7 @@ typedef struct drk_build_options {
   bool fusion_set;
   int fusion_level;         /* --fusion-aggressiveness=0..3 */
   int max_group_depth;      /* --max-graph-depth=N; < 1: default */
+  drk_sched_knobs_t knobs;  /* --schedule: pinned schedule knobs (0: heuristic) */
 } drk_build_options_t;
 #define DRK_BUILD_FUSION_OPTIONS 1
 

@@ -14,8 +14,12 @@
  *   DIR/matmul_f16.drkm    the same in f16
  *   DIR/matmul_{bf16,f16}_mma.drkm  (optional) the same graphs compiled with --target=sm_90:
  *                          the mma.sync kernel, measured on a Hopper GPU too
+ *   DIR/mm_{bf16,f16}_*.drkm  (optional) a shape sweep: any MatMul A[M,K]·B[K,N], each timed
+ *                          against cuBLAS on its own shape (tests/bench/mm_shapes.sh makes them:
+ *                          the matmuls of the generated models under several schedules)
  *
  * usage: bench_kernels DIR [RESULTS.md]   (exit 77 without a GPU) */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -99,8 +103,9 @@ static double copy_bandwidth(size_t bytes, int iters) {
   return gbs;
 }
 
-/* cuBLAS C = A·B, row-major bf16/f16 with f32 accumulation; returns median ms. */
-static float cublas_gemm(void *h, int cuda_type, int n, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int iters) {
+/* cuBLAS C[M,N] = A[M,K]·B[K,N], row-major bf16/f16 with f32 accumulation; returns median ms. */
+static float cublas_gemm(void *h, int cuda_type, int M, int N, int K, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C,
+                         int iters) {
   float alpha = 1, beta = 0;
   CUevent e0, e1;
   CK(cuEventCreate(&e0, 0));
@@ -109,8 +114,8 @@ static float cublas_gemm(void *h, int cuda_type, int n, CUdeviceptr A, CUdevicep
   for (int i = -3; i < iters; i++) {
     CK(cuEventRecord(e0, NULL));
     /* Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ. CUBLAS_COMPUTE_32F = 68, default algo -1. */
-    int st = cublasGemmEx(h, 0, 0, n, n, n, &alpha, (void *)B, cuda_type, n, (void *)A, cuda_type, n, &beta,
-                          (void *)C, cuda_type, n, 68, -1);
+    int st = cublasGemmEx(h, 0, 0, N, M, K, &alpha, (void *)B, cuda_type, N, (void *)A, cuda_type, K, &beta,
+                          (void *)C, cuda_type, N, 68, -1);
     if (st) {
       fprintf(stderr, "bench: cublasGemmEx failed: %d\n", st);
       exit(1);
@@ -148,9 +153,9 @@ static void unload(compiled_t *c) {
   drk_module_destroy(c->m);
 }
 
-static int64_t input_dim(const compiled_t *c, int which) {
+static int64_t input_dim(const compiled_t *c, int input, int which) {
   drk_tensor_info_t ti;
-  drk_status_t st = drk_module_input_info(c->m, 0, &ti);
+  drk_status_t st = drk_module_input_info(c->m, (size_t)input, &ti);
   if (st || (uint32_t)which >= ti.rank) {
     drk_status_destroy(st);
     return -1;
@@ -193,6 +198,59 @@ static void fill_random(uint16_t *p, size_t n, bool bf16, uint64_t seed) {
 }
 
 static float h2f(uint16_t v, bool bf16) { return bf16 ? drk_bf16_to_f32(v) : drk_f16_to_f32(v); }
+
+/* Times module `file` (one MatMul A[M,K]·B[K,N], 16-bit) against cuBLAS on the same inputs,
+ * after checking its result against cuBLAS's; appends a row to report. `bar`: NULL for the
+ * speed bar (>= 0.50 of cuBLAS), else the text of an information row. Returns 1 on a
+ * failure (wrong results, or the module does not load). */
+static int bench_mm(void *h, drk_runtime_t *rt, const char *dir, const char *file, bool bf16, const char *what,
+                    const char *bar, int iters, char *report, int *rl, size_t cap) {
+  compiled_t c = {0};
+  if (!load(dir, file, rt, &c)) return 1;
+  int M = (int)input_dim(&c, 0, 0), K = (int)input_dim(&c, 0, 1), N = (int)input_dim(&c, 1, 1);
+  size_t ea = (size_t)M * K, eb = (size_t)K * N, ec = (size_t)M * N;
+  uint16_t *a = malloc(ea * 2), *b = malloc(eb * 2), *z = malloc(ec * 2), *ref = malloc(ec * 2);
+  fill_random(a, ea, bf16, 3);
+  fill_random(b, eb, bf16, 4);
+  memset(z, 0xff, ec * 2);
+  drk_session_bind_input(c.s, 0, a, ea * 2, DRK_MEMORY_HOST);
+  drk_session_bind_input(c.s, 1, b, eb * 2, DRK_MEMORY_HOST);
+  drk_session_bind_output(c.s, 0, z, ec * 2, DRK_MEMORY_HOST);
+  float ms = time_kernel(&c, iters);
+  CUdeviceptr A, B, C;
+  CK(cuMemAlloc(&A, ea * 2));
+  CK(cuMemAlloc(&B, eb * 2));
+  CK(cuMemAlloc(&C, ec * 2));
+  CK(cuMemcpyHtoD(A, a, ea * 2));
+  CK(cuMemcpyHtoD(B, b, eb * 2));
+  float ms_ref = cublas_gemm(h, bf16 ? 14 : 2, M, N, K, A, B, C, iters);
+  CK(cuMemcpyDtoH(ref, C, ec * 2));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ec; i++) {
+    double x = h2f(z[i], bf16), y = h2f(ref[i], bf16);
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  double err = den > 0 ? sqrt(num / den) : INFINITY;
+  bool ok = err <= 1e-2; /* NaN fails too */
+  double flops = 2.0 * M * (double)N * K;
+  double tf = flops / (ms * 1e-3) / 1e12, tf_ref = flops / (ms_ref * 1e-3) / 1e12;
+  const char *ty = bf16 ? "bf16" : "f16";
+  printf("matmul %s %dx%dx%d%s: drkc %.4f ms %.0f TFLOP/s, cuBLAS %.4f ms %.0f TFLOP/s, ratio %.2f, rel err vs cuBLAS %.2g\n",
+         ty, M, N, K, what, ms, tf, ms_ref, tf_ref, tf / tf_ref, err);
+  *rl += snprintf(report + *rl, cap - (size_t)*rl, "| MatMul %s %dx%dx%d%s | %.0f TFLOP/s (%.1f us) | cuBLAS %.0f TFLOP/s (%.1f us) | %.2f | %s%s |\n",
+                  ty, M, N, K, what, tf, ms * 1e3, tf_ref, ms_ref * 1e3, tf / tf_ref, bar ? bar : ">= 0.50 ",
+                  !ok ? " (WRONG RESULTS)" : bar ? "" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
+  CK(cuMemFree(A));
+  CK(cuMemFree(B));
+  CK(cuMemFree(C));
+  free(a);
+  free(b);
+  free(z);
+  free(ref);
+  unload(&c);
+  return !ok;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -249,7 +307,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int iters = 30;
-  char report[8192];
+  static char report[65536];
   int rl = 0, failures = 0;
   time_t now = time(NULL);
   char date[64];
@@ -262,7 +320,7 @@ int main(int argc, char **argv) {
   /* ---- copy bandwidth and elementwise add ---- */
   compiled_t c = {0};
   if (!load(dir, "add_bf16.drkm", rt, &c)) return 1;
-  size_t n_add = (size_t)input_dim(&c, 0);
+  size_t n_add = (size_t)input_dim(&c, 0, 0);
   double bw = copy_bandwidth(n_add * 2, iters);
   {
     uint16_t *x = malloc(n_add * 2), *y = malloc(n_add * 2), *z = malloc(n_add * 2);
@@ -294,64 +352,34 @@ int main(int argc, char **argv) {
 
   /* ---- matmuls: the modules for the benchmark's target, then (when present) the same
    * graphs compiled for sm_90, which run the mma.sync kernel (cp.async ring, ldmatrix) on
-   * a Hopper GPU instead of the wgmma one ---- */
+   * a Hopper GPU instead of the wgmma one, then the shape sweep DIR/mm_*.drkm ---- */
   static const char *const mm_files[] = {"matmul_bf16.drkm", "matmul_f16.drkm", "matmul_bf16_mma.drkm",
                                          "matmul_f16_mma.drkm"};
   for (int pass = 0; pass < 4; pass++) {
-    bool bf16 = pass % 2 == 0, mma = pass >= 2;
-    const char *kind = mma ? ", mma.sync kernel" : "";
-    compiled_t c = {0};
+    bool mma = pass >= 2;
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/%s", dir, mm_files[pass]);
     FILE *pf = mma ? fopen(probe, "rb") : NULL;
     if (mma && !pf) continue;
     if (pf) fclose(pf);
-    if (!load(dir, mm_files[pass], rt, &c)) return 1;
-    int n = (int)input_dim(&c, 0);
-    size_t elems = (size_t)n * (size_t)n, bytes = elems * 2;
-    uint16_t *a = malloc(bytes), *b = malloc(bytes), *z = malloc(bytes), *ref = malloc(bytes);
-    fill_random(a, elems, bf16, 3);
-    fill_random(b, elems, bf16, 4);
-    memset(z, 0xff, bytes);
-    drk_session_bind_input(c.s, 0, a, bytes, DRK_MEMORY_HOST);
-    drk_session_bind_input(c.s, 1, b, bytes, DRK_MEMORY_HOST);
-    drk_session_bind_output(c.s, 0, z, bytes, DRK_MEMORY_HOST);
-    float ms = time_kernel(&c, iters);
-    CUdeviceptr A, B, C;
-    CK(cuMemAlloc(&A, bytes));
-    CK(cuMemAlloc(&B, bytes));
-    CK(cuMemAlloc(&C, bytes));
-    CK(cuMemcpyHtoD(A, a, bytes));
-    CK(cuMemcpyHtoD(B, b, bytes));
-    float ms_ref = cublas_gemm(h, bf16 ? 14 : 2, n, A, B, C, iters);
-    CK(cuMemcpyDtoH(ref, C, bytes));
-    double num = 0, den = 0;
-    for (size_t i = 0; i < elems; i++) {
-      double x = h2f(z[i], bf16), y = h2f(ref[i], bf16);
-      num += (x - y) * (x - y);
-      den += y * y;
-    }
-    double err = den > 0 ? sqrt(num / den) : INFINITY;
-    bool ok = err <= 1e-2; /* NaN fails too */
-    double flops = 2.0 * n * (double)n * n;
-    double tf = flops / (ms * 1e-3) / 1e12, tf_ref = flops / (ms_ref * 1e-3) / 1e12;
-    printf("matmul %s %dx%dx%d%s: drkc %.3f ms %.0f TFLOP/s, cuBLAS %.3f ms %.0f TFLOP/s, ratio %.2f, rel err vs cuBLAS %.2g\n",
-           bf16 ? "bf16" : "f16", n, n, n, kind, ms, tf, ms_ref, tf_ref, tf / tf_ref, err);
-    failures += !ok;
-    rl += snprintf(report + rl, sizeof report - (size_t)rl,
-                   "| MatMul %s %dx%dx%d%s | %.0f TFLOP/s | cuBLAS %.0f TFLOP/s | %.2f | %s%s |\n",
-                   bf16 ? "bf16" : "f16", n, n, n, kind, tf, tf_ref, tf / tf_ref,
-                   mma ? "information (the sm_80-class kernel on Hopper, without wgmma)" : ">= 0.50 ",
-                   !ok ? " (WRONG RESULTS)" : mma ? "" : tf / tf_ref >= 0.5 ? "met" : "NOT met");
-    CK(cuMemFree(A));
-    CK(cuMemFree(B));
-    CK(cuMemFree(C));
-    free(a);
-    free(b);
-    free(z);
-    free(ref);
-    unload(&c);
+    failures += bench_mm(h, rt, dir, mm_files[pass], pass % 2 == 0, mma ? ", mma.sync kernel" : "",
+                         mma ? "information (the sm_80-class kernel on Hopper, without wgmma)" : NULL, iters, report,
+                         &rl, sizeof report);
   }
+  struct dirent **ents;
+  int ne = scandir(dir, &ents, NULL, alphasort);
+  for (int i = 0; i < ne; i++) {
+    const char *f = ents[i]->d_name;
+    size_t fl = strlen(f);
+    if (strncmp(f, "mm_", 3) == 0 && fl > 8 && strcmp(f + fl - 5, ".drkm") == 0) {
+      char label[256];
+      snprintf(label, sizeof label, " (%.*s)", (int)(fl - 8), f + 3);
+      failures += bench_mm(h, rt, dir, f, strncmp(f, "mm_bf16", 7) == 0, label, "information (shape sweep)", iters,
+                           report, &rl, sizeof report);
+    }
+    free(ents[i]);
+  }
+  if (ne > 0) free(ents);
   cublasDestroy(h);
   drk_runtime_destroy(rt);
   fputs(report, stdout);

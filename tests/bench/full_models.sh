@@ -5,7 +5,7 @@
 # calls against the same WORK directory.
 # usage: full_models.sh BINDIR WORK OUTDIR STEP...   (STEP: gen, compile, peers, peers-eager,
 #        peers-compiled, profile; MODELS="..." limits the models; DRKC_FLAGS: drkc's options,
-#        default "--precision=fp16 --fusion-aggressiveness=3")
+#        default "--precision=fp16 --fusion-aggressiveness=3"; LAYERS=N: models of N layers)
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$1; WORK=$2; OUT=$3; shift 3
@@ -15,7 +15,7 @@ mkdir -p "$WORK" "$OUT"
 for step in "$@"; do
   case $step in
     gen)
-      python3 "$SRC/tests/models/gen_full_models.py" "$WORK" --only $MODELS --outputs none >"$OUT/gen.log" 2>&1 ||
+      python3 "$SRC/tests/models/gen_full_models.py" "$WORK" --only $MODELS --outputs none ${LAYERS:+--layers $LAYERS} >"$OUT/gen.log" 2>&1 ||
         { echo "gen failed"; tail -5 "$OUT/gen.log"; } ;;
     compile)
       for m in $MODELS; do

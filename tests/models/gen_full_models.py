@@ -15,10 +15,12 @@ full_models_torch.py needs to build the PyTorch twin. Weight layout: MatMul weig
 [in, out] (as torch.onnx writes nn.Linear for 3-D inputs); Gemm and Conv weights keep torch's
 [out, in, ...] layout.
 
---small writes the same graphs at a small configuration (2 layers, short sequences) for
+--medium writes gpt2_small and llama_decoder with 2 layers at seq 512 and the full models'
+head dims (64, 128): long enough causal sequences for every code path of the flash kernel, small
+enough for the interpreter's --check. --small writes the same graphs at a small configuration (2 layers, short sequences) for
 oracle tests on the CPU; the names and structure are identical.
 
-Usage: gen_full_models.py OUTDIR [--only NAME ...] [--small] [--outputs all|none] [--list]
+Usage: gen_full_models.py OUTDIR [--only NAME ...] [--small | --medium] [--layers N] [--outputs all|none] [--list]
 """
 
 import argparse
@@ -56,6 +58,8 @@ CONFIGS = {
                      batch=1),
         "small": dict(layers=2, hidden=64, heads=4, seq=32, vocab=100, max_pos=64, batch=1,
                       std=0.07),
+        "medium": dict(layers=2, hidden=256, heads=4, seq=512, vocab=1000, max_pos=512, batch=1,
+                       std=0.05),
     },
     "vit_b16": {
         "full": dict(layers=12, hidden=768, heads=12, ffn=3072, image=224, patch=16,
@@ -68,6 +72,8 @@ CONFIGS = {
                      max_pos=2048, eps=1e-5, rope_theta=10000.0, batch=1),
         "small": dict(layers=2, hidden=128, heads=4, kv_heads=2, ffn=256, seq=32, max_pos=64,
                       eps=1e-5, rope_theta=10000.0, batch=1, std=0.05),
+        "medium": dict(layers=2, hidden=512, heads=4, kv_heads=2, ffn=1024, seq=512, max_pos=512,
+                       eps=1e-5, rope_theta=10000.0, batch=1, std=0.03),
     },
 }
 
@@ -369,9 +375,12 @@ MODELS = {
 }
 
 
-def build(name, size="full"):
-    """(model, feeds) for one model at size 'full' or 'small'."""
-    return MODELS[name](dict(CONFIGS[name][size]))
+def build(name, size="full", layers=None):
+    """(model, feeds) for one model at size 'full' or 'small' (layers: override the depth)."""
+    c = dict(CONFIGS[name][size])
+    if layers:
+        c["layers"] = layers
+    return MODELS[name](c)
 
 
 def weight_bytes(model):
@@ -395,9 +404,9 @@ def rms(a):
     return float(np.sqrt(np.mean(a.astype(np.float64) ** 2)))
 
 
-def write_model(outdir, name, size, outputs):
+def write_model(outdir, name, size, outputs, layers=None):
     t0 = time.time()
-    model, feeds = build(name, size)
+    model, feeds = build(name, size, layers)
     mdir = os.path.join(outdir, name)
     ddir = os.path.join(mdir, "test_data_set_0")
     os.makedirs(ddir, exist_ok=True)
@@ -443,8 +452,12 @@ def main():
     ap.add_argument("outdir", nargs="?")
     ap.add_argument("--only", nargs="*", choices=sorted(MODELS), help="models to write")
     ap.add_argument("--small", action="store_true", help="small configurations (2 layers, short)")
+    ap.add_argument("--medium", action="store_true",
+                    help="medium configurations (gpt2_small, llama_decoder: 2 layers, seq 512, the full "
+                         "models' head dims) to check the GPU kernels on long causal sequences")
     ap.add_argument("--outputs", choices=["all", "none"], default="all",
                     help="expected outputs from ONNX Runtime (none: inputs only, faster)")
+    ap.add_argument("--layers", type=int, help="override the number of layers (for profiling one layer)")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
     args = ap.parse_args()
     if args.list:
@@ -453,7 +466,10 @@ def main():
     if not args.outdir:
         ap.error("OUTDIR is required")
     for name in args.only or MODELS:
-        write_model(args.outdir, name, "small" if args.small else "full", args.outputs)
+        size = "small" if args.small else "medium" if args.medium else "full"
+        if size not in CONFIGS[name]:
+            ap.error(f"{name} has no {size} configuration")
+        write_model(args.outdir, name, size, args.outputs, args.layers)
     return 0
 
 
