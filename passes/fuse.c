@@ -6,12 +6,21 @@
  * The partition is greedy and deterministic: at level 3 attention groups come first (the
  * patterns fuse_attention.c matches, from each P.V MatMul in node order); row groups grow
  * next (level >= 2), from each reduction/normalization anchor in node order; flat groups then grow from each remaining
- * elementwise node in node order. A group grows breadth-first over producers and consumers
+ * elementwise node in node order, then from each remaining data movement node. A group
+ * grows breadth-first over producers and consumers
  * of its members; a candidate joins when its class fits the group, every edge between it
  * and the group maps element to element (flat: one element count; rows: full rows x R
  * values, or per-row values that broadcast along the row), the group stays within
  * max_depth, and no consumer outside the group runs before the group's last node (which
- * also rules out cycles through outside nodes). */
+ * also rules out cycles through outside nodes).
+ *
+ * Data movement in flat groups (C_MOVE: Transpose, Slice, Concat, Expand, Split with one
+ * result used, constant Pad): the kernel iterates over the elements of the values it stores
+ * and evaluates every value at the index its consumers' index maps give (lower_fused.c), so
+ * a group with movement nodes may hold values of several element counts. It must then
+ * store values of one count only (the frame, G->n), broadcast inside the group only the
+ * results of movement nodes (through views), and evaluate at most 2 x max_depth (node,
+ * index map) pairs (a value read under two maps is computed twice). */
 #include "fuse.h"
 
 #include <stdlib.h>
@@ -30,7 +39,7 @@
 #define LOWERING_DEFAULT_LEVEL 0
 #endif
 
-typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW, C_MM } cls_t;
+typedef enum { C_DEAD, C_OTHER, C_ALIAS, C_EW, C_ROW, C_MM, C_MOVE } cls_t;
 
 typedef struct fz {
   const drk_graph_t *g;
@@ -50,8 +59,9 @@ typedef struct fz {
 /* a group being grown, or a group of the partition looked at again */
 typedef struct grp {
   drk_fusion_kind_t kind;
-  int64_t n, R; /* FLAT: n elements; ROWS: n rows x R */
+  int64_t n, R; /* FLAT: n elements (of the values it stores); ROWS: n rows x R */
   int cnt, last, anchor;
+  int n_move;   /* C_MOVE members */
   bool *in;     /* per position */
   int *mem;     /* members in join order */
 } grp_t;
@@ -160,6 +170,56 @@ static const char *row_anchor(const fz_t *z, const drk_node_t *n, int64_t *rows,
   return NULL;
 }
 
+static bool const_data(const drk_value_t *v) { return v && v->kind == DRK_VALUE_CONST && v->data; }
+
+static bool used(const fz_t *z, const drk_value_t *v) { return v && (z->n_users[v->id] || z->is_out[v->id]); }
+
+/* The result of node n a group works with: outputs[0], or the one used result of a Split. */
+static const drk_value_t *result_of(const fz_t *z, const drk_node_t *n) {
+  if (n->op == DRK_OP_SPLIT)
+    for (int i = 0; i < n->n_outputs; i++)
+      if (used(z, n->outputs[i])) return n->outputs[i];
+  return n->outputs[0];
+}
+
+/* Whether input i of movement node n is data (read through its index map), not a parameter. */
+static bool move_data_input(const drk_node_t *n, int i) { return n->op == DRK_OP_CONCAT || i == 0; }
+
+/* Whether a data movement node can join a flat group (its index map is known statically);
+ * else why not. */
+static const char *move_fusible(const fz_t *z, const drk_node_t *n) {
+  switch (n->op) {
+  case DRK_OP_TRANSPOSE: case DRK_OP_EXPAND:
+    return NULL;
+  case DRK_OP_CONCAT:
+    return n->n_inputs > 16 ? "Concat of more than 16 inputs" : NULL;
+  case DRK_OP_SLICE:
+    for (int i = 1; i < n->n_inputs; i++)
+      if (n->inputs[i] && !const_data(n->inputs[i])) return "Slice parameters not constant";
+    if (n->n_inputs > 4 && n->inputs[4])
+      for (int64_t i = 0; i < numel(n->inputs[4]); i++)
+        if (lw_const_f64(n->inputs[4], i) == 0) return "Slice step 0";
+    return NULL;
+  case DRK_OP_SPLIT: {
+    int nu = 0;
+    for (int i = 0; i < n->n_outputs; i++) {
+      if (!n->outputs[i]) return "Split with an omitted result";
+      nu += used(z, n->outputs[i]);
+    }
+    return nu == 1 ? NULL : "Split with more than one result used";
+  }
+  case DRK_OP_PAD: {
+    const char *mode = drk_node_attr_string(n, "mode", "constant");
+    if (strcmp(mode, "constant")) return drk_arena_printf(z->f->arena, "Pad mode '%s': only constant Pads fuse", mode);
+    for (int i = 1; i < n->n_inputs; i++)
+      if (n->inputs[i] && !const_data(n->inputs[i])) return "Pad parameters not constant";
+    return NULL;
+  }
+  default:
+    return "flat groups take Transpose, Slice, Concat, Expand, Split, constant Pad";
+  }
+}
+
 static void classify(fz_t *z, int k) {
   const drk_node_t *n = z->g->nodes[k];
   z->why_other[k] = NULL;
@@ -187,7 +247,7 @@ static void classify(fz_t *z, int k) {
     z->why_other[k] = "not lowered for GPU";
     return;
   }
-  const drk_value_t *y = n->outputs[0];
+  const drk_value_t *y = result_of(z, n);
   if (!y || numel(y) <= 0) {
     z->why_other[k] = "empty result";
     return;
@@ -226,14 +286,18 @@ static void classify(fz_t *z, int k) {
     else z->cls[k] = C_ROW;
     return;
   }
-  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) && drk_dtype_is_float(y->dtype)) {
+  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) &&
+      drk_dtype_is_float(y->dtype)) {
     if (z->level >= 2) z->cls[k] = C_MM;
     else z->why_other[k] = "matmul/conv epilogues fuse from --fusion-aggressiveness=2";
   } else if (fl & DRK_OPF_MM)
     z->why_other[k] = "op not fused";
-  else if (fl & DRK_OPF_MOVE)
-    z->why_other[k] = "data movement op: not fused";
-  else
+  else if (fl & DRK_OPF_MOVE) {
+    const char *w = move_fusible(z, n);
+    if (w) z->why_other[k] = drk_arena_printf(z->f->arena, "data movement op: not fused (%s)", w);
+    else if (z->level < 1) z->why_other[k] = "fusion disabled (level 0)";
+    else z->cls[k] = C_MOVE;
+  } else
     z->why_other[k] = "op not fused";
 }
 
@@ -261,11 +325,43 @@ static bool row_bcast_ok(const grp_t *G, const drk_value_t *v, const drk_value_t
   return true;
 }
 
-/* Edge v (made in the group) -> consumer node c (in the group or joining). */
-static const char *edge_ok(const fz_t *z, const grp_t *G, const drk_value_t *v, const drk_node_t *c, int ci) {
+/* Whether node position p is in G or is the candidate `extra`. */
+static bool in_or(const fz_t *z, const grp_t *G, const drk_value_t *v, int extra) {
+  if (!v || v->kind != DRK_VALUE_NODE) return false;
+  int p = z->pos_of_node[v->def->id];
+  return G->in[p] || p == extra;
+}
+
+/* The value under v's chain of views in G (+ extra): v, or the input of the first view
+ * outside the group (possibly a value made outside it). */
+static const drk_value_t *view_base(const fz_t *z, const grp_t *G, const drk_value_t *v, int extra) {
+  for (int guard = 0; guard < 256 && in_or(z, G, v, extra) && z->cls[z->pos_of_node[v->def->id]] == C_ALIAS; guard++)
+    v = v->def->inputs[0];
+  return v;
+}
+
+/* Edge v (made in the group) -> consumer node c (in the group or joining); extra: the
+ * candidate (-1: none). */
+static const char *edge_ok(const fz_t *z, const grp_t *G, const drk_value_t *v, const drk_node_t *c, int ci, int extra) {
   int k = z->pos_of_node[c->id];
   cls_t cc = z->cls[k];
   if (cc == C_ALIAS) return ci == 0 ? NULL : "a view's shape operand is computed in the group";
+  if (cc == C_MOVE) return move_data_input(c, ci) ? NULL : "a data movement node's parameter is computed in the group";
+  if (G->kind == DRK_FUSION_FLAT && (G->n_move || (extra >= 0 && z->cls[extra] == C_MOVE))) {
+    /* a group with data movement: the consumer reads v at its own index (equal counts) or
+     * broadcasts it (v is then evaluated per element: only loads may broadcast, i.e. views
+     * of outside values and movement results) */
+    int64_t mv = numel(v), mc = numel(c->outputs[0]);
+    if (mv == mc) return NULL;
+    if (c->op == DRK_OP_BATCH_NORMALIZATION && ci >= 1)
+      return "element counts differ (BatchNormalization's per-channel operands are read from memory)";
+    const drk_value_t *b = view_base(z, G, v, extra);
+    if (!in_or(z, G, b, extra) || z->cls[z->pos_of_node[b->def->id]] == C_MOVE) return NULL;
+    return drk_arena_printf(z->f->arena,
+                            "element counts differ (%lld vs %lld): a value computed in the group broadcasts (only "
+                            "data movement results and views of outside values do)",
+                            (long long)mv, (long long)mc);
+  }
   if (cc == C_ROW) {
     if (ci != 0) return "a normalization's scale/bias is computed in the group";
     return vclass(G, v) == V_FULL ? NULL : "the reduced value is not a full row";
@@ -295,6 +391,106 @@ static int first_outside_use(const fz_t *z, const grp_t *G, const drk_value_t *v
   return best;
 }
 
+/* ---- flat groups with data movement ---- */
+/* The value a leaving value y of G (+ extra) is stored as: its base under the group's views
+ * when a node of the group computes that base; NULL when y is a view of an outside value
+ * (its bytes hold it already). */
+static const drk_value_t *stored_as(const fz_t *z, const grp_t *G, const drk_value_t *y, int extra) {
+  const drk_value_t *b = view_base(z, G, y, extra);
+  return in_or(z, G, b, extra) ? b : NULL;
+}
+
+static bool leaves(const fz_t *z, const grp_t *G, const drk_value_t *y, int extra) {
+  if (z->is_out[y->id]) return true;
+  for (int u = 0; u < z->n_users[y->id]; u++) {
+    int e = z->users[y->id][u];
+    if (!G->in[e] && e != extra) return true;
+  }
+  return false;
+}
+
+/* The frame of G + extra (extra < 0: none): the element count of every value it stores (the
+ * kernel iterates over those elements); an error when two differ. *out_n keeps G->n when
+ * nothing is stored. */
+static const char *flat_frame(const fz_t *z, const grp_t *G, int extra, int64_t *out_n) {
+  const drk_value_t *first = NULL;
+  *out_n = G->n;
+  for (int m = -1; m < G->cnt; m++) {
+    int p = m < 0 ? extra : G->mem[m];
+    if (p < 0) continue;
+    const drk_value_t *y = result_of(z, z->g->nodes[p]);
+    if (!y || !leaves(z, G, y, extra)) continue;
+    const drk_value_t *s = stored_as(z, G, y, extra);
+    if (!s) continue;
+    if (!first) {
+      first = y;
+      *out_n = numel(s);
+    } else if (numel(s) != *out_n) {
+      return drk_arena_printf(z->f->arena,
+                              "%%%s would leave the group with %lld elements, %%%s with %lld (a flat kernel stores "
+                              "values of one element count)",
+                              y->name, (long long)numel(s), first->name, (long long)*out_n);
+    }
+  }
+  return NULL;
+}
+
+/* Evaluations of G + extra's nodes, counting a node once per index map it is read under (as
+ * lower_fused.c evaluates them: maps compose along the edges that are not element to
+ * element; a signature hashes the chain); stops counting past limit. */
+typedef struct evc {
+  const fz_t *z;
+  const grp_t *G;
+  int extra, limit, n;
+  int *node;
+  uint64_t *sig;
+} evc_t;
+
+static uint64_t mix64(uint64_t h, uint64_t x) {
+  h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
+static void evc_visit(evc_t *e, const drk_value_t *v, uint64_t sig) {
+  if (e->n > e->limit) return;
+  const drk_value_t *b = view_base(e->z, e->G, v, e->extra);
+  if (!in_or(e->z, e->G, b, e->extra)) return;
+  int p = e->z->pos_of_node[b->def->id];
+  for (int i = 0; i < e->n; i++)
+    if (e->node[i] == p && e->sig[i] == sig) return;
+  if (e->n == e->limit) {
+    e->n++;
+    return;
+  }
+  e->node[e->n] = p;
+  e->sig[e->n++] = sig;
+  const drk_node_t *n = b->def;
+  bool mv = e->z->cls[p] == C_MOVE;
+  for (int i = 0; i < n->n_inputs; i++) {
+    const drk_value_t *u = n->inputs[i];
+    if (!u || (mv && !move_data_input(n, i))) continue;
+    bool same = !mv && numel(u) == numel(b);
+    evc_visit(e, u, same ? sig : mix64(mix64(sig, (uint64_t)p), (uint64_t)i + 1));
+  }
+}
+
+static int count_evals(const fz_t *z, const grp_t *G, int extra, int limit) {
+  evc_t e = {z, G, extra, limit, 0, NULL, NULL};
+  e.node = malloc(sizeof(int) * (size_t)(limit + 1));
+  e.sig = malloc(sizeof(uint64_t) * (size_t)(limit + 1));
+  for (int m = -1; m < G->cnt && e.n <= limit; m++) {
+    int p = m < 0 ? extra : G->mem[m];
+    if (p < 0) continue;
+    const drk_value_t *y = result_of(z, z->g->nodes[p]);
+    if (y && leaves(z, G, y, extra)) evc_visit(&e, y, 0);
+  }
+  free(e.node);
+  free(e.sig);
+  return e.n;
+}
+
 /* NULL if node k can join G; else why not. */
 static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   const drk_node_t *c = z->g->nodes[k];
@@ -314,7 +510,11 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   if (ck == C_ROW && (z->rows[k] != G->n || z->R[k] != G->R))
     return drk_arena_printf(z->f->arena, "row frames differ (%lld x %lld vs %lld x %lld)", (long long)z->rows[k],
                             (long long)z->R[k], (long long)G->n, (long long)G->R);
-  if (ck != C_ROW && vclass(G, c->outputs[0]) == V_NONE)
+  if (ck == C_MOVE && G->kind != DRK_FUSION_FLAT)
+    return G->kind == DRK_FUSION_MM ? "data movement does not join a matmul epilogue" : "data movement does not join row groups";
+  /* with data movement a flat group holds values of several counts (flat_frame checks what it stores) */
+  bool moving = G->kind == DRK_FUSION_FLAT && (G->n_move || ck == C_MOVE);
+  if (ck != C_ROW && !moving && vclass(G, c->outputs[0]) == V_NONE)
     return drk_arena_printf(z->f->arena, "element counts differ (%lld vs %lld)", (long long)numel(c->outputs[0]),
                             (long long)(G->kind == DRK_FUSION_ROWS ? G->n * G->R : G->n));
   /* edges into c from the group */
@@ -324,7 +524,7 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
     if (!v || v->kind != DRK_VALUE_NODE) continue;
     int p = z->pos_of_node[v->def->id];
     if (!G->in[p]) continue;
-    const char *w = edge_ok(z, G, v, c, i);
+    const char *w = edge_ok(z, G, v, c, i, k);
     if (w) return w;
   }
   /* edges from c into the group */
@@ -338,8 +538,8 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
       int nin2 = z->cls[e] == C_ALIAS ? 1 : en->n_inputs;
       for (int i = 0; i < nin2; i++)
         if (en->inputs[i] == v) {
-          if (o != 0) return "a secondary result feeds the group";
-          const char *w = edge_ok(z, G, v, en, i);
+          if (v != result_of(z, c)) return "a secondary result feeds the group";
+          const char *w = edge_ok(z, G, v, en, i, k);
           if (w) return w;
         }
       if (z->cls[e] == C_ALIAS && en->inputs[0] != v) return "a view's shape operand is computed in the group";
@@ -347,6 +547,17 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   }
   if (G->cnt >= z->max_depth)
     return drk_arena_printf(z->f->arena, "max graph depth %d reached", z->max_depth);
+  if (moving) {
+    int64_t fn;
+    const char *w = flat_frame(z, G, k, &fn);
+    if (w) return w;
+    int ne = count_evals(z, G, k, 2 * z->max_depth);
+    if (ne > 2 * z->max_depth)
+      return drk_arena_printf(z->f->arena,
+                              "more than %d evaluations of the group's nodes (values read under several index maps "
+                              "are recomputed; the limit is 2 x max graph depth)",
+                              2 * z->max_depth);
+  }
   /* no consumer outside the group may run before the group's launch */
   int last = k > G->last ? k : G->last;
   for (int m = -1; m < G->cnt; m++) {
@@ -365,10 +576,15 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
 
 static void grow_once(fz_t *z, grp_t *G, int *assigned);
 
-static void grp_add(grp_t *G, int k) {
+/* Adds k; a flat group with data movement takes the element count of what it now stores as
+ * its frame. */
+static void grp_add(const fz_t *z, grp_t *G, int k) {
   G->in[k] = true;
   G->mem[G->cnt++] = k;
   if (k > G->last) G->last = k;
+  G->n_move += z->cls[k] == C_MOVE;
+  int64_t fn;
+  if (G->kind == DRK_FUSION_FLAT && G->n_move && !flat_frame(z, G, -1, &fn)) G->n = fn;
 }
 
 static void grp_reset(grp_t *G) {
@@ -376,6 +592,7 @@ static void grp_reset(grp_t *G) {
   G->cnt = 0;
   G->last = -1;
   G->anchor = -1;
+  G->n_move = 0;
 }
 
 /* Breadth-first over the members' neighbours, repeated until nothing joins: a candidate
@@ -396,7 +613,7 @@ static void grow_once(fz_t *z, grp_t *G, int *assigned) {
       if (!v || v->kind != DRK_VALUE_NODE) continue;
       int p = z->pos_of_node[v->def->id];
       if (assigned[p] >= 0 || G->in[p]) continue;
-      if (!can_join(z, G, p)) grp_add(G, p);
+      if (!can_join(z, G, p)) grp_add(z, G, p);
     }
     for (int o = 0; o < m->n_outputs; o++) {
       const drk_value_t *v = m->outputs[o];
@@ -404,7 +621,7 @@ static void grow_once(fz_t *z, grp_t *G, int *assigned) {
       for (int u = 0; u < z->n_users[v->id]; u++) {
         int e = z->users[v->id][u];
         if (assigned[e] >= 0 || G->in[e]) continue;
-        if (!can_join(z, G, e)) grp_add(G, e);
+        if (!can_join(z, G, e)) grp_add(z, G, e);
       }
     }
   }
@@ -528,20 +745,21 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
     G.kind = DRK_FUSION_MM;
     G.n = numel(g->nodes[k]->outputs[0]);
     G.R = 0;
-    grp_add(&G, k);
+    grp_add(&z, &G, k);
     G.anchor = k;
     grow(&z, &G, assigned);
     commit(&z, &G, assigned, &gs, &ng, &cap);
   }
-  /* row groups from each anchor, then flat groups from each elementwise node */
-  for (int pass = 0; pass < 2; pass++)
+  /* row groups from each anchor, then flat groups from each elementwise node, then from
+   * each data movement node */
+  for (int pass = 0; pass < 3; pass++)
     for (int k = 0; k < n; k++) {
-      if (assigned[k] >= 0 || z.cls[k] != (pass == 0 ? C_ROW : C_EW)) continue;
+      if (assigned[k] >= 0 || z.cls[k] != (pass == 0 ? C_ROW : pass == 1 ? C_EW : C_MOVE)) continue;
       grp_reset(&G);
       G.kind = pass == 0 ? DRK_FUSION_ROWS : DRK_FUSION_FLAT;
-      G.n = pass == 0 ? z.rows[k] : numel(g->nodes[k]->outputs[0]);
+      G.n = pass == 0 ? z.rows[k] : numel(result_of(&z, g->nodes[k]));
       G.R = pass == 0 ? z.R[k] : 0;
-      grp_add(&G, k);
+      grp_add(&z, &G, k);
       grow(&z, &G, assigned);
       commit(&z, &G, assigned, &gs, &ng, &cap);
     }
@@ -577,9 +795,10 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
       if (f->level == 0) why = "fusion disabled (level 0)";
       else if (gs[f->group[p]].kind == DRK_FUSION_ATTENTION) why = "result of the attention kernel";
       else if (gs[f->group[k]].kind == DRK_FUSION_ATTENTION)
-        why = c->op == DRK_OP_MATMUL || z.cls[k] == C_OTHER || z.cls[k] == C_ALIAS
-                  ? "Q, K, V or a mask of the attention kernel (read in place through its views)"
-                  : "a mask or scale of the attention kernel (loaded per key block)";
+        why = drk_fusion_attention_input_why(gs[f->group[k]].attn, p,
+                                             c->op == DRK_OP_MATMUL || z.cls[k] == C_OTHER || z.cls[k] == C_ALIAS
+                                                 ? "Q, K, V or a mask of the attention kernel (read in place through its views)"
+                                                 : "a mask or scale of the attention kernel (loaded per key block)");
       else if (c->op == DRK_OP_MATMUL && z.why_other[k] && !strncmp(z.why_other[k], "attention", 9))
         why = drk_arena_printf(A, "MatMul: %s", z.why_other[k]); /* P.V: why its attention did not fuse */
       else if (z.cls[p] == C_OTHER || z.cls[p] == C_DEAD) why = drk_arena_printf(A, "%s: %s", drk_op_name(v->def->op), z.why_other[p] ? z.why_other[p] : "not fusible");
@@ -596,14 +815,14 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
             if (z.cls[s] == C_ALIAS) continue;
             G.kind = z.cls[s] == C_ROW ? DRK_FUSION_ROWS : z.cls[s] == C_MM ? DRK_FUSION_MM : DRK_FUSION_FLAT;
             G.anchor = z.cls[s] == C_MM ? s : -1;
-            G.n = z.cls[s] == C_ROW ? z.rows[s] : numel(g->nodes[s]->outputs[0]);
+            G.n = z.cls[s] == C_ROW ? z.rows[s] : numel(result_of(&z, g->nodes[s]));
             G.R = z.cls[s] == C_ROW ? z.R[s] : 0;
           } else {
             G.kind = gr->kind;
             G.n = gr->n;
             G.R = gr->R;
           }
-          for (int j = 0; j < gr->n_nodes; j++) grp_add(&G, gr->nodes[j]);
+          for (int j = 0; j < gr->n_nodes; j++) grp_add(&z, &G, gr->nodes[j]);
           why = can_join(&z, &G, other);
         }
         if (!why && gs[f->group[p]].kind == DRK_FUSION_SINGLE && gs[f->group[k]].kind == DRK_FUSION_SINGLE)

@@ -2,7 +2,9 @@
  *
  * Requires a graph after drk_pass_pipeline_canonicalize. Guarantees: every live node is in
  * exactly one group; a group of more than one node is FLAT (elementwise ops and alias
- * views over one element count: one flat kernel), ROWS (reductions and normalizations over
+ * views over one element count, or also data movement with static index maps: Transpose,
+ * Slice, Concat, Expand, Split, constant Pad, storing values of one element count: one flat
+ * kernel), ROWS (reductions and normalizations over
  * the innermost elements of one row frame, rows x R, with elementwise prologue and epilogue:
  * one row kernel) or ATTENTION (one flash-attention kernel). Every group can run as one
  * launch at the position of its last node: each node outside a group that consumes a value of the group comes after
@@ -36,7 +38,8 @@
 
 typedef enum drk_fusion_kind {
   DRK_FUSION_SINGLE, /* one node, lowered by its op family's lowering */
-  DRK_FUSION_FLAT,   /* elementwise DAG (+ alias views), one element count: one flat kernel */
+  DRK_FUSION_FLAT,   /* elementwise DAG (+ alias views, + data movement), storing values of
+                      * one element count: one flat kernel */
   DRK_FUSION_ROWS,   /* row reductions + elementwise prologue/epilogue: one row kernel */
   DRK_FUSION_ATTENTION, /* Q.K^T, scale, masks, Softmax, .V (+ the views around): one flash kernel */
   DRK_FUSION_MM,        /* MatMul/Gemm/Conv (the anchor) + elementwise consumers over its element
@@ -55,6 +58,7 @@ typedef enum drk_fusion_kind {
  * views too. */
 #define DRK_FUSION_MAX_RANK 8
 #define DRK_FUSION_MAX_PARTS 4
+#define DRK_ATTN_MAX_KEPT 8
 
 typedef struct drk_fusion_part {
   int64_t div, mod, stride;
@@ -101,6 +105,12 @@ typedef struct drk_fusion_attention {
   int causal_step;
   int64_t causal_offset;
   int scores, softmax, pv;      /* node positions */
+  /* Splits whose outputs the group reads (as buffers) but which stay kernels because a used
+   * output of theirs is not read through the group's views: positions, and why (the reason
+   * of their boundaries). A Split all of whose used outputs are read so is a member. */
+  int n_kept;
+  int kept[DRK_ATTN_MAX_KEPT];
+  const char *kept_why[DRK_ATTN_MAX_KEPT];
 } drk_fusion_attention_t;
 
 typedef struct drk_fusion_group {
@@ -110,7 +120,8 @@ typedef struct drk_fusion_group {
   int n_nodes;
   int *nodes;     /* positions in g->nodes, ascending */
   int last;       /* position of the last node: where the group's launch goes */
-  int64_t n;      /* FLAT: elements of every value; ROWS: rows; ATTENTION: query rows (all batches) */
+  int64_t n;      /* FLAT: elements of every value it stores (with data movement, values
+                   * inside may have other counts); ROWS: rows; ATTENTION: query rows (all batches) */
   int64_t R;      /* ROWS: reduced elements per row (innermost); ATTENTION: keys; else 0 */
   const drk_fusion_attention_t *attn; /* ATTENTION: the matched pattern; else NULL */
 } drk_fusion_group_t;
@@ -173,6 +184,10 @@ typedef struct drk_fusion_uses {
  * does not fuse. Allocations (steps, reasons) come from arena a. */
 const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *a, int k,
                                        drk_fusion_attention_t *out, int *members, int *n_members);
+
+/* fuse_attention.c: the reason of the boundary from the node at position producer into
+ * attention at: why it stays a kernel when it is one of at's kept Splits, else dflt. */
+const char *drk_fusion_attention_input_why(const drk_fusion_attention_t *at, int producer, const char *dflt);
 
 /* lower_attention.c: the flash kernel of ATTENTION group gi (drk_lower_fused dispatches; c is
  * the lowering's internal context, lower_to_tile.h). */

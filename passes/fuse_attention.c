@@ -6,12 +6,17 @@
  * with every intermediate value used once (by the next node of the pattern) and not a graph
  * output, so one kernel may compute it without writing any intermediate. Q, B (= K^T) and V
  * are read through the chains of views (Transpose, Reshape, Flatten, Squeeze, Unsqueeze,
- * Identity, Expand, Slice with constant parameters) and scalar scales (Mul/Div by a scalar
- * constant) in front of the MatMuls, as far as those are used once and expressible as a view
+ * Identity, Expand, Slice with constant parameters, Split with constant sizes: output i is a
+ * slice of the input along the axis) and scalar scales (Mul/Div by a scalar constant) in
+ * front of the MatMuls, as far as those are used once and expressible as a view
  * (drk_fusion_view_t: GQA's Unsqueeze+Expand+Reshape of K/V heads is); masks likewise, and
  * through shared views too when they start at a constant (a Slice of a causal buffer that
  * every layer uses). The result is written through a Transpose that is its only consumer
- * (the merge of heads). Anything else stays unfused, with the reason. */
+ * (the merge of heads). A Split (GPT-2's fused QKV) joins the group only when every output
+ * of it that is used is read through a view chain of the group: its outputs are then never
+ * written, the kernel reads its input; otherwise the match is redone with that Split as a
+ * kernel (its outputs read as buffers) and the reason kept for its boundary. Anything else
+ * stays unfused, with the reason. */
 #include <math.h>
 #include <string.h>
 
@@ -24,6 +29,10 @@
  * key blocks holding only such scores may be skipped (causal masks). */
 #define MASKED_MAX (-1e4)
 
+/* Split outputs one match may read in place: one per view walk (Q, K, V, two side operands
+ * per step); past it a Split is read as a buffer */
+#define MAX_REACH 72
+
 typedef struct am {
   const drk_fusion_uses_t *u;
   drk_arena_t *A;
@@ -33,6 +42,13 @@ typedef struct am {
   int ns;
   drk_fusion_attention_t *at;
   int calls; /* match_chain calls: the search tries both operands of two-input steps */
+  /* Split outputs read as views by member links (their Split is a member), and the Splits
+   * that must stay kernels (read as buffers; no_split: all of them) */
+  const drk_value_t *reach[MAX_REACH];
+  int nr;
+  const drk_node_t *const *kept;
+  int n_kept;
+  bool no_split;
 } am_t;
 
 static int64_t numel(const drk_value_t *v) { return drk_shape_numel(&v->shape); }
@@ -55,7 +71,19 @@ static bool used_once(const am_t *m, const drk_value_t *v) {
   return uses == 1;
 }
 
-static void add_member(am_t *m, const drk_node_t *n) { m->mem[m->nm++] = pos_of(m, n); }
+/* n joins the members (once: a Split is reached through each of its outputs' chains) */
+static void add_member(am_t *m, const drk_node_t *n) {
+  for (int i = 0; i < m->nm; i++)
+    if (m->mem[i] == pos_of(m, n)) return;
+  m->mem[m->nm++] = pos_of(m, n);
+}
+
+/* Output x of Split d, read as a view by a member link: d is a member. */
+static void add_split(am_t *m, const drk_node_t *d, const drk_value_t *x) {
+  add_member(m, d);
+  DRK_ASSERT(m->nr < MAX_REACH);
+  m->reach[m->nr++] = x;
+}
 
 /* A scalar constant (one element, a number): its value. */
 static bool scalar_const(const drk_value_t *v, double *out) {
@@ -136,6 +164,7 @@ static bool view_reshape(drk_fusion_view_t *w, const drk_shape_t *s) {
   memset(&o, 0, sizeof o);
   o.value = w->value;
   o.imm = w->imm;
+  o.offset = w->offset;
   o.rank = s->rank;
   for (int i = 0; i < s->rank; i++) o.dims[i] = s->dims[i].size;
   bool ok = true;
@@ -186,6 +215,20 @@ static int64_t const_i64(const drk_value_t *v, int64_t i) {
   return (int64_t)lw_const_f64(v, i);
 }
 
+/* Dim d of view w (into o, a copy of w) cut to its n elements b, b + step, ...: one plain
+ * part (or a broadcast, which stays one). */
+static bool cut_dim(drk_fusion_view_t *o, const drk_fusion_view_t *w, int d, int64_t b, int64_t step, int64_t n) {
+  o->dims[d] = n;
+  if (n <= 0) return false;
+  if (w->n_parts[d] == 0) return true;
+  const drk_fusion_part_t *p = &w->parts[d][0];
+  if (w->n_parts[d] != 1 || p->div != 1 || p->mod < w->dims[d]) return false;
+  o->offset += b * p->stride;
+  o->parts[d][0] = (drk_fusion_part_t){1, n, p->stride * step};
+  o->n_parts[d] = n == 1 ? 0 : 1;
+  return true;
+}
+
 /* Slice with constant parameters (inputs, or attributes before opset 10): each sliced dim
  * must be one plain part (or a broadcast); the result's shape comes from shape inference. */
 static bool view_slice(drk_fusion_view_t *w, const drk_node_t *n) {
@@ -211,22 +254,65 @@ static bool view_slice(drk_fusion_view_t *w, const drk_node_t *n) {
   drk_fusion_view_t o = *w;
   for (int i = 0; i < na; i++) {
     int d = lw_norm_axis(ax[i], w->rank);
+    if (d < 0 || d >= w->rank || sp[i] == 0) return false;
     int64_t n0 = w->dims[d], step = sp[i], b = st[i];
-    if (d < 0 || d >= w->rank || step == 0) return false;
     if (b < 0) b += n0;
     if (step > 0) b = b < 0 ? 0 : b > n0 ? n0 : b;
     else b = b < 0 ? 0 : b > n0 - 1 ? n0 - 1 : b;
-    o.dims[d] = s->dims[d].size;
-    if (o.dims[d] == 0) return false;
-    if (w->n_parts[d] == 0) continue;
-    const drk_fusion_part_t *p = &w->parts[d][0];
-    if (w->n_parts[d] != 1 || p->div != 1 || p->mod < n0) return false;
-    o.offset += b * p->stride;
-    o.parts[d][0] = (drk_fusion_part_t){1, o.dims[d], p->stride * step};
-    if (o.dims[d] == 1) o.n_parts[d] = 0;
+    if (!cut_dim(&o, w, d, b, step, s->dims[d].size)) return false;
   }
   for (int d = 0; d < w->rank; d++)
     if (o.dims[d] != s->dims[d].size) return false;
+  *w = o;
+  return true;
+}
+
+/* Output x of Split d: its input's axis and the start of x along it, when the split sizes
+ * are known (a constant `split` input or attribute, else num_outputs / equal parts, as the
+ * interpreter splits) and agree with the shapes. */
+static bool split_part(const drk_node_t *d, const drk_value_t *x, int *axis, int64_t *start) {
+  const drk_value_t *in = d->inputs[0];
+  int no = d->n_outputs, oi = -1, r = in ? in->shape.rank : -1;
+  if (!in || !is_static(in) || no < 1 || no > 64 || r < 1) return false;
+  for (int i = 0; i < no; i++)
+    if (d->outputs[i] == x) oi = i;
+  int a = lw_norm_axis(drk_node_attr_int(d, "axis", 0), r);
+  if (oi < 0 || a < 0 || a >= r) return false;
+  int64_t len = in->shape.dims[a].size, sz[64], sum = 0;
+  const drk_value_t *sv = d->n_inputs > 1 ? d->inputs[1] : NULL;
+  size_t cnt = 0;
+  const int64_t *sa = drk_node_attr_ints(d, "split", &cnt);
+  if (sv) {
+    if (sv->kind != DRK_VALUE_CONST || !sv->data || numel(sv) != no) return false;
+    for (int i = 0; i < no; i++) sz[i] = const_i64(sv, i);
+  } else if (sa) {
+    if ((int)cnt != no) return false;
+    for (int i = 0; i < no; i++) sz[i] = sa[i];
+  } else {
+    if (drk_node_attr_int(d, "num_outputs", no) != no || (!drk_node_attr(d, "num_outputs") && len % no)) return false;
+    int64_t chunk = (len + no - 1) / no, left = len;
+    for (int i = 0; i < no; i++) left -= sz[i] = chunk < left ? chunk : left;
+  }
+  *start = 0;
+  for (int i = 0; i < no; i++) {
+    if (sz[i] < 0) return false;
+    if (i < oi) *start += sz[i];
+    sum += sz[i];
+  }
+  if (sum != len || !is_static(x) || x->shape.rank != r) return false;
+  for (int i = 0; i < r; i++)
+    if (x->shape.dims[i].size != (i == a ? sz[oi] : in->shape.dims[i].size)) return false;
+  *axis = a;
+  return true;
+}
+
+/* Split d (a Split the match may read through) to its output x: a slice along the axis. */
+static bool view_split(drk_fusion_view_t *w, const drk_node_t *d, const drk_value_t *x) {
+  int a;
+  int64_t b;
+  if (!split_part(d, x, &a, &b) || x->shape.rank != w->rank) return false;
+  drk_fusion_view_t o = *w;
+  if (!cut_dim(&o, w, a, b, 1, x->shape.dims[a].size)) return false;
   *w = o;
   return true;
 }
@@ -251,14 +337,26 @@ static bool scale_op(const drk_node_t *n, int *xi, double *c) {
   return false;
 }
 
+/* Whether the match may read through Split d (to its output x) as a view. */
+static bool split_view_ok(const am_t *m, const drk_node_t *d, const drk_value_t *x) {
+  int a;
+  int64_t b;
+  if (d->op != DRK_OP_SPLIT || m->no_split || m->nr >= MAX_REACH || !split_part(d, x, &a, &b)) return false;
+  for (int i = 0; i < m->n_kept; i++)
+    if (m->kept[i] == d) return false;
+  return true;
+}
+
 /* The view of value v (in its own shape) through the chain of views (and, when scales is
  * set, scalar scales) in front of it. Links whose result is used once, from v back, become
  * members; past the first shared link the chain is read through only when it starts at a
  * constant (nothing else guarantees the start is still intact when the group runs). Scales
- * become steps (a scalar scale of Q or K scales Q.K^T). */
+ * become steps (a scalar scale of Q or K scales Q.K^T). A Split link is a member only as
+ * far as drk_fusion_match_attention's check of all its outputs lets it (add_split). */
 static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, bool scales) {
   const drk_node_t *chain[32];
-  const drk_value_t *ins[32]; /* the input each link reads the chain from */
+  const drk_value_t *ins[32];  /* the input each link reads the chain from */
+  const drk_value_t *outs[32]; /* the link's result on the chain (a Split has several) */
   bool mem[32];
   int n = 0, own = 0;
   const drk_value_t *x = v;
@@ -266,10 +364,15 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
     const drk_node_t *d = x->def;
     int xi = 0;
     double c;
-    if (!(is_view_op(d->op) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] || !is_static(d->inputs[xi])) break;
-    mem[n] = used_once(m, x) && (n == 0 || mem[n - 1]);
+    if (!(is_view_op(d->op) || split_view_ok(m, d, x) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] ||
+        !is_static(d->inputs[xi]))
+      break;
+    /* nothing in front of a Split is a member: the other outputs' chains share it, and one
+     * of them could read its result as a buffer */
+    mem[n] = used_once(m, x) && (n == 0 || (mem[n - 1] && chain[n - 1]->op != DRK_OP_SPLIT));
     own += mem[n];
     ins[n] = d->inputs[xi];
+    outs[n] = x;
     chain[n++] = d;
     x = d->inputs[xi];
   }
@@ -283,17 +386,18 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
     view_contig(&w, n ? ins[n - 1] : v);
     for (int i = n - 1; i >= 0; i--) {
       const drk_node_t *d = chain[i];
-      const drk_shape_t *s = &d->outputs[0]->shape;
+      const drk_shape_t *s = &outs[i]->shape;
       int xi;
       double c;
       bool ok;
       if (d->op == DRK_OP_TRANSPOSE) ok = view_transpose(&w, d);
       else if (d->op == DRK_OP_EXPAND) ok = view_expand(&w, s);
       else if (d->op == DRK_OP_SLICE) ok = view_slice(&w, d);
+      else if (d->op == DRK_OP_SPLIT) ok = view_split(&w, d, outs[i]);
       else if (is_view_op(d->op)) ok = view_reshape(&w, s);
       else ok = scale_op(d, &xi, &c);
       if (!ok) {
-        view_contig(&w, d->outputs[0]);
+        view_contig(&w, outs[i]);
         first = i - 1, cut = i;
       }
     }
@@ -304,7 +408,8 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
     const drk_node_t *d = chain[i];
     int xi;
     double c;
-    if (mem[i]) add_member(m, d);
+    if (mem[i] && d->op == DRK_OP_SPLIT) add_split(m, d, outs[i]);
+    else if (mem[i]) add_member(m, d);
     if (scales && scale_op(d, &xi, &c) && m->ns < (int)DRK_ARRAY_LEN(m->steps)) {
       drk_attn_step_t st;
       memset(&st, 0, sizeof st);
@@ -360,7 +465,7 @@ static const char *try_step(am_t *m, const drk_node_t *n, int ci, int depth) {
   drk_attn_step_t st;
   memset(&st, 0, sizeof st);
   const char *why = NULL;
-  int ns = m->ns, nm = m->nm;
+  int ns = m->ns, nm = m->nm, nr = m->nr;
   switch (n->op) {
   case DRK_OP_MUL: st.kind = DRK_ATTN_MUL; break;
   case DRK_OP_DIV: st.kind = DRK_ATTN_DIV; break;
@@ -380,7 +485,7 @@ static const char *try_step(am_t *m, const drk_node_t *n, int ci, int depth) {
     if (cond == s || x == s) return "the scores are used twice by one step";
     if (!cond || cond->dtype != DRK_DT_BOOL) return "a Where condition that is not bool";
     if ((why = side_view(m, cond, &y->shape, &st.cond)) || (why = side_view(m, x, &y->shape, &st.x))) {
-      m->nm = nm;
+      m->nm = nm, m->nr = nr;
       return why;
     }
   } else {
@@ -390,7 +495,7 @@ static const char *try_step(am_t *m, const drk_node_t *n, int ci, int depth) {
     if (!x || !is_flt(x->dtype)) return "a step operand of a non-float type";
     st.scores_right = ci == 1;
     if ((why = side_view(m, x, &y->shape, &st.x))) {
-      m->nm = nm;
+      m->nm = nm, m->nr = nr;
       return why;
     }
   }
@@ -398,7 +503,7 @@ static const char *try_step(am_t *m, const drk_node_t *n, int ci, int depth) {
     why = "too many steps between the MatMul and the Softmax";
   if (why) {
     m->ns = ns;
-    m->nm = nm;
+    m->nm = nm, m->nr = nr;
     return why;
   }
   m->steps[m->ns++] = st;
@@ -509,11 +614,12 @@ static bool causal_step(const drk_fusion_attention_t *at, const drk_attn_step_t 
   return true;
 }
 
-const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *A, int k,
-                                       drk_fusion_attention_t *out, int *members, int *n_members) {
+/* One match of the pattern ending at P.V MatMul k, with m's Splits kept as kernels. */
+static const char *match(am_t *m, int k, drk_fusion_attention_t *out, int *n_members) {
+  const drk_fusion_uses_t *u = m->u;
+  drk_arena_t *A = m->A;
   const drk_node_t *pv = u->g->nodes[k];
   if (pv->dead || pv->op != DRK_OP_MATMUL || pv->n_inputs != 2) return "";
-  am_t m0 = {.u = u, .A = A, .mem = members}, *m = &m0;
   drk_fusion_attention_t at;
   memset(&at, 0, sizeof at);
   at.causal_step = -1;
@@ -603,4 +709,75 @@ const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *
   *out = at;
   *n_members = m->nm;
   return NULL;
+}
+
+/* A Split whose outputs the match read in place but that has a used output the group does
+ * not read through a view chain (a graph output, a use elsewhere, a use as a buffer): it must
+ * stay a kernel; *why says so. NULL: none. */
+static const drk_node_t *escaping_split(const am_t *m, const char **why) {
+  const drk_fusion_uses_t *u = m->u;
+  for (int i = 0; i < m->nr; i++) {
+    const drk_node_t *d = m->reach[i]->def;
+    for (int o = 0; o < d->n_outputs; o++) {
+      const drk_value_t *y = d->outputs[o];
+      if (!y || (!u->is_out[y->id] && !u->n_users[y->id])) continue; /* unused */
+      bool read = false;
+      for (int j = 0; j < m->nr && !read; j++) read = m->reach[j] == y;
+      if (read) continue;
+      if (u->is_out[y->id]) {
+        *why = drk_arena_printf(m->A, "Split stays a kernel: its output %%%s is a graph output", y->name);
+      } else {
+        const drk_node_t *c = NULL; /* a user outside the group */
+        for (int j = 0; j < u->n_users[y->id] && !c; j++) {
+          bool member = false;
+          for (int t = 0; t < m->nm && !member; t++) member = m->mem[t] == u->users[y->id][j];
+          if (!member) c = u->g->nodes[u->users[y->id][j]];
+        }
+        if (c)
+          *why = drk_arena_printf(m->A, "Split stays a kernel: its output %%%s is also used by %s(%%%s)", y->name,
+                                  drk_op_name(c->op), c->outputs[0] ? c->outputs[0]->name : "?");
+        else
+          *why = drk_arena_printf(m->A, "Split stays a kernel: the attention reads its output %%%s as a buffer "
+                                  "(not through one view chain used once)", y->name);
+      }
+      return d;
+    }
+  }
+  return NULL;
+}
+
+const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *A, int k,
+                                       drk_fusion_attention_t *out, int *members, int *n_members) {
+  const drk_node_t *kept[DRK_ATTN_MAX_KEPT];
+  const char *kept_why[DRK_ATTN_MAX_KEPT];
+  int n_kept = 0;
+  bool no_split = false;
+  /* a Split that must stay a kernel changes how its outputs are read: match again without it
+   * (each round keeps one more Split; past DRK_ATTN_MAX_KEPT, none is read through) */
+  for (;;) {
+    am_t m0 = {.u = u, .A = A, .mem = members, .kept = kept, .n_kept = n_kept, .no_split = no_split};
+    const char *why = match(&m0, k, out, n_members);
+    if (why) return why;
+    const char *sw = NULL;
+    const drk_node_t *d = escaping_split(&m0, &sw);
+    if (!d) break;
+    if (n_kept == DRK_ATTN_MAX_KEPT) {
+      no_split = true;
+      continue;
+    }
+    kept[n_kept] = d;
+    kept_why[n_kept++] = sw;
+  }
+  out->n_kept = 0;
+  for (int i = 0; i < n_kept; i++) {
+    out->kept[out->n_kept] = u->pos_of_node[kept[i]->id];
+    out->kept_why[out->n_kept++] = kept_why[i];
+  }
+  return NULL;
+}
+
+const char *drk_fusion_attention_input_why(const drk_fusion_attention_t *at, int producer, const char *dflt) {
+  for (int i = 0; at && i < at->n_kept; i++)
+    if (at->kept[i] == producer) return at->kept_why[i];
+  return dflt;
 }

@@ -1,10 +1,20 @@
 /* Lowering of a fused group (passes/fuse.h) to one tile kernel.
  *
- * FLAT groups: one flat 1-D frame over the group's element count (lw_flat_begin); every
- * value of the group is a tile of that frame, computed once by the same per-op math as the
- * one-node kernels (drk_lower_ew_math); inputs from outside are loaded with their broadcast
- * strides against the consuming node's result shape; values used outside the group (or
- * graph outputs) are stored.
+ * FLAT groups: one flat 1-D frame over the element count N of the values the group stores
+ * (lw_flat_begin's, at most 1024 elements per program with data movement), in their
+ * row-major order; each stored value is evaluated at the frame's
+ * index. A value is evaluated at an *index* over its own shape (ix_t: coordinates and/or a
+ * row-major flat index, and the lanes where it is in range): elementwise edges of equal
+ * counts keep the flat index (without data movement every value has N elements and is a
+ * tile of the frame, computed once, as in the one-node kernels, by drk_lower_ew_math);
+ * broadcasts and data movement nodes map the consumer's coordinates to the input's
+ * (Transpose permutes, Slice/Split take start + i * step, Expand and broadcasts take 0 on
+ * broadcast dims, Concat selects by the axis coordinate between its inputs at shifted
+ * indexes, Pad selects the pad value outside its input; a view re-decomposes the flat
+ * index). Loads of a branch not taken are masked. A value read under several index maps is
+ * computed once per map (fuse.c bounds how often). Inputs from outside are loaded with
+ * their broadcast strides against the consuming node's result shape; values used outside
+ * the group (or graph outputs) are stored.
  *
  * ROWS groups: the row frame of lower_reduce.c (ROWS rows per program, COLS columns per
  * chunk). Values of the group are either full (rows x R: recomputed from their inputs in
@@ -16,8 +26,10 @@
  *
  * ATTENTION groups are passes/lower_attention.c's (dispatched from here).
  *
- * Requires: a group as fuse.c forms it (every in-group edge maps element to element; the
- * reduced elements are innermost). Guarantees: the kernel computes what the group's
+ * Requires: a group as fuse.c forms it (every in-group edge maps element to element, or
+ * goes through a data movement node or a broadcast of a movement result in a flat group;
+ * a flat group stores values of one element count; the reduced elements are innermost).
+ * Guarantees: the kernel computes what the group's
  * one-node kernels compute, with the same operations, except that values inside the group
  * are not rounded to f16/bf16 between ops (f32 throughout, like every one-node kernel's
  * math; casts written in the graph still round). */
@@ -43,6 +55,46 @@ typedef struct ext_memo {
   tv_t *t;
 } ext_memo_t;
 
+/* ---- indexes of flat groups ---- */
+typedef struct ix {
+  int r;
+  int64_t d[LW_MAX_RANK];
+  tv_t *co[LW_MAX_RANK]; /* coordinates; NULL: 0 (from_flat: not derived yet, or 0 for dims of 1) */
+  tv_t *flat;            /* row-major flat index over d; NULL: not derived yet */
+  tv_t *lmask;           /* load mask: the frame's, narrowed by the Concat/Pad branches taken */
+  bool from_flat;        /* the coordinates derive from flat */
+  struct ix *next;       /* every index made (canonical lookups) */
+} ix_t;
+
+typedef struct ixmap { /* memo of ix_map */
+  const ix_t *from;
+  const drk_node_t *n;
+  int i;
+  ix_t *to;
+  tv_t *pred; /* Concat/Pad: the lanes that read this input */
+  struct ixmap *next;
+} ixmap_t;
+
+typedef struct vmemo { /* memo of values made in the group, per value id */
+  const ix_t *ix;
+  tv_t *t;
+  struct vmemo *next;
+} vmemo_t;
+
+typedef struct lmemo { /* memo of loads of outside values (and immediates: off NULL) */
+  const drk_value_t *v;
+  tv_t *off, *mask, *t;
+  struct lmemo *next;
+} lmemo_t;
+
+/* constant parameters of a data movement member */
+typedef struct mvp {
+  int64_t perm[LW_MAX_RANK];                     /* TRANSPOSE: out dim k is input dim perm[k] */
+  int64_t start[LW_MAX_RANK], step[LW_MAX_RANK]; /* SLICE, SPLIT */
+  int64_t pb[LW_MAX_RANK];                       /* PAD: pads at the beginning */
+  double padv;                                   /* PAD */
+} mvp_t;
+
 typedef struct fl {
   drk_lctx_t *c;
   const drk_graph_t *g;
@@ -64,6 +116,14 @@ typedef struct fl {
   lw_flat_t ff;
   bool stored;      /* a store was emitted */
   bool *not_inplace; /* per value id: loaded off the identity offset, or after a store */
+  ix_t *root;        /* the frame's index: flat offs over N */
+  ix_t *ixs;
+  ixmap_t *maps;
+  struct asmemo *as;
+  vmemo_t **vm;
+  lmemo_t *loads;
+  tv_t *zero;
+  mvp_t **mv;        /* per node position: data movement parameters */
   /* row frame */
   drk_schedule_t s;
   const drk_tile_layout_t *P, *Lr, *Lc;
@@ -101,14 +161,22 @@ static const drk_value_t *under_views(const fl_t *F, const drk_value_t *v) {
 }
 
 static int vframe(const fl_t *F, const drk_value_t *v) {
-  if (F->flat) return F_FULL;
   return numel(v) == F->rows ? F_ROW : F_FULL;
 }
 
 /* ---- loads of values from outside the group ---- */
 static const drk_tile_type_t *frame_type(const fl_t *F, int frame) {
-  if (F->flat) return &F->ff.fr;
   return frame == F_ROW ? &F->rowi->type : &F->lin2->type;
+}
+
+/* immediate v as a tile of frame fr */
+static tv_t *imm_tile(fl_t *F, const drk_value_t *v, const drk_tile_type_t *fr) {
+  drk_tile_type_t ty = lw_retype(fr, v->dtype);
+  if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&F->c->b, lw_const_f64(v, 0), ty);
+  int64_t iv;
+  if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
+  else iv = (int64_t)lw_const_f64(v, 0);
+  return drk_tile_build_const_int(&F->c->b, iv, ty);
 }
 
 /* v (outside) as seen by a consumer whose result has shape `shape`, in `frame`; va >= 0:
@@ -121,21 +189,12 @@ static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, i
         (m->shape == shape || drk_shape_equal(m->shape, shape)))
       return m->t;
   }
-  const drk_tile_type_t *fr = frame_type(F, frame);
   tv_t *t;
   if (immediate(v)) {
-    drk_tile_type_t ty = lw_retype(fr, v->dtype);
-    if (drk_dtype_is_float(v->dtype)) {
-      t = drk_tile_build_const_float(&c->b, lw_const_f64(v, 0), ty);
-    } else {
-      int64_t iv;
-      if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
-      else iv = (int64_t)lw_const_f64(v, 0);
-      t = drk_tile_build_const_int(&c->b, iv, ty);
-    }
+    t = imm_tile(F, v, frame_type(F, frame));
   } else {
-    tv_t *idx = F->flat ? F->ff.offs : frame == F_ROW ? F->rowi : F->lin2;
-    tv_t *mask = F->flat ? F->ff.mask : frame == F_ROW ? F->rmask : F->mask2;
+    tv_t *idx = frame == F_ROW ? F->rowi : F->lin2;
+    tv_t *mask = frame == F_ROW ? F->rmask : F->mask2;
     int r = shape->rank;
     int64_t od[LW_MAX_RANK], st[LW_MAX_RANK];
     for (int k = 0; k < r; k++) od[k] = shape->dims[k].size;
@@ -150,7 +209,6 @@ static tv_t *ext_load(fl_t *F, const drk_value_t *v, const drk_shape_t *shape, i
       off = lw_affine(c, idx, r, od, st, 0);
     }
     DRK_ASSERT(F->param[v->id]);
-    if (F->flat && (off != idx || F->stored)) F->not_inplace[v->id] = true;
     t = lw_load(c, F->param[v->id], off, mask, 0);
   }
   if (F->n_memo < (int)DRK_ARRAY_LEN(F->memo))
@@ -296,6 +354,422 @@ static tv_t *eval(fl_t *F, const drk_value_t *v, int frame) {
   return t;
 }
 
+/* ---- flat groups: values at indexes ---- */
+static tv_t *fx_zero(fl_t *F) {
+  if (!F->zero) F->zero = lw_ci(F->c, F->ff.offs, 0);
+  return F->zero;
+}
+
+static tv_t *addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s) {
+  if (s == 0 || !x) return acc;
+  if (s != 1) x = BIN(MUL, x, lw_ci(c, x, s));
+  return acc ? BIN(ADD, acc, x) : x;
+}
+
+static tv_t *and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : BIN(AND, a, b); }
+
+static ix_t *ix_new(fl_t *F, int r, const int64_t *d, tv_t *lmask) {
+  ix_t *x = drk_arena_alloc(F->c->m->arena, sizeof *x);
+  memset(x, 0, sizeof *x);
+  x->r = r;
+  for (int k = 0; k < r; k++) x->d[k] = d[k];
+  x->lmask = lmask;
+  return x;
+}
+
+static void shape_dims(const drk_shape_t *s, int64_t *d) {
+  for (int k = 0; k < s->rank; k++) d[k] = s->dims[k].size;
+}
+
+static bool same_dims(const ix_t *x, int r, const int64_t *d) {
+  if (x->r != r) return false;
+  for (int k = 0; k < r; k++)
+    if (x->d[k] != d[k]) return false;
+  return true;
+}
+
+/* coordinate k (NULL: 0) */
+static tv_t *ix_co(fl_t *F, ix_t *x, int k) {
+  if (x->d[k] == 1) return NULL;
+  if (!x->co[k] && x->from_flat) x->co[k] = lw_coord(F->c, x->flat, x->r, x->d, k);
+  return x->co[k];
+}
+
+static tv_t *ix_flat(fl_t *F, ix_t *x) {
+  if (x->flat) return x->flat;
+  int64_t rs[LW_MAX_RANK], s = 1;
+  for (int k = x->r - 1; k >= 0; k--) {
+    rs[k] = s;
+    s *= x->d[k];
+  }
+  tv_t *acc = NULL;
+  for (int k = 0; k < x->r; k++) acc = addmul(F->c, acc, ix_co(F, x, k), rs[k]);
+  x->flat = acc ? acc : fx_zero(F);
+  return x->flat;
+}
+
+/* element offsets sum(coordinate k * st[k]) + base */
+static tv_t *ix_affine(fl_t *F, ix_t *x, const int64_t *st, int64_t base) {
+  drk_lctx_t *c = F->c;
+  if (x->from_flat) return lw_affine(F->c, x->flat, x->r, x->d, st, base);
+  tv_t *acc = NULL;
+  for (int k = 0; k < x->r; k++) acc = addmul(F->c, acc, ix_co(F, x, k), st[k]);
+  if (!acc) return lw_ci(F->c, F->ff.offs, base);
+  return base ? BIN(ADD, acc, lw_ci(F->c, acc, base)) : acc;
+}
+
+static ix_t *ix_intern(fl_t *F, ix_t *y);
+
+/* y's coordinates from x's (same element count, other dims), run by run: the shortest runs
+ * of consecutive dims whose sizes have equal products; a run's coordinates combine into one
+ * index that the other side's run decomposes (copied when both runs are one dim). */
+static void ix_regroup(fl_t *F, ix_t *x, ix_t *y) {
+  int i = 0, j = 0;
+  while (i < x->r || j < y->r) {
+    int i0 = i, j0 = j;
+    int64_t pi = 1, pj = 1;
+    do {
+      if (i < x->r && (pi <= pj || j == y->r)) pi *= x->d[i++];
+      else pj *= y->d[j++];
+    } while (pi != pj && (i < x->r || j < y->r));
+    /* size-1 dims at the ends of the run go with it */
+    while (i < x->r && x->d[i] == 1) i++;
+    while (j < y->r && y->d[j] == 1) j++;
+    tv_t *comb = NULL;
+    int64_t st = 1;
+    for (int k = i - 1; k >= i0; k--) {
+      comb = addmul(F->c, comb, ix_co(F, x, k), st);
+      st *= x->d[k];
+    }
+    int nbig = 0;
+    for (int k = j0; k < j; k++) nbig += y->d[k] > 1;
+    for (int k = j0; k < j; k++)
+      y->co[k] = y->d[k] == 1 || !comb ? NULL : nbig == 1 ? comb : lw_coord(F->c, comb, j - j0, y->d + j0, k - j0);
+  }
+}
+
+typedef struct asmemo { /* memo of ix_as for coordinate indexes */
+  const ix_t *from;
+  ix_t *to;
+  struct asmemo *next;
+} asmemo_t;
+
+/* x seen over shape s (same element count): a flat index keeps its flat value (one index
+ * per flat, mask and dims), coordinates are regrouped */
+static ix_t *ix_as(fl_t *F, ix_t *x, const drk_shape_t *s) {
+  int64_t d[LW_MAX_RANK];
+  shape_dims(s, d);
+  if (same_dims(x, s->rank, d)) return x;
+  if (!x->from_flat) {
+    for (asmemo_t *m = F->as; m; m = m->next)
+      if (m->from == x && same_dims(m->to, s->rank, d)) return m->to;
+    ix_t *y = ix_new(F, s->rank, d, x->lmask);
+    ix_regroup(F, x, y);
+    y = ix_intern(F, y);
+    asmemo_t *m = drk_arena_alloc(F->c->m->arena, sizeof *m);
+    *m = (asmemo_t){x, y, F->as};
+    F->as = m;
+    return y;
+  }
+  tv_t *flat = ix_flat(F, x);
+  for (ix_t *y = F->ixs; y; y = y->next)
+    if (y->from_flat && y->flat == flat && y->lmask == x->lmask && same_dims(y, s->rank, d)) return y;
+  ix_t *y = ix_new(F, s->rank, d, x->lmask);
+  y->flat = flat;
+  y->from_flat = true;
+  y->next = F->ixs;
+  F->ixs = y;
+  return y;
+}
+
+/* the index y (coordinates made) as an existing one when equal */
+static ix_t *ix_intern(fl_t *F, ix_t *y) {
+  for (int k = 0; k < y->r; k++)
+    if (y->d[k] == 1) y->co[k] = NULL;
+  for (ix_t *z = F->ixs; z; z = z->next) {
+    if (z->from_flat || z->lmask != y->lmask || !same_dims(z, y->r, y->d)) continue;
+    bool eq = true;
+    for (int k = 0; k < y->r && eq; k++) eq = z->co[k] == y->co[k];
+    if (eq) return z;
+  }
+  y->next = F->ixs;
+  F->ixs = y;
+  return y;
+}
+
+/* coordinate expression c0 * step + start (c0 NULL: 0) */
+static tv_t *lin(fl_t *F, tv_t *c0, int64_t step, int64_t start) {
+  drk_lctx_t *c = F->c;
+  if (!c0) return start ? lw_ci(c, F->ff.offs, start) : NULL;
+  tv_t *t = step == 1 ? c0 : BIN(MUL, c0, lw_ci(c, c0, step));
+  return start ? BIN(ADD, t, lw_ci(c, t, start)) : t;
+}
+
+/* lo <= t < hi as a mask (NULL: always; checks the bounds that can fail: t's range is
+ * [tlo, thi)) */
+static tv_t *in_range(fl_t *F, tv_t *t, int64_t tlo, int64_t thi, int64_t lo, int64_t hi) {
+  drk_lctx_t *c = F->c;
+  t = t ? t : fx_zero(F);
+  tv_t *m = NULL;
+  if (tlo < lo) m = lw_cmp(c, "ge", t, lw_ci(c, t, lo));
+  if (thi > hi) m = and_mask(c, m, lw_cmp(c, "lt", t, lw_ci(c, t, hi)));
+  return m;
+}
+
+/* The index of input i of member n (an elementwise broadcast operand or a data movement
+ * node's data input) for n's result at index x; *pred (Concat/Pad): the lanes that read
+ * this input (NULL: all). */
+static ix_t *ix_map(fl_t *F, ix_t *x, const drk_node_t *n, int i, tv_t **pred) {
+  for (ixmap_t *m = F->maps; m; m = m->next)
+    if (m->from == x && m->n == n && m->i == i) {
+      if (pred) *pred = m->pred;
+      return m->to;
+    }
+  drk_lctx_t *c = F->c;
+  const drk_value_t *u = n->inputs[i];
+  const mvp_t *mp = F->mv[F->pos[n->id]];
+  int64_t ud[LW_MAX_RANK];
+  shape_dims(&u->shape, ud);
+  int ru = u->shape.rank, r = x->r;
+  ix_t *y = ix_new(F, ru, ud, x->lmask);
+  tv_t *p = NULL;
+  switch (n->op) {
+  case DRK_OP_TRANSPOSE:
+    for (int k = 0; k < r; k++) y->co[mp->perm[k]] = ix_co(F, x, k);
+    break;
+  case DRK_OP_SLICE: case DRK_OP_SPLIT:
+    for (int k = 0; k < r; k++) y->co[k] = lin(F, ix_co(F, x, k), mp->step[k], mp->start[k]);
+    break;
+  case DRK_OP_CONCAT: {
+    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+    int64_t start = 0;
+    for (int j = 0; j < i; j++) start += n->inputs[j]->shape.dims[a].size;
+    for (int k = 0; k < r; k++) y->co[k] = ix_co(F, x, k);
+    tv_t *e = lin(F, y->co[a], 1, -start);
+    p = in_range(F, e, -start, x->d[a] - start, 0, ud[a]);
+    y->co[a] = e;
+    break;
+  }
+  case DRK_OP_PAD:
+    for (int k = 0; k < r; k++) {
+      tv_t *e = lin(F, ix_co(F, x, k), 1, -mp->pb[k]);
+      p = and_mask(c, p, in_range(F, e, -mp->pb[k], x->d[k] - mp->pb[k], 0, ud[k]));
+      y->co[k] = e;
+    }
+    break;
+  default: /* Expand, elementwise broadcast: right-aligned, 0 on broadcast dims */
+    for (int k = 0; k < ru; k++) y->co[k] = ud[k] == 1 ? NULL : ix_co(F, x, k + r - ru);
+    break;
+  }
+  y->lmask = and_mask(c, x->lmask, p);
+  y = ix_intern(F, y);
+  ixmap_t *m = drk_arena_alloc(c->m->arena, sizeof *m);
+  *m = (ixmap_t){x, n, i, y, p, F->maps};
+  F->maps = m;
+  if (pred) *pred = p;
+  return y;
+}
+
+/* outside value v at element offsets off under mask (off NULL: v is an immediate) */
+static tv_t *fx_load(fl_t *F, const drk_value_t *v, tv_t *off, tv_t *mask) {
+  drk_lctx_t *c = F->c;
+  for (lmemo_t *m = F->loads; m; m = m->next)
+    if (m->v == v && m->off == off && m->mask == mask) return m->t;
+  tv_t *t;
+  if (!off) {
+    t = imm_tile(F, v, &F->ff.fr);
+  } else {
+    DRK_ASSERT(F->param[v->id]);
+    if (off != F->ff.offs || mask != F->ff.mask || F->stored) F->not_inplace[v->id] = true;
+    t = lw_load(c, F->param[v->id], off, mask, 0);
+  }
+  lmemo_t *m = drk_arena_alloc(c->m->arena, sizeof *m);
+  *m = (lmemo_t){v, off, mask, t, F->loads};
+  F->loads = m;
+  return t;
+}
+
+static tv_t *fx_at(fl_t *F, const drk_value_t *v, ix_t *x);
+
+typedef struct fx_ctx {
+  fl_t *F;
+  const drk_node_t *n;
+  ix_t *x;
+} fx_ctx_t;
+
+/* operand i of elementwise member n whose result is at index x */
+static tv_t *fx_operand(void *p, int i) {
+  fx_ctx_t *e = p;
+  fl_t *F = e->F;
+  const drk_node_t *n = e->n;
+  const drk_value_t *u = n->inputs[i], *y = n->outputs[0];
+  ix_t *x = e->x;
+  if (immediate(u)) return fx_load(F, u, NULL, NULL);
+  if (made_in(F, u)) return fx_at(F, u, numel(u) == numel(y) ? ix_as(F, x, &u->shape) : ix_map(F, x, n, i, NULL));
+  int64_t st[LW_MAX_RANK];
+  tv_t *off;
+  if (n->op == DRK_OP_BATCH_NORMALIZATION && i >= 1 && y->shape.rank >= 2) {
+    for (int k = 0; k < x->r; k++) st[k] = k == 1 ? 1 : 0;
+    off = ix_affine(F, x, st, 0);
+  } else if (numel(u) == numel(y)) {
+    off = ix_flat(F, x); /* broadcast with equal counts: same element order */
+  } else {
+    lw_bstrides(u, x->r, x->d, st);
+    off = ix_affine(F, x, st, 0);
+  }
+  return fx_load(F, u, off, x->lmask);
+}
+
+/* data movement member n's result v at index x */
+static tv_t *fx_move(fl_t *F, const drk_node_t *n, const drk_value_t *v, ix_t *x) {
+  drk_lctx_t *c = F->c;
+  if (n->op == DRK_OP_CONCAT) {
+    tv_t *val[16], *pred[16];
+    int nv = 0;
+    bool mixed = false;
+    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), x->r);
+    for (int j = 0; j < n->n_inputs && nv < 16; j++) {
+      if (n->inputs[j]->shape.dims[a].size == 0) continue;
+      ix_t *y = ix_map(F, x, n, j, &pred[nv]);
+      val[nv] = fx_at(F, n->inputs[j], y);
+      mixed |= val[nv]->type.dtype != val[0]->type.dtype;
+      nv++;
+    }
+    tv_t *res = NULL;
+    for (int j = 0; j < nv; j++) {
+      tv_t *t = mixed ? lw_cast(c, val[j], lw_compute_dtype(v->dtype)) : val[j];
+      res = res ? lw_sel(c, pred[j], t, res) : t;
+    }
+    return res;
+  }
+  tv_t *pred = NULL;
+  tv_t *t = fx_at(F, n->inputs[0], ix_map(F, x, n, 0, &pred));
+  if (n->op == DRK_OP_PAD && pred) t = lw_sel(c, pred, t, lw_cdt(c, t, t->type.dtype, F->mv[F->pos[n->id]]->padv));
+  return t;
+}
+
+/* v (read or made by the group) at index x over v's shape */
+static tv_t *fx_at(fl_t *F, const drk_value_t *v, ix_t *x) {
+  drk_lctx_t *c = F->c;
+  if (immediate(v)) return fx_load(F, v, NULL, NULL);
+  if (!made_in(F, v)) return fx_load(F, v, ix_flat(F, x), x->lmask);
+  const drk_node_t *n = v->def;
+  if (is_alias_op(n->op)) return fx_at(F, n->inputs[0], ix_as(F, x, &n->inputs[0]->shape));
+  for (vmemo_t *m = F->vm[v->id]; m; m = m->next)
+    if (m->ix == x) return m->t;
+  unsigned fl = drk_op_info(n->op)->flags;
+  tv_t *t;
+  if ((fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION) {
+    fx_ctx_t e = {F, n, x};
+    t = drk_lower_ew_node(c, n, fx_operand, &e);
+  } else {
+    t = fx_move(F, n, v, x);
+  }
+  vmemo_t *m = drk_arena_alloc(c->m->arena, sizeof *m);
+  *m = (vmemo_t){x, t, F->vm[v->id]};
+  F->vm[v->id] = m;
+  return t;
+}
+
+/* The constant parameters of data movement member n (errors name n). */
+static bool move_params(fl_t *F, const drk_node_t *n, bool *is_out) {
+  drk_lctx_t *c = F->c;
+  const drk_value_t *x = n->inputs[0];
+  int r = x->shape.rank;
+  int64_t xd[LW_MAX_RANK];
+  shape_dims(&x->shape, xd);
+  mvp_t *mp = drk_arena_alloc(c->m->arena, sizeof *mp);
+  memset(mp, 0, sizeof *mp);
+  F->mv[F->pos[n->id]] = mp;
+  for (int k = 0; k < r; k++) mp->step[k] = 1;
+  const drk_node_t *keep = c->node;
+  size_t keep_i = c->node_index;
+  c->node = n;
+  c->node_index = (size_t)F->pos[n->id];
+  bool ok = true;
+  switch (n->op) {
+  case DRK_OP_TRANSPOSE: {
+    size_t cnt = 0;
+    const int64_t *p = drk_node_attr_ints(n, "perm", &cnt);
+    for (int k = 0; k < r && ok; k++) {
+      mp->perm[k] = p && cnt == (size_t)r ? p[k] : r - 1 - k;
+      if (mp->perm[k] < 0 || mp->perm[k] >= r) ok = lw_err(c, "bad Transpose perm");
+    }
+    break;
+  }
+  case DRK_OP_SLICE: {
+    int64_t st[LW_MAX_RANK], en[LW_MAX_RANK], ax[LW_MAX_RANK], sp[LW_MAX_RANK];
+    int ns, ne, na = 0, nsp = 0;
+    ok = lw_const_ints(c, n->inputs[1], st, LW_MAX_RANK, &ns) && lw_const_ints(c, n->inputs[2], en, LW_MAX_RANK, &ne) &&
+         (n->n_inputs <= 3 || !n->inputs[3] || lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) &&
+         (n->n_inputs <= 4 || !n->inputs[4] || lw_const_ints(c, n->inputs[4], sp, LW_MAX_RANK, &nsp));
+    for (int i = 0; ok && i < ns; i++) {
+      int a = na ? lw_norm_axis(ax[i], r) : i;
+      int64_t s = nsp ? sp[i] : 1, d = xd[a], b = st[i];
+      if (s == 0 || a < 0 || a >= r || (na && na != ns) || (nsp && nsp != ns)) {
+        ok = lw_err(c, "bad Slice parameters");
+        break;
+      }
+      if (b < 0) b += d;
+      if (s > 0) b = b < 0 ? 0 : b > d ? d : b;
+      else b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
+      mp->start[a] = b;
+      mp->step[a] = s;
+    }
+    break;
+  }
+  case DRK_OP_SPLIT: {
+    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+    if (a < 0 || a >= r) {
+      ok = lw_err(c, "axis out of range");
+      break;
+    }
+    /* the one result used: its offset along the axis */
+    for (int j = 0; j < n->n_outputs; j++) {
+      const drk_value_t *y = n->outputs[j];
+      bool u = is_out[y->id];
+      for (size_t k = 0; k < F->g->n_nodes && !u; k++) {
+        const drk_node_t *e = F->g->nodes[k];
+        for (int i = 0; !e->dead && i < e->n_inputs; i++) u |= e->inputs[i] == y;
+      }
+      if (u) break;
+      mp->start[a] += y->shape.dims[a].size;
+    }
+    break;
+  }
+  case DRK_OP_PAD: {
+    int64_t pads[2 * LW_MAX_RANK] = {0};
+    int np;
+    ok = lw_const_ints(c, n->inputs[1], pads, 2 * LW_MAX_RANK, &np);
+    if (ok && n->n_inputs > 3 && n->inputs[3]) {
+      int64_t ax[LW_MAX_RANK];
+      int na;
+      ok = lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na);
+      if (ok && np != 2 * na) ok = lw_err(c, "pads must have 2 * len(axes) elements");
+      for (int i = 0; ok && i < na; i++) {
+        int a = lw_norm_axis(ax[i], r);
+        if (a < 0 || a >= r) ok = lw_err(c, "axis out of range");
+        else mp->pb[a] = pads[i];
+      }
+    } else if (ok) {
+      if (np != 2 * r) ok = lw_err(c, "pads must have 2 * rank elements");
+      for (int k = 0; ok && k < r; k++) mp->pb[k] = pads[k];
+    }
+    if (ok && n->n_inputs > 2 && n->inputs[2]) {
+      const drk_value_t *cv = n->inputs[2];
+      if (cv->kind != DRK_VALUE_CONST || !cv->data) ok = lw_err(c, "constant_value must be a constant");
+      else mp->padv = lw_const_f64(cv, 0);
+    }
+    break;
+  }
+  default:
+    break;
+  }
+  c->node = keep;
+  c->node_index = keep_i;
+  return ok;
+}
+
 /* ---- row frame ---- */
 static void chunk(fl_t *F, tv_t *kb) {
   drk_lctx_t *c = F->c;
@@ -432,6 +906,27 @@ static void flat_inplace(fl_t *F) {
 
 static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block * block; }
 
+/* The flat schedule over n; a group with data movement takes at most 1024 elements per
+ * program (8 per thread): every element carries its own index math and scalar loads, so the
+ * 4096-element programs of large streams cost registers (hundreds per thread, spills on
+ * gfx942) without adding memory-level parallelism. */
+static drk_schedule_t flat_sched(int64_t n, bool moving) {
+  drk_schedule_t s = drk_sched_flat(n);
+  return moving && s.block_elems > 1024 ? drk_sched_flat(1024) : s;
+}
+
+/* lw_flat_begin with schedule s */
+static void flat_begin(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *f) {
+  f->n = n;
+  f->s = s;
+  c->lay = drk_sched_flat_layout(c->m, &f->s);
+  tv_t *r = lw_cast(c, lw_range(c, f->s.block_elems, c->lay), c->it);
+  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, f->s.block_elems));
+  f->offs = BIN(ADD, lw_splat(c, base, &r->type), r);
+  f->fr = f->offs->type;
+  f->mask = lw_cmp(c, "lt", f->offs, lw_ci(c, f->offs, n));
+}
+
 bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const drk_graph_t *g = c->g;
   const drk_fusion_group_t *gr = &f->groups[gi];
@@ -456,33 +951,46 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   F->st0 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
   F->st1 = drk_arena_alloc(A, sizeof(tv_t *) * (g->n_nodes + 1));
   F->not_inplace = drk_arena_alloc(A, sizeof(bool) * nv);
+  F->vm = drk_arena_alloc(A, sizeof(vmemo_t *) * nv);
+  F->mv = drk_arena_alloc(A, sizeof(mvp_t *) * (g->n_nodes + 1));
   F->gen = 1;
   for (size_t k = 0; k < g->n_nodes; k++) F->pos[g->nodes[k]->id] = (int)k;
   for (int i = 0; i < gr->n_nodes; i++) F->in[gr->nodes[i]] = true;
   const drk_node_t *last = g->nodes[gr->last];
   const drk_node_t *head = gr->anchor >= 0 ? g->nodes[gr->anchor] : last;
 
-  /* which values leave the group: used by a live node outside it, or graph outputs */
+  /* which values leave the group: used by a live node outside it, or graph outputs (a
+   * Split's results other than the one the group uses have no use) */
   bool *is_out = drk_arena_alloc(A, sizeof(bool) * nv);
   for (size_t i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]->id] = true;
+  bool moving = false;
   for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-    bool leaves = is_out[y->id];
-    for (size_t k = 0; k < g->n_nodes && !leaves; k++) {
-      const drk_node_t *e = g->nodes[k];
-      if (e->dead || F->in[k]) continue;
-      for (int j = 0; j < e->n_inputs; j++) leaves |= e->inputs[j] == y;
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    unsigned fl = drk_op_info(n->op)->flags;
+    if (F->flat && !is_alias_op(n->op) && !(fl & DRK_OPF_EW) && n->op != DRK_OP_BATCH_NORMALIZATION) {
+      moving = true;
+      if (!move_params(F, n, is_out)) return false;
     }
-    if (!leaves) continue;
-    const drk_value_t *r = root_of(F, y);
-    if (r) F->store[r->id] = true; /* else a view of an outside value: its bytes hold it already */
+    for (int o = 0; o < n->n_outputs; o++) {
+      const drk_value_t *y = n->outputs[o];
+      if (!y) continue;
+      bool leaves = is_out[y->id];
+      for (size_t k = 0; k < g->n_nodes && !leaves; k++) {
+        const drk_node_t *e = g->nodes[k];
+        if (e->dead || F->in[k]) continue;
+        for (int j = 0; j < e->n_inputs; j++) leaves |= e->inputs[j] == y;
+      }
+      if (!leaves) continue;
+      const drk_value_t *r = root_of(F, y);
+      if (r) F->store[r->id] = true; /* else a view of an outside value: its bytes hold it already */
+    }
   }
 
   /* index dtype, from the largest index any access can form */
   int64_t big = 0;
   if (F->flat) {
     F->N = gr->n;
-    big = padded(F->N, drk_sched_flat(F->N).block_elems);
+    big = padded(F->N, flat_sched(F->N, moving).block_elems);
   } else {
     F->rows = gr->n;
     F->R = gr->R;
@@ -493,17 +1001,22 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     for (int j = 0; j < n->n_inputs; j++)
       if (n->inputs[j] && numel(n->inputs[j]) > big) big = numel(n->inputs[j]);
+    /* with data movement, indexes of every value of the group are formed (and lanes of a
+     * branch not taken go past them) */
+    for (int j = 0; moving && j < n->n_outputs; j++)
+      if (n->outputs[j] && 2 * numel(n->outputs[j]) > big) big = 2 * numel(n->outputs[j]);
   }
   c->node = last;
   c->node_index = (size_t)gr->last;
   lw_kernel_begin(c, lw_index_dtype_for(big));
   c->k->name = drk_arena_printf(A, "k%d_fused_%s", gr->last, drk_op_name(head->op));
 
-  /* parameters: outside inputs in node order, then stored values */
+  /* parameters: outside inputs in node order (data inputs of movement nodes: their other
+   * inputs are constants read now), then stored values */
   int np = 0;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
-    int nin = is_alias_op(n->op) ? 1 : n->n_inputs;
+    int nin = is_alias_op(n->op) || (F->mv[gr->nodes[i]] && n->op != DRK_OP_CONCAT) ? 1 : n->n_inputs;
     for (int j = 0; j < nin; j++) {
       const drk_value_t *v = n->inputs[j];
       if (!v || made_in(F, v) || F->param[v->id] || immediate(v)) continue;
@@ -513,17 +1026,28 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   }
   np = 0;
   for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-    if (F->store[y->id]) F->param[y->id] = lw_param_buf(c, y, drk_arena_printf(A, "y%d", np++));
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    for (int o = 0; o < n->n_outputs; o++) {
+      const drk_value_t *y = n->outputs[o];
+      if (y && F->store[y->id]) F->param[y->id] = lw_param_buf(c, y, drk_arena_printf(A, "y%d", np++));
+    }
   }
 
   if (F->flat) {
-    lw_flat_begin(c, F->N, &F->ff);
+    flat_begin(c, F->N, flat_sched(F->N, moving), &F->ff);
+    F->root = ix_new(F, 1, &F->N, F->ff.mask);
+    F->root->flat = F->ff.offs;
+    F->root->from_flat = true;
+    F->ixs = F->root;
     for (int i = 0; i < gr->n_nodes; i++) {
-      const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-      if (!F->store[y->id]) continue;
-      lw_store(c, F->param[y->id], F->ff.offs, eval(F, y, F_FULL), F->ff.mask);
-      F->stored = true;
+      const drk_node_t *n = g->nodes[gr->nodes[i]];
+      for (int o = 0; o < n->n_outputs; o++) {
+        const drk_value_t *y = n->outputs[o];
+        if (!y || !F->store[y->id]) continue;
+        DRK_ASSERT(numel(y) == F->N); /* fuse.c: a flat group stores values of one count */
+        lw_store(c, F->param[y->id], F->ff.offs, fx_at(F, y, ix_as(F, F->root, &y->shape)), F->ff.mask);
+        F->stored = true;
+      }
     }
     lw_flat_end(c, &F->ff);
     flat_inplace(F);

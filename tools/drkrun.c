@@ -27,7 +27,7 @@
 
 static int usage(void) {
   fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N]\n"
-                  "       drkrun MODULE --list   (what the module holds; needs no GPU)\n");
+                  "       drkrun MODULE --list   (what the module holds, with each kernel's precision; needs no GPU)\n");
   return 2;
 }
 
@@ -201,6 +201,7 @@ static int list_module(const char *path) {
       printf(" swizzle %u\n", t->swizzle);
     }
   }
+  drk_modfile_print_precision(mf, stdout, "  "); /* per-kernel precision table (PRECISION section) */
   drk_modfile_free(NULL, mf);
   free(buf);
   return 0;

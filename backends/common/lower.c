@@ -426,6 +426,27 @@ static void ax_op(gpu_lc_t *lc, const drk_tile_op_t *op) {
       x->cnst[d] = gcd64(a->cnst[d], b->cnst[d]);
     }
     break;
+  case DRK_TOP_DIV:
+  case DRK_TOP_REM: {
+    /* by a positive constant C (index math: the operand is non-negative in the lanes an
+     * access uses): over sub-runs of g = gcd(contig, div, C) consecutive values starting at
+     * multiples of g, a % C stays consecutive (no wrap) and a / C constant */
+    const drk_tile_op_t *cd = op->operands[1]->def;
+    const drk_tile_attr_t *cv = cd && cd->code == DRK_TOP_CONSTANT ? drk_tile_op_attr(cd, "value") : NULL;
+    if (!a || !cv || cv->kind != DRK_TA_INT || cv->i <= 0) break;
+    int64_t C = cv->i;
+    for (int d = 0; d < GPU_MAXR; d++) {
+      int64_t g = a->contig[d] > 1 ? gcd64(gcd64(a->contig[d], a->div[d]), C) : 1;
+      if (op->code == DRK_TOP_REM) {
+        x->contig[d] = g;
+        x->div[d] = a->contig[d] > 1 ? g : gcd64(a->div[d], C);
+        x->cnst[d] = a->cnst[d];
+      } else {
+        x->cnst[d] = a->cnst[d] > g ? a->cnst[d] : g;
+      }
+    }
+    break;
+  }
   case DRK_TOP_CMP: {
     if (!a || !b) break;
     const char *p = drk_tile_op_attr_ident(op, "pred", "");

@@ -7,6 +7,7 @@
 
 #include "backends/nvptx/nvptx.h"
 #include "backends/package/build_amd.h"
+#include "backends/package/build_precision.h"
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
@@ -167,9 +168,9 @@ static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_
   return true;
 }
 
-static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
-                        const drk_modfile_image_t *images, uint32_t n_images, void **out_data, size_t *out_size,
-                        drk_diag_t *d) {
+static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_lower_options_t *lo,
+                        const drk_build_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
+                        void **out_data, size_t *out_size, drk_diag_t *d) {
   drk_mem_plan_t plan;
   if (!plan_memory(g, l, &plan, d)) return false;
 
@@ -243,9 +244,13 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .images = images,
       .n_images = n_images,
   };
+  drk_build_precision_t prec;
+  drk_build_precision(g, l, lo, &prec);
+  drk_build_precision_attach(&prec, &mf);
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
   if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
+  drk_build_precision_free(&prec);
   free(tstr);
   free(weights);
   free(ws);
@@ -421,7 +426,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
     uint32_t n = 0;
     if (fb) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_FATBIN, 0, nv_targets, fb, fb_size};
     if (bundle) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", bundle, bundle_size};
-    ok = pack_module(g, &l, o, imgs, n, out_data, out_size, d);
+    ok = pack_module(g, &l, &lo, o, imgs, n, out_data, out_size, d);
   }
 out:
   free(fb);

@@ -33,11 +33,12 @@ enum {
   SEC_WEIGHTS = 9,
   SEC_IMAGE_TABLE = 10,
   SEC_IMAGE_DATA = 11,
-  SEC_KIND_COUNT = 12,
+  SEC_PRECISION = 12, /* optional: at most once */
+  SEC_KIND_COUNT = 13,
 };
 static const char *const sec_names[SEC_KIND_COUNT] = {
     "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
-    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA"};
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION"};
 
 #define HEADER_SIZE 64u
 #define SECTION_ENTRY_SIZE 32u
@@ -50,6 +51,9 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
 #define TMA_REC 144u
 #define WEIGHT_REC 24u
 #define IMAGE_REC 16u
+#define PREC_HEADER 16u
+#define PREC_KERNEL_REC 16u
+#define PREC_NODE_REC 24u
 
 static void set_err(char *err, size_t n, const char *fmt, ...) {
   if (!err || !n) return;
@@ -59,8 +63,10 @@ static void set_err(char *err, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24); }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
 
@@ -131,6 +137,37 @@ void drk_modfile_sha256_string(const void *data, size_t n, char buf[72]) {
 /* ---- validation (shared by writer and reader) ---- */
 static int in_range(uint64_t off, uint64_t size, uint64_t limit) { return off <= limit && size <= limit - off; }
 
+/* The PRECISION arrays: codes and masks in range, every node's kernel range inside the
+ * kernel table, every kernel's anchor node a node whose range holds the kernel. */
+static drk_modfile_result_t validate_precision(const drk_modfile_t *m, char *err, size_t n) {
+#define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
+  if (m->precision_version != DRK_MODFILE_PRECISION_VERSION) {
+    if (m->kernel_precision || m->node_precision || m->n_node_precision) FAIL("precision records without a PRECISION section version %u", DRK_MODFILE_PRECISION_VERSION);
+    return DRK_MODFILE_OK;
+  }
+  if (m->n_kernels && !m->kernel_precision) FAIL("PRECISION section: kernel_precision is NULL for %u kernels", m->n_kernels);
+  if (m->n_node_precision && !m->node_precision) FAIL("PRECISION section: node_precision is NULL for %u nodes", m->n_node_precision);
+  for (uint32_t i = 0; i < m->n_node_precision; i++) {
+    const drk_modfile_node_prec_t *q = &m->node_precision[i];
+    const char *nm = q->name ? q->name : "";
+    if (q->compute >= DRK_MODFILE_PREC_COUNT || q->from >= DRK_MODFILE_PREC_COUNT) FAIL("precision of node %u ('%s'): precision code %u/%u out of range", i, nm, q->compute, q->from);
+    if ((q->kernel == DRK_MODFILE_NO_KERNEL) != (q->n_kernels == 0)) FAIL("precision of node %u ('%s'): kernel %u with %u kernels", i, nm, q->kernel, q->n_kernels);
+    if (q->n_kernels && (q->kernel >= m->n_kernels || q->n_kernels > m->n_kernels - q->kernel)) FAIL("precision of node %u ('%s'): kernels [%u, +%u) outside the %u-kernel table", i, nm, q->kernel, q->n_kernels, m->n_kernels);
+  }
+  for (uint32_t i = 0; m->kernel_precision && i < m->n_kernels; i++) {
+    const drk_modfile_kernel_prec_t *k = &m->kernel_precision[i];
+    const char *kn = m->kernels[i].name ? m->kernels[i].name : "";
+    if (k->group >= DRK_MODFILE_GROUP_COUNT) FAIL("precision of kernel %u ('%s'): group kind %u out of range", i, kn, k->group);
+    if ((k->dot | k->acc | k->math | k->io) & ~DRK_MODFILE_PREC_MASK_ALL) FAIL("precision of kernel %u ('%s'): a precision mask has bits outside the codes 1..%d", i, kn, DRK_MODFILE_PREC_COUNT - 1);
+    if (k->dot && !k->acc) FAIL("precision of kernel %u ('%s'): matrix products without an accumulator precision", i, kn);
+    if (k->anchor >= m->n_node_precision) FAIL("precision of kernel %u ('%s'): node %u of %u", i, kn, k->anchor, m->n_node_precision);
+    const drk_modfile_node_prec_t *a = &m->node_precision[k->anchor];
+    if (!a->n_kernels || i < a->kernel || i - a->kernel >= a->n_kernels) FAIL("precision of kernel %u ('%s'): its node %u ('%s') does not run it", i, kn, k->anchor, a->name ? a->name : "");
+  }
+  return DRK_MODFILE_OK;
+#undef FAIL
+}
+
 drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t n) {
 #define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
   if (m->weights_offset % DRK_MODFILE_WEIGHT_ALIGN) FAIL("weights arena offset %llu is not a multiple of %u", (unsigned long long)m->weights_offset, DRK_MODFILE_WEIGHT_ALIGN);
@@ -194,8 +231,86 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
     if (t->rank < 1 || t->rank > DRK_MODFILE_TMA_MAX_RANK) FAIL("TMA descriptor %u: rank %u not in 1..5", i, t->rank);
     if (t->offset % 16 || t->offset >= m->arena_size) FAIL("TMA descriptor %u: arena offset %llu unaligned or outside the arena", i, (unsigned long long)t->offset);
   }
-  return DRK_MODFILE_OK;
+  return validate_precision(m, err, n);
 #undef FAIL
+}
+
+/* ---- precision names and table ---- */
+const char *drk_modfile_prec_name(uint32_t code) {
+  static const char *const names[DRK_MODFILE_PREC_COUNT] = {"-", "f64", "f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "int"};
+  return code < DRK_MODFILE_PREC_COUNT ? names[code] : "?";
+}
+
+const char *drk_modfile_group_name(uint32_t group) {
+  static const char *const names[DRK_MODFILE_GROUP_COUNT] = {"single", "flat", "rows", "attention", "mm"};
+  return group < DRK_MODFILE_GROUP_COUNT ? names[group] : "?";
+}
+
+void drk_modfile_prec_mask_format(uint32_t mask, char *buf, size_t n) {
+  if (!n) return;
+  size_t l = 0;
+  buf[0] = 0;
+  for (uint32_t c = 1; c < DRK_MODFILE_PREC_COUNT; c++)
+    if (mask & (1u << c)) {
+      int w = snprintf(buf + l, n - l, "%s%s", l ? "," : "", drk_modfile_prec_name(c));
+      if (w < 0 || (size_t)w >= n - l) return;
+      l += (size_t)w;
+    }
+  if (!l) snprintf(buf, n, "-");
+}
+
+static void print_node(FILE *out, const drk_modfile_node_prec_t *q) {
+  if (q->from) fprintf(out, "%%%s (%s %s->%s)", q->name, q->op, drk_modfile_prec_name(q->from), drk_modfile_prec_name(q->compute));
+  else fprintf(out, "%%%s (%s %s)", q->name, q->op, drk_modfile_prec_name(q->compute));
+}
+
+void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *indent) {
+  if (!indent) indent = "";
+  if (!m->precision_version) {
+    fprintf(out, "%sprecision: not recorded (module written without a PRECISION section)\n", indent);
+    return;
+  }
+  if (m->precision_version != DRK_MODFILE_PRECISION_VERSION) {
+    fprintf(out, "%sprecision: PRECISION section version %u, this reader knows version %u (skipped)\n", indent,
+            m->precision_version, DRK_MODFILE_PRECISION_VERSION);
+    return;
+  }
+  /* the mix as `drkc --report` prints it: live nodes by compute dtype, Casts by their result */
+  uint32_t mix[DRK_MODFILE_PREC_COUNT] = {0};
+  for (uint32_t i = 0; i < m->n_node_precision; i++) mix[m->node_precision[i].compute]++;
+  fprintf(out, "%sprecision: %u graph nodes, %u kernels; precision mix (float nodes by compute dtype):", indent,
+          m->n_node_precision, m->n_kernels);
+  for (uint32_t c = 1; c < DRK_MODFILE_PREC_COUNT; c++)
+    if (mix[c]) fprintf(out, " %u %s", mix[c], drk_modfile_prec_name(c));
+  fprintf(out, "\n%s  %-5s %-30s %-9s %-9s %-9s %-14s %-9s %s\n", indent, "#", "kernel", "dot", "acc", "math", "io", "group", "nodes");
+  char dot[64], acc[64], math[64], io[64];
+  for (uint32_t i = 0; i < m->n_kernels; i++) {
+    const drk_modfile_kernel_prec_t *k = &m->kernel_precision[i];
+    drk_modfile_prec_mask_format(k->dot, dot, sizeof dot);
+    drk_modfile_prec_mask_format(k->acc, acc, sizeof acc);
+    drk_modfile_prec_mask_format(k->math, math, sizeof math);
+    drk_modfile_prec_mask_format(k->io, io, sizeof io);
+    fprintf(out, "%s  %-5u %-30s %-9s %-9s %-9s %-14s %-9s ", indent, i, m->kernels[i].name, dot, acc, math, io,
+            drk_modfile_group_name(k->group));
+    /* the anchor first, then the group's other nodes in graph order */
+    print_node(out, &m->node_precision[k->anchor]);
+    for (uint32_t j = 0; j < m->n_node_precision; j++) {
+      const drk_modfile_node_prec_t *q = &m->node_precision[j];
+      if (j == k->anchor || !q->n_kernels || i < q->kernel || i - q->kernel >= q->n_kernels) continue;
+      fputs(", ", out);
+      print_node(out, q);
+    }
+    fputc('\n', out);
+  }
+  int first = 1;
+  for (uint32_t j = 0; j < m->n_node_precision; j++) {
+    if (m->node_precision[j].n_kernels) continue;
+    fputs(first ? "" : ", ", out);
+    if (first) fprintf(out, "%s  no kernel: ", indent);
+    print_node(out, &m->node_precision[j]);
+    first = 0;
+  }
+  if (!first) fputc('\n', out);
 }
 
 /* ---- writer ---- */
@@ -229,6 +344,23 @@ static uint32_t add_str(buf_t *s, const char *str) {
   return off;
 }
 
+/* The PRECISION section's bytes (docs/module-format.md): header, kernel records, node records. */
+static void write_precision(buf_t *b, buf_t *str, const drk_modfile_t *m) {
+  uint8_t *p = buf_extend(b, PREC_HEADER);
+  if (p) put32(p, m->precision_version), put32(p + 4, m->n_kernels), put32(p + 8, m->n_node_precision);
+  for (uint32_t i = 0; i < m->n_kernels && (p = buf_extend(b, PREC_KERNEL_REC)); i++) {
+    const drk_modfile_kernel_prec_t *k = &m->kernel_precision[i];
+    put32(p, k->anchor), put32(p + 4, k->group);
+    put16(p + 8, k->dot), put16(p + 10, k->acc), put16(p + 12, k->math), put16(p + 14, k->io);
+  }
+  for (uint32_t i = 0; i < m->n_node_precision && (p = buf_extend(b, PREC_NODE_REC)); i++) {
+    const drk_modfile_node_prec_t *q = &m->node_precision[i];
+    put32(p, add_str(str, q->name)), put32(p + 4, add_str(str, q->onnx)), put32(p + 8, add_str(str, q->op));
+    put32(p + 12, q->kernel), put32(p + 16, q->n_kernels);
+    p[20] = q->compute, p[21] = q->from;
+  }
+}
+
 typedef struct wsec {
   uint32_t kind, align;
   const void *data;
@@ -239,7 +371,11 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
                                        char *err, size_t err_size) {
   drk_modfile_result_t r = drk_modfile_validate(m, err, err_size);
   if (r) return r;
-  buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0};
+  if (m->precision_version && m->precision_version != DRK_MODFILE_PRECISION_VERSION) {
+    set_err(err, err_size, "this writer writes PRECISION section version %u, not %u", DRK_MODFILE_PRECISION_VERSION, m->precision_version);
+    return DRK_MODFILE_ERR_INVALID;
+  }
+  buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0};
   wsec_t *secs = NULL;
   uint8_t *out = NULL;
   r = DRK_MODFILE_ERR_NOMEM;
@@ -302,7 +438,9 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put64(p + 8, m->weight_entries[i].offset);
     put64(p + 16, m->weight_entries[i].size);
   }
-  uint32_t nsec = 10 + m->n_images;
+  int has_prec = m->precision_version != 0;
+  if (has_prec) write_precision(&prec, &str, m);
+  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec;
   for (uint32_t i = 0; i < m->n_images; i++) {
     if (!(p = buf_extend(&img, IMAGE_REC))) break;
     put32(p, (uint32_t)m->images[i].kind);
@@ -310,7 +448,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put32(p + 8, add_str(&str, m->images[i].targets));
     put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
   }
-  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom) goto fail;
+  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom) goto fail;
   if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
   wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
                       {SEC_PLAN, 8, plan.p, plan.n, 0},         {SEC_KERNELS, 8, kern.p, kern.n, 0},
@@ -319,6 +457,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
                       {SEC_IMAGE_TABLE, 8, img.p, img.n, 0},    {SEC_WEIGHTS, DRK_MODFILE_WEIGHT_ALIGN, m->weights, m->weights_size, 0}};
   memcpy(secs, fixed, sizeof fixed);
   for (uint32_t i = 0; i < m->n_images; i++) secs[10 + i] = (wsec_t){SEC_IMAGE_DATA, 256, m->images[i].data, m->images[i].size, 0};
+  if (has_prec) secs[10 + m->n_images] = (wsec_t){SEC_PRECISION, 8, prec.p, prec.n, 0}; /* last: old readers skip it */
   uint64_t off = HEADER_SIZE;
   for (uint32_t i = 0; i < nsec; i++) {
     off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
@@ -355,7 +494,7 @@ fail:
   if (r == DRK_MODFILE_ERR_NOMEM) set_err(err, err_size, "out of memory writing the module");
   free(out);
   free(secs);
-  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p);
+  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p);
   return r;
 }
 
@@ -469,11 +608,31 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   size_t nt = (size_t)(one[SEC_TENSORS].size / TENSOR_REC), ntma = (size_t)(one[SEC_TMAS].size / TMA_REC);
   size_t nw = (size_t)(one[SEC_WEIGHT_TABLE].size / WEIGHT_REC), ni = (size_t)(one[SEC_IMAGE_TABLE].size / IMAGE_REC);
   if (ni != n_image_data) BAD("IMAGE_TABLE lists %zu images but the file has %u IMAGE_DATA sections", ni, n_image_data);
+  /* PRECISION (optional): a version this reader does not know is skipped like an unknown
+   * section, since running needs none of it; the known one must be exactly its records. */
+  const rsec_t *P = seen[SEC_PRECISION] ? &one[SEC_PRECISION] : NULL;
+  uint32_t prec_version = 0;
+  size_t npk = 0, npn = 0;
+  if (P) {
+    if (P->size < 4) BAD("PRECISION section has %llu bytes, too few for its version", (unsigned long long)P->size);
+    prec_version = get32(P->p);
+    if (!prec_version) BAD("PRECISION section has version 0");
+  }
+  if (prec_version == DRK_MODFILE_PRECISION_VERSION) {
+    if (P->size < PREC_HEADER) BAD("PRECISION section is truncated: %llu bytes, its header alone is %u", (unsigned long long)P->size, PREC_HEADER);
+    uint32_t ck = get32(P->p + 4), cn = get32(P->p + 8);
+    if (get32(P->p + 12)) BAD("PRECISION section: reserved header field is not zero");
+    if (ck != nk) BAD("PRECISION section describes %u kernels, the KERNELS section has %zu", ck, nk);
+    uint64_t want = PREC_HEADER + (uint64_t)ck * PREC_KERNEL_REC + (uint64_t)cn * PREC_NODE_REC;
+    if (P->size != want) BAD("PRECISION section has %llu bytes, but %u kernel and %u node records take %llu (truncated or corrupted)", (unsigned long long)P->size, ck, cn, (unsigned long long)want);
+    npk = ck, npn = cn;
+  }
 
 #define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)S->size); (dst) = (const char *)S->p + r_; } while (0)
   size_t total = align16(sizeof(rblock_t)) + align16(nk * sizeof(drk_modfile_kernel_t)) + align16(np * sizeof(drk_modfile_param_t)) +
                  align16(nt * sizeof(drk_modfile_tensor_t)) + align16(ntma * sizeof(drk_modfile_tma_t)) +
-                 align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t));
+                 align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t)) +
+                 align16(npk * sizeof(drk_modfile_kernel_prec_t)) + align16(npn * sizeof(drk_modfile_node_prec_t));
   uint8_t *blk = alloc->alloc(alloc->user, total, 16);
   if (!blk) {
     set_err(err, n, "out of memory reading the module (%zu bytes)", total);
@@ -489,7 +648,9 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   drk_modfile_tensor_t *ts = (void *)cur; cur += align16(nt * sizeof *ts);
   drk_modfile_tma_t *tm = (void *)cur; cur += align16(ntma * sizeof *tm);
   drk_modfile_weight_t *ws = (void *)cur; cur += align16(nw * sizeof *ws);
-  drk_modfile_image_t *is = (void *)cur;
+  drk_modfile_image_t *is = (void *)cur; cur += align16(ni * sizeof *is);
+  drk_modfile_kernel_prec_t *kp = (void *)cur; cur += align16(npk * sizeof *kp);
+  drk_modfile_node_prec_t *np_ = (void *)cur;
   drk_modfile_result_t res = DRK_MODFILE_ERR_FORMAT;
 #undef BAD
 #define BAD(...) do { set_err(err, n, __VA_ARGS__); goto fail; } while (0)
@@ -578,6 +739,23 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   m->tmas = tm, m->n_tmas = (uint32_t)ntma;
   m->weight_entries = ws, m->n_weight_entries = (uint32_t)nw;
   m->images = is, m->n_images = (uint32_t)ni;
+  m->precision_version = prec_version;
+  if (prec_version == DRK_MODFILE_PRECISION_VERSION) {
+    for (size_t i = 0; i < npk; i++) {
+      p = P->p + PREC_HEADER + i * PREC_KERNEL_REC;
+      kp[i] = (drk_modfile_kernel_prec_t){get32(p), get32(p + 4), get16(p + 8), get16(p + 10), get16(p + 12), get16(p + 14)};
+    }
+    for (size_t i = 0; i < npn; i++) {
+      p = P->p + PREC_HEADER + npk * PREC_KERNEL_REC + i * PREC_NODE_REC;
+      drk_modfile_node_prec_t *q = &np_[i];
+      STR(get32(p), q->name);
+      STR(get32(p + 4), q->onnx);
+      STR(get32(p + 8), q->op);
+      q->kernel = get32(p + 12), q->n_kernels = get32(p + 16), q->compute = p[20], q->from = p[21];
+      if (p[22] || p[23]) BAD("PRECISION section: node record %zu ('%s'): reserved bytes are not zero", i, q->name);
+    }
+    m->kernel_precision = kp, m->node_precision = np_, m->n_node_precision = (uint32_t)npn;
+  }
   char verr[400];
   if (drk_modfile_validate(m, verr, sizeof verr)) BAD("inconsistent module: %s", verr);
   *out_m = m;

@@ -3,7 +3,9 @@
  * A module holds everything a run needs: provenance, the execution plan (kernels with
  * launch shapes and parameters, graph inputs/outputs), the weights, and the code images (a
  * fat binary for NVIDIA; the table has room for other platforms). docs/module-format.md is
- * the byte-level specification; DRK_MODFILE_FORMAT_VERSION changes whenever it does.
+ * the byte-level specification; DRK_MODFILE_FORMAT_VERSION changes whenever it does, except
+ * for new optional sections, which readers skip when they do not know them and which carry
+ * their own version (PRECISION: DRK_MODFILE_PRECISION_VERSION).
  *
  * The code generator fills a drk_modfile_t (plain structs, pointers it owns) and calls
  * drk_modfile_write. The reader validates everything before returning (bounds, alignment,
@@ -13,16 +15,23 @@
  * Memory: the reader allocates one block from the caller's allocator (released with
  * drk_modfile_free) and points into the input buffer for strings, weights and images, so
  * the buffer must outlive the result. The writer returns malloc'ed bytes (compiler side).
- * Requires only libc and the drk_allocator_t type of <drk/drkrt.h>. */
+ * Requires only libc and the drk_allocator_t type of <drk/drkrt.h>.
+ *
+ * The PRECISION section (optional; docs/module-format.md) records, for every kernel, the
+ * precision its arithmetic runs in and the graph nodes it runs, and for every node of the
+ * optimized graph the dtype the precision pass chose. The runtime does not need it to run;
+ * tools print it (drk_modfile_print_precision, `drkrun MODULE --list`). */
 #ifndef DRK_MODULE_H
 #define DRK_MODULE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "drk/drkrt.h"
 
 #define DRK_MODFILE_FORMAT_VERSION 1u
+#define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
 #define DRK_MODFILE_WEIGHT_ALIGN 256u
 #define DRK_MODFILE_MAX_RANK 8
@@ -105,6 +114,59 @@ typedef struct drk_modfile_image {
   uint64_t size;
 } drk_modfile_image_t;
 
+/* Precision codes of the PRECISION section: the arithmetic a kernel or node does, not a
+ * storage type, so tf32 has a code of its own. A mask is a set of codes (bit 1 << code). */
+typedef enum drk_modfile_prec {
+  DRK_MODFILE_PREC_NONE = 0,   /* no floating-point computation (integer/bool ops, Shape, Size) */
+  DRK_MODFILE_PREC_F64 = 1,
+  DRK_MODFILE_PREC_F32 = 2,
+  DRK_MODFILE_PREC_TF32 = 3,   /* f32 operands of a tensor-core product: tf32 on NVIDIA; gfx942's
+                                * f32 MFMA multiplies in full f32 */
+  DRK_MODFILE_PREC_F16 = 4,
+  DRK_MODFILE_PREC_BF16 = 5,
+  DRK_MODFILE_PREC_F8E4M3 = 6,
+  DRK_MODFILE_PREC_F8E5M2 = 7,
+  DRK_MODFILE_PREC_INT = 8,    /* integer or bool data */
+  DRK_MODFILE_PREC_COUNT = 9,
+} drk_modfile_prec_t;
+#define DRK_MODFILE_PREC_MASK_ALL 0x1feu /* codes 1..8 */
+
+/* Which fusion group a kernel runs (passes/fuse.h: drk_fusion_kind_t). */
+typedef enum drk_modfile_group {
+  DRK_MODFILE_GROUP_SINGLE = 0,    /* one node */
+  DRK_MODFILE_GROUP_FLAT = 1,      /* elementwise nodes */
+  DRK_MODFILE_GROUP_ROWS = 2,      /* row reductions/normalizations with prologue and epilogue */
+  DRK_MODFILE_GROUP_ATTENTION = 3, /* Q.K^T, masks, Softmax, .V */
+  DRK_MODFILE_GROUP_MM = 4,        /* a MatMul/Gemm/Conv with its elementwise epilogue */
+  DRK_MODFILE_GROUP_COUNT = 5,
+} drk_modfile_group_t;
+
+/* The precision of one kernel, read from its tile IR (what the kernel really does). */
+typedef struct drk_modfile_kernel_prec {
+  uint32_t anchor;  /* node_precision index of the node the kernel is named after (its group's
+                     * principal node); that node's kernel range holds this kernel */
+  uint32_t group;   /* drk_modfile_group_t */
+  uint16_t dot;     /* mask: operand precisions of its matrix products (tile `dot`) */
+  uint16_t acc;     /* mask: accumulator precisions (dot accumulators, reductions) */
+  uint16_t math;    /* mask: precisions of its other arithmetic (elementwise ops, compares) */
+  uint16_t io;      /* mask: element types of the global buffers it reads and writes */
+} drk_modfile_kernel_prec_t;
+
+#define DRK_MODFILE_NO_KERNEL 0xffffffffu
+
+/* The precision of one live node of the optimized graph, in graph order: the dtype the
+ * precision pass chose (passes/precision.h: drk_precision_node_dtype; what `drkc --report`
+ * counts in its precision mix). */
+typedef struct drk_modfile_node_prec {
+  const char *name;   /* its first result value, as graph dumps print it (without '%') */
+  const char *onnx;   /* ONNX node name; "" when none */
+  const char *op;     /* graph IR op name, e.g. "MatMul" */
+  uint32_t kernel;    /* first kernel running it (its group's); DRK_MODFILE_NO_KERNEL: none (a view) */
+  uint32_t n_kernels; /* its group's kernels, consecutive from `kernel`; 0 with NO_KERNEL */
+  uint8_t compute;    /* drk_modfile_prec_t; NONE: computes on no float */
+  uint8_t from;       /* a Cast: the code of its input's dtype; else NONE */
+} drk_modfile_node_prec_t;
+
 typedef struct drk_modfile_provenance {
   const char *drkc_version;  /* "0.1.0" */
   const char *command_line;  /* as typed, arguments joined by spaces */
@@ -131,6 +193,14 @@ typedef struct drk_modfile {
   uint32_t n_tmas;
   const drk_modfile_image_t *images;
   uint32_t n_images;
+  /* The optional PRECISION section. precision_version 0: the module has none (written before
+   * it existed, or by a writer that leaves it out); DRK_MODFILE_PRECISION_VERSION: the arrays
+   * below (kernel_precision has n_kernels entries, parallel to kernels); any other (reader
+   * output only): a section of a version this reader does not know, skipped (arrays NULL). */
+  uint32_t precision_version;
+  const drk_modfile_kernel_prec_t *kernel_precision;
+  const drk_modfile_node_prec_t *node_precision;
+  uint32_t n_node_precision;
 } drk_modfile_t;
 
 typedef enum drk_modfile_result {
@@ -158,6 +228,17 @@ void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m);
 
 /* Checks m against the rules above (what the writer and reader both enforce). */
 drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t err_size);
+
+/* "f32", "tf32", "f16", ..., "int"; "-" for NONE, "?" out of range. */
+const char *drk_modfile_prec_name(uint32_t code);
+/* "flat", "rows", "attention", "mm"; "single" for one node, "?" out of range. */
+const char *drk_modfile_group_name(uint32_t group);
+/* Writes the codes of mask in code order, comma-separated ("f32,f16"), into buf; "-" when empty. */
+void drk_modfile_prec_mask_format(uint32_t mask, char *buf, size_t n);
+/* Prints the precision section of m as a table (one line per kernel, with its nodes, then
+ * the nodes that need no kernel, then the mix of node compute dtypes), each line starting
+ * with indent; says so in one line when m has none or one of an unknown version. */
+void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *indent);
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32) and SHA-256 used by the format and provenance. */
 uint32_t drk_modfile_crc32(uint32_t crc, const void *data, size_t n);

@@ -1,7 +1,10 @@
 /* Module file tests: write -> read round trip of every section (fields and bytes), the
  * version-mismatch message, truncated and corrupted files (every single-byte flip must be
  * rejected), writer validation, the checksums' reference values, and the runtime's status
- * codes for the same cases. argv[1] (optional): where to save the module as a fuzz seed. */
+ * codes for the same cases. The optional PRECISION section: round trip, modules without it,
+ * a section of an unknown version (skipped), and truncated or inconsistent sections with
+ * valid checksums (each a precise error), and its table printer. argv[1] (optional): where
+ * to save the module as a fuzz seed. */
 #include "tests/runtime/test_util.h"
 
 #include "drk/drkrt.h"
@@ -45,6 +48,198 @@ static void check_same(const drk_modfile_t *a, const drk_modfile_t *b) {
     CHECK(x->kind == y->kind && x->slot == y->slot && str_eq(x->targets, y->targets) && x->size == y->size && !memcmp(x->data, y->data, (size_t)x->size));
     CHECK(((uintptr_t)y->data - (uintptr_t)b->weights) % 256 == 0); /* images stay 256B-aligned in the file */
   }
+  CHECK(a->precision_version == b->precision_version && a->n_node_precision == b->n_node_precision);
+  CHECK(!a->kernel_precision == !b->kernel_precision || !a->n_kernels);
+  for (uint32_t i = 0; a->kernel_precision && b->kernel_precision && i < a->n_kernels && i < b->n_kernels; i++)
+    CHECK(!memcmp(&a->kernel_precision[i], &b->kernel_precision[i], sizeof(drk_modfile_kernel_prec_t)));
+  for (uint32_t i = 0; i < a->n_node_precision && i < b->n_node_precision; i++) {
+    const drk_modfile_node_prec_t *x = &a->node_precision[i], *y = &b->node_precision[i];
+    CHECK(str_eq(x->name, y->name) && str_eq(x->onnx, y->onnx) && str_eq(x->op, y->op));
+    CHECK(x->kernel == y->kernel && x->n_kernels == y->n_kernels && x->compute == y->compute && x->from == y->from);
+  }
+}
+
+/* ---- the PRECISION section ---- */
+#define PB(c) (1u << DRK_MODFILE_PREC_##c)
+/* Kernels: vadd (one Add), vscale and with_tma (the two kernels of an mm group: a MatMul,
+ * an f16 -> f32 Cast in its epilogue); a Reshape runs in no kernel. */
+static const drk_modfile_kernel_prec_t test_kprec[3] = {
+    {0, DRK_MODFILE_GROUP_SINGLE, 0, 0, PB(F32), PB(F16)},
+    {1, DRK_MODFILE_GROUP_MM, PB(F16), PB(F32), PB(F32), PB(F16) | PB(F32)},
+    {1, DRK_MODFILE_GROUP_MM, PB(F16), PB(F32), 0, PB(F32)},
+};
+static const drk_modfile_node_prec_t test_nprec[4] = {
+    {"s", "/add", "Add", 0, 1, DRK_MODFILE_PREC_F16, 0},
+    {"y", "/fc/MatMul", "MatMul", 1, 2, DRK_MODFILE_PREC_F16, 0},
+    {"r", "", "Reshape", DRK_MODFILE_NO_KERNEL, 0, DRK_MODFILE_PREC_F16, 0},
+    {"c", "", "Cast", 1, 2, DRK_MODFILE_PREC_F32, DRK_MODFILE_PREC_F16},
+};
+
+static uint32_t rd32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static void wr32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static void wr64(unsigned char *p, uint64_t v) { wr32(p, (uint32_t)v), wr32(p + 4, (uint32_t)(v >> 32)); }
+
+/* The PRECISION section's table entry in module c (NULL: none). */
+static unsigned char *prec_entry(unsigned char *c) {
+  uint64_t table = rd64(c + 24);
+  for (uint32_t i = 0; i < rd32(c + 32); i++)
+    if (rd32(c + table + 32 * (uint64_t)i) == 12) return c + table + 32 * (uint64_t)i;
+  return NULL;
+}
+
+/* Recomputes the checksums after a patch, so the reader's structural checks are reached. */
+static void fix_crcs(unsigned char *c) {
+  uint64_t table = rd64(c + 24);
+  uint32_t nsec = rd32(c + 32);
+  for (uint32_t i = 0; i < nsec; i++) {
+    unsigned char *e = c + table + 32 * (uint64_t)i;
+    wr32(e + 24, drk_modfile_crc32(0, c + rd64(e + 8), (size_t)rd64(e + 16)));
+  }
+  wr32(c + 56, drk_modfile_crc32(0, c + table, 32 * (size_t)nsec));
+  wr32(c + 60, drk_modfile_crc32(0, c, 60));
+}
+
+/* Patches 4 bytes at `at` of the PRECISION section of a copy of a (size 0: sets the
+ * section size to v instead, zeroing the bytes it drops), and expects the reader and the
+ * runtime to refuse it with `want` in the message. */
+static void expect_bad_prec(const void *a, size_t na, size_t at, uint32_t v, int size_patch, const char *want) {
+  unsigned char *c = malloc(na);
+  memcpy(c, a, na);
+  unsigned char *e = prec_entry(c);
+  CHECK(e != NULL);
+  if (!e) { free(c); return; }
+  uint64_t off = rd64(e + 8), sz = rd64(e + 16);
+  if (size_patch) {
+    memset(c + off + v, 0, (size_t)(sz - v));
+    wr64(e + 16, v);
+  } else {
+    wr32(c + off + at, v);
+  }
+  fix_crcs(c);
+  char err[1024] = "";
+  drk_modfile_t *r = NULL;
+  drk_modfile_result_t res = drk_modfile_read(c, na, NULL, &r, err, sizeof err);
+  CHECK(res == DRK_MODFILE_ERR_FORMAT);
+  if (res == DRK_MODFILE_OK) drk_modfile_free(NULL, r);
+  CHECK_CONTAINS(err, want);
+  drk_module_t *rm = NULL;
+  drk_status_t st = drk_module_load_memory(NULL, c, na, &rm);
+  CHECK(drk_status_code(st) == DRK_STATUS_BAD_MODULE && rm == NULL);
+  CHECK_CONTAINS(drk_status_message(st), want);
+  drk_status_destroy(st);
+  free(c);
+}
+
+static char *print_prec(const drk_modfile_t *m) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  drk_modfile_print_precision(m, f, "  ");
+  fclose(f);
+  return buf;
+}
+
+/* a: a module with t's kernels and the test_kprec/test_nprec section. */
+static void test_precision(const void *a, size_t na, drk_modfile_t *desc) {
+  char err[1024];
+  drk_modfile_t *r = NULL;
+  CHECK(drk_modfile_read(a, na, NULL, &r, err, sizeof err) == DRK_MODFILE_OK);
+  if (r) {
+    CHECK(r->precision_version == DRK_MODFILE_PRECISION_VERSION && r->n_node_precision == 4);
+    char *txt = print_prec(r);
+    CHECK_CONTAINS(txt, "precision: 4 graph nodes, 3 kernels; precision mix (float nodes by compute dtype): 1 f32 3 f16\n");
+    CHECK_CONTAINS(txt, "vadd                           -         -         f32       f16            single    %s (Add f16)\n");
+    CHECK_CONTAINS(txt, "vscale                         f16       f32       f32       f32,f16        mm        %y (MatMul f16), %c (Cast f16->f32)\n");
+    CHECK_CONTAINS(txt, "with_tma                       f16       f32       -         f32            mm        %y (MatMul f16), %c (Cast f16->f32)\n");
+    CHECK_CONTAINS(txt, "  no kernel: %r (Reshape f16)\n");
+    free(txt);
+    drk_modfile_free(NULL, r);
+  }
+  /* the section comes last (readers that predate it skip it) */
+  unsigned char *c = malloc(na);
+  memcpy(c, a, na);
+  unsigned char *e = prec_entry(c);
+  CHECK(e && e == c + rd64(c + 24) + 32 * (uint64_t)(rd32(c + 32) - 1));
+  /* an unknown section version is skipped: the module loads without the table */
+  uint64_t off = e ? rd64(e + 8) : 0;
+  wr32(c + off, 2);
+  fix_crcs(c);
+  CHECK(drk_modfile_read(c, na, NULL, &r, err, sizeof err) == DRK_MODFILE_OK);
+  if (r) {
+    CHECK(r->precision_version == 2 && !r->kernel_precision && !r->node_precision && !r->n_node_precision);
+    char *txt = print_prec(r);
+    CHECK_CONTAINS(txt, "PRECISION section version 2, this reader knows version 1 (skipped)");
+    free(txt);
+    void *b = NULL;
+    size_t nb = 0;
+    CHECK(drk_modfile_write(r, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+    CHECK_CONTAINS(err, "writes PRECISION section version 1, not 2");
+    drk_modfile_free(NULL, r);
+  }
+  free(c);
+
+  /* truncated or inconsistent sections with valid checksums: precise errors, no crash */
+  const size_t K = 16, N = 16 + 3 * 16; /* first kernel record, first node record */
+  expect_bad_prec(a, na, 0, 0, 0, "PRECISION section has version 0");
+  expect_bad_prec(a, na, 0, 2, 1, "PRECISION section has 2 bytes, too few for its version");
+  expect_bad_prec(a, na, 0, 12, 1, "PRECISION section is truncated: 12 bytes, its header alone is 16");
+  expect_bad_prec(a, na, 0, 16 + 3 * 16 + 4 * 24 - 8, 1, "PRECISION section has 152 bytes, but 3 kernel and 4 node records take 160 (truncated or corrupted)");
+  expect_bad_prec(a, na, 4, 4, 0, "PRECISION section describes 4 kernels, the KERNELS section has 3");
+  expect_bad_prec(a, na, 8, 5, 0, "but 3 kernel and 5 node records take");
+  expect_bad_prec(a, na, 8, 0xffffffffu, 0, "but 3 kernel and 4294967295 node records take");
+  expect_bad_prec(a, na, 12, 1, 0, "PRECISION section: reserved header field is not zero");
+  expect_bad_prec(a, na, K, 99, 0, "precision of kernel 0 ('vadd'): node 99 of 4");
+  expect_bad_prec(a, na, K, 1, 0, "precision of kernel 0 ('vadd'): its node 1 ('y') does not run it");
+  expect_bad_prec(a, na, K + 4, 7, 0, "precision of kernel 0 ('vadd'): group kind 7 out of range");
+  expect_bad_prec(a, na, K + 8, 1, 0, "precision of kernel 0 ('vadd'): a precision mask has bits outside the codes 1..8");
+  expect_bad_prec(a, na, K + 12, 0x200u << 16, 0, "a precision mask has bits outside");
+  expect_bad_prec(a, na, K + 16 + 8, PB(F16), 0, "precision of kernel 1 ('vscale'): matrix products without an accumulator precision");
+  expect_bad_prec(a, na, N, 0xfffffff0u, 0, "string reference 4294967280 outside");
+  expect_bad_prec(a, na, N + 8, 0x7fffffffu, 0, "string reference 2147483647 outside");
+  expect_bad_prec(a, na, N + 12, 3, 0, "precision of node 0 ('s'): kernels [3, +1) outside the 3-kernel table");
+  expect_bad_prec(a, na, N + 16, 0, 0, "precision of node 0 ('s'): kernel 0 with 0 kernels");
+  expect_bad_prec(a, na, N + 20, 9, 0, "precision of node 0 ('s'): precision code 9/0 out of range");
+  expect_bad_prec(a, na, N + 20, 0x01000004u, 0, "node record 0 ('s'): reserved bytes are not zero");
+  expect_bad_prec(a, na, N + 2 * 24 + 12, 0, 0, "precision of node 2 ('r'): kernel 0 with 0 kernels");
+
+  /* the writer refuses inconsistent records the same way */
+  drk_modfile_kernel_prec_t kp[3];
+  memcpy(kp, test_kprec, sizeof kp);
+  kp[2].anchor = 0;
+  desc->kernel_precision = kp;
+  void *b = NULL;
+  size_t nb = 0;
+  CHECK(drk_modfile_write(desc, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+  CHECK_CONTAINS(err, "precision of kernel 2 ('with_tma'): its node 0 ('s') does not run it");
+  desc->kernel_precision = NULL;
+  CHECK(drk_modfile_write(desc, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+  CHECK_CONTAINS(err, "kernel_precision is NULL for 3 kernels");
+  desc->kernel_precision = test_kprec;
+
+  /* a module without the section (as written before it existed) still loads */
+  desc->precision_version = 0, desc->kernel_precision = NULL, desc->node_precision = NULL, desc->n_node_precision = 0;
+  CHECK(drk_modfile_write(desc, &b, &nb, err, sizeof err) == DRK_MODFILE_OK);
+  if (b) {
+    CHECK(rd32((unsigned char *)b + 32) == 10 + desc->n_images && !prec_entry(b));
+    CHECK(drk_modfile_read(b, nb, NULL, &r, err, sizeof err) == DRK_MODFILE_OK);
+    if (r) {
+      check_same(desc, r);
+      CHECK(r->precision_version == 0 && !r->kernel_precision && !r->node_precision);
+      char *txt = print_prec(r);
+      CHECK_CONTAINS(txt, "precision: not recorded");
+      free(txt);
+      drk_modfile_free(NULL, r);
+    }
+    drk_module_t *rm = NULL;
+    drk_status_t st = drk_module_load_memory(NULL, b, nb, &rm);
+    CHECK(st == NULL && rm && drk_module_num_kernels(rm) == 3);
+    drk_status_destroy(st);
+    drk_module_destroy(rm);
+    free(b);
+  }
+  desc->precision_version = DRK_MODFILE_PRECISION_VERSION, desc->kernel_precision = test_kprec;
+  desc->node_precision = test_nprec, desc->n_node_precision = 4;
 }
 
 int main(int argc, char **argv) {
@@ -68,6 +263,8 @@ int main(int argc, char **argv) {
   t.m.kernels = ks, t.m.n_kernels = 3;
   t.m.tmas = &t.tma, t.m.n_tmas = 1;
   t.m.images = imgs, t.m.n_images = 2;
+  t.m.precision_version = DRK_MODFILE_PRECISION_VERSION;
+  t.m.kernel_precision = test_kprec, t.m.node_precision = test_nprec, t.m.n_node_precision = 4;
   char model_hash[72];
   drk_modfile_sha256_string("model bytes", 11, model_hash);
   t.m.prov.model_hash = model_hash;
@@ -90,6 +287,8 @@ int main(int argc, char **argv) {
   CHECK(((uintptr_t)r->weights - (uintptr_t)a) % 256 == 0);
   drk_modfile_free(NULL, r);
   free(b);
+
+  test_precision(a, na, &t.m);
 
   /* version mismatch: names both versions and the writer */
   unsigned char *c = malloc(na);
