@@ -192,6 +192,7 @@ static drk_iop_fn lookup(drk_op_t op) {
   if ((f = drk_interp_lookup_move(op))) return f;
   if ((f = drk_interp_lookup_pool(op))) return f;
   if ((f = drk_interp_lookup_resize(op))) return f;
+  if ((f = drk_interp_lookup_layout(op))) return f;
   return NULL;
 }
 

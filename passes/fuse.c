@@ -286,7 +286,7 @@ static void classify(fz_t *z, int k) {
     else z->cls[k] = C_ROW;
     return;
   }
-  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) &&
+  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV || n->op == DRK_OP_CONV_NHWC) &&
       drk_dtype_is_float(y->dtype)) {
     if (z->level >= 2) z->cls[k] = C_MM;
     else z->why_other[k] = "matmul/conv epilogues fuse from --fusion-aggressiveness=2";

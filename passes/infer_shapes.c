@@ -488,6 +488,44 @@ static void infer_pool(ictx_t *c, const drk_node_t *n, const shp_t *x, shp_t *o)
   }
 }
 
+/* Channels-last forms (ConvNHWC, MaxPoolNHWC, AveragePoolNHWC: [N, spatial..., C]) are
+ * inferred as their channels-first counterparts on shapes with the last dim moved to 1, the
+ * result's dim 1 then moved back last. */
+static shp_t shp_channels_first(const shp_t *s) {
+  shp_t r = *s;
+  if (s->rank < 3) return r;
+  r.d[1] = s->d[s->rank - 1];
+  for (int i = 2; i < s->rank; i++) r.d[i] = s->d[i - 1];
+  return r;
+}
+static void shp_channels_last(shp_t *s) {
+  if (s->rank < 3) return;
+  drk_dim_t ch = s->d[1];
+  for (int i = 1; i < s->rank - 1; i++) s->d[i] = s->d[i + 1];
+  s->d[s->rank - 1] = ch;
+}
+
+static void infer_nhwc(ictx_t *c, const drk_node_t *n, const shp_t *x, shp_t *o) {
+  if (x->rank >= 0 && x->rank < 3) { err(c, "input %s must have rank >= 3 (N, spatial..., C)", fmt_shp(x)); return; }
+  shp_t xc = shp_channels_first(x);
+  if (n->op == DRK_OP_CONV_NHWC) {
+    shp_t w = shp_of(in(n, 1));
+    if (w.rank >= 0 && w.rank < 3) { err(c, "weight %s must have rank >= 3 (OC, k..., C/group)", fmt_shp(&w)); return; }
+    int64_t group = drk_node_attr_int(n, "group", 1);
+    if (x->rank >= 3 && w.rank >= 3 && group > 0 && is_st(x->d[x->rank - 1]) && is_st(w.d[w.rank - 1]) &&
+        x->d[x->rank - 1].size != w.d[w.rank - 1].size * group) { /* said in NHWC terms, before infer_conv would */
+      err(c, "input channels %lld do not match weight %s with group %lld", (long long)x->d[x->rank - 1].size,
+          fmt_shp(&w), (long long)group);
+      return;
+    }
+    shp_t wc = shp_channels_first(&w);
+    infer_conv(c, n, &xc, w.rank >= 0 ? &wc : NULL, o, false);
+  } else {
+    infer_pool(c, n, &xc, o);
+  }
+  shp_channels_last(o);
+}
+
 /* Reduce-style axes: from input 1 (opset 18+) or the "axes" attribute (ArgMax etc. use axis). */
 static void infer_reduce(ictx_t *c, const drk_node_t *n, const shp_t *x, shp_t *o) {
   bool keep = drk_node_attr_int(n, "keepdims", 1) != 0;
@@ -671,7 +709,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
     return;
   }
   /* f8 MatMul/Gemm/Conv (--precision=fp8) accumulate in f32 and give an f32 result */
-  if ((op == DRK_OP_MATMUL || op == DRK_OP_GEMM || op == DRK_OP_CONV) &&
+  if ((op == DRK_OP_MATMUL || op == DRK_OP_GEMM || op == DRK_OP_CONV || op == DRK_OP_CONV_NHWC) &&
       (o->dt[0] == DRK_DT_F8E4M3 || o->dt[0] == DRK_DT_F8E5M2))
     o->dt[0] = DRK_DT_F32;
   switch (op) {
@@ -706,6 +744,9 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       return;
     }
     case DRK_OP_EINSUM: infer_einsum(c, n, o); return;
+    case DRK_OP_CONV_NHWC: case DRK_OP_MAX_POOL_NHWC: case DRK_OP_AVERAGE_POOL_NHWC:
+      infer_nhwc(c, n, &x, &o->s[0]);
+      return;
     case DRK_OP_BATCH_NORMALIZATION: case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION:
     case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: case DRK_OP_CUM_SUM: case DRK_OP_TRILU:
     case DRK_OP_SCATTER_ND: case DRK_OP_IDENTITY:

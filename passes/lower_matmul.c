@@ -1,5 +1,5 @@
-/* Lowering of MatMul (batched, with batch broadcast, 1-D operands), Gemm and Conv (implicit
- * GEMM, 1-3 spatial dims, groups, dilations, pads, auto_pad) to tiled `dot` kernels.
+/* Lowering of MatMul (batched, with batch broadcast, 1-D operands), Gemm, Conv and ConvNHWC
+ * (implicit GEMM, 1-3 spatial dims, groups, dilations, pads, auto_pad) to tiled `dot` kernels.
  *
  * One program computes a BLOCK_M x BLOCK_N tile of one batch (grid axis 2: batch or conv
  * group). The general kernel (every target) streams the k tiles of A and B through a ring of
@@ -10,6 +10,17 @@
  * (mm_hopper). The epilogue applies alpha/beta/C (Gemm) or the bias (Conv) and stores with
  * masks.
  *
+ * Convolutions: row m of the implicit GEMM is an output pixel (n, o...), column the output
+ * channel of the group (grid z), k a (channel, tap) pair of the group's inputs. Conv (NCHW):
+ * k = (c, kh, kw), A gathered element by element (lanes along the pixels, which are
+ * contiguous for stride 1); y[n, oc, o...]. ConvNHWC (X [N, spatial..., C], W [OC, k..., C/G],
+ * from the layout pass): k = (kh, kw, c) with c innermost, so A's k run is contiguous in
+ * memory, B is W as the [OC/G, K] matrix it already is, and y[n, o..., oc] sits at
+ * m * OC + oc. When C/G is a multiple of BLOCK_K a k tile lies within one tap: its tap and
+ * first channel are scalars, the padding mask a per-row vector, and A's copies are 16-byte
+ * cp_async along k (the backend's axis facts prove it); otherwise the (tap, c) split is done
+ * per element (correct, copies one element at a time).
+ *
  * Requires: static shapes. Guarantees: every edge is masked or zero-filled (any M, N, K). */
 #include <string.h>
 
@@ -19,7 +30,10 @@
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 
 bool drk_lower_matmul_supported(const drk_node_t *n, const char **why) {
-  if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) { *why = "op not lowered"; return false; }
+  if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV && n->op != DRK_OP_CONV_NHWC) {
+    *why = "op not lowered";
+    return false;
+  }
   drk_dtype_t t = n->inputs[0]->dtype;
   bool f8 = t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; /* --precision=fp8: mma_sync, f32 result (C, bias f32) */
   if (t != DRK_DT_F32 && t != DRK_DT_F16 && t != DRK_DT_BF16 && t != DRK_DT_F64 && !f8) { *why = "dtype"; return false; }
@@ -37,8 +51,8 @@ typedef struct mm {
   /* Gemm */
   double alpha, beta;
   const drk_value_t *cval;
-  /* Conv */
-  bool conv;
+  /* Conv, ConvNHWC (nhwc: channels last; fastk: a k tile lies within one kernel tap) */
+  bool conv, nhwc, fastk;
   int nsp;
   int64_t C, OC, G, Nb, I[3], O[3], Kk[3], st[3], dil[3], pad[3], PI, PO, KS;
 } mm_t;
@@ -48,10 +62,14 @@ static bool conv_setup(drk_lctx_t *c, mm_t *s) {
   const drk_value_t *x = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
   int r = x->shape.rank;
   s->nsp = r - 2;
-  if (s->nsp < 1 || s->nsp > 3) return lw_err(c, "Conv with %d spatial dims is not lowered for GPU yet", s->nsp);
+  if (s->nsp < 1 || s->nsp > 3)
+    return lw_err(c, "%s with %d spatial dims is not lowered for GPU yet", drk_op_name(n->op), s->nsp);
+  if (w->shape.rank != r || y->shape.rank != r) return lw_err(c, "weight and result must have the input's rank %d", r);
   s->conv = true;
+  s->nhwc = n->op == DRK_OP_CONV_NHWC;
+  int sp0 = s->nhwc ? 1 : 2; /* first spatial dim of X, Y and W */
   s->Nb = x->shape.dims[0].size;
-  s->C = x->shape.dims[1].size;
+  s->C = x->shape.dims[s->nhwc ? r - 1 : 1].size;
   s->OC = w->shape.dims[0].size;
   s->G = drk_node_attr_int(n, "group", 1);
   if (s->G < 1 || s->C % s->G || s->OC % s->G) return lw_err(c, "bad group count");
@@ -62,9 +80,9 @@ static bool conv_setup(drk_lctx_t *c, mm_t *s) {
   const char *ap = drk_node_attr_string(n, "auto_pad", "NOTSET");
   s->PI = s->PO = s->KS = 1;
   for (int d = 0; d < s->nsp; d++) {
-    s->I[d] = x->shape.dims[2 + d].size;
-    s->O[d] = y->shape.dims[2 + d].size;
-    s->Kk[d] = w->shape.dims[2 + d].size;
+    s->I[d] = x->shape.dims[sp0 + d].size;
+    s->O[d] = y->shape.dims[sp0 + d].size;
+    s->Kk[d] = w->shape.dims[sp0 + d].size;
     s->st[d] = strides ? strides[d] : 1;
     s->dil[d] = dils ? dils[d] : 1;
     s->pad[d] = pads ? pads[d] : 0;
@@ -83,7 +101,7 @@ static bool conv_setup(drk_lctx_t *c, mm_t *s) {
   s->N = s->OC / s->G;
   s->K = (s->C / s->G) * s->KS;
   s->batch = s->G;
-  s->sbk = 1; /* weights [OC, C/G, k...]: row oc of the group's [OC/G, K] matrix */
+  s->sbk = 1; /* weights [OC, C/G, k...] ([OC, k..., C/G]): row oc of the group's [OC/G, K] matrix */
   s->sbn = s->K;
   return true;
 }
@@ -93,7 +111,7 @@ static bool mm_setup(drk_lctx_t *c, mm_t *s) {
   memset(s, 0, sizeof *s);
   s->t = n->inputs[0]->dtype;
   s->batch = 1;
-  if (n->op == DRK_OP_CONV) return conv_setup(c, s);
+  if (n->op == DRK_OP_CONV || n->op == DRK_OP_CONV_NHWC) return conv_setup(c, s);
   const drk_value_t *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
   if (n->op == DRK_OP_GEMM) {
     if (a->shape.rank != 2 || b->shape.rank != 2) return lw_err(c, "Gemm operands must be 2-D");
@@ -157,7 +175,7 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
   if (c->epi) /* the epilogue's parameters are per kernel */
     c->epi_param = drk_arena_alloc(c->m->arena, sizeof(tv_t *) * (c->g->next_value_id + 1));
   tv_t *pw = lw_param_scratch(c, ws, at, "ws");
-  tv_t *pc = n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
+  tv_t *pc = n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], s->conv ? "bias" : "c") : NULL;
   tv_t *py = lw_mm_out_param(c, y);
   lw_flat_t F;
   lw_flat_begin(c, ny, &F);
@@ -165,8 +183,8 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
   for (int64_t i = 1; i < SP; i++)
     res = BIN(ADD, res, lw_load(c, pw, BIN(ADD, F.offs, lw_ci(c, F.offs, i * ny)), F.mask, 0));
   if (s->conv && pc) {
-    /* y [Nb, OC, spatial...]: channel (offs / PO) % OC */
-    tv_t *oc = s->PO > 1 ? BIN(DIV, F.offs, lw_ci(c, F.offs, s->PO)) : F.offs;
+    /* y [Nb, OC, spatial...]: channel (offs / PO) % OC; y [Nb, spatial..., OC]: offs % OC */
+    tv_t *oc = s->PO > 1 && !s->nhwc ? BIN(DIV, F.offs, lw_ci(c, F.offs, s->PO)) : F.offs;
     oc = BIN(REM, oc, lw_ci(c, oc, s->OC));
     res = BIN(ADD, res, lw_cast(c, lw_load(c, pc, oc, F.mask, 0), at));
   } else if (n->op == DRK_OP_GEMM) {
@@ -439,6 +457,7 @@ typedef struct mm_pipe {
   tv_t *kbeg;   /* the program's first k tile (scalar, it): split-K, else NULL (0) */
   bool kmask;   /* mask k < K (K not a multiple of BK, or splits of unequal length) */
   tv_t *conv_rowsp[3]; /* Conv: o_d*stride - pad of each row [BM] (a.Lr) */
+  tv_t *conv_rowbase;  /* ConvNHWC: the row's image and group channel offset [BM] (a.Lr) */
 } mm_pipe_t;
 
 /* Blocked layout copying a tile of `dims`: vec elements per thread along vd (the dim that
@@ -477,6 +496,46 @@ static void mm_copy(drk_lctx_t *c, const mm_opnd_t *o, tv_t *off, tv_t *mask, tv
   drk_tile_build(&c->b, DRK_TOP_CP_ASYNC, mask ? 3 : 2, (tv_t *[]){ws_index(c, o->ring, st), pp, mask}, 0, NULL);
 }
 
+/* ConvNHWC's A offsets for the k tile starting at k0 (scalar; kk = k0 + 0..BK along k):
+ * k -> (tap, ci) with ci innermost; input pixel ih_d = o_d*stride - pad + k_d*dil (the
+ * masked-off taps fall in the padding); offset rowbase + sum_d ih_d * (inner spatial size * C)
+ * + ci. With fastk the tap is one scalar for the tile, so everything but ci is per row and
+ * ci = c0 + 0..BK is a contiguous run. ANDs the padding mask into *mask. */
+static tv_t *mm_conv_nhwc_a(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, tv_t *k0, tv_t *kk, tv_t **mask) {
+  const mm_opnd_t *A = &P->a;
+  int64_t BM = A->dims[0], BK = P->BK, Cg = s->C / s->G;
+  if (s->fastk) {
+    tv_t *tap = Cg > 1 ? BIN(DIV, k0, lw_sci(c, c->it, Cg)) : k0;
+    tv_t *c0 = BIN(SUB, k0, BIN(MUL, tap, lw_sci(c, c->it, Cg)));
+    tv_t *row = P->conv_rowbase, *rmask = NULL;
+    int64_t istr = s->C;
+    for (int d = s->nsp - 1; d >= 0; d--) {
+      tv_t *kd = lw_coord(c, tap, s->nsp, s->Kk, d);
+      if (s->dil[d] != 1) kd = BIN(MUL, kd, lw_sci(c, c->it, s->dil[d]));
+      tv_t *ih = BIN(ADD, P->conv_rowsp[d], lw_splat(c, kd, &P->conv_rowsp[d]->type));
+      rmask = mm_and(c, rmask, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, 0)), lw_cmp(c, "lt", ih, lw_ci(c, ih, s->I[d]))));
+      row = BIN(ADD, row, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
+      istr *= s->I[d];
+    }
+    tv_t *col = BIN(ADD, lw_splat(c, c0, &A->krange->type), A->krange);
+    *mask = mm_and(c, *mask, lw_bcast_row(c, rmask, A->L, BM, BK));
+    return BIN(ADD, lw_bcast_row(c, row, A->L, BM, BK), lw_bcast_col(c, col, A->L, BM, BK));
+  }
+  tv_t *tap = Cg > 1 ? BIN(DIV, kk, lw_ci(c, kk, Cg)) : kk;
+  tv_t *off = A->fixed;
+  if (Cg > 1) off = BIN(ADD, off, lw_bcast_col(c, BIN(REM, kk, lw_ci(c, kk, Cg)), A->L, BM, BK));
+  int64_t istr = s->C;
+  for (int d = s->nsp - 1; d >= 0; d--) {
+    tv_t *kd = lw_coord(c, tap, s->nsp, s->Kk, d);
+    if (s->dil[d] != 1) kd = BIN(MUL, kd, lw_ci(c, kd, s->dil[d]));
+    tv_t *ih = BIN(ADD, lw_bcast_row(c, P->conv_rowsp[d], A->L, BM, BK), lw_bcast_col(c, kd, A->L, BM, BK));
+    *mask = mm_and(c, *mask, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, 0)), lw_cmp(c, "lt", ih, lw_ci(c, ih, s->I[d]))));
+    off = BIN(ADD, off, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
+    istr *= s->I[d];
+  }
+  return off;
+}
+
 /* Copies k tile kt (scalar, it) of A and B into stage st (scalar i32). */
 static void mm_issue(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, tv_t *kt, tv_t *st) {
   const mm_opnd_t *A = &P->a, *B = &P->b;
@@ -487,7 +546,9 @@ static void mm_issue(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, tv_t *kt,
   tv_t *kk = BIN(ADD, lw_splat(c, k0, &A->krange->type), A->krange);
   tv_t *mask = mm_and(c, A->mask, kedge ? lw_bcast_col(c, lw_cmp(c, "lt", kk, lw_ci(c, kk, s->K)), A->L, BM, BK) : NULL);
   tv_t *off;
-  if (s->conv) {
+  if (s->conv && s->nhwc) {
+    off = mm_conv_nhwc_a(c, s, P, k0, kk, &mask);
+  } else if (s->conv) {
     /* k -> (ci, kk...): column part ci*PI; spatial ih_d = o_d*stride - pad + kk_d*dil, in range */
     tv_t *ci = s->KS > 1 ? BIN(DIV, kk, lw_ci(c, kk, s->KS)) : kk;
     off = BIN(ADD, A->fixed, lw_bcast_col(c, BIN(MUL, ci, lw_ci(c, ci, s->PI)), A->L, BM, BK));
@@ -581,7 +642,7 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   P.a.param = lw_param_buf(c, n->inputs[0], "a");
   P.b.param = lw_param_buf(c, n->inputs[1], "b");
   /* split-K: the first kernel stores partial sums only (C, bias and the epilogue: kernel 2) */
-  tv_t *pc = SP == 1 && n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], n->op == DRK_OP_CONV ? "bias" : "c") : NULL;
+  tv_t *pc = SP == 1 && n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], s.conv ? "bias" : "c") : NULL;
   tv_t *py = SP > 1 ? lw_param_scratch(c, ws, at, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
   /* accumulator: mma_sync with 2 x (warps/2) warps, or blocked (fma) */
@@ -596,10 +657,12 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   P.b.dims[0] = BK, P.b.dims[1] = BN, P.b.kd = 0;
   /* vectors along the dim contiguous in memory: A's K unless transposed (Gemm transA), B's N
    * unless transposed (Gemm transB, Conv weights); Conv's A is a gather (one element each,
-   * lanes along the output pixels) */
-  int avd = s.conv ? 0 : (s.sak == 1 && s.K > 1) || s.sam != 1 ? 1 : 0;
+   * lanes along the output pixels); ConvNHWC's A runs along K (vectors when a k tile lies
+   * within one tap, else one element each) */
+  s.fastk = s.nhwc && (s.C / s.G) % BK == 0;
+  int avd = s.nhwc ? 1 : s.conv ? 0 : (s.sak == 1 && s.K > 1) || s.sam != 1 ? 1 : 0;
   int bvd = (s.sbn == 1 && s.N > 1) || s.sbk != 1 ? 1 : 0;
-  mm_opnd_layouts(c, &P.a, avd, s.conv ? 1 : vec, S.warps);
+  mm_opnd_layouts(c, &P.a, avd, s.conv && !s.fastk ? 1 : vec, S.warps);
   mm_opnd_layouts(c, &P.b, bvd, vec, S.warps);
   P.a.kstride = s.sak;
   P.b.kstride = s.sbk;
@@ -625,7 +688,8 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   tv_t *abase, *bbase, *arow; /* arow: A row part [BM] (a.Lr) */
   if (s.conv) {
     int64_t Cg = s.C / s.G, OCg = s.OC / s.G;
-    abase = BIN(MUL, pz, lw_sci(c, c->it, Cg * s.PI));
+    /* the group's first channel: NCHW a plane of PI, NHWC the next element */
+    abase = BIN(MUL, pz, lw_sci(c, c->it, s.nhwc ? Cg : Cg * s.PI));
     bbase = BIN(MUL, pz, lw_sci(c, c->it, OCg * s.K));
     /* m -> (nb, o...): row part nb*C*PI; spatial row parts o_d*stride - pad */
     tv_t *nbi = s.PO > 1 ? BIN(DIV, mrow, lw_ci(c, mrow, s.PO)) : mrow;
@@ -639,7 +703,8 @@ bool drk_lower_matmul(drk_lctx_t *c) {
     bbase = lw_affine(c, pz, s.nb, s.bd, s.bbs, 0);
     arow = s.sam != 1 ? BIN(MUL, mrow, lw_ci(c, mrow, s.sam)) : mrow;
   }
-  P.a.fixed = lw_bcast_row(c, BIN(ADD, arow, lw_splat(c, abase, &arow->type)), P.a.L, BM, BK);
+  P.conv_rowbase = BIN(ADD, arow, lw_splat(c, abase, &arow->type));
+  P.a.fixed = lw_bcast_row(c, P.conv_rowbase, P.a.L, BM, BK);
   tv_t *bcol = s.sbn != 1 ? BIN(MUL, ncol, lw_ci(c, ncol, s.sbn)) : ncol;
   P.b.fixed = lw_bcast_col(c, BIN(ADD, bcol, lw_splat(c, bbase, &ncol->type)), P.b.L, BK, BN);
 
@@ -656,7 +721,11 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, s.M)), acc_l, BM, BN),
                     lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s.N)), acc_l, BM, BN));
   tv_t *yoff, *oc = NULL;
-  if (s.conv) {
+  if (s.conv && s.nhwc) {
+    /* y [Nb, out..., OC]: row m holds its OC channels */
+    oc = BIN(ADD, ecol, lw_splat(c, BIN(MUL, pz, lw_sci(c, c->it, s.OC / s.G)), &ecol->type));
+    yoff = BIN(ADD, lw_bcast_row(c, BIN(MUL, erow, lw_ci(c, erow, s.OC)), acc_l, BM, BN), lw_bcast_col(c, oc, acc_l, BM, BN));
+  } else if (s.conv) {
     int64_t OCg = s.OC / s.G;
     tv_t *nbi = s.PO > 1 ? BIN(DIV, erow, lw_ci(c, erow, s.PO)) : erow;
     tv_t *of = s.PO > 1 ? BIN(REM, erow, lw_ci(c, erow, s.PO)) : lw_ci(c, erow, 0);

@@ -13,6 +13,10 @@
  * (storage_order 0) or column-major (storage_order 1); a window with no position inside
  * the input gives (n*C + c) * prod(in) and the value -inf (the dtype's lowest for i8/u8).
  *
+ * MaxPoolNHWC / AveragePoolNHWC (the layout pass, passes/layout_nhwc.c): the same kernel over
+ * [N, spatial..., C]: an output element unravels into (pixel, c) with c innermost, and the
+ * window's taps are C elements apart per spatial step (no Indices output).
+ *
  * Requires: static shapes. */
 #include <math.h>
 #include <string.h>
@@ -26,7 +30,8 @@ bool drk_lower_pool_supported(const drk_node_t *n, const char **why) {
   if (n->op == DRK_OP_GLOBAL_AVERAGE_POOL || n->op == DRK_OP_GLOBAL_MAX_POOL) return drk_lower_reduce_supported(n, why);
   drk_dtype_t t = n->inputs[0]->dtype;
   bool fl = t == DRK_DT_F32 || t == DRK_DT_F16 || t == DRK_DT_BF16 || t == DRK_DT_F64;
-  if (!fl && !(n->op == DRK_OP_MAX_POOL && (t == DRK_DT_I8 || t == DRK_DT_U8))) { *why = "dtype"; return false; }
+  bool mx = n->op == DRK_OP_MAX_POOL || n->op == DRK_OP_MAX_POOL_NHWC;
+  if (!fl && !(mx && (t == DRK_DT_I8 || t == DRK_DT_U8))) { *why = "dtype"; return false; }
   return true;
 }
 
@@ -36,7 +41,10 @@ bool drk_lower_pool(drk_lctx_t *c) {
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
   int r = x->shape.rank, ns = r - 2;
   if (ns < 1 || ns > 3) return lw_err(c, "pooling over %d spatial dims is not lowered for GPU yet", ns);
-  bool mx = n->op == DRK_OP_MAX_POOL;
+  bool mx = n->op == DRK_OP_MAX_POOL || n->op == DRK_OP_MAX_POOL_NHWC;
+  bool cl = n->op == DRK_OP_MAX_POOL_NHWC || n->op == DRK_OP_AVERAGE_POOL_NHWC; /* channels last */
+  int sp0 = cl ? 1 : 2;                                                          /* first spatial dim */
+  int64_t CH = cl ? x->shape.dims[r - 1].size : 1; /* elements between spatial neighbours */
   size_t cnt;
   const int64_t *ks = drk_node_attr_ints(n, "kernel_shape", &cnt);
   if (!ks || (int)cnt != ns) return lw_err(c, "kernel_shape must have %d elements", ns);
@@ -47,8 +55,8 @@ bool drk_lower_pool(drk_lctx_t *c) {
   bool incl = drk_node_attr_int(n, "count_include_pad", 0) != 0;
   int64_t I[3], O[3], K[3], S[3], D[3], PB[3], PE[3], KS = 1, PO = 1, PI = 1;
   for (int d = 0; d < ns; d++) {
-    I[d] = x->shape.dims[2 + d].size;
-    O[d] = y->shape.dims[2 + d].size;
+    I[d] = x->shape.dims[sp0 + d].size;
+    O[d] = y->shape.dims[sp0 + d].size;
     K[d] = ks[d];
     S[d] = strides ? strides[d] : 1;
     D[d] = dils ? dils[d] : 1;
@@ -87,12 +95,15 @@ bool drk_lower_pool(drk_lctx_t *c) {
   drk_dtype_t at = lw_compute_dtype(x->dtype);
   if (!drk_dtype_is_float(at)) at = DRK_DT_I32;
   int64_t od[4] = {1, O[0], ns > 1 ? O[1] : 1, ns > 2 ? O[2] : 1};
-  od[0] = lw_numel(y) / PO;
-  tv_t *nc = PO > 1 ? BIN(DIV, f.offs, lw_ci(c, f.offs, PO)) : f.offs;
-  tv_t *base = BIN(MUL, nc, lw_ci(c, nc, PI));
+  od[0] = lw_numel(y) / (PO * CH);
+  /* NCHW: offs = (n*C + c)*PO + pixel; NHWC: offs = (n*PO + pixel)*C + c */
+  tv_t *pix = CH > 1 ? BIN(DIV, f.offs, lw_ci(c, f.offs, CH)) : f.offs;
+  tv_t *nc = PO > 1 ? BIN(DIV, pix, lw_ci(c, pix, PO)) : pix;
+  tv_t *base = BIN(MUL, nc, lw_ci(c, nc, PI * CH));
+  if (CH > 1) base = BIN(ADD, base, BIN(REM, f.offs, lw_ci(c, f.offs, CH)));
   tv_t *org[3];
   for (int d = 0; d < ns; d++) {
-    tv_t *o = lw_coord(c, f.offs, ns + 1, od, d + 1);
+    tv_t *o = lw_coord(c, pix, ns + 1, od, d + 1);
     org[d] = BIN(SUB, BIN(MUL, o, lw_ci(c, o, S[d])), lw_ci(c, o, PB[d]));
   }
   double lo = drk_dtype_is_float(at) ? -INFINITY : x->dtype == DRK_DT_U8 ? 0 : -128;
@@ -111,7 +122,7 @@ bool drk_lower_pool(drk_lctx_t *c) {
     ok = BIN(AND, ok, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, 0)), lw_cmp(c, "lt", ih, lw_ci(c, ih, I[d]))));
     if (incl)
       inpad = BIN(AND, inpad, BIN(AND, lw_cmp(c, "ge", ih, lw_ci(c, ih, -PB[d])), lw_cmp(c, "lt", ih, lw_ci(c, ih, I[d] + PE[d]))));
-    off = BIN(ADD, off, istr == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr)));
+    off = BIN(ADD, off, istr * CH == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, istr * CH)));
     if (yi) {
       tv_t *t = ist[d] == 1 ? ih : BIN(MUL, ih, lw_ci(c, ih, ist[d]));
       ioff = ioff ? BIN(ADD, ioff, t) : t;

@@ -360,7 +360,8 @@ static bool is_alias_op(const drk_node_t *n) {
 }
 
 static bool is_pool(drk_op_t op) {
-  return op == DRK_OP_MAX_POOL || op == DRK_OP_AVERAGE_POOL || op == DRK_OP_GLOBAL_AVERAGE_POOL ||
+  return op == DRK_OP_MAX_POOL || op == DRK_OP_AVERAGE_POOL || op == DRK_OP_MAX_POOL_NHWC ||
+         op == DRK_OP_AVERAGE_POOL_NHWC || op == DRK_OP_GLOBAL_AVERAGE_POOL ||
          op == DRK_OP_GLOBAL_MAX_POOL;
 }
 

@@ -59,6 +59,36 @@ bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded);
  * dead (run drk_pass_eliminate_dead). *out_n_rewritten (may be NULL): Convs rewritten. */
 bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten);
 
+/* Activation layout of 2-D convolutions (drk option `layout`, drkc --layout=). */
+typedef enum drk_layout {
+  DRK_LAYOUT_AUTO, /* NHWC for convs computing in f16/bf16/f8 when every target is NVIDIA */
+  DRK_LAYOUT_NCHW, /* the model's layout: the layout pass does nothing */
+  DRK_LAYOUT_NHWC  /* NHWC for every 2-D float conv with a constant weight */
+} drk_layout_t;
+
+typedef struct drk_layout_options {
+  drk_layout_t layout;
+  bool nvidia_only; /* every target is NVIDIA (auto keeps NCHW otherwise) */
+} drk_layout_options_t;
+
+typedef struct drk_layout_stats {
+  size_t convs;      /* Convs rewritten to ConvNHWC */
+  size_t pools;      /* MaxPool/AveragePool rewritten to their NHWC forms */
+  size_t transposes; /* Transpose nodes the pass left in the graph (layout changes, each a kernel) */
+} drk_layout_stats_t;
+
+/* "auto|nchw|nhwc"; false (out untouched) for anything else. */
+bool drk_layout_parse(const char *s, drk_layout_t *out);
+const char *drk_layout_name(drk_layout_t l);
+
+/* Channels-last convolutions with the layout changes placed once: passes/layout_nhwc.c
+ * (Conv -> ConvNHWC with constant weights re-laid, the Transposes sunk through elementwise
+ * ops, reshapes, pointwise-conv MatMuls, reductions and pools, cancelled where they meet,
+ * materialized once where a consumer needs the NCHW value). Run after the precision policy.
+ * Leaves replaced nodes dead (run drk_pass_eliminate_dead, then drk_pass_infer_shapes).
+ * *out_stats (may be NULL): what it did. Never fails. */
+bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_layout_stats_t *out_stats);
+
 /* infer -> fold -> infer -> dce, repeated until folding finds nothing (bounded). Returns
  * false on the first pass that reports an error. */
 bool drk_pass_pipeline_canonicalize(drk_graph_t *g, drk_diag_t *d);

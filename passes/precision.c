@@ -220,7 +220,7 @@ static bool out_fixed(const drk_node_t *n, int j) {
 
 static bool is_mm(drk_op_t op) {
   return op == DRK_OP_MATMUL || op == DRK_OP_GEMM || op == DRK_OP_CONV || op == DRK_OP_CONV_TRANSPOSE ||
-         op == DRK_OP_EINSUM;
+         op == DRK_OP_EINSUM || op == DRK_OP_CONV_NHWC;
 }
 
 static int64_t const_numel(const drk_value_t *v) {
@@ -999,7 +999,8 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
 drk_dtype_t drk_precision_node_dtype(const drk_node_t *n) {
   if (n->op == DRK_OP_SHAPE || n->op == DRK_OP_SIZE) return DRK_DT_COUNT;
   /* f8 MatMul/Gemm/Conv: their operands' dtype (the result is the f32 accumulator) */
-  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV) && n->n_inputs && n->inputs[0] &&
+  if ((n->op == DRK_OP_MATMUL || n->op == DRK_OP_GEMM || n->op == DRK_OP_CONV || n->op == DRK_OP_CONV_NHWC) &&
+      n->n_inputs && n->inputs[0] &&
       (n->inputs[0]->dtype == DRK_DT_F8E4M3 || n->inputs[0]->dtype == DRK_DT_F8E5M2))
     return n->inputs[0]->dtype;
   for (int j = 0; j < n->n_outputs; j++)

@@ -27,11 +27,12 @@
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
-    "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M] [--report] [-v]\n"
+    "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M]\n"
+    "                  [--layout=L] [--report] [-v]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--target=LIST (default: the GPU's own arch)]\n"
-    "                      [--precision=P] [--matmul-precision=M]\n"
+    "                      [--precision=P] [--matmul-precision=M] [--layout=L]\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -55,6 +56,10 @@ static const char usage_text[] =
     "                          model's interface keeps its dtypes\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
+    "  --layout=L              auto (the default: NHWC for 2-D convs computing in f16, bf16 or\n"
+    "                          f8 when every target is NVIDIA) | nchw (the model's layout) |\n"
+    "                          nhwc (every 2-D float conv with constant weights); the layout\n"
+    "                          changes go where the graph needs them, once\n"
     "  --fusion-aggressiveness=L  0 none, 1 elementwise chains, 2 (default) also reductions\n"
     "                          with their prologue/epilogue and matmul/conv epilogues, 3 also\n"
     "                          attention (one flash kernel)\n"
@@ -77,6 +82,7 @@ typedef struct compile_options {
   const char *bind;
   drk_precision_t precision;
   drk_matmul_precision_t matmul;
+  drk_layout_t layout; /* --layout */
   bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
   int fusion_level, max_depth;
   drk_sched_knobs_t knobs; /* --schedule */
@@ -148,6 +154,21 @@ static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
   return drk_pass_apply_precision(g, &po, d);
 }
 
+/* --layout: NHWC convolutions (auto: on NVIDIA-only target lists) */
+static bool pass_layout(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  drk_layout_options_t lo = {.layout = o->c.layout, .nvidia_only = o->targets != 0};
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if ((o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV) lo.nvidia_only = false;
+  drk_layout_stats_t st;
+  drk_pass_layout_nhwc(g, &lo, &st);
+  if (!st.convs) return true;
+  drk_pass_eliminate_dead(g);
+  if (o->verbose)
+    fprintf(stderr, "drkc: layout %s: %zu convolutions and %zu pools in NHWC, %zu layout transposes\n",
+            drk_layout_name(o->c.layout), st.convs, st.pools, st.transposes);
+  return drk_pass_infer_shapes(g, d);
+}
+
 static const struct {
   const char *name;
   graph_pass_fn run;
@@ -160,6 +181,8 @@ static const struct {
     {"conv-to-matmul", pass_conv_to_matmul},
     {"precision", pass_precision}, /* --precision, --matmul-precision */
     {"verify-precision", pass_verify},
+    {"layout", pass_layout}, /* --layout */
+    {"verify-layout", pass_verify},
 };
 
 #define FIRST_OPTIMIZATION "fold-batchnorm"
@@ -771,7 +794,8 @@ done:
 static int parse_compile_option(int argc, char **argv, int *i, compile_options_t *c) {
   static const char *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
-                           *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL};
+                           *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
+                           *const o_layout[] = {"--layout", NULL};
   const char *v;
   char *end;
   if ((v = opt_value(argc, argv, i, o_bind))) {
@@ -784,6 +808,11 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
   } else if ((v = opt_value(argc, argv, i, o_prec))) {
     if (!drk_precision_parse(v, &c->precision)) {
       usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
+      return -1;
+    }
+  } else if ((v = opt_value(argc, argv, i, o_layout))) {
+    if (!drk_layout_parse(v, &c->layout)) {
+      usage_error("--layout: auto, nchw or nhwc, not '%s'", v);
       return -1;
     }
   } else if ((v = opt_value(argc, argv, i, o_fusion))) {

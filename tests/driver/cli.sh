@@ -45,6 +45,21 @@ expect emit-graph 0 '%z: f32\[N, 4\] = Relu\(%s\)' -- "$W/ok.drkg" --emit=graph
 expect emit-unknown 2 "unknown --emit kind 'bogus'" -- "$W/ok.drkg" --emit=bogus
 expect dump-after 0 '// ---- after canonicalize ----' -- "$W/ok.drkg" --emit=graph --dump-after=canonicalize
 expect dump-after-unknown 2 "unknown pass 'schedule'" -- "$W/ok.drkg" --emit=graph --dump-after=schedule
+"$PY" - "$W/conv.drkg" <<'P'
+import sys
+w = ", ".join("%.3f" % (((i * 7) % 11 - 5) / 8) for i in range(72))
+open(sys.argv[1], "w").write(
+    "graph @c(%%x: f16[1, 2, 6, 6]) -> (%%z) {\n"
+    "  %%w: f16[4, 2, 3, 3] = const [%s]\n"
+    "  %%y: f16[1, 4, 6, 6] = Conv(%%x, %%w) {pads = [1, 1, 1, 1]}\n"
+    "  %%z: f16[1, 4, 6, 6] = Relu(%%y)\n"
+    "  return %%z\n}\n" % w)
+P
+expect layout-bad 2 "--layout: auto, nchw or nhwc, not 'nhcw'" -- "$W/conv.drkg" --layout=nhcw
+expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layout
+expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
+expect layout-auto-amd 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --target=gfx942
+expect layout-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --layout=nhwc
 expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
 expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
 expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph

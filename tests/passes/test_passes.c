@@ -1,6 +1,7 @@
 /* Tests of the graph passes: shape inference, constant folding, dead-code elimination.
  * Graphs are built with the builder API. Run one test by name (`test_passes NAME`), or all
  * without arguments. Fresh symbols made by inference print as "?" in expectations. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -734,6 +735,144 @@ static void test_conv_to_matmul(void) {
   }
 }
 
+/* Layout pass (passes/layout_nhwc.c) on a small conv net: Conv -> Relu -> MaxPool -> Conv ->
+ * per-channel Mul -> residual Add -> Relu -> Add of a broadcast graph input -> AveragePool ->
+ * pointwise Conv (a MatMul after conv-to-matmul) -> Clip -> GlobalAveragePool -> Flatten,
+ * plus a Softmax over the channels (not layout-agnostic), a ReduceMax over H, W, a channel
+ * Concat with a constant and a GlobalMaxPool, and an intermediate graph output. tf_input: the image comes NHWC, through the model's own
+ * Transpose (as TF exports do). */
+static drk_value_t *wavy(drk_graph_t *g, const char *name, const char *spec, double scale) {
+  drk_shape_t s = dims(g, spec);
+  int64_t n = drk_shape_numel(&s);
+  float *p = drk_arena_alloc(g->arena, sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) p[i] = (float)(scale * sin((double)i * 0.77 + 0.3));
+  return drk_graph_add_const(g, name, DRK_DT_F32, s, p, sizeof(float) * (size_t)n);
+}
+
+static void set_pool(drk_graph_t *g, drk_node_t *n, int64_t k, int64_t st, int64_t pad) {
+  drk_node_set_ints(g, n, "kernel_shape", 2, (int64_t[]){k, k});
+  drk_node_set_ints(g, n, "strides", 2, (int64_t[]){st, st});
+  drk_node_set_ints(g, n, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+}
+
+static drk_graph_t *layout_graph(bool tf_input) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, tf_input ? "2,10,10,3" : "2,3,10,10"), *yin = input(g, "yin", DRK_DT_F32, "5,1");
+  if (tf_input) {
+    drk_node_t *t = node(g, DRK_OP_TRANSPOSE, "xt", 1, 1, x);
+    drk_node_set_ints(g, t, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    x = OUT(t);
+  }
+  drk_node_t *c1 = node(g, DRK_OP_CONV, "c1", 1, 3, x, wavy(g, "w1", "8,3,3,3", 0.4), wavy(g, "b1", "8", 0.1));
+  drk_node_set_ints(g, c1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  drk_node_t *r1 = node(g, DRK_OP_RELU, "r1", 1, 1, OUT(c1));
+  drk_node_t *mp = node(g, DRK_OP_MAX_POOL, "mp", 1, 1, OUT(r1));
+  set_pool(g, mp, 3, 2, 1);
+  drk_node_t *c2 = node(g, DRK_OP_CONV, "c2", 1, 2, OUT(mp), wavy(g, "w2", "8,8,3,3", 0.2));
+  drk_node_set_ints(g, c2, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  drk_node_t *m2 = node(g, DRK_OP_MUL, "m2", 1, 2, OUT(c2), wavy(g, "s", "8,1,1", 1.5));
+  drk_node_t *a = node(g, DRK_OP_ADD, "a", 1, 2, OUT(m2), OUT(mp));
+  drk_node_t *r2 = node(g, DRK_OP_RELU, "r2", 1, 1, OUT(a));
+  drk_node_t *bb = node(g, DRK_OP_ADD, "bb", 1, 2, OUT(r2), yin);
+  drk_node_t *ap = node(g, DRK_OP_AVERAGE_POOL, "ap", 1, 1, OUT(bb));
+  set_pool(g, ap, 2, 1, 0);
+  drk_node_t *c3 = node(g, DRK_OP_CONV, "c3", 1, 3, OUT(ap), wavy(g, "w3", "16,8,1,1", 0.3), wavy(g, "b3", "16", 0.2));
+  drk_node_t *cl = node(g, DRK_OP_CLIP, "cl", 1, 3, OUT(c3), wavy(g, "lo", "", -0.5), wavy(g, "hi", "", 0.9));
+  drk_node_t *gp = node(g, DRK_OP_GLOBAL_AVERAGE_POOL, "gp", 1, 1, OUT(cl));
+  drk_node_t *f = node(g, DRK_OP_FLATTEN, "f", 1, 1, OUT(gp));
+  drk_node_t *sm = node(g, DRK_OP_SOFTMAX, "sm", 1, 1, OUT(r2));
+  drk_node_set_int(g, sm, "axis", 1);
+  drk_node_t *q = node(g, DRK_OP_REDUCE_MAX, "q", 1, 2, OUT(r2), ints(g, "qa", 1, 2, I(2), I(3)));
+  drk_node_set_int(g, q, "keepdims", 0);
+  drk_node_t *cc = node(g, DRK_OP_CONCAT, "cc", 1, 3, OUT(r2), OUT(mp), wavy(g, "cw", "2,4,5,5", 1.0));
+  drk_node_set_int(g, cc, "axis", -3);
+  drk_node_t *gm = node(g, DRK_OP_GLOBAL_MAX_POOL, "gm", 1, 1, OUT(cc));
+  drk_graph_add_output(g, OUT(f));
+  drk_graph_add_output(g, OUT(sm));
+  drk_graph_add_output(g, OUT(q));
+  drk_graph_add_output(g, OUT(r1));
+  drk_graph_add_output(g, OUT(gm));
+  return g;
+}
+
+static size_t count_op(const drk_graph_t *g, drk_op_t op) {
+  size_t k = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) k += !g->nodes[i]->dead && g->nodes[i]->op == op;
+  return k;
+}
+
+static void layout_check(bool tf_input);
+
+static void test_layout_nhwc(void) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  /* nchw, and auto on f32 convs or for non-NVIDIA targets: nothing happens */
+  drk_layout_options_t keep[3] = {{DRK_LAYOUT_NCHW, true}, {DRK_LAYOUT_AUTO, true}, {DRK_LAYOUT_NHWC, false}};
+  for (int k = 0; k < 3; k++) {
+    drk_graph_t *g = layout_graph(false);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d));
+    drk_layout_stats_t st = {.convs = 99};
+    size_t before = live_nodes(g);
+    CHECK(drk_pass_layout_nhwc(g, &keep[k], &st));
+    CHECK(k == 2 ? st.convs == 3 : st.convs == 0 && live_nodes(g) == before && count_op(g, DRK_OP_CONV) == 3);
+    drk_graph_destroy(g);
+  }
+  for (int tf = 0; tf < 2; tf++)
+    layout_check(tf != 0);
+}
+
+static void layout_check(bool tf_input) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = layout_graph(tf_input), *ref = layout_graph(tf_input);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+  size_t n = 0;
+  CHECK(drk_pass_conv_to_matmul(g, &n) && n == 1);
+  drk_pass_eliminate_dead(g);
+  CHECK(drk_pass_infer_shapes(g, &d));
+  drk_layout_options_t o = {DRK_LAYOUT_NHWC, true};
+  drk_layout_stats_t st;
+  CHECK(drk_pass_layout_nhwc(g, &o, &st));
+  drk_pass_eliminate_dead(g);
+  CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d) && d.n_errors == 0);
+  /* layout changes: x's at the input (none when it comes NHWC: the model's Transpose
+   * cancels), r2's for the Softmax, r1's for the graph output; the broadcast input [5, 1] is
+   * re-laid by a view, the final [N, 1, 1, C] by a Reshape */
+  size_t want = tf_input ? 2 : 3;
+  CHECK(st.convs == 2 && st.pools == 2 && st.transposes == want);
+  CHECK(count_op(g, DRK_OP_TRANSPOSE) == want && count_op(g, DRK_OP_CONV) == 0 && count_op(g, DRK_OP_CONV_NHWC) == 2);
+  CHECK(count_op(g, DRK_OP_MAX_POOL_NHWC) == 1 && count_op(g, DRK_OP_AVERAGE_POOL_NHWC) == 1);
+  CHECK(count_op(g, DRK_OP_GLOBAL_AVERAGE_POOL) == 0 && count_op(g, DRK_OP_REDUCE_MEAN) == 1);
+  CHECK(count_op(g, DRK_OP_GLOBAL_MAX_POOL) == 0 && count_op(g, DRK_OP_CONCAT) == 1);
+  for (size_t i = 0; i < g->n_outputs; i++) /* the interface keeps names, dtypes and shapes */
+    CHECK(strcmp(g->outputs[i]->name, ref->outputs[i]->name) == 0 && drk_shape_equal(&g->outputs[i]->shape, &ref->outputs[i]->shape));
+  char *txt = drk_graph_print_string(g, SIZE_MAX, NULL); /* the text form parses back */
+  drk_graph_t *back = txt ? drk_graph_parse(txt, strlen(txt), "layout.drkg", &d) : NULL;
+  CHECK(back && drk_graph_verify(back, &d));
+  if (back) drk_graph_destroy(back);
+  free(txt);
+  /* the same function, on random inputs */
+  drk_tensor_t in[2];
+  CHECK(drk_tensor_alloc(&in[0], DRK_DT_F32, 4, tf_input ? (int64_t[]){2, 10, 10, 3} : (int64_t[]){2, 3, 10, 10}) &&
+        drk_tensor_alloc(&in[1], DRK_DT_F32, 2, (int64_t[]){5, 1}));
+  uint64_t rng = 12345;
+  for (int t = 0; t < 2; t++)
+    for (int64_t i = 0; i < drk_tensor_numel(&in[t]); i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      ((float *)in[t].data)[i] = (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+  drk_tensor_t a[5] = {0}, b[5] = {0};
+  CHECK(drk_interp_run(g, in, a, &d) && drk_interp_run(ref, in, b, &d));
+  for (int i = 0; i < 5; i++) {
+    CHECK(a[i].rank == b[i].rank && drk_tensor_numel(&a[i]) == drk_tensor_numel(&b[i]));
+    double err = drk_tensor_rel_error(&a[i], &b[i]);
+    if (!(err <= 1e-6)) fprintf(stderr, "layout output %d rel. error %g\n", i, err), failures++;
+    drk_tensor_free(&a[i]), drk_tensor_free(&b[i]);
+  }
+  drk_tensor_free(&in[0]), drk_tensor_free(&in[1]);
+  drk_graph_destroy(g), drk_graph_destroy(ref);
+}
+
 /* In-place memory planning (drk_plan_memory_inplace): an elementwise output takes the bytes
  * of a candidate input that dies in its kernel, never of one read later, of a graph input,
  * of a smaller (broadcast) one, and never for a graph output; the lowering declares only
@@ -797,6 +936,7 @@ static void test_plan_inplace(void) {
 static const test_t tests[] = {
     {"plan_inplace", test_plan_inplace},
     {"conv_to_matmul", test_conv_to_matmul},
+    {"layout_nhwc", test_layout_nhwc},
     {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
     {"matmul", test_matmul},

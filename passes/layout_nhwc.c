@@ -1,0 +1,730 @@
+/* Layout: channels-last (NHWC) convolutions, with the layout changes placed once
+ * (drk_pass_layout_nhwc, passes/passes.h; docs/passes.md "Layout").
+ *
+ * Tensor cores want the reduction index of a convolution's implicit GEMM contiguous in memory.
+ * In NHWC, the K index (kh, kw, c) of an output pixel reads C contiguous channels per kernel
+ * tap, so the A tiles are 16-byte copies instead of an element-by-element gather, and an
+ * output pixel's OC channels are one contiguous row for the epilogue. The pass
+ *  1. rewrites each chosen Conv  y = Conv(x, W, b)  into
+ *       y = Transpose(ConvNHWC(Transpose(x, [0,2,3,1]), W', b), [0,3,1,2])
+ *     with W' = W transposed here, once, to [OC, KH, KW, C/group] (W is a constant);
+ *  2. sinks the Transposes towards the consumers: a value v known to equal Transpose(s, P)
+ *     is not computed; each consumer that can take s computes its own result in the permuted
+ *     order instead (which is again a Transpose of what it computes), so chains of convs,
+ *     elementwise ops, pools and residual Adds stay channels-last, and two Transposes that
+ *     meet compose (to the identity: they cancel);
+ *  3. materializes v = Transpose(s, P) once, right before the first consumer that cannot take
+ *     s (or at the end for a graph output); as a Reshape (a view) when P only moves size-1
+ *     dims.
+ *
+ * Sinking rules (v = Transpose(s, P) means v.dims[i] = s.dims[P[i]]):
+ *  - elementwise ops with one result (not Quantize/DequantizeLinear, whose `axis` names a
+ *    dim): every sunk operand has the result's rank and the same P; the other operands are
+ *    re-laid: a constant's data is permuted here (a bias [C,1,1] becomes [1,1,C]), a
+ *    one-element operand stays, any other value gets its own Transpose (or Reshape);
+ *  - Reshape/Flatten whose dim groups (runs of dims with equal products, size-1 dims aside)
+ *    stay contiguous and in order under P: a Reshape of s, then the groups' permutation;
+ *  - Concat (the channel concatenations of U-Nets and DenseNets): the inputs as for
+ *    elementwise ops, the axis moved to P[axis];
+ *  - MatMul(A, B) with B sunk under a swap of its last two dims and A a constant matrix:
+ *    A.B = (B'.A^T)^T, A^T computed here (the pointwise convs of conv-to-matmul);
+ *  - ReduceSum/Mean/Max/Min with constant axes (input or attribute): the axes permuted;
+ *    GlobalAveragePool/GlobalMaxPool: ReduceMean/ReduceMax over the spatial dims of s;
+ *  - MaxPool (without Indices) and AveragePool of a channels-last s: MaxPoolNHWC /
+ *    AveragePoolNHWC;
+ *  - a chosen Conv takes s directly when Transpose(x, [0,2,3,1]) is s;
+ *  - a Transpose composes with P; the model's own NCHW <-> NHWC Transposes (rank 4) are
+ *    tracked like the pass's (a TF-exported model's input Transpose then cancels).
+ * Every other consumer gets the materialized value: correctness first.
+ *
+ * Which convs (drk_layout_options_t): 2-D Conv (rank 4) with static shapes, one result, a
+ * float input and a constant weight of whole bytes per element. nhwc: all of them; auto:
+ * those computing in a 16-bit float or f8 (f16, bf16, f8e4m3, f8e5m2) when every target is
+ * NVIDIA; nchw: none (the graph is left alone).
+ *
+ * Requires: shapes and dtypes inferred (after the precision policy: the compute dtypes are
+ * final); nodes in topological order. Guarantees: the same function, bit for bit in the
+ * interpreter (the channels-last ops are defined as their ONNX counterparts on transposed
+ * operands; everything else is per element or an exact reordering); graph inputs and outputs
+ * keep names, dtypes and shapes; a materialized value keeps its name; topological order. The
+ * replaced nodes are marked dead: run drk_pass_eliminate_dead, then shape inference (which
+ * agrees with every shape set here). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/tensor.h"
+#include "passes.h"
+
+#define LR DRK_MAX_RANK
+
+typedef struct sunk {
+  drk_value_t *src; /* NULL: the value is computed as written */
+  int p[LR];
+  bool done; /* materialized: the value is produced again (by a Transpose or Reshape of src) */
+} sunk_t;
+
+typedef struct relaid {
+  const drk_value_t *from;
+  int r, p[LR];
+  drk_value_t *to;
+} relaid_t;
+
+typedef struct lctx {
+  drk_graph_t *g;
+  const drk_layout_options_t *o;
+  uint32_t n0;           /* value ids below this are the graph's before the pass */
+  sunk_t *sk;            /* per original value id */
+  drk_value_t **nhwc_in; /* per original value id: its channels-last form for the convs */
+  relaid_t *rl;          /* constants permuted so far (weights, biases) */
+  size_t n_rl, cap_rl;
+  const char **names; /* open-addressing set of every value name (a power of two, half full) */
+  size_t cap_names, n_names;
+  drk_layout_stats_t st;
+} lctx_t;
+
+/* ---- names ---- */
+static size_t name_hash(const char *s) { /* FNV-1a */
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+static bool name_has(const lctx_t *L, const char *s) {
+  if (!L->cap_names) return false;
+  for (size_t i = name_hash(s) & (L->cap_names - 1);; i = (i + 1) & (L->cap_names - 1)) {
+    if (!L->names[i]) return false;
+    if (strcmp(L->names[i], s) == 0) return true;
+  }
+}
+static void name_add(lctx_t *L, const char *s) {
+  if (2 * (L->n_names + 1) > L->cap_names) { /* grow: at most half full */
+    const char **old = L->names;
+    size_t oc = L->cap_names;
+    L->cap_names = oc ? 2 * oc : 256;
+    L->names = calloc(L->cap_names, sizeof *L->names);
+    DRK_ASSERT(L->names);
+    L->n_names = 0;
+    for (size_t k = 0; k < oc; k++)
+      if (old[k]) name_add(L, old[k]);
+    free(old);
+  }
+  size_t i = name_hash(s) & (L->cap_names - 1);
+  while (L->names[i]) i = (i + 1) & (L->cap_names - 1);
+  L->names[i] = s;
+  L->n_names++;
+}
+/* "<base>.<suffix>", with a number added until unused; recorded as used */
+static const char *fresh(lctx_t *L, const char *base, const char *suffix) {
+  const char *s = drk_arena_printf(L->g->arena, "%s.%s", base, suffix);
+  for (int k = 1; name_has(L, s); k++) s = drk_arena_printf(L->g->arena, "%s.%s%d", base, suffix, k);
+  name_add(L, s);
+  return s;
+}
+
+/* ---- permutations ---- */
+static bool perm_identity(const int *p, int r) {
+  for (int i = 0; i < r; i++)
+    if (p[i] != i) return false;
+  return true;
+}
+static bool perm_equal(const int *a, const int *b, int r) { return memcmp(a, b, sizeof(int) * (size_t)r) == 0; }
+static void perm_inverse(const int *p, int r, int *out) {
+  for (int i = 0; i < r; i++) out[p[i]] = i;
+}
+/* channels-first -> channels-last ([0,2,3,1] for rank 4) and back ([0,3,1,2]) */
+static void perm_to_last(int r, int *p) {
+  p[0] = 0, p[r - 1] = 1;
+  for (int i = 1; i < r - 1; i++) p[i] = i + 1;
+}
+static void perm_to_first(int r, int *p) {
+  p[0] = 0, p[1] = r - 1;
+  for (int i = 2; i < r; i++) p[i] = i - 1;
+}
+
+static bool ranked_static(const drk_value_t *v) {
+  return v && v->shape.rank >= 0 && v->shape.rank <= LR && drk_shape_is_static(&v->shape);
+}
+
+/* dims of Transpose(s, p) given s's shape: out[i] = s[p[i]] */
+static drk_shape_t shape_perm(drk_graph_t *g, const drk_shape_t *s, const int *p) {
+  drk_dim_t d[LR];
+  for (int i = 0; i < s->rank; i++) d[i] = s->dims[p[i]];
+  return drk_graph_shape(g, s->rank, d);
+}
+/* the shape s' with Transpose(s', p) == s: s'[p[i]] = s[i] */
+static drk_shape_t shape_unperm(drk_graph_t *g, const drk_shape_t *s, const int *p) {
+  drk_dim_t d[LR];
+  for (int i = 0; i < s->rank; i++) d[p[i]] = s->dims[i];
+  return drk_graph_shape(g, s->rank, d);
+}
+
+/* Whether Transpose(x, p) only moves size-1 dims (its bytes are x's: a Reshape does it). */
+static bool perm_is_view(const drk_shape_t *x, const int *p) {
+  int last = -1;
+  for (int i = 0; i < x->rank; i++) {
+    const drk_dim_t *d = &x->dims[p[i]];
+    if (!d->sym && d->size == 1) continue;
+    if (p[i] < last) return false;
+    last = p[i];
+  }
+  return true;
+}
+
+/* ---- building ---- */
+static drk_value_t *node1(lctx_t *L, drk_op_t op, int ni, drk_value_t *const *in, const char *name, drk_dtype_t t,
+                          drk_shape_t s, drk_loc_t loc) {
+  drk_node_t *n = drk_graph_add_node(L->g, op, ni, in, 1, &name, loc);
+  n->outputs[0]->dtype = t;
+  n->outputs[0]->shape = s;
+  return n->outputs[0];
+}
+
+static drk_value_t *i64_const(lctx_t *L, const char *base, const char *suffix, int n, const int64_t *v) {
+  int64_t len = n;
+  return drk_graph_add_const_copy(L->g, fresh(L, base, suffix), DRK_DT_I64, drk_graph_shape_static(L->g, 1, &len), v,
+                                  sizeof(int64_t) * (size_t)n);
+}
+
+/* Transpose(x, p) as a new value (a Reshape where it is a view of a static x); name base.suffix */
+static drk_value_t *transpose_new(lctx_t *L, drk_value_t *x, const int *p, const char *suffix, drk_loc_t loc) {
+  int r = x->shape.rank;
+  drk_shape_t s = shape_perm(L->g, &x->shape, p);
+  if (ranked_static(x) && perm_is_view(&x->shape, p)) {
+    int64_t d[LR];
+    for (int i = 0; i < r; i++) d[i] = s.dims[i].size;
+    drk_value_t *sh = i64_const(L, x->name, "shape", r, d);
+    return node1(L, DRK_OP_RESHAPE, 2, (drk_value_t *[]){x, sh}, fresh(L, x->name, suffix), x->dtype, s, loc);
+  }
+  drk_value_t *y = node1(L, DRK_OP_TRANSPOSE, 1, &x, fresh(L, x->name, suffix), x->dtype, s, loc);
+  int64_t pp[LR];
+  for (int i = 0; i < r; i++) pp[i] = p[i];
+  drk_node_set_ints(L->g, y->def, "perm", (size_t)r, pp);
+  L->st.transposes++;
+  return y;
+}
+
+/* A constant's data permuted (Transpose(c padded to rank r, p)), cached per (c, p). */
+static drk_value_t *const_perm(lctx_t *L, const drk_value_t *c, int r, const int *p) {
+  for (size_t i = 0; i < L->n_rl; i++)
+    if (L->rl[i].from == c && L->rl[i].r == r && perm_equal(L->rl[i].p, p, r)) return L->rl[i].to;
+  int cr = c->shape.rank;
+  int64_t xd[LR], xs[LR], od[LR], os[LR];
+  for (int i = 0; i < r; i++) xd[i] = i < r - cr ? 1 : c->shape.dims[i - (r - cr)].size;
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; i--) xs[i] = acc, acc *= xd[i];
+  for (int i = 0; i < r; i++) od[i] = xd[p[i]], os[i] = xs[p[i]];
+  size_t es = (size_t)drk_dtype_bits(c->dtype) / 8, n = (size_t)acc;
+  uint8_t *data = drk_arena_alloc(L->g->arena, n * es > 0 ? n * es : 1);
+  const uint8_t *src = c->data;
+  int64_t idx[LR] = {0}, off = 0;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(data + i * es, src + (size_t)off * es, es);
+    for (int d = r - 1; d >= 0; d--) { /* next output index; off follows with the source strides */
+      off += os[d];
+      if (++idx[d] < od[d]) break;
+      off -= os[d] * od[d];
+      idx[d] = 0;
+    }
+  }
+  drk_value_t *v = drk_graph_add_const(L->g, fresh(L, c->name, "nhwc"), c->dtype, drk_graph_shape_static(L->g, r, od),
+                                       data, n * es);
+  v->loc = c->loc;
+  if (L->n_rl == L->cap_rl) {
+    L->cap_rl = L->cap_rl ? 2 * L->cap_rl : 16;
+    L->rl = realloc(L->rl, sizeof *L->rl * L->cap_rl);
+    DRK_ASSERT(L->rl);
+  }
+  relaid_t e = {.from = c, .r = r, .to = v};
+  memcpy(e.p, p, sizeof(int) * (size_t)r);
+  L->rl[L->n_rl++] = e;
+  return v;
+}
+
+static bool const_permutable(const drk_value_t *c) {
+  return c && c->kind == DRK_VALUE_CONST && c->data && ranked_static(c) && drk_dtype_bits(c->dtype) % 8 == 0 &&
+         c->nbytes == drk_dtype_nbytes(c->dtype, drk_shape_numel(&c->shape));
+}
+
+/* ---- what is known about values ---- */
+static sunk_t *sunk_of(lctx_t *L, const drk_value_t *v) {
+  return v && L->sk && v->id < L->n0 && L->sk[v->id].src ? &L->sk[v->id] : NULL;
+}
+
+static void set_sunk(lctx_t *L, drk_value_t *v, drk_value_t *src, const int *p) {
+  sunk_t *s = &L->sk[v->id];
+  s->src = src;
+  memcpy(s->p, p, sizeof(int) * (size_t)v->shape.rank);
+  s->done = false;
+}
+
+/* Produces v again as Transpose(src, P) (or a Reshape / Identity), once, at this point of the
+ * node order; v keeps its name, users and graph-output role. */
+static void materialize(lctx_t *L, drk_value_t *v) {
+  sunk_t *s = sunk_of(L, v);
+  if (!s || s->done) return;
+  int r = v->shape.rank;
+  drk_value_t *t;
+  if (perm_identity(s->p, r))
+    t = node1(L, DRK_OP_IDENTITY, 1, &s->src, fresh(L, v->name, "id"), v->dtype, v->shape, v->loc);
+  else
+    t = transpose_new(L, s->src, s->p, "nchw", v->loc);
+  drk_node_t *n = t->def;
+  n->outputs[0] = v;
+  v->def = n;
+  v->def_index = 0;
+  s->done = true;
+}
+
+/* ---- which convs ---- */
+static bool conv_chosen(lctx_t *L, const drk_node_t *n) {
+  if (n->op != DRK_OP_CONV || n->n_outputs != 1 || n->n_inputs < 2) return false;
+  const drk_value_t *x = n->inputs[0], *w = n->inputs[1], *b = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
+  if (!x || !y || !ranked_static(x) || !ranked_static(y) || x->shape.rank != 4 || y->shape.rank != 4) return false;
+  if (!const_permutable(w) || w->shape.rank != 4 || (b && sunk_of(L, b)))
+    return false;
+  if (!drk_dtype_is_float(x->dtype) || drk_shape_numel(&y->shape) <= 0) return false;
+  switch (L->o->layout) {
+    case DRK_LAYOUT_NHWC: return true;
+    case DRK_LAYOUT_AUTO:
+      return L->o->nvidia_only && (x->dtype == DRK_DT_F16 || x->dtype == DRK_DT_BF16 || x->dtype == DRK_DT_F8E4M3 ||
+                                   x->dtype == DRK_DT_F8E5M2);
+    default: return false;
+  }
+}
+
+/* x as channels-last: Transpose(x, to_last), sharing one per value */
+static drk_value_t *channels_last_of(lctx_t *L, drk_value_t *x, drk_loc_t loc) {
+  if (x->id < L->n0 && L->nhwc_in[x->id]) return L->nhwc_in[x->id];
+  int r = x->shape.rank, t[LR], q[LR];
+  perm_to_last(r, t);
+  drk_value_t *res;
+  sunk_t *s = sunk_of(L, x);
+  if (s) {
+    for (int i = 0; i < r; i++) q[i] = s->p[t[i]]; /* Transpose(Transpose(src, P), t) */
+    res = perm_identity(q, r) ? s->src : transpose_new(L, s->src, q, "nhwc", loc);
+  } else {
+    res = transpose_new(L, x, t, "nhwc", loc);
+  }
+  if (x->id < L->n0) L->nhwc_in[x->id] = res;
+  return res;
+}
+
+static drk_node_t *clone_node(lctx_t *L, const drk_node_t *n, drk_op_t op, int ni, drk_value_t *const *in,
+                              drk_dtype_t t, drk_shape_t s, const char *suffix) {
+  drk_value_t *y = node1(L, op, ni, in, fresh(L, n->outputs[0]->name, suffix), t, s, n->loc);
+  drk_node_t *m = y->def;
+  m->n_attrs = n->n_attrs;
+  m->attrs = n->n_attrs ? drk_arena_memdup(L->g->arena, n->attrs, sizeof *n->attrs * (size_t)n->n_attrs) : NULL;
+  return m;
+}
+
+static bool rule_conv(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *w = n->inputs[1], *b = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
+  int r = x->shape.rank, tl[LR], tf[LR];
+  perm_to_last(r, tl);
+  perm_to_first(r, tf);
+  drk_value_t *xs = channels_last_of(L, x, n->loc);
+  drk_value_t *ws = const_perm(L, w, r, tl);
+  drk_shape_t ys = shape_unperm(L->g, &y->shape, tf);
+  drk_node_t *m = clone_node(L, n, DRK_OP_CONV_NHWC, b ? 3 : 2, (drk_value_t *[]){xs, ws, b}, y->dtype, ys, "nhwc");
+  set_sunk(L, y, m->outputs[0], tf);
+  L->st.convs++;
+  return true;
+}
+
+/* Elementwise n with its sunk operands all of perm P and the result's rank. */
+static bool ew_operand_skipped(const drk_node_t *n, int i) {
+  return (n->op == DRK_OP_CLIP && i >= 1) || (n->op == DRK_OP_CAST_LIKE && i == 1);
+}
+
+static bool rule_ew(lctx_t *L, drk_node_t *n) {
+  if (n->n_outputs != 1 || n->op == DRK_OP_QUANTIZE_LINEAR || n->op == DRK_OP_DEQUANTIZE_LINEAR || n->n_inputs > 16)
+    return false;
+  drk_value_t *y = n->outputs[0];
+  int r = y->shape.rank;
+  if (r < 1 || r > LR) return false;
+  const int *P = NULL;
+  for (int i = 0; i < n->n_inputs; i++) {
+    sunk_t *s = sunk_of(L, n->inputs[i]);
+    if (!s) continue;
+    if (ew_operand_skipped(n, i) || n->inputs[i]->shape.rank != r || (P && !perm_equal(P, s->p, r))) return false;
+    P = s->p;
+  }
+  if (!P) return false;
+  int Pi[LR];
+  perm_inverse(P, r, Pi);
+  /* the other operands must be re-layable */
+  for (int i = 0; i < n->n_inputs; i++) {
+    drk_value_t *u = n->inputs[i];
+    if (!u || sunk_of(L, u) || ew_operand_skipped(n, i)) continue;
+    if (u->shape.rank < 0 || u->shape.rank > r) return false;
+    if (drk_shape_numel(&u->shape) == 1) continue;
+    if (!const_permutable(u) && !ranked_static(u)) return false;
+  }
+  drk_value_t *in[16];
+  for (int i = 0; i < n->n_inputs; i++) {
+    drk_value_t *u = n->inputs[i];
+    sunk_t *s = sunk_of(L, u);
+    if (!u || ew_operand_skipped(n, i) || (!s && drk_shape_numel(&u->shape) == 1)) {
+      in[i] = u;
+    } else if (s) {
+      in[i] = s->src;
+    } else if (const_permutable(u)) {
+      in[i] = const_perm(L, u, r, Pi);
+    } else {
+      /* padded with leading 1s to rank r, then permuted: one Reshape when that is a view */
+      int64_t d[LR], od[LR];
+      for (int k = 0; k < r; k++) d[k] = k < r - u->shape.rank ? 1 : u->shape.dims[k - (r - u->shape.rank)].size;
+      drk_shape_t ps = drk_graph_shape_static(L->g, r, d);
+      bool view = perm_is_view(&ps, Pi);
+      for (int k = 0; k < r; k++) od[k] = view ? d[Pi[k]] : d[k];
+      drk_value_t *pu = u;
+      if (u->shape.rank < r || view) {
+        drk_value_t *sh = i64_const(L, u->name, "shape", r, od);
+        pu = node1(L, DRK_OP_RESHAPE, 2, (drk_value_t *[]){u, sh}, fresh(L, u->name, view ? "nhwc" : "rank"), u->dtype,
+                   drk_graph_shape_static(L->g, r, od), n->loc);
+      }
+      in[i] = view ? pu : transpose_new(L, pu, Pi, "nhwc", n->loc);
+    }
+  }
+  drk_node_t *m = clone_node(L, n, n->op, n->n_inputs, in, y->dtype, shape_unperm(L->g, &y->shape, P), "nhwc");
+  set_sunk(L, y, m->outputs[0], P);
+  return true;
+}
+
+/* Concat: the sunk inputs share P; the others are re-laid; the axis moves to P[axis]. */
+static bool rule_concat(lctx_t *L, drk_node_t *n) {
+  drk_value_t *y = n->outputs[0];
+  int r = y->shape.rank;
+  int64_t ax = drk_node_attr_int(n, "axis", 0);
+  if (r < 1 || ax < -r || ax >= r || n->n_inputs > 64) return false;
+  const int *P = NULL;
+  for (int i = 0; i < n->n_inputs; i++) {
+    drk_value_t *u = n->inputs[i];
+    sunk_t *s = sunk_of(L, u);
+    if (!u || u->shape.rank != r) return false;
+    if (s && P && !perm_equal(P, s->p, r)) return false;
+    if (s) P = s->p;
+    else if (!const_permutable(u) && !ranked_static(u)) return false;
+  }
+  if (!P) return false;
+  int Pi[LR];
+  perm_inverse(P, r, Pi);
+  drk_value_t *in[64];
+  for (int i = 0; i < n->n_inputs; i++) {
+    drk_value_t *u = n->inputs[i];
+    sunk_t *s = sunk_of(L, u);
+    in[i] = s ? s->src : const_permutable(u) ? const_perm(L, u, r, Pi) : transpose_new(L, u, Pi, "nhwc", n->loc);
+  }
+  drk_node_t *m = clone_node(L, n, DRK_OP_CONCAT, n->n_inputs, in, y->dtype, shape_unperm(L->g, &y->shape, P), "nhwc");
+  drk_node_set_int(L->g, m, "axis", P[ax < 0 ? ax + r : ax]);
+  set_sunk(L, y, m->outputs[0], P);
+  return true;
+}
+
+/* Reshape/Flatten of a sunk input: groups of non-1 dims with equal products must stay
+ * contiguous and ordered in src. */
+static bool rule_reshape(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, x);
+  for (int i = 1; i < n->n_inputs; i++)
+    if (sunk_of(L, n->inputs[i])) return false;
+  if (!s || !ranked_static(x) || !ranked_static(y) || drk_shape_numel(&y->shape) <= 0) return false;
+  int rx = x->shape.rank, ry = y->shape.rank;
+  /* rank of each src dim among src's non-1 dims */
+  int srank[LR], ns = 0;
+  for (int k = 0; k < rx; k++) srank[k] = s->src->shape.dims[k].size == 1 ? -1 : ns++;
+  int xi[LR], yi[LR], nx = 0, ny = 0;
+  for (int k = 0; k < rx; k++)
+    if (x->shape.dims[k].size != 1) xi[nx++] = k;
+  for (int k = 0; k < ry; k++)
+    if (y->shape.dims[k].size != 1) yi[ny++] = k;
+  /* groups: [gx[g], gx[g+1]) of xi matched with [gy[g], gy[g+1]) of yi */
+  int gx[LR + 1], gy[LR + 1], ng = 0, a = 0, b = 0;
+  gx[0] = gy[0] = 0;
+  while (a < nx || b < ny) {
+    if (a >= nx || b >= ny) return false;
+    int64_t px = x->shape.dims[xi[a++]].size, py = y->shape.dims[yi[b++]].size;
+    while (px != py) {
+      if (px < py) {
+        if (a >= nx) return false;
+        px *= x->shape.dims[xi[a++]].size;
+      } else {
+        if (b >= ny) return false;
+        py *= y->shape.dims[yi[b++]].size;
+      }
+    }
+    ng++;
+    gx[ng] = a, gy[ng] = b;
+  }
+  /* each group's x dims are consecutive non-1 dims of src, in order; its first src rank */
+  int first[LR];
+  for (int gi = 0; gi < ng; gi++) {
+    first[gi] = srank[s->p[xi[gx[gi]]]];
+    for (int k = gx[gi] + 1; k < gx[gi + 1]; k++)
+      if (srank[s->p[xi[k]]] != srank[s->p[xi[k - 1]]] + 1) return false;
+  }
+  /* groups in src order fill y's non-1 slots; size-1 dims stay where they are in y */
+  int order[LR];
+  for (int gi = 0; gi < ng; gi++) order[gi] = gi;
+  for (int i = 1; i < ng; i++)
+    for (int j = i; j > 0 && first[order[j]] < first[order[j - 1]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  int64_t od[LR];
+  int q[LR], slot = 0;
+  for (int k = 0; k < ry; k++) od[k] = 1, q[k] = k;
+  for (int oi = 0; oi < ng; oi++) {
+    int gi = order[oi];
+    for (int k = gy[gi]; k < gy[gi + 1]; k++, slot++) {
+      od[yi[slot]] = y->shape.dims[yi[k]].size;
+      q[yi[k]] = yi[slot];
+    }
+  }
+  drk_value_t *sh = i64_const(L, y->name, "nhwc_shape", ry, od);
+  drk_value_t *r = node1(L, DRK_OP_RESHAPE, 2, (drk_value_t *[]){s->src, sh}, fresh(L, y->name, "nhwc"), y->dtype,
+                         drk_graph_shape_static(L->g, ry, od), n->loc);
+  set_sunk(L, y, r, q);
+  return true;
+}
+
+/* MatMul(A, B): B sunk under a swap of its last two dims, A a constant matrix. */
+static bool rule_matmul(lctx_t *L, drk_node_t *n) {
+  drk_value_t *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, b);
+  if (!s || sunk_of(L, a) || !const_permutable(a) || a->shape.rank != 2) return false;
+  int r = b->shape.rank;
+  if (r < 2 || y->shape.rank != r) return false;
+  for (int i = 0; i < r - 2; i++)
+    if (s->p[i] != i) return false;
+  if (s->p[r - 2] != r - 1 || s->p[r - 1] != r - 2) return false;
+  drk_value_t *at = const_perm(L, a, 2, (int[]){1, 0});
+  drk_node_t *m = clone_node(L, n, DRK_OP_MATMUL, 2, (drk_value_t *[]){s->src, at}, y->dtype,
+                             shape_unperm(L->g, &y->shape, s->p), "nhwc");
+  set_sunk(L, y, m->outputs[0], s->p);
+  return true;
+}
+
+/* Reduce{Sum,Mean,Max,Min} with constant axes (or a Global pool: its spatial dims) of a sunk
+ * input. */
+static bool rule_reduce(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, x);
+  if (!s || n->n_outputs != 1 || (n->n_inputs > 1 && sunk_of(L, n->inputs[1]))) return false;
+  int r = x->shape.rank;
+  bool global = n->op == DRK_OP_GLOBAL_AVERAGE_POOL || n->op == DRK_OP_GLOBAL_MAX_POOL;
+  bool red[LR] = {false}, keep = global || drk_node_attr_int(n, "keepdims", 1) != 0, attr_form = false;
+  int64_t ax[LR * 2];
+  int na = 0;
+  if (global) {
+    if (r < 3) return false;
+    for (int i = 2; i < r; i++) ax[na++] = i;
+  } else if (n->n_inputs > 1 && n->inputs[1]) {
+    const drk_value_t *av = n->inputs[1];
+    if (av->kind != DRK_VALUE_CONST || !av->data || av->dtype != DRK_DT_I64 || av->shape.rank != 1 ||
+        !ranked_static(av) || av->shape.dims[0].size > LR * 2)
+      return false;
+    na = (int)av->shape.dims[0].size;
+    memcpy(ax, av->data, sizeof(int64_t) * (size_t)na);
+  } else {
+    size_t cnt = 0;
+    const int64_t *v = drk_node_attr_ints(n, "axes", &cnt);
+    if (cnt > LR * 2) return false;
+    attr_form = v != NULL;
+    for (size_t i = 0; i < cnt; i++) ax[na++] = v[i];
+  }
+  if (na == 0) {
+    if (drk_node_attr_int(n, "noop_with_empty_axes", 0)) return false;
+    for (int i = 0; i < r; i++) ax[na++] = i;
+  }
+  for (int i = 0; i < na; i++) {
+    int64_t a = ax[i] < 0 ? ax[i] + r : ax[i];
+    if (a < 0 || a >= r) return false;
+    red[a] = true;
+  }
+  /* new axes: src dims p[a], ascending */
+  int64_t nax[LR];
+  int nn = 0;
+  for (int k = 0; k < r; k++)
+    for (int a = 0; a < r; a++)
+      if (red[a] && s->p[a] == k) nax[nn++] = k;
+  drk_op_t op = n->op == DRK_OP_GLOBAL_AVERAGE_POOL ? DRK_OP_REDUCE_MEAN : n->op == DRK_OP_GLOBAL_MAX_POOL ? DRK_OP_REDUCE_MAX : n->op;
+  /* result: keepdims: src's shape with the reduced dims 1, same P; else src's kept dims in
+   * src order, and the permutation among them */
+  drk_dim_t od[LR];
+  int q[LR], ro = 0;
+  if (keep) {
+    for (int k = 0; k < r; k++) od[k] = s->src->shape.dims[k];
+    for (int i = 0; i < nn; i++) od[nax[i]] = (drk_dim_t){1, NULL};
+    memcpy(q, s->p, sizeof(int) * (size_t)r);
+    ro = r;
+  } else {
+    int rank_of[LR];
+    for (int k = 0; k < r; k++) {
+      bool reduced = false;
+      for (int i = 0; i < nn; i++) reduced |= nax[i] == k;
+      rank_of[k] = reduced ? -1 : ro;
+      if (!reduced) od[ro++] = s->src->shape.dims[k];
+    }
+    for (int a = 0, j = 0; a < r; a++)
+      if (!red[a]) q[j++] = rank_of[s->p[a]];
+  }
+  if (y->shape.rank != ro) return false;
+  drk_node_t *m;
+  drk_shape_t ys = drk_graph_shape(L->g, ro, od);
+  if (global) {
+    drk_value_t *axes = i64_const(L, y->name, "axes", nn, nax);
+    m = node1(L, op, 2, (drk_value_t *[]){s->src, axes}, fresh(L, y->name, "nhwc"), y->dtype, ys, n->loc)->def;
+    drk_node_set_int(L->g, m, "keepdims", 1);
+  } else if (attr_form) {
+    m = clone_node(L, n, op, 1, &s->src, y->dtype, ys, "nhwc");
+    drk_node_set_ints(L->g, m, "axes", (size_t)nn, nax);
+  } else if (n->n_inputs > 1 && n->inputs[1]) {
+    drk_value_t *axes = i64_const(L, y->name, "axes", nn, nax);
+    m = clone_node(L, n, op, 2, (drk_value_t *[]){s->src, axes}, y->dtype, ys, "nhwc");
+  } else {
+    m = clone_node(L, n, op, 1, &s->src, y->dtype, ys, "nhwc"); /* all axes, again */
+  }
+  set_sunk(L, y, m->outputs[0], q);
+  return true;
+}
+
+/* MaxPool (no Indices) / AveragePool of a value whose channels-last form is a src. */
+static bool rule_pool(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, x);
+  if (!s || n->n_outputs != 1 || !ranked_static(y)) return false;
+  int r = x->shape.rank, tl[LR], tf[LR], q[LR];
+  if (r < 3 || r > 5 || y->shape.rank != r) return false;
+  perm_to_last(r, tl);
+  perm_to_first(r, tf);
+  for (int i = 0; i < r; i++) q[i] = s->p[tl[i]];
+  if (!perm_identity(q, r)) return false;
+  drk_op_t op = n->op == DRK_OP_MAX_POOL ? DRK_OP_MAX_POOL_NHWC : DRK_OP_AVERAGE_POOL_NHWC;
+  drk_node_t *m = clone_node(L, n, op, 1, &s->src, y->dtype, shape_unperm(L->g, &y->shape, tf), "nhwc");
+  set_sunk(L, y, m->outputs[0], tf);
+  L->st.pools++;
+  return true;
+}
+
+static bool rule_transpose(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, x);
+  int r = x->shape.rank;
+  if (!s || y->shape.rank != r) return false;
+  int p2[LR], q[LR];
+  size_t cnt = 0;
+  const int64_t *pa = drk_node_attr_ints(n, "perm", &cnt);
+  if (pa && (int)cnt != r) return false;
+  for (int i = 0; i < r; i++) {
+    p2[i] = pa ? (int)(pa[i] < 0 ? pa[i] + r : pa[i]) : r - 1 - i;
+    if (p2[i] < 0 || p2[i] >= r) return false;
+  }
+  for (int i = 0; i < r; i++) q[i] = s->p[p2[i]];
+  set_sunk(L, y, s->src, q);
+  return true;
+}
+
+/* A layout Transpose of the model itself (NHWC <-> NCHW at a TF-exported model's input or
+ * output): tracked like the pass's own, so a conv behind it reads the NHWC value directly. */
+static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  size_t cnt = 0;
+  const int64_t *pa = drk_node_attr_ints(n, "perm", &cnt);
+  if (sunk_of(L, x) || !pa || cnt != 4 || x->shape.rank != 4 || y->shape.rank != 4 || y->id >= L->n0) return false;
+  int p[4], tl[4], tf[4];
+  perm_to_last(4, tl);
+  perm_to_first(4, tf);
+  for (int i = 0; i < 4; i++) p[i] = (int)pa[i];
+  if (!perm_equal(p, tl, 4) && !perm_equal(p, tf, 4)) return false;
+  set_sunk(L, y, x, p);
+  return true;
+}
+
+/* n with its sunk inputs taken in the permuted order; false: n needs them materialized */
+static bool sink_through(lctx_t *L, drk_node_t *n) {
+  if (conv_chosen(L, n)) return rule_conv(L, n);
+  if (n->op == DRK_OP_TRANSPOSE && n->n_inputs == 1 && n->inputs[0] && model_layout_transpose(L, n)) return true;
+  bool any = false;
+  for (int i = 0; i < n->n_inputs; i++) any |= sunk_of(L, n->inputs[i]) != NULL;
+  if (!any || n->n_outputs < 1 || !n->outputs[0] || n->outputs[0]->shape.rank < 0 || n->outputs[0]->shape.rank > LR)
+    return false;
+  switch (n->op) {
+    case DRK_OP_TRANSPOSE: return rule_transpose(L, n);
+    case DRK_OP_RESHAPE: case DRK_OP_FLATTEN: return rule_reshape(L, n);
+    case DRK_OP_MATMUL: return rule_matmul(L, n);
+    case DRK_OP_CONCAT: return rule_concat(L, n);
+    case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
+    case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL:
+      return rule_reduce(L, n);
+    case DRK_OP_MAX_POOL: case DRK_OP_AVERAGE_POOL: return rule_pool(L, n);
+    default: return (drk_op_info(n->op)->flags & DRK_OPF_EW) ? rule_ew(L, n) : false;
+  }
+}
+
+/* Inputs known to equal their src (identity P) read src directly. */
+static void substitute_identities(lctx_t *L, drk_node_t *n) {
+  for (int i = 0; i < n->n_inputs; i++) {
+    sunk_t *s = sunk_of(L, n->inputs[i]);
+    if (s && !s->done && perm_identity(s->p, n->inputs[i]->shape.rank)) n->inputs[i] = s->src;
+  }
+}
+
+const char *drk_layout_name(drk_layout_t l) {
+  return l == DRK_LAYOUT_NCHW ? "nchw" : l == DRK_LAYOUT_NHWC ? "nhwc" : "auto";
+}
+
+bool drk_layout_parse(const char *s, drk_layout_t *out) {
+  static const drk_layout_t all[] = {DRK_LAYOUT_AUTO, DRK_LAYOUT_NCHW, DRK_LAYOUT_NHWC};
+  for (size_t i = 0; s && i < DRK_ARRAY_LEN(all); i++)
+    if (strcmp(s, drk_layout_name(all[i])) == 0) {
+      *out = all[i];
+      return true;
+    }
+  return false;
+}
+
+bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_layout_stats_t *out_stats) {
+  if (out_stats) memset(out_stats, 0, sizeof *out_stats);
+  if (o->layout == DRK_LAYOUT_NCHW || !g->n_nodes) return true;
+  lctx_t L = {.g = g, .o = o, .n0 = g->next_value_id};
+  bool any = false;
+  for (size_t i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i]->dead && conv_chosen(&L, g->nodes[i]);
+  if (!any) return true;
+  L.sk = calloc(L.n0 + 1, sizeof *L.sk);
+  L.nhwc_in = calloc(L.n0 + 1, sizeof *L.nhwc_in);
+  size_t n_orig = g->n_nodes;
+  drk_node_t **orig = malloc(sizeof *orig * n_orig);
+  DRK_ASSERT(L.sk && L.nhwc_in && orig);
+  memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  for (size_t i = 0; i < g->n_inputs; i++) name_add(&L, g->inputs[i]->name);
+  for (size_t i = 0; i < g->n_consts; i++) name_add(&L, g->consts[i]->name);
+  for (size_t i = 0; i < n_orig; i++)
+    for (int k = 0; k < orig[i]->n_outputs; k++)
+      if (orig[i]->outputs[k] && !name_has(&L, orig[i]->outputs[k]->name)) name_add(&L, orig[i]->outputs[k]->name);
+
+  /* nodes are pushed again in order; new ones where the node they replace or feed was */
+  g->n_nodes = 0;
+  for (size_t i = 0; i < n_orig; i++) {
+    drk_node_t *n = orig[i];
+    if (n->dead) {
+      DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+      continue;
+    }
+    substitute_identities(&L, n);
+    if (sink_through(&L, n)) {
+      n->dead = true;
+      continue;
+    }
+    for (int k = 0; k < n->n_inputs; k++) materialize(&L, n->inputs[k]);
+    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+  }
+  for (size_t i = 0; i < g->n_outputs; i++) materialize(&L, g->outputs[i]);
+  if (out_stats) *out_stats = L.st;
+  free(orig);
+  free(L.sk);
+  free(L.nhwc_in);
+  free(L.names);
+  free(L.rl);
+  return true;
+}
