@@ -55,6 +55,17 @@ open(sys.argv[1], "w").write(
     "  %%z: f16[1, 4, 6, 6] = Relu(%%y)\n"
     "  return %%z\n}\n" % w)
 P
+cat >"$W/mm.drkg" <<'G'
+graph @m(%a: f16[256, 512], %b: f16[512, 256]) -> (%c) {
+  %c: f16[256, 256] = MatMul(%a, %b)
+  return %c
+}
+G
+expect schedule-bad-value 2 "--schedule: mm.tile_n: a power of two in 64..256, not '96'" -- "$W/mm.drkg" --schedule=mm.tile_n=96
+expect schedule-bad-key 2 "--schedule: 'mm.tile_m=64' is not KEY=VALUE with a known key" -- "$W/mm.drkg" --schedule=mm.split_k=2,mm.tile_m=64
+# the heuristic (ws_cost) takes 64-wide tiles for this small grid; pinned: 128 wide, 2 splits
+expect schedule-default 0 'launch @k0_MatMul .* grid\(2, 4, 1\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile
+expect schedule-pinned 0 'launch @k0_MatMul .* grid\(2, 2, 2\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128,mm.split_k=2
 expect layout-bad 2 "--layout: auto, nchw or nhwc, not 'nhcw'" -- "$W/conv.drkg" --layout=nhcw
 expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layout
 expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
