@@ -491,6 +491,43 @@ static int count_evals(const fz_t *z, const grp_t *G, int extra, int limit) {
   return e.n;
 }
 
+/* Whether elementwise node k, a candidate for matmul epilogue G, is better left to the row
+ * group of a reduction it feeds: its result reaches a reduction (or normalization) directly
+ * or through at most 3 more elementwise nodes (a Cast to f32, then the square), and every input it takes from G is a value that G stores anyway (a graph
+ * output, or read by a node outside G other than k). Then the row group computes it from
+ * those stored values, instead of the epilogue storing one more full-size value (LLaMA's
+ * RMSNorm: Pow(h, 2) of the residual h, kept in f32 by the precision policy, was written as
+ * 16 MB of f32 squares per norm and read back). */
+static bool feeds_row(const fz_t *z, int k, int depth) {
+  const drk_node_t *c = z->g->nodes[k];
+  for (int o = 0; o < c->n_outputs; o++) {
+    const drk_value_t *y = c->outputs[o];
+    for (int u = 0; y && u < z->n_users[y->id]; u++) {
+      int e = z->users[y->id][u];
+      if (z->cls[e] == C_ROW || (z->cls[e] == C_EW && depth > 0 && feeds_row(z, e, depth - 1))) return true;
+    }
+  }
+  return false;
+}
+
+static bool epilogue_recomputes(const fz_t *z, const grp_t *G, int k) {
+  const drk_node_t *c = z->g->nodes[k];
+  if (z->cls[k] != C_EW || !feeds_row(z, k, 3)) return false;
+  bool from_group = false;
+  for (int i = 0; i < c->n_inputs; i++) {
+    const drk_value_t *v = c->inputs[i];
+    if (!v || v->kind != DRK_VALUE_NODE || !G->in[z->pos_of_node[v->def->id]]) continue;
+    from_group = true;
+    bool stored = z->is_out[v->id];
+    for (int u = 0; u < z->n_users[v->id] && !stored; u++) {
+      int e = z->users[v->id][u];
+      stored = e != k && !G->in[e];
+    }
+    if (!stored) return false;
+  }
+  return from_group;
+}
+
 /* NULL if node k can join G; else why not. */
 static const char *can_join(const fz_t *z, const grp_t *G, int k) {
   const drk_node_t *c = z->g->nodes[k];
@@ -505,6 +542,9 @@ static const char *can_join(const fz_t *z, const grp_t *G, int k) {
     for (int i = 0; i < nin0; i++)
       consumes |= c->inputs[i] && c->inputs[i]->kind == DRK_VALUE_NODE && G->in[z->pos_of_node[c->inputs[i]->def->id]];
     if (!consumes) return "not downstream of the matmul: an epilogue only takes its consumers";
+    if (epilogue_recomputes(z, G, k))
+      return "feeds a reduction and reads only values the epilogue stores anyway: the reduction's group "
+             "recomputes it from them (storing it would add a write and a read)";
   }
   if (ck == C_ROW && G->kind != DRK_FUSION_ROWS) return "reductions do not join flat groups";
   if (ck == C_ROW && (z->rows[k] != G->n || z->R[k] != G->R))

@@ -372,7 +372,8 @@ static void setup(ak_t *K) {
   for (int i = 0; i < at->nb; i++) progs *= at->batch[i];
   smem_plan_t sp;
   K->ns = 2;
-  if (K->mma && progs >= WIDE_WAVES * target_sms(c)) {
+  int pin = c->o.knobs.attn_block_m; /* --schedule=attn.block_m (64 or 128) */
+  if (K->mma && (pin ? pin == 128 : progs >= WIDE_WAVES * target_sms(c))) {
     K->BM = 128, K->warps = 8;
     if (plan_smem(K, &sp) > target_smem(c)) K->BM = 64, K->warps = 4;
   }

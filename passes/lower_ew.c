@@ -118,6 +118,19 @@ drk_dtype_t drk_lower_ew_compute_dtype(const drk_node_t *n, bool *out_raw) {
   return lw_compute_dtype((n->op == DRK_OP_WHERE ? n->inputs[1] : n->inputs[0])->dtype);
 }
 
+/* Whether node n may use the hardware's approximations (ex2/tanh.approx, fast division,
+ * each within a few f32 ulp or 2^-11 for tanh): its result is stored as f16/bf16, whose
+ * rounding (2^-9 relative or coarser) dominates, and computed in f32. */
+static bool approx_ok(const drk_node_t *n, drk_dtype_t ct) {
+  drk_dtype_t t = n->n_outputs ? n->outputs[0]->dtype : ct;
+  return ct == DRK_DT_F32 && (t == DRK_DT_F16 || t == DRK_DT_BF16);
+}
+
+static tv_t *approx(drk_lctx_t *c, tv_t *v) {
+  drk_tile_op_set_int(c->m, v->def, "approx", 1);
+  return v;
+}
+
 tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, drk_dtype_t ct) {
   tv_t *a = x[0];
   switch (n->op) {
@@ -150,13 +163,18 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
   case DRK_OP_EXP: return UN(EXP, a);
   case DRK_OP_LOG: return UN(LOG, a);
   case DRK_OP_ERF: return UN(ERF, a);
-  case DRK_OP_TANH: return UN(TANH, a);
+  case DRK_OP_TANH: return approx_ok(n, ct) ? approx(c, UN(TANH, a)) : UN(TANH, a);
   case DRK_OP_SIN: return UN(SIN, a);
   case DRK_OP_COS: return UN(COS, a);
   case DRK_OP_FLOOR: return UN(FLOOR, a);
   case DRK_OP_CEIL: return UN(CEIL, a);
   case DRK_OP_ROUND: return UN(RINT, a);
-  case DRK_OP_SIGMOID: return BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), UN(EXP, UN(NEG, a))));
+  case DRK_OP_SIGMOID:
+    if (approx_ok(n, ct)) { /* 1 / (1 + 2^(-x log2 e)) with ex2.approx and a fast division */
+      tv_t *e = approx(c, UN(EXP2, BIN(MUL, a, k(c, a, -1.4426950408889634))));
+      return approx(c, BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), e)));
+    }
+    return BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), UN(EXP, UN(NEG, a))));
   case DRK_OP_RELU: return BIN(MAX, a, k(c, a, 0));
   case DRK_OP_LEAKY_RELU: {
     double al = drk_node_attr_float(n, "alpha", 0.01);

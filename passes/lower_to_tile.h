@@ -125,9 +125,10 @@ typedef struct drk_lowered {
  * default heuristic. Text form (--schedule=): comma list of KEY=VALUE with keys
  *   mm.tile_n     64 | 128 | 256   N tile of the sm_90a TMA + wgmma matmul kernel
  *   mm.split_k    1..16            split-K of matmul kernels (1: none)
- *   mm.stages     2..8             ring stages of the sm_90a matmul kernel */
+ *   mm.stages     2..8             ring stages of the sm_90a matmul kernel
+ *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs) */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages;
+  int mm_tile_n, mm_split_k, mm_stages, attn_block_m;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a

@@ -255,7 +255,8 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     bool pow2;
   } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true},
               {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false},
-              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false}};
+              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false},
+              {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true}};
   const char *p = text;
   while (*p) {
     size_t len = strcspn(p, ",");
@@ -264,7 +265,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, attn.block_m)", (int)len, p);
       return false;
     }
     char *end;

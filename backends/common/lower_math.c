@@ -188,7 +188,11 @@ LLVMValueRef gpu_ew_binary(gpu_lc_t *lc, const drk_tile_op_t *op, drk_dtype_t t,
     case DRK_TOP_ADD: r = LLVMBuildFAdd(B, x, y, ""); break;
     case DRK_TOP_SUB: r = LLVMBuildFSub(B, x, y, ""); break;
     case DRK_TOP_MUL: r = LLVMBuildFMul(B, x, y, ""); break;
-    case DRK_TOP_DIV: r = LLVMBuildFDiv(B, x, y, ""); break;
+    case DRK_TOP_DIV:
+      r = LLVMBuildFDiv(B, x, y, "");
+      /* div {approx}: the target's fast division (NVPTX div.approx, AMDGPU rcp + mul) */
+      if (drk_tile_op_attr_int(op, "approx", 0)) LLVMSetFastMathFlags(r, LLVMFastMathApproxFunc | LLVMFastMathAllowReciprocal);
+      break;
     case DRK_TOP_REM: r = LLVMBuildFRem(B, x, y, ""); break;
     case DRK_TOP_MAX: r = gpu_combine(lc, "max", t, x, y); break;
     case DRK_TOP_MIN: r = gpu_combine(lc, "min", t, x, y); break;

@@ -8,7 +8,7 @@
  * linked into the module and internalized by nv_link_libdevice: its f32 functions are
  * within 1-2 ulp, which the f32 tolerance of 1e-5 needs (ex2.approx-based code is not);
  * `exp2 {approx = 1}` (flash attention's probabilities, rounded to 16 bits next) is one
- * ex2.approx.ftz.f32.
+ * ex2.approx.ftz.f32, `tanh {approx = 1}` one tanh.approx.f32 (results stored as 16 bits).
  * sqrt is sqrt.rn; rsqrt is 1/sqrt.rn (correctly rounded twice, not rsqrt.approx).
  * Comparisons follow C: eq lt le gt ge are false on NaN, ne is true. Float max/min
  * propagate NaN. Integer division and remainder truncate (C), by zero is undefined. */
@@ -75,7 +75,14 @@ LLVMValueRef nv_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVM
     ld = d ? "__nv_exp2" : "__nv_exp2f";
     break;
   case DRK_TOP_LOG: ld = d ? "__nv_log" : "__nv_logf"; break;
-  case DRK_TOP_TANH: ld = d ? "__nv_tanh" : "__nv_tanhf"; break;
+  case DRK_TOP_TANH:
+    if (!d && drk_tile_op_attr_int(op, "approx", 0)) { /* tanh.approx.f32 (sm_75+): ~2^-11 relative */
+      LLVMTypeRef ft = LLVMFunctionType(ct, &ct, 1, 0);
+      LLVMValueRef ia = LLVMGetInlineAsm(ft, "tanh.approx.f32 $0, $1;", 23, "=f,f", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+      return LLVMBuildCall2(B, ft, ia, &x, 1, "");
+    }
+    ld = d ? "__nv_tanh" : "__nv_tanhf";
+    break;
   case DRK_TOP_ERF: ld = d ? "__nv_erf" : "__nv_erff"; break;
   default: {
     /* rows added to tile_ops.def later: map by name to libdevice when there is one */
