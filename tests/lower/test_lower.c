@@ -18,6 +18,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/frontend.h"
 #include "ir/tile.h"
+#define DRK_LOWER_INTERNAL /* the schedule heuristics (run_schedule) */
 #include "passes/lower_to_tile.h"
 #include "tests/common/lowered_check.h"
 #include "passes/passes.h"
@@ -243,11 +244,62 @@ static int run_errors(void) {
   return bad ? 1 : 0;
 }
 
+/* The schedule heuristics on the shapes they were fitted to (tests/bench/results/
+ * 2026-11-30-h200-mm-shapes.md): the sm_90a kernel's BN and split-K per ws_cost, BN 256
+ * never with an epilogue, pinned knobs win, and the knob parser's errors. */
+static int run_schedule(void) {
+  static const struct {
+    int64_t M, N, K;
+    bool epi;
+    int bn, sp;
+  } cases[] = {
+      {1024, 768, 768, false, 64, 1},    /* GPT-2 attention out: split-K was 2x slower there */
+      {1024, 768, 3072, true, 64, 1},    /* GPT-2 FFN down */
+      {1024, 2304, 768, false, 256, 1},  /* GPT-2 QKV */
+      {1024, 2304, 768, true, 128, 1},   /* ... with its bias epilogue: no BN 256 (spills) */
+      {2048, 512, 2048, false, 64, 1},   /* LLaMA k/v */
+      {4096, 4096, 4096, false, 256, 1}, /* the speed bar */
+      {128, 768, 3072, false, 64, 8},    /* BERT seq 128 FFN down: 12 tiles on 132 SMs, split-K pays */
+  };
+  drk_lower_options_t o = {.target_sm = 90, .arch_specific = true};
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    drk_schedule_t s = drk_sched_mm_ws_epi(cases[i].M, cases[i].N, cases[i].K, 1, DRK_DT_F16, &o, cases[i].epi);
+    if (s.tile_n != cases[i].bn || s.split_k != cases[i].sp || !s.mma) {
+      fprintf(stderr, "FAIL schedule %lldx%lldx%lld%s: BN %d split %d, want BN %d split %d\n", (long long)cases[i].M,
+              (long long)cases[i].N, (long long)cases[i].K, cases[i].epi ? " (epilogue)" : "", s.tile_n, s.split_k,
+              cases[i].bn, cases[i].sp);
+      bad++;
+    }
+  }
+  /* not sm_90a: no wgmma schedule */
+  drk_lower_options_t o80 = {.target_sm = 80};
+  if (drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o80).mma) fprintf(stderr, "FAIL schedule: wgmma on sm_80\n"), bad++;
+  /* pinned knobs */
+  char err[256];
+  drk_lower_options_t op = o;
+  if (!drk_sched_knobs_parse("mm.tile_n=256,mm.split_k=3,mm.stages=3", &op.knobs, err, sizeof err)) {
+    fprintf(stderr, "FAIL schedule: knobs rejected: %s\n", err);
+    bad++;
+  }
+  drk_schedule_t s = drk_sched_mm_ws_epi(1024, 768, 768, 1, DRK_DT_F16, &op, true);
+  if (s.tile_n != 256 || s.split_k != 3 || s.stages != 3) fprintf(stderr, "FAIL schedule: pinned knobs ignored\n"), bad++;
+  static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
+                                      "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,"};
+  for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+    drk_sched_knobs_t k = {0};
+    if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;
+  }
+  printf("schedule: %d failure(s)\n", bad);
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "model") == 0) return run_model(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
   if (argc >= 3 && strcmp(argv[1], "drkg") == 0) return run_model(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
   if (argc >= 3 && strcmp(argv[1], "node-corpus") == 0) return run_corpus(argv[2], argc > 3 ? argv[3] : NULL);
   if (argc >= 2 && strcmp(argv[1], "errors") == 0) return run_errors();
+  if (argc >= 2 && strcmp(argv[1], "schedule") == 0) return run_schedule();
   fprintf(stderr, "usage: test_lower model|drkg|node-corpus|errors ...\n");
   return 2;
 }
