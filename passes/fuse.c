@@ -325,7 +325,7 @@ static bool row_bcast_ok(const grp_t *G, const drk_value_t *v, const drk_value_t
   return true;
 }
 
-/* Whether node position p is in G or is the candidate `extra`. */
+/* Whether v is made by a node of G or by the candidate at position `extra`. */
 static bool in_or(const fz_t *z, const grp_t *G, const drk_value_t *v, int extra) {
   if (!v || v->kind != DRK_VALUE_NODE) return false;
   int p = z->pos_of_node[v->def->id];

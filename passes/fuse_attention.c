@@ -267,41 +267,25 @@ static bool view_slice(drk_fusion_view_t *w, const drk_node_t *n) {
   return true;
 }
 
-/* Output x of Split d: its input's axis and the start of x along it, when the split sizes
- * are known (a constant `split` input or attribute, else num_outputs / equal parts, as the
- * interpreter splits) and agree with the shapes. */
+/* Output x of Split d: its input's axis and the start of x along it, from the outputs'
+ * shapes (shape inference sized them from `split` or num_outputs), when they are static and
+ * tile the axis. */
 static bool split_part(const drk_node_t *d, const drk_value_t *x, int *axis, int64_t *start) {
   const drk_value_t *in = d->inputs[0];
-  int no = d->n_outputs, oi = -1, r = in ? in->shape.rank : -1;
-  if (!in || !is_static(in) || no < 1 || no > 64 || r < 1) return false;
-  for (int i = 0; i < no; i++)
-    if (d->outputs[i] == x) oi = i;
+  int r = in ? in->shape.rank : -1, oi = -1;
+  if (!in || !is_static(in) || r < 1) return false;
   int a = lw_norm_axis(drk_node_attr_int(d, "axis", 0), r);
-  if (oi < 0 || a < 0 || a >= r) return false;
-  int64_t len = in->shape.dims[a].size, sz[64], sum = 0;
-  const drk_value_t *sv = d->n_inputs > 1 ? d->inputs[1] : NULL;
-  size_t cnt = 0;
-  const int64_t *sa = drk_node_attr_ints(d, "split", &cnt);
-  if (sv) {
-    if (sv->kind != DRK_VALUE_CONST || !sv->data || numel(sv) != no) return false;
-    for (int i = 0; i < no; i++) sz[i] = const_i64(sv, i);
-  } else if (sa) {
-    if ((int)cnt != no) return false;
-    for (int i = 0; i < no; i++) sz[i] = sa[i];
-  } else {
-    if (drk_node_attr_int(d, "num_outputs", no) != no || (!drk_node_attr(d, "num_outputs") && len % no)) return false;
-    int64_t chunk = (len + no - 1) / no, left = len;
-    for (int i = 0; i < no; i++) left -= sz[i] = chunk < left ? chunk : left;
+  if (a < 0 || a >= r) return false;
+  int64_t sum = 0;
+  for (int i = 0; i < d->n_outputs; i++) {
+    const drk_value_t *y = d->outputs[i];
+    if (!y || !is_static(y) || y->shape.rank != r) return false;
+    if (y == x) oi = i, *start = sum;
+    sum += y->shape.dims[a].size;
   }
-  *start = 0;
-  for (int i = 0; i < no; i++) {
-    if (sz[i] < 0) return false;
-    if (i < oi) *start += sz[i];
-    sum += sz[i];
-  }
-  if (sum != len || !is_static(x) || x->shape.rank != r) return false;
+  if (oi < 0 || sum != in->shape.dims[a].size) return false;
   for (int i = 0; i < r; i++)
-    if (x->shape.dims[i].size != (i == a ? sz[oi] : in->shape.dims[i].size)) return false;
+    if (i != a && x->shape.dims[i].size != in->shape.dims[i].size) return false;
   *axis = a;
   return true;
 }
@@ -768,10 +752,10 @@ const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *
     kept[n_kept] = d;
     kept_why[n_kept++] = sw;
   }
-  out->n_kept = 0;
+  out->n_kept = n_kept;
   for (int i = 0; i < n_kept; i++) {
-    out->kept[out->n_kept] = u->pos_of_node[kept[i]->id];
-    out->kept_why[out->n_kept++] = kept_why[i];
+    out->kept[i] = u->pos_of_node[kept[i]->id];
+    out->kept_why[i] = kept_why[i];
   }
   return NULL;
 }

@@ -83,11 +83,7 @@ typedef struct lctx {
 } lctx_t;
 
 /* ---- names ---- */
-static size_t name_hash(const char *s) { /* FNV-1a */
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return (size_t)h;
-}
+static size_t name_hash(const char *s) { return (size_t)drk_hash_fnv1a(s, strlen(s), 0); }
 static bool name_has(const lctx_t *L, const char *s) {
   if (!L->cap_names) return false;
   for (size_t i = name_hash(s) & (L->cap_names - 1);; i = (i + 1) & (L->cap_names - 1)) {
@@ -631,7 +627,7 @@ static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
   drk_value_t *x = n->inputs[0], *y = n->outputs[0];
   size_t cnt = 0;
   const int64_t *pa = drk_node_attr_ints(n, "perm", &cnt);
-  if (sunk_of(L, x) || !pa || cnt != 4 || x->shape.rank != 4 || y->shape.rank != 4 || y->id >= L->n0) return false;
+  if (sunk_of(L, x) || !pa || cnt != 4 || x->shape.rank != 4 || y->shape.rank != 4) return false;
   int p[4], tl[4], tf[4];
   perm_to_last(4, tl);
   perm_to_first(4, tf);

@@ -1,10 +1,10 @@
 /* Lowering of an ATTENTION group (passes/fuse.h, docs/fusion.md) to one flash-attention kernel.
  *
- * One program per (BLOCK_M query rows, batch coordinates): grid (ceil(Sq / BM), last batch
- * dim, product of the other batch dims). Q's rows are loaded once (chunks of KC columns,
- * through shared memory into the dot operand layout), then a loop over key blocks of BN
- * carries the running row max m, the running sum l and the output accumulators (chunks of VC
- * columns, f32):
+ * One program per (BLOCK_M query rows, batch coordinates): grid (last batch dim, product of
+ * the other batch dims, ceil(Sq / BM)), so that programs start row block by row block. Q's
+ * rows are loaded once (chunks of KC columns, through shared memory into the dot operand
+ * layout), then a loop over key blocks of BN (kv_loop) carries the running row max m, the
+ * running sum l and the output accumulators (chunks of VC columns, f32):
  *   K^T and V blocks: cp_async into a ring of 2 slots, block b + 1 issued at the top of step
  *       b (after its one barrier) so that its copy overlaps step b's math (1 slot, copied
  *       and awaited at the top of each step, where 2 do not fit the target's shared memory)
@@ -12,15 +12,18 @@
  *   S = the group's steps (scale, additive masks, Where masks, casts) on S in f32, reading
  *       each mask at the block's (row, key) coordinates; keys past Sk get -inf
  *   m' = max(m, rowmax(S)); a = exp(m - m'); P = exp(S - m'); l = l a + rowsum(P)
+ *       (16-bit inputs: exp(x) = exp2 {approx} of x log2 e)
  *   O = O a + P.V (P rounded to the input dtype, local_store into a swizzled buffer, one
  *       barrier, local_load into the dot operand layout)
  * with m' read as 0 while it is -inf (a row with only -inf scores so far) so that no
  * exp(-inf - -inf) appears. At the end O / l is stored (rows < Sq, columns < Dv) through the
  * output view. A row whose scores are all -inf ends with l = 0 and O = 0/0 = NaN, which is
- * what Softmax gives it in the interpreter. With a causal mask (fuse.h: causal_step) the loop
- * stops at the block holding the last kept key of the program's last row, programs run in
- * reverse block order (the longest first), and a causal Where compares j <= i + t instead
- * of loading its mask.
+ * what Softmax gives it in the interpreter. With a causal mask (fuse.h: causal_step) the
+ * loop stops at the block holding the last kept key of the program's last row, the last row
+ * block runs first (the longest programs), and the key blocks lie in two loops on one ring:
+ * those at or below the diagonal of the program's first row skip the causal step and the
+ * Sk mask, the rest apply them (a causal Where compares j <= i + t instead of loading its
+ * mask).
  *
  * f16/bf16: dot kind mma_sync (mma_sync{wpc = [W, 1]}: each warp owns 16 rows, so row
  * reductions stay inside a warp; the AMDGPU backend places the same layouts as MFMA), BN =
@@ -119,8 +122,6 @@ static tv_t *range_at(ak_t *K, tv_t *start, int64_t n, const drk_tile_layout_t *
   return start ? BIN(ADD, lw_splat(c, start, &r->type), r) : r;
 }
 
-static tv_t *and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : lw_bin(c, DRK_TOP_AND, a, b); }
-
 /* Element offsets of the [R, C] tile of view w in layout L at rows ri, cols ci (slices of L,
  * indices along view dims dr, dc), base added. */
 static tv_t *offs2(ak_t *K, const drk_fusion_view_t *w, tv_t *base, int dr, tv_t *ri, int dc, tv_t *ci,
@@ -141,7 +142,7 @@ static tv_t *mask2(ak_t *K, tv_t *ri, int64_t nr, bool need_r, tv_t *ci, int64_t
   int64_t R = ri->type.dims[0], C = ci->type.dims[0];
   tv_t *m = NULL;
   if (need_r) m = lw_bcast_row(c, lw_cmp(c, "lt", ri, lw_ci(c, ri, nr)), L, R, C);
-  if (need_c) m = and_mask(c, m, lw_bcast_col(c, lw_cmp(c, "lt", ci, lw_ci(c, ci, nc)), L, R, C));
+  if (need_c) m = lw_and_mask(c, m, lw_bcast_col(c, lw_cmp(c, "lt", ci, lw_ci(c, ci, nc)), L, R, C));
   return m;
 }
 
@@ -269,13 +270,6 @@ static tv_t *step_operand(ak_t *K, const drk_fusion_view_t *w, tv_t *ri, tv_t *k
   return is_bool ? v : lw_cast(c, v, DRK_DT_F32);
 }
 
-static tv_t *exp2_approx(ak_t *K, tv_t *x) {
-  drk_lctx_t *c = K->c;
-  tv_t *r = UN(EXP2, x);
-  drk_tile_op_set_int(K->c->m, r->def, "approx", 1);
-  return r;
-}
-
 /* The group's steps on the scores s at rows ri / keys kj; !masked leaves the causal step out
  * (blocks where it keeps every score). */
 static tv_t *apply_steps(ak_t *K, tv_t *s, tv_t *ri, tv_t *kj, bool masked) {
@@ -342,11 +336,6 @@ static int64_t plan_smem(const ak_t *K, smem_plan_t *sp) {
 
 /* The target's multiprocessors and the dynamic shared memory one program may use: the
  * module's oldest NVIDIA target (build.c), sm_80 also standing for gfx942 (64 KB of LDS). */
-static int target_sms(const drk_lctx_t *c) {
-  int sm = c->o.target_sm ? c->o.target_sm : 80;
-  return sm == 87 ? 16 : sm == 90 ? 132 : 108;
-}
-
 static int64_t target_smem(const drk_lctx_t *c) {
   int sm = c->o.target_sm ? c->o.target_sm : 80;
   return sm == 86 || sm == 89 ? 99 * 1024 : sm == 87 ? 163 * 1024 : sm == 90 ? 227 * 1024 : 64 * 1024;
@@ -373,7 +362,7 @@ static void setup(ak_t *K) {
   smem_plan_t sp;
   K->ns = 2;
   int pin = c->o.knobs.attn_block_m; /* --schedule=attn.block_m (64 or 128) */
-  if (K->mma && (pin ? pin == 128 : progs >= WIDE_WAVES * target_sms(c))) {
+  if (K->mma && (pin ? pin == 128 : progs >= WIDE_WAVES * lw_target_sms(&c->o))) {
     K->BM = 128, K->warps = 8;
     if (plan_smem(K, &sp) > target_smem(c)) K->BM = 64, K->warps = 4;
   }
@@ -515,8 +504,8 @@ static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **
   if (K->mma) {
     const double log2e = 1.4426950408889634;
     tv_t *ml = BIN(MUL, mu, lw_cf(c, mu, log2e));
-    alpha = exp2_approx(K, BIN(SUB, BIN(MUL, mi, lw_cf(c, mi, log2e)), ml));
-    p = exp2_approx(K, BIN(SUB, BIN(MUL, s, lw_cf(c, s, log2e)), lw_bcast_row(c, ml, K->acc, BM, BN)));
+    alpha = lw_approx(c, UN(EXP2, BIN(SUB, BIN(MUL, mi, lw_cf(c, mi, log2e)), ml)));
+    p = lw_approx(c, UN(EXP2, BIN(SUB, BIN(MUL, s, lw_cf(c, s, log2e)), lw_bcast_row(c, ml, K->acc, BM, BN))));
   } else {
     alpha = UN(EXP, BIN(SUB, mi, mu));
     p = UN(EXP, BIN(SUB, s, lw_bcast_row(c, mu, K->acc, BM, BN)));
@@ -621,12 +610,7 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     barrier(K); /* every warp has Q: the prologue's copies may overwrite it */
   }
 
-  /* the loop over key blocks [0, hi), pipelined (NS >= 2): block b lands in ring slot
-   * b % NS; the prologue issues blocks 0 .. NS-2 (one commit group each, empty past hi);
-   * step b waits for its group (pending NS-2), then one barrier makes the block visible to
-   * every warp and ends every warp's reads of slot (b-1) % NS (step b-1), into which block
-   * b+NS-1 is then copied while block b is computed. NS = 1: step b waits for the previous
-   * block's readers (barrier), copies block b, waits for it (wait 0, barrier). */
+  /* the key blocks [0, hi): kv_loop; the prologue issues blocks 0 .. NS-2 */
   tv_t *hi = lw_sci(c, it, at->Sk);
   if (at->causal_step >= 0)
     hi = BIN(MIN, BIN(ADD, m0, lw_sci(c, it, BM + at->causal_offset)), lw_sci(c, it, at->Sk));

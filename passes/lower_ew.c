@@ -126,11 +126,6 @@ static bool approx_ok(const drk_node_t *n, drk_dtype_t ct) {
   return ct == DRK_DT_F32 && (t == DRK_DT_F16 || t == DRK_DT_BF16);
 }
 
-static tv_t *approx(drk_lctx_t *c, tv_t *v) {
-  drk_tile_op_set_int(c->m, v->def, "approx", 1);
-  return v;
-}
-
 tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, drk_dtype_t ct) {
   tv_t *a = x[0];
   switch (n->op) {
@@ -163,7 +158,7 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
   case DRK_OP_EXP: return UN(EXP, a);
   case DRK_OP_LOG: return UN(LOG, a);
   case DRK_OP_ERF: return UN(ERF, a);
-  case DRK_OP_TANH: return approx_ok(n, ct) ? approx(c, UN(TANH, a)) : UN(TANH, a);
+  case DRK_OP_TANH: return approx_ok(n, ct) ? lw_approx(c, UN(TANH, a)) : UN(TANH, a);
   case DRK_OP_SIN: return UN(SIN, a);
   case DRK_OP_COS: return UN(COS, a);
   case DRK_OP_FLOOR: return UN(FLOOR, a);
@@ -171,8 +166,8 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
   case DRK_OP_ROUND: return UN(RINT, a);
   case DRK_OP_SIGMOID:
     if (approx_ok(n, ct)) { /* 1 / (1 + 2^(-x log2 e)) with ex2.approx and a fast division */
-      tv_t *e = approx(c, UN(EXP2, BIN(MUL, a, k(c, a, -1.4426950408889634))));
-      return approx(c, BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), e)));
+      tv_t *e = lw_approx(c, UN(EXP2, BIN(MUL, a, k(c, a, -1.4426950408889634))));
+      return lw_approx(c, BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), e)));
     }
     return BIN(DIV, k(c, a, 1), BIN(ADD, k(c, a, 1), UN(EXP, UN(NEG, a))));
   case DRK_OP_RELU: return BIN(MAX, a, k(c, a, 0));

@@ -360,13 +360,6 @@ static tv_t *fx_zero(fl_t *F) {
   return F->zero;
 }
 
-static tv_t *addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s) {
-  if (s == 0 || !x) return acc;
-  if (s != 1) x = BIN(MUL, x, lw_ci(c, x, s));
-  return acc ? BIN(ADD, acc, x) : x;
-}
-
-static tv_t *and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : BIN(AND, a, b); }
 
 static ix_t *ix_new(fl_t *F, int r, const int64_t *d, tv_t *lmask) {
   ix_t *x = drk_arena_alloc(F->c->m->arena, sizeof *x);
@@ -403,7 +396,7 @@ static tv_t *ix_flat(fl_t *F, ix_t *x) {
     s *= x->d[k];
   }
   tv_t *acc = NULL;
-  for (int k = 0; k < x->r; k++) acc = addmul(F->c, acc, ix_co(F, x, k), rs[k]);
+  for (int k = 0; k < x->r; k++) acc = lw_addmul(F->c, acc, ix_co(F, x, k), rs[k]);
   x->flat = acc ? acc : fx_zero(F);
   return x->flat;
 }
@@ -413,7 +406,7 @@ static tv_t *ix_affine(fl_t *F, ix_t *x, const int64_t *st, int64_t base) {
   drk_lctx_t *c = F->c;
   if (x->from_flat) return lw_affine(F->c, x->flat, x->r, x->d, st, base);
   tv_t *acc = NULL;
-  for (int k = 0; k < x->r; k++) acc = addmul(F->c, acc, ix_co(F, x, k), st[k]);
+  for (int k = 0; k < x->r; k++) acc = lw_addmul(F->c, acc, ix_co(F, x, k), st[k]);
   if (!acc) return lw_ci(F->c, F->ff.offs, base);
   return base ? BIN(ADD, acc, lw_ci(F->c, acc, base)) : acc;
 }
@@ -438,7 +431,7 @@ static void ix_regroup(fl_t *F, ix_t *x, ix_t *y) {
     tv_t *comb = NULL;
     int64_t st = 1;
     for (int k = i - 1; k >= i0; k--) {
-      comb = addmul(F->c, comb, ix_co(F, x, k), st);
+      comb = lw_addmul(F->c, comb, ix_co(F, x, k), st);
       st *= x->d[k];
     }
     int nbig = 0;
@@ -512,7 +505,7 @@ static tv_t *in_range(fl_t *F, tv_t *t, int64_t tlo, int64_t thi, int64_t lo, in
   t = t ? t : fx_zero(F);
   tv_t *m = NULL;
   if (tlo < lo) m = lw_cmp(c, "ge", t, lw_ci(c, t, lo));
-  if (thi > hi) m = and_mask(c, m, lw_cmp(c, "lt", t, lw_ci(c, t, hi)));
+  if (thi > hi) m = lw_and_mask(c, m, lw_cmp(c, "lt", t, lw_ci(c, t, hi)));
   return m;
 }
 
@@ -553,7 +546,7 @@ static ix_t *ix_map(fl_t *F, ix_t *x, const drk_node_t *n, int i, tv_t **pred) {
   case DRK_OP_PAD:
     for (int k = 0; k < r; k++) {
       tv_t *e = lin(F, ix_co(F, x, k), 1, -mp->pb[k]);
-      p = and_mask(c, p, in_range(F, e, -mp->pb[k], x->d[k] - mp->pb[k], 0, ud[k]));
+      p = lw_and_mask(c, p, in_range(F, e, -mp->pb[k], x->d[k] - mp->pb[k], 0, ud[k]));
       y->co[k] = e;
     }
     break;
@@ -561,7 +554,7 @@ static ix_t *ix_map(fl_t *F, ix_t *x, const drk_node_t *n, int i, tv_t **pred) {
     for (int k = 0; k < ru; k++) y->co[k] = ud[k] == 1 ? NULL : ix_co(F, x, k + r - ru);
     break;
   }
-  y->lmask = and_mask(c, x->lmask, p);
+  y->lmask = lw_and_mask(c, x->lmask, p);
   y = ix_intern(F, y);
   ixmap_t *m = drk_arena_alloc(c->m->arena, sizeof *m);
   *m = (ixmap_t){x, n, i, y, p, F->maps};
@@ -671,8 +664,11 @@ static tv_t *fx_at(fl_t *F, const drk_value_t *v, ix_t *x) {
   return t;
 }
 
-/* The constant parameters of data movement member n (errors name n). */
-static bool move_params(fl_t *F, const drk_node_t *n, bool *is_out) {
+/* per value id, how drk_lower_fused sees it used */
+enum { USED = 1, LEAVES = 2 }; /* a graph output or read by a live node (outside the group) */
+
+/* The constant parameters of data movement member n (errors name n); use: per value id. */
+static bool move_params(fl_t *F, const drk_node_t *n, const unsigned char *use) {
   drk_lctx_t *c = F->c;
   const drk_value_t *x = n->inputs[0];
   int r = x->shape.rank;
@@ -725,16 +721,8 @@ static bool move_params(fl_t *F, const drk_node_t *n, bool *is_out) {
       break;
     }
     /* the one result used: its offset along the axis */
-    for (int j = 0; j < n->n_outputs; j++) {
-      const drk_value_t *y = n->outputs[j];
-      bool u = is_out[y->id];
-      for (size_t k = 0; k < F->g->n_nodes && !u; k++) {
-        const drk_node_t *e = F->g->nodes[k];
-        for (int i = 0; !e->dead && i < e->n_inputs; i++) u |= e->inputs[i] == y;
-      }
-      if (u) break;
-      mp->start[a] += y->shape.dims[a].size;
-    }
+    for (int j = 0; j < n->n_outputs && !(use[n->outputs[j]->id] & USED); j++)
+      mp->start[a] += n->outputs[j]->shape.dims[a].size;
     break;
   }
   case DRK_OP_PAD: {
@@ -907,24 +895,13 @@ static void flat_inplace(fl_t *F) {
 static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block * block; }
 
 /* The flat schedule over n; a group with data movement takes at most 1024 elements per
- * program (8 per thread): every element carries its own index math and scalar loads, so the
- * 4096-element programs of large streams cost registers (hundreds per thread, spills on
- * gfx942) without adding memory-level parallelism. */
+ * program (8 per thread): every element carries its own index math, so the 4096-element
+ * programs of large streams cost registers without adding memory-level parallelism (LLaMA's
+ * q rope group, fp16, ptxas -v / drkc -v: 4096 elements 175 registers on sm_90a and 169
+ * VGPRs on gfx942, 1024 elements 40 and 47). */
 static drk_schedule_t flat_sched(int64_t n, bool moving) {
   drk_schedule_t s = drk_sched_flat(n);
   return moving && s.block_elems > 1024 ? drk_sched_flat(1024) : s;
-}
-
-/* lw_flat_begin with schedule s */
-static void flat_begin(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *f) {
-  f->n = n;
-  f->s = s;
-  c->lay = drk_sched_flat_layout(c->m, &f->s);
-  tv_t *r = lw_cast(c, lw_range(c, f->s.block_elems, c->lay), c->it);
-  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, f->s.block_elems));
-  f->offs = BIN(ADD, lw_splat(c, base, &r->type), r);
-  f->fr = f->offs->type;
-  f->mask = lw_cmp(c, "lt", f->offs, lw_ci(c, f->offs, n));
 }
 
 bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
@@ -961,26 +938,24 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
 
   /* which values leave the group: used by a live node outside it, or graph outputs (a
    * Split's results other than the one the group uses have no use) */
-  bool *is_out = drk_arena_alloc(A, sizeof(bool) * nv);
-  for (size_t i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]->id] = true;
+  unsigned char *use = drk_arena_alloc(A, nv);
+  for (size_t i = 0; i < g->n_outputs; i++) use[g->outputs[i]->id] = USED | LEAVES;
+  for (size_t k = 0; k < g->n_nodes; k++) {
+    const drk_node_t *e = g->nodes[k];
+    for (int j = 0; !e->dead && j < e->n_inputs; j++)
+      if (e->inputs[j]) use[e->inputs[j]->id] |= F->in[k] ? USED : USED | LEAVES;
+  }
   bool moving = false;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     unsigned fl = drk_op_info(n->op)->flags;
     if (F->flat && !is_alias_op(n->op) && !(fl & DRK_OPF_EW) && n->op != DRK_OP_BATCH_NORMALIZATION) {
       moving = true;
-      if (!move_params(F, n, is_out)) return false;
+      if (!move_params(F, n, use)) return false;
     }
     for (int o = 0; o < n->n_outputs; o++) {
       const drk_value_t *y = n->outputs[o];
-      if (!y) continue;
-      bool leaves = is_out[y->id];
-      for (size_t k = 0; k < g->n_nodes && !leaves; k++) {
-        const drk_node_t *e = g->nodes[k];
-        if (e->dead || F->in[k]) continue;
-        for (int j = 0; j < e->n_inputs; j++) leaves |= e->inputs[j] == y;
-      }
-      if (!leaves) continue;
+      if (!y || !(use[y->id] & LEAVES)) continue;
       const drk_value_t *r = root_of(F, y);
       if (r) F->store[r->id] = true; /* else a view of an outside value: its bytes hold it already */
     }
@@ -1034,7 +1009,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   }
 
   if (F->flat) {
-    flat_begin(c, F->N, flat_sched(F->N, moving), &F->ff);
+    lw_flat_begin_sched(c, F->N, flat_sched(F->N, moving), &F->ff);
     F->root = ix_new(F, 1, &F->N, F->ff.mask);
     F->root->flat = F->ff.offs;
     F->root->from_flat = true;

@@ -102,14 +102,6 @@ static int64_t prod(const drk_value_t *v, int from, int to) {
   return p;
 }
 
-/* acc + x * s (NULL acc: x * s; s == 1 skips the multiply) */
-static tv_t *addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s) {
-  if (s != 1) x = BIN(MUL, x, lw_ci(c, x, s));
-  return acc ? BIN(ADD, acc, x) : x;
-}
-
-static tv_t *and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return a ? (b ? BIN(AND, a, b) : a) : b; }
-
 /* Scalar load of p[off] (off: scalar of the index dtype); the same address for every thread. */
 static tv_t *load_scalar(drk_lctx_t *c, tv_t *p, tv_t *off) {
   tv_t *pp = drk_tile_build1(&c->b, DRK_TOP_ADDPTR, 2, (tv_t *[]){p, off}, p->type);
@@ -124,7 +116,7 @@ static tv_t *wrap_index(drk_lctx_t *c, tv_t *v, int64_t D, tv_t **ok) {
   if (v->type.dtype != DRK_DT_I64 && (c->it == DRK_DT_I64 || D > INT32_MAX)) v = lw_cast(c, v, DRK_DT_I64);
   tv_t *w = lw_sel(c, lw_cmp(c, "lt", v, lw_ci(c, v, 0)), BIN(ADD, v, lw_ci(c, v, D)), v);
   tv_t *in = BIN(AND, lw_cmp(c, "ge", w, lw_ci(c, w, 0)), lw_cmp(c, "lt", w, lw_ci(c, w, D)));
-  *ok = and_mask(c, *ok, in);
+  *ok = lw_and_mask(c, *ok, in);
   return lw_cast(c, w, c->it);
 }
 
@@ -153,11 +145,11 @@ static bool lower_gather_nd(drk_lctx_t *c) {
   /* offs = t * slice + s, t = bi * per_batch + j: tuple t of the indices */
   tv_t *t = slice > 1 ? BIN(DIV, f.offs, lw_ci(c, f.offs, slice)) : f.offs;
   tv_t *off = NULL, *ok = f.mask;
-  if (b > 0) off = addmul(c, NULL, per_batch > 1 ? BIN(DIV, t, lw_ci(c, t, per_batch)) : t, bstride);
+  if (b > 0) off = lw_addmul(c, NULL, per_batch > 1 ? BIN(DIV, t, lw_ci(c, t, per_batch)) : t, bstride);
   tv_t *tq = q > 1 ? BIN(MUL, t, lw_ci(c, t, q)) : t;
   for (int k = 0; k < q; k++) {
     tv_t *v = lw_load(c, pi, k ? BIN(ADD, tq, lw_ci(c, tq, k)) : tq, f.mask, 0);
-    off = addmul(c, off, wrap_index(c, v, x->shape.dims[b + k].size, &ok), xs[b + k]);
+    off = lw_addmul(c, off, wrap_index(c, v, x->shape.dims[b + k].size, &ok), xs[b + k]);
   }
   if (slice > 1) off = BIN(ADD, off, BIN(REM, f.offs, lw_ci(c, f.offs, slice)));
   lw_store(c, py, f.offs, lw_load(c, px, off, ok, 0), f.mask);
@@ -182,7 +174,7 @@ static tv_t *tuple_slot(drk_lctx_t *c, const scatter_t *S, tv_t *pi, tv_t *t, tv
   for (int k = 0; k < S->q; k++) {
     tv_t *o = k ? BIN(ADD, tq, lw_ci(c, tq, k)) : tq;
     tv_t *v = scalar ? load_scalar(c, pi, o) : lw_load(c, pi, o, mask, 0);
-    slot = addmul(c, slot, wrap_index(c, v, S->x->shape.dims[k].size, &ok), S->sstr[k]);
+    slot = lw_addmul(c, slot, wrap_index(c, v, S->x->shape.dims[k].size, &ok), S->sstr[k]);
   }
   return lw_sel(c, ok, slot, lw_ci(c, slot, -1));
 }
@@ -248,7 +240,7 @@ static void scatter_per_update(drk_lctx_t *c, const scatter_t *S) {
   tv_t *s = S->slice > 1 ? BIN(REM, f.offs, lw_ci(c, f.offs, S->slice)) : NULL;
   tv_t *mine = tuple_slot(c, S, pi, te, f.mask);
   tv_t *live = BIN(AND, f.mask, lw_cmp(c, "ge", mine, lw_ci(c, mine, 0)));
-  tv_t *xoff = addmul(c, NULL, mine, S->slice);
+  tv_t *xoff = lw_addmul(c, NULL, mine, S->slice);
   if (s) xoff = BIN(ADD, xoff, s);
   tv_t *init[2] = {S->mode == 0 ? lw_cdt(c, f.offs, S->x->dtype, 0) : lw_load(c, px, xoff, live, 0),
                    lw_ci(c, f.offs, S->nupd)};
@@ -318,7 +310,7 @@ static bool lower_one_hot(drk_lctx_t *c) {
   lw_flat_begin(c, lw_numel(y), &f);
   int64_t dd[3] = {prod(y, 0, axis), depth, inner};
   tv_t *ioff = inner > 1 ? BIN(REM, f.offs, lw_ci(c, f.offs, inner)) : NULL;
-  if (dd[0] > 1) ioff = addmul(c, ioff, lw_coord(c, f.offs, 3, dd, 0), inner);
+  if (dd[0] > 1) ioff = lw_addmul(c, ioff, lw_coord(c, f.offs, 3, dd, 0), inner);
   if (!ioff) ioff = lw_ci(c, f.offs, 0);
   /* the interpreter's (int64_t) of the index (truncation for floats), + depth if negative */
   tv_t *v = lw_cast(c, lw_load(c, pi, ioff, f.mask, 0), DRK_DT_I64);
@@ -635,7 +627,7 @@ static tv_t *rz_accumulate(drk_lctx_t *c, const resize_t *z, tv_t *px, tv_t *bas
         ix = lw_sel(c, is, ax[j].ix[k], ix);
         ow[j] = lw_sel(c, is, ax[j].w[k], ow[j]);
       }
-      obase = addmul(c, obase, ix, xs[ax[j].d]);
+      obase = lw_addmul(c, obase, ix, xs[ax[j].d]);
     }
   }
   for (int tap = 0; tap < inner; tap++) {
@@ -645,7 +637,7 @@ static tv_t *rz_accumulate(drk_lctx_t *c, const resize_t *z, tv_t *px, tv_t *bas
       rem /= per;
     }
     tv_t *off = obase, *w = NULL;
-    for (int j = nout; j < nr; j++) off = addmul(c, off, ax[j].ix[kk[j]], xs[ax[j].d]);
+    for (int j = nout; j < nr; j++) off = lw_addmul(c, off, ax[j].ix[kk[j]], xs[ax[j].d]);
     for (int j = nr - 1; j >= 0; j--) {
       tv_t *wj = j >= nout ? ax[j].w[kk[j]] : ow[j];
       w = w ? BIN(MUL, w, wj) : wj;
@@ -691,23 +683,23 @@ static bool lower_resize(drk_lctx_t *c) {
     if (yd[d] == 1 && (j >= nr || res[j] != d)) continue;
     tv_t *o = lw_coord(c, f.offs, r, yd, d);
     if (j >= nr || res[j] != d) {
-      base = addmul(c, base, o, xs[d]);
+      base = lw_addmul(c, base, o, xs[d]);
       continue;
     }
     tv_t *xi = rz_xi_tile(c, &z, d, o);
     if (z.ct == 5) { /* tf_crop_and_resize: outside [0, L-1] is extrapolated */
       tv_t *lo = lw_cmp(c, "ge", xi, lw_cf(c, xi, 0)), *hi = lw_cmp(c, "le", xi, lw_cf(c, xi, (double)(z.L[d] - 1)));
-      inside = and_mask(c, inside, BIN(AND, lo, hi));
+      inside = lw_and_mask(c, inside, BIN(AND, lo, hi));
     }
     ax[j].d = d;
     rz_taps(c, &z, xi, at, &ax[j]);
     j++;
   }
   if (!base) base = lw_ci(c, f.offs, 0);
-  tv_t *mask = and_mask(c, f.mask, inside), *out;
+  tv_t *mask = lw_and_mask(c, f.mask, inside), *out;
   if (z.mode == 0) {
     tv_t *off = base;
-    for (int j = 0; j < nr; j++) off = addmul(c, off, ax[j].ix[0], xs[ax[j].d]);
+    for (int j = 0; j < nr; j++) off = lw_addmul(c, off, ax[j].ix[0], xs[ax[j].d]);
     out = lw_load(c, px, off, mask, 0);
     if (inside) out = lw_sel(c, inside, out, lw_cdt(c, out, dt, drk_dtype_is_float(dt) ? z.extra : nearbyint(z.extra)));
   } else {

@@ -287,7 +287,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
   if (fold) M *= batch, batch = 1;
   /* tiles and split-K for the grid this kernel has (and its epilogue) */
-  S = drk_sched_mm_ws_epi(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
+  S = drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   const int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages, NC = BN / 64;
   int64_t SP = S.split_k > 1 && batch * S.split_k <= 65535 ? S.split_k : 1;
   S.split_k = (int)SP;
@@ -618,7 +618,7 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   mm_t s;
   if (!mm_setup(c, &s)) return false;
   if (s.batch > 65535) return lw_err(c, "batch of %lld matrices exceeds the grid limit", (long long)s.batch);
-  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o);
+  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o, c->epi != NULL);
   ws_batch_t ba, bb;
   if (ws_eligible(c, &s, &W, &ba, &bb)) return mm_hopper(c, &s, W, ba, bb);
   drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.batch, s.t, &c->o);

@@ -54,13 +54,6 @@ static tv_t *co(drk_lctx_t *c, coords_t *k, int i) {
   return k->c[i];
 }
 
-/* sum of coordinate expressions times strides */
-static tv_t *addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s) {
-  if (s == 0 || !x) return acc;
-  if (s != 1) x = BIN(MUL, x, lw_ci(c, x, s));
-  return acc ? BIN(ADD, acc, x) : x;
-}
-
 static tv_t *zero_if_null(drk_lctx_t *c, tv_t *v, tv_t *like) { return v ? v : lw_ci(c, like, 0); }
 
 /* out[i] = in[map(i)] over the output, map given per op */
@@ -167,13 +160,13 @@ static bool lower_gatherlike(drk_lctx_t *c) {
       if (xd[i] == 1) continue;
       tv_t *ci = co(c, &k, i);
       if (k.d[i] != xd[i]) ci = BIN(REM, ci, lw_ci(c, ci, xd[i]));
-      off = addmul(c, off, ci, xs[i]);
+      off = lw_addmul(c, off, ci, xs[i]);
     }
     break;
   case DRK_OP_PAD:
     for (int i = 0; i < r; i++) {
       if (xd[i] == k.d[i] && pads[i] == 0) {
-        if (xd[i] > 1) off = addmul(c, off, co(c, &k, i), xs[i]);
+        if (xd[i] > 1) off = lw_addmul(c, off, co(c, &k, i), xs[i]);
         continue;
       }
       tv_t *ci = BIN(SUB, co(c, &k, i), lw_ci(c, f.offs, pads[i]));
@@ -187,7 +180,7 @@ static bool lower_gatherlike(drk_lctx_t *c) {
         tv_t *over = BIN(SUB, ci, lw_ci(c, ci, xd[i] - 1));
         ci = BIN(SUB, ci, BIN(MUL, BIN(MAX, over, lw_ci(c, ci, 0)), lw_ci(c, ci, 2)));
       }
-      off = addmul(c, off, ci, xs[i]);
+      off = lw_addmul(c, off, ci, xs[i]);
     }
     break;
   case DRK_OP_DEPTH_TO_SPACE: case DRK_OP_SPACE_TO_DEPTH: {
@@ -208,7 +201,7 @@ static bool lower_gatherlike(drk_lctx_t *c) {
       ih = BIN(ADD, BIN(MUL, h, lw_ci(c, h, bs)), BIN(DIV, blk, lw_ci(c, blk, bs)));
       iw = BIN(ADD, BIN(MUL, w, lw_ci(c, w, bs)), BIN(REM, blk, lw_ci(c, blk, bs)));
     }
-    off = addmul(c, addmul(c, addmul(c, addmul(c, NULL, nn, xs[0]), icn, xs[1]), ih, xs[2]), iw, xs[3]);
+    off = lw_addmul(c, lw_addmul(c, lw_addmul(c, lw_addmul(c, NULL, nn, xs[0]), icn, xs[1]), ih, xs[2]), iw, xs[3]);
     break;
   }
   case DRK_OP_TRILU: {
@@ -262,7 +255,7 @@ static bool lower_concat(drk_lctx_t *c) {
     if (len == 0) continue;
     tv_t *a = BIN(SUB, ac, lw_ci(c, ac, start));
     tv_t *in = BIN(AND, lw_cmp(c, "ge", a, lw_ci(c, a, 0)), lw_cmp(c, "lt", a, lw_ci(c, a, len)));
-    tv_t *off = addmul(c, addmul(c, oc ? BIN(MUL, oc, lw_ci(c, oc, len * inner)) : NULL, a, inner), ic, 1);
+    tv_t *off = lw_addmul(c, lw_addmul(c, oc ? BIN(MUL, oc, lw_ci(c, oc, len * inner)) : NULL, a, inner), ic, 1);
     tv_t *v = lw_load(c, p[i], off, BIN(AND, in, f.mask), 0);
     res = res ? lw_sel(c, in, v, res) : v;
     start += len;
@@ -301,7 +294,7 @@ static bool lower_split(drk_lctx_t *c) {
     if (p[i] && len > 0) {
       tv_t *a = BIN(SUB, ac, lw_ci(c, ac, start));
       tv_t *in = BIN(AND, lw_cmp(c, "ge", a, lw_ci(c, a, 0)), lw_cmp(c, "lt", a, lw_ci(c, a, len)));
-      tv_t *off = addmul(c, addmul(c, oc ? BIN(MUL, oc, lw_ci(c, oc, len * inner)) : NULL, a, inner), ic, 1);
+      tv_t *off = lw_addmul(c, lw_addmul(c, oc ? BIN(MUL, oc, lw_ci(c, oc, len * inner)) : NULL, a, inner), ic, 1);
       lw_store(c, p[i], off, v, BIN(AND, in, f.mask));
     }
     start += len;
@@ -332,19 +325,19 @@ static bool lower_gather(drk_lctx_t *c) {
   tv_t *ioff = NULL, *xoff = NULL;
   if (n->op == DRK_OP_GATHER) {
     /* y coords: x[:axis], idx[...], x[axis+1:] */
-    for (int j = 0; j < ri; j++) ioff = addmul(c, ioff, co(c, &k, axis + j), is[j]);
-    for (int j = 0; j < axis; j++) xoff = addmul(c, xoff, co(c, &k, j), xs[j]);
-    for (int j = axis + 1; j < rx; j++) xoff = addmul(c, xoff, co(c, &k, j - 1 + ri), xs[j]);
+    for (int j = 0; j < ri; j++) ioff = lw_addmul(c, ioff, co(c, &k, axis + j), is[j]);
+    for (int j = 0; j < axis; j++) xoff = lw_addmul(c, xoff, co(c, &k, j), xs[j]);
+    for (int j = axis + 1; j < rx; j++) xoff = lw_addmul(c, xoff, co(c, &k, j - 1 + ri), xs[j]);
   } else {
     ioff = f.offs;
     for (int j = 0; j < rx; j++)
-      if (j != axis) xoff = addmul(c, xoff, co(c, &k, j), xs[j]);
+      if (j != axis) xoff = lw_addmul(c, xoff, co(c, &k, j), xs[j]);
   }
   tv_t *idx = lw_cast(c, lw_load(c, pi, zero_if_null(c, ioff, f.offs), f.mask, 0), c->it);
   int64_t D = x->shape.dims[axis].size;
   idx = lw_sel(c, lw_cmp(c, "lt", idx, lw_ci(c, idx, 0)), BIN(ADD, idx, lw_ci(c, idx, D)), idx);
   tv_t *ok = BIN(AND, f.mask, BIN(AND, lw_cmp(c, "ge", idx, lw_ci(c, idx, 0)), lw_cmp(c, "lt", idx, lw_ci(c, idx, D))));
-  xoff = addmul(c, xoff, idx, xs[axis]);
+  xoff = lw_addmul(c, xoff, idx, xs[axis]);
   tv_t *v = lw_load(c, px, xoff, ok, 0);
   lw_store(c, py, f.offs, v, f.mask);
   lw_flat_end(c, &f);

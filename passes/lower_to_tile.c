@@ -182,6 +182,19 @@ void lw_inplace(drk_lctx_t *c, const drk_value_t *y, const drk_value_t *x) {
 }
 
 /* ---- building blocks ---- */
+tv_t *lw_addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s) {
+  if (s == 0 || !x) return acc;
+  if (s != 1) x = lw_bin(c, DRK_TOP_MUL, x, lw_ci(c, x, s));
+  return acc ? lw_bin(c, DRK_TOP_ADD, acc, x) : x;
+}
+
+tv_t *lw_and_mask(drk_lctx_t *c, tv_t *a, tv_t *b) { return !a ? b : !b ? a : lw_bin(c, DRK_TOP_AND, a, b); }
+
+tv_t *lw_approx(drk_lctx_t *c, tv_t *v) {
+  drk_tile_op_set_int(c->m, v->def, "approx", 1);
+  return v;
+}
+
 drk_tile_type_t lw_tt(const drk_tile_layout_t *l, int rank, const int64_t *dims, drk_dtype_t t) {
   return drk_tile_type_tile(t, rank, dims, l);
 }
@@ -334,9 +347,11 @@ tv_t *lw_bcast_row(drk_lctx_t *c, tv_t *v, const drk_tile_layout_t *P, int64_t R
 tv_t *lw_bcast_col(drk_lctx_t *c, tv_t *v, const drk_tile_layout_t *P, int64_t R, int64_t C) { return bcast2(c, v, P, R, C, 0); }
 
 /* ---- flat frame ---- */
-void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f) {
+void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f) { lw_flat_begin_sched(c, n, drk_sched_flat(n), f); }
+
+void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *f) {
   f->n = n;
-  f->s = drk_sched_flat(n);
+  f->s = s;
   c->lay = drk_sched_flat_layout(c->m, &f->s);
   tv_t *r = lw_cast(c, lw_range(c, f->s.block_elems, c->lay), c->it);
   tv_t *pid = lw_pid(c, 0);
@@ -466,16 +481,20 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   }
   int64_t *times = drk_arena_alloc(c.m->arena, sizeof(int64_t) * (g->n_nodes + 1));
   drk_fusion_node_times(&fu, times);
-  drk_fusion_destroy(&fu);
   for (size_t i = 0; i < c.n_scratch; i++) c.scratch[i].time = times[c.scratch[i].node];
   if (ok && !drk_tile_verify(c.m, d)) {
     drk_diag_error(d, drk_loc_none, "internal: lowered tile IR does not verify");
     ok = false;
   }
-  if (!ok) {
+  drk_fusion_t *keep = ok ? malloc(sizeof *keep) : NULL;
+  if (!keep) {
+    if (ok) drk_diag_error(d, drk_loc_none, "lowering: out of memory");
+    drk_fusion_destroy(&fu);
     drk_tile_module_destroy(c.m);
     return false;
   }
+  *keep = fu;
+  out->fusion = keep;
   out->module = c.m;
   out->n_launches = c.n_launches;
   out->launches = c.launches;
@@ -489,9 +508,24 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   return true;
 }
 
+bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
+  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
+  if (!sc) {
+    drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
+    return false;
+  }
+  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
+  bool ok = drk_plan_memory_inplace(g, l->aliases, l->n_aliases, l->node_time, sc, l->n_scratch, l->inplace,
+                                    l->n_inplace, out_plan, d);
+  free(sc);
+  return ok;
+}
+
 void drk_lowered_destroy(drk_lowered_t *l) {
   if (!l) return;
   if (l->module) drk_tile_module_destroy(l->module);
+  if (l->fusion) drk_fusion_destroy(l->fusion);
+  free(l->fusion);
   memset(l, 0, sizeof *l);
 }
 

@@ -27,6 +27,7 @@
 
 #include "ir/graph.h"
 #include "ir/tile.h"
+#include "passes/plan_memory.h"
 
 /* DRK_LARG_TMA: a TMA descriptor (CUtensorMap, passed as a 128-byte __grid_constant__
  * parameter) over buffer `value`; `i` indexes the launch's `tmas` array (its spec).
@@ -86,9 +87,7 @@ typedef struct drk_launch {
 
 /* value shares base's bytes (Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout in
  * inference). base may itself be an alias; resolve transitively. */
-typedef struct drk_alias {
-  const drk_value_t *value, *base;
-} drk_alias_t;
+typedef drk_value_alias_t drk_alias_t; /* the planner's alias pair: value uses base's bytes */
 
 /* Scratch memory a node's kernels share while the node runs (e.g. split-K partial sums):
  * not a graph value; the memory planner gives it arena bytes live at exactly `time` (the
@@ -119,6 +118,9 @@ typedef struct drk_lowered {
   int64_t *node_time;
   size_t n_scratch;
   drk_scratch_t *scratch; /* indexed by DRK_LARG_SCRATCH arguments' i */
+  /* The partition the kernels were lowered from (passes/fuse.h; owned, freed by
+   * drk_lowered_destroy): group of every node, kinds, anchors, members. */
+  struct drk_fusion *fusion;
 } drk_lowered_t;
 
 /* Schedule parameters a user or the search may pin, for every kernel of a kind; 0 = the
@@ -158,6 +160,11 @@ typedef struct drk_lower_options {
  * untouched. o may be NULL (defaults). */
 bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d);
 void drk_lowered_destroy(drk_lowered_t *l);
+
+/* The memory plan of g as lowered into l: the lowering's aliases, node times (a fused kernel
+ * reads all its inputs and writes all its outputs at its group's time), scratch buffers (live
+ * at their node's time only) and in-place candidates (drk_plan_memory_inplace). */
+bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d);
 
 /* Prints the module with each kernel preceded by a comment line giving its node, launch and
  * schedule (the result still parses as .drkt). */
@@ -271,6 +278,12 @@ void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base);
 void lw_inplace(drk_lctx_t *c, const drk_value_t *y, const drk_value_t *x);
 
 /* ---- types and building blocks (results take operand a's frame) ---- */
+/* v with its op marked {approx = 1} (exp2, tanh, div: docs/tile-ir.md) */
+tv_t *lw_approx(drk_lctx_t *c, tv_t *v);
+/* acc + x * s (x NULL or s 0: acc; acc NULL: x * s), for index arithmetic */
+tv_t *lw_addmul(drk_lctx_t *c, tv_t *acc, tv_t *x, int64_t s);
+/* a AND b, either may be NULL (no mask) */
+tv_t *lw_and_mask(drk_lctx_t *c, tv_t *a, tv_t *b);
 drk_tile_type_t lw_tt(const drk_tile_layout_t *l, int rank, const int64_t *dims, drk_dtype_t t);
 drk_tile_type_t lw_retype(const drk_tile_type_t *like, drk_dtype_t t);
 tv_t *lw_bin(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a, tv_t *b);
@@ -319,6 +332,8 @@ typedef struct lw_flat {
   drk_tile_type_t fr; /* the tile frame (it dtype) */
 } lw_flat_t;
 void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f);
+/* lw_flat_begin with schedule s (a flat schedule: drk_sched_flat or one like it) */
+void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *f);
 void lw_flat_end(drk_lctx_t *c, lw_flat_t *f);
 
 /* ---- schedule (schedule.c) ---- */
@@ -329,10 +344,12 @@ drk_schedule_t drk_sched_seq(int64_t rows);
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
 /* The sm_90a warp-specialized TMA + wgmma matmul (passes/lower_matmul.c): mma = "wgmma",
  * kind "mm_ws", or mma = NULL when the target or dtype does not allow it. batch: the
- * kernel's grid z before splitting. */
-drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
-drk_schedule_t drk_sched_mm_ws_epi(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
-                                   const drk_lower_options_t *o, bool epilogue);
+ * kernel's grid z before splitting; epilogue: the kernel evaluates a fused epilogue. */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
+                               const drk_lower_options_t *o, bool epilogue);
+/* The multiprocessors of the lowering's target (o->target_sm): 132 (sm_90, H100/H200), 16
+ * (sm_87, Orin), 108 otherwise (A100; modules with gfx942 are lowered for sm_80). */
+int lw_target_sms(const drk_lower_options_t *o);
 /* Split-K count for `programs` output tiles (batch included) of nk k tiles on `sms` SMs
  * (1: no split); see schedule.c. */
 int drk_sched_split_k(int64_t programs, int64_t nk, int sms);

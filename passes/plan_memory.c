@@ -112,16 +112,15 @@ static bool only_read_as(const drk_graph_t *g, const timed_t *order, int64_t lo,
  * input's range per the rules in plan_memory.h, or -1. taken[b]: b's range went to an output. */
 static int64_t inplace_slot(const drk_graph_t *g, const drk_value_t *v, uint64_t need, int64_t t,
                             const drk_value_alias_t *inplace, size_t n_inplace, const drk_value_t **base_of,
-                            const int64_t *last_use, const drk_mem_plan_t *p, uint64_t act_base, bool *taken,
+                            const int64_t *last_use, const drk_mem_plan_t *p, bool *taken,
                             const placed_t *live, size_t n_live, const timed_t *order, int64_t lo, int64_t hi,
                             uint32_t *out_b) {
   if (last_use[v->id] == INT64_MAX) return -1; /* a graph output (or its base) */
   for (size_t i = 0; i < n_inplace; i++) {
     if (inplace[i].value != v) continue;
     const drk_value_t *u = inplace[i].base, *b = resolve(base_of, u);
-    if (b->kind != DRK_VALUE_NODE || taken[b->id] || last_use[b->id] != t || p->offset[b->id] == UINT64_MAX ||
-        p->offset[b->id] < act_base)
-      continue;
+    /* a node's value (no graph input or constant), placed, dying here, not yet given away */
+    if (b->kind != DRK_VALUE_NODE || taken[b->id] || last_use[b->id] != t || p->offset[b->id] == UINT64_MAX) continue;
     if (!only_read_as(g, order, lo, hi, base_of, b, u)) continue;
     for (size_t j = 0; j < n_live; j++)
       if (live[j].off == p->offset[b->id] && live[j].end == t && live[j].size >= need) {
@@ -211,6 +210,7 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
   qsort(order, (size_t)n_nodes, sizeof *order, cmp_timed);
   for (size_t i = 0; i < n_scratch; i++) sord[i] = (scratch_order_t){scratch[i].time, i};
   qsort(sord, n_scratch, sizeof *sord, cmp_scratch);
+  int64_t lo = 0, hi = 0;
   for (int64_t oi = 0; oi <= n_nodes; oi++) {
     int64_t k = oi < n_nodes ? order[oi].k : -1, t = oi < n_nodes ? order[oi].t : INT64_MAX;
     /* Scratch of the times before t: every output of those times is placed, and everything
@@ -224,6 +224,10 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
       if (cand + need > top) top = cand + need;
     }
     if (oi == n_nodes) break;
+    if (oi >= hi) { /* first node of a new time: [lo, hi) are its nodes (a fused kernel's), for the in-place check */
+      lo = oi;
+      for (hi = oi + 1; hi < n_nodes && order[hi].t == t; hi++) {}
+    }
     const drk_node_t *nd = g->nodes[k];
     if (nd->dead) continue;
     /* Free what died before this node's time. */
@@ -231,10 +235,6 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
     for (size_t i = 0; i < n_live; i++)
       if (live[i].end >= t) live[j++] = live[i];
     n_live = j;
-    /* the nodes of this time (a fused kernel's), for the in-place check */
-    int64_t lo = oi, hi = oi + 1;
-    while (lo > 0 && order[lo - 1].t == t) lo--;
-    while (hi < n_nodes && order[hi].t == t) hi++;
     for (int o = 0; o < nd->n_outputs; o++) {
       const drk_value_t *v = nd->outputs[o];
       if (base_of[v->id]) continue; /* placed with its base */
@@ -244,8 +244,8 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
       p.naive_size += need;
       int64_t end = last_use[v->id] < t ? t : last_use[v->id];
       uint32_t tb = 0;
-      int64_t slot = n_inplace ? inplace_slot(g, v, need, t, inplace, n_inplace, base_of, last_use, &p, act_base,
-                                              taken, live, n_live, order, lo, hi, &tb)
+      int64_t slot = n_inplace ? inplace_slot(g, v, need, t, inplace, n_inplace, base_of, last_use, &p, taken, live,
+                                              n_live, order, lo, hi, &tb)
                                : -1;
       if (slot >= 0) { /* the input dies here: its range becomes the output's */
         placed_t *e = &live[slot];

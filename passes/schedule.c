@@ -122,9 +122,15 @@ int drk_sched_split_k(int64_t programs, int64_t nk, int sms) {
   return sp < 2 ? 1 : (int)sp;
 }
 
-static int sched_sms(const drk_lower_options_t *o) {
+int lw_target_sms(const drk_lower_options_t *o) {
   int sm = o->target_sm ? o->target_sm : 80;
   return sm == 87 ? 16 : sm == 90 ? 132 : 108;
+}
+
+/* split-K of a general-kernel grid of bm x bn tiles: pinned (mm.split_k) or drk_sched_split_k */
+static int mm_split(const drk_lower_options_t *o, int64_t M, int64_t N, int64_t nb, int64_t bm, int64_t bn, int64_t nk) {
+  if (o->knobs.mm_split_k) return o->knobs.mm_split_k;
+  return drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, lw_target_sms(o));
 }
 
 /* Tiles of the general matmul kernel (passes/lower_matmul.c: a ring of `stages` shared
@@ -159,9 +165,7 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   int64_t nb = batch > 0 ? batch : 1;
   if (!mma) {
     s.tile_m = (int)bm, s.tile_n = (int)bn, s.tile_k = t == DRK_DT_F64 ? 8 : 16, s.stages = 2;
-    s.split_k = o->knobs.mm_split_k ? o->knobs.mm_split_k
-                                     : drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb,
-                                                         (K + s.tile_k - 1) / s.tile_k, sched_sms(o));
+    s.split_k = mm_split(o, M, N, nb, bm, bn, (K + s.tile_k - 1) / s.tile_k);
     return s;
   }
   int sm = o->target_sm ? o->target_sm : 80;
@@ -181,8 +185,7 @@ drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_
   int64_t stage = (bm + bn) * s.tile_k * (drk_dtype_bits(t) / 8);
   int64_t budget = sm == 86 || sm == 89 ? 48 * 1024 : sm == 90 ? 96 * 1024 : 64 * 1024;
   int64_t nk = (K + s.tile_k - 1) / s.tile_k, most = sm == 90 ? 6 : 4;
-  s.split_k = o->knobs.mm_split_k ? o->knobs.mm_split_k
-                                   : drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, sched_sms(o));
+  s.split_k = mm_split(o, M, N, nb, bm, bn, nk);
   if (s.split_k > 1) nk = (nk + s.split_k - 1) / s.split_k; /* k tiles per program */
   int64_t st = budget / stage;
   if (st > most) st = most;
@@ -211,15 +214,11 @@ static double ws_cost(int64_t M, int64_t N, int64_t K, int64_t batch, int bn, in
  * (at most 6 stages: 6 of 32 KB for BN = 128, 4 of 48 KB for BN = 256). BN (64, 128, 256)
  * and split-K (1..16, each split at least 4 k tiles) minimize ws_cost, ties to the earlier
  * of BN 128, 256, 64 and the smaller split; mm.tile_n / mm.split_k pin them. */
-drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o) {
-  return drk_sched_mm_ws_epi(M, N, K, batch, t, o, false);
-}
-
-/* epilogue: the kernel evaluates a fused epilogue on its accumulators, so BN = 256 (128 f32
- * accumulators per thread, and as many epilogue values and offsets) is left out unless
- * pinned: it spills (GPT-2's GELU and QKV bias, LLaMA's SiLU and residual Adds, ptxas -v). */
-drk_schedule_t drk_sched_mm_ws_epi(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
-                                   const drk_lower_options_t *o, bool epilogue) {
+/* With a fused epilogue BN = 256 (128 f32 accumulators per thread, and as many epilogue
+ * values and offsets) is left out unless pinned: it spills (GPT-2's GELU and QKV bias,
+ * LLaMA's SiLU and residual Adds, ptxas -v). */
+drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t,
+                               const drk_lower_options_t *o, bool epilogue) {
   drk_schedule_t s = {0};
   s.kind = "mm_ws";
   if (o->target_sm != 90 || !o->arch_specific || (t != DRK_DT_F16 && t != DRK_DT_BF16)) return s;

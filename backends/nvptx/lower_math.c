@@ -78,7 +78,8 @@ LLVMValueRef nv_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVM
   case DRK_TOP_TANH:
     if (!d && drk_tile_op_attr_int(op, "approx", 0)) { /* tanh.approx.f32 (sm_75+): ~2^-11 relative */
       LLVMTypeRef ft = LLVMFunctionType(ct, &ct, 1, 0);
-      LLVMValueRef ia = LLVMGetInlineAsm(ft, "tanh.approx.f32 $0, $1;", 23, "=f,f", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+      static const char asm_s[] = "tanh.approx.f32 $0, $1;", cons[] = "=f,f";
+      LLVMValueRef ia = LLVMGetInlineAsm(ft, asm_s, sizeof asm_s - 1, cons, sizeof cons - 1, 0, 0, LLVMInlineAsmDialectATT, 0);
       return LLVMBuildCall2(B, ft, ia, &x, 1, "");
     }
     ld = d ? "__nv_tanh" : "__nv_tanhf";

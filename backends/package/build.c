@@ -125,27 +125,9 @@ static char *targets_string(unsigned set) {
 }
 
 /* --report: what the compiler did with the model. */
-/* Memory plan for the lowered graph, with the lowering's node times: a fused kernel reads all
- * its inputs and writes all its outputs at once, at its group's time; the lowering's scratch
- * buffers live at their node's time only; an elementwise kernel's output may take the bytes
- * of an input that dies there (the lowering's in-place candidates). */
-static bool plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
-  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
-  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
-  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
-  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
-  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
-  bool ok = drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, out_plan, d);
-  free(ip);
-  free(sc);
-  free(al);
-  return ok;
-}
-
 static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_diag_t *d) {
   drk_mem_plan_t pl, *plan = &pl;
-  if (!plan_memory(g, l, plan, d)) return false;
+  if (!drk_lowered_plan_memory(g, l, plan, d)) return false;
   size_t nodes = 0, mix[DRK_DT_COUNT] = {0};
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
@@ -168,11 +150,11 @@ static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_
   return true;
 }
 
-static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_lower_options_t *lo,
-                        const drk_build_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
+static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
+                        const drk_modfile_image_t *images, uint32_t n_images,
                         void **out_data, size_t *out_size, drk_diag_t *d) {
   drk_mem_plan_t plan;
-  if (!plan_memory(g, l, &plan, d)) return false;
+  if (!drk_lowered_plan_memory(g, l, &plan, d)) return false;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
   size_t n_params = 0, n_tmas = 0;
@@ -245,7 +227,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_images = n_images,
   };
   drk_build_precision_t prec;
-  drk_build_precision(g, l, lo, &prec);
+  drk_build_precision(g, l, &prec);
   drk_build_precision_attach(&prec, &mf);
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
@@ -426,7 +408,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
     uint32_t n = 0;
     if (fb) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_FATBIN, 0, nv_targets, fb, fb_size};
     if (bundle) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", bundle, bundle_size};
-    ok = pack_module(g, &l, &lo, o, imgs, n, out_data, out_size, d);
+    ok = pack_module(g, &l, o, imgs, n, out_data, out_size, d);
   }
 out:
   free(fb);

@@ -75,11 +75,9 @@ static void fill_node(drk_modfile_node_prec_t *q, const drk_node_t *n) {
   if (n->op == DRK_OP_CAST && n->n_inputs && n->inputs[0]) q->from = (uint8_t)prec_code(n->inputs[0]->dtype);
 }
 
-void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, const drk_lower_options_t *lo,
-                         drk_build_precision_t *out) {
+void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out) {
   memset(out, 0, sizeof *out);
-  drk_fusion_t fu;
-  drk_fusion_for_lowering(g, lo, &fu);
+  const drk_fusion_t *fu = l->fusion; /* the partition the kernels were lowered from */
   /* node records: live nodes in graph order; rec[pos] is a node position's record */
   int64_t *rec = malloc(sizeof(int64_t) * (g->n_nodes + 1));
   size_t *pos_of_id = calloc((size_t)g->next_node_id + 1, sizeof *pos_of_id);
@@ -89,23 +87,21 @@ void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, const drk
     const drk_node_t *n = g->nodes[i];
     rec[i] = -1;
     if (n->dead) continue;
-    /* the lowering runs a group at its node time: the same partition as ours */
-    DRK_ASSERT(l->node_time[i] == fu.groups[fu.group[i]].last);
     pos_of_id[n->id] = i;
     rec[i] = out->n_nodes;
     fill_node(&out->nodes[out->n_nodes++], n);
   }
   /* kernels: a group's launches are consecutive (it is lowered at once) */
-  int *first = malloc(sizeof(int) * ((size_t)fu.n_groups + 1));
-  for (int gi = 0; gi < fu.n_groups; gi++) first[gi] = -1;
+  int *first = malloc(sizeof(int) * ((size_t)fu->n_groups + 1));
+  for (int gi = 0; gi < fu->n_groups; gi++) first[gi] = -1;
   for (size_t i = 0; i < l->n_launches; i++) {
     const drk_launch_t *la = &l->launches[i];
     size_t pos = pos_of_id[la->node->id];
     DRK_ASSERT(g->nodes[pos] == la->node && rec[pos] >= 0);
-    int gi = fu.group[pos];
-    DRK_ASSERT(first[gi] < 0 || fu.group[pos_of_id[l->launches[i - 1].node->id]] == gi);
+    int gi = fu->group[pos];
+    DRK_ASSERT(first[gi] < 0 || fu->group[pos_of_id[l->launches[i - 1].node->id]] == gi);
     if (first[gi] < 0) first[gi] = (int)i;
-    const drk_fusion_group_t *gr = &fu.groups[gi];
+    const drk_fusion_group_t *gr = &fu->groups[gi];
     drk_modfile_kernel_prec_t *k = &out->kernels[i];
     /* named after the group's reduction/normalization (ROWS), Softmax (ATTENTION) or matmul
      * (MM: the launch's node), else the node it launches at */
@@ -122,7 +118,6 @@ void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, const drk
   free(first);
   free(pos_of_id);
   free(rec);
-  drk_fusion_destroy(&fu);
 }
 
 void drk_build_precision_attach(const drk_build_precision_t *p, drk_modfile_t *mf) {

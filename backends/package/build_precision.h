@@ -5,9 +5,8 @@
  * of the optimized graph, the dtype the precision pass chose (drk_precision_node_dtype, what
  * `drkc --report` counts) and the kernels that run it.
  *
- * Requires l = drk_lower_graph(g, lo) for this g and lo: the groups are recomputed with
- * drk_fusion_for_lowering(g, lo), which is the lowering's own partition (checked against
- * l->node_time). Never fails. Strings in the result (node names, op names) are borrowed
+ * Requires l = drk_lower_graph(g, ...) for this g: the groups are l->fusion, the partition
+ * the kernels were lowered from. Never fails. Strings in the result (node names, op names) are borrowed
  * from g and static tables, so g must outlive it. */
 #ifndef DRK_BUILD_PRECISION_H
 #define DRK_BUILD_PRECISION_H
@@ -25,8 +24,7 @@ typedef struct drk_build_precision {
 } drk_build_precision_t;
 
 /* Fills *out (malloc'ed arrays; release with drk_build_precision_free). */
-void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, const drk_lower_options_t *lo,
-                         drk_build_precision_t *out);
+void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out);
 /* Points mf's PRECISION fields at p (mf->kernels must be p's kernels, in the same order). */
 void drk_build_precision_attach(const drk_build_precision_t *p, drk_modfile_t *mf);
 void drk_build_precision_free(drk_build_precision_t *p);

@@ -275,7 +275,8 @@ void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *
             m->precision_version, DRK_MODFILE_PRECISION_VERSION);
     return;
   }
-  /* the mix as `drkc --report` prints it: live nodes by compute dtype, Casts by their result */
+  /* the mix as `drkc --report` counts it (live nodes by compute dtype, Casts by their result),
+   * except that the integer dtypes, which the report names one by one, are one code: "int" */
   uint32_t mix[DRK_MODFILE_PREC_COUNT] = {0};
   for (uint32_t i = 0; i < m->n_node_precision; i++) mix[m->node_precision[i].compute]++;
   fprintf(out, "%sprecision: %u graph nodes, %u kernels; precision mix (float nodes by compute dtype):", indent,

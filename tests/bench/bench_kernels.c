@@ -148,6 +148,13 @@ static bool load(const char *dir, const char *name, drk_runtime_t *rt, compiled_
   return true;
 }
 
+/* Binds host buffers to the two inputs and the output of a benchmark module. */
+static void bind2(compiled_t *c, void *x0, size_t n0, void *x1, size_t n1, void *y, size_t ny) {
+  drk_session_bind_input(c->s, 0, x0, n0, DRK_MEMORY_HOST);
+  drk_session_bind_input(c->s, 1, x1, n1, DRK_MEMORY_HOST);
+  drk_session_bind_output(c->s, 0, y, ny, DRK_MEMORY_HOST);
+}
+
 static void unload(compiled_t *c) {
   drk_session_destroy(c->s);
   drk_module_destroy(c->m);
@@ -213,9 +220,7 @@ static int bench_mm(void *h, drk_runtime_t *rt, const char *dir, const char *fil
   fill_random(a, ea, bf16, 3);
   fill_random(b, eb, bf16, 4);
   memset(z, 0xff, ec * 2);
-  drk_session_bind_input(c.s, 0, a, ea * 2, DRK_MEMORY_HOST);
-  drk_session_bind_input(c.s, 1, b, eb * 2, DRK_MEMORY_HOST);
-  drk_session_bind_output(c.s, 0, z, ec * 2, DRK_MEMORY_HOST);
+  bind2(&c, a, ea * 2, b, eb * 2, z, ec * 2);
   float ms = time_kernel(&c, iters);
   CUdeviceptr A, B, C;
   CK(cuMemAlloc(&A, ea * 2));
@@ -327,9 +332,7 @@ int main(int argc, char **argv) {
     fill_random(x, n_add, true, 1);
     fill_random(y, n_add, true, 2);
     memset(z, 0xff, n_add * 2);
-    drk_session_bind_input(c.s, 0, x, n_add * 2, DRK_MEMORY_HOST);
-    drk_session_bind_input(c.s, 1, y, n_add * 2, DRK_MEMORY_HOST);
-    drk_session_bind_output(c.s, 0, z, n_add * 2, DRK_MEMORY_HOST);
+    bind2(&c, x, n_add * 2, y, n_add * 2, z, n_add * 2);
     float ms = time_kernel(&c, iters);
     size_t bad = 0;
     for (size_t i = 0; i < n_add; i++) {

@@ -9,9 +9,10 @@ drkc=$1 ptxas=$2 llvm=$3 work=$4
 shift 4
 mkdir -p "$work"
 rc=0
-fail() { echo "FAIL $*"; rc=1; }
+fail() { echo "FAIL $*"; rc=1; ok=0; }
 for f in "$@"; do
   n=$(basename "$f" .drkg)
+  ok=1
   "$drkc" "$f" --fusion-aggressiveness=3 --emit=tile -o "$work/$n.drkt" || { fail "$n: tile IR"; continue; }
   k=$(grep -c '^kernel @k[0-9]*_fused_attention' "$work/$n.drkt")
   [ "$k" = 1 ] || fail "$n: $k attention kernels, expected 1"
@@ -26,6 +27,6 @@ for f in "$@"; do
   if grep -q "mma = mma_sync" "$work/$n.drkt"; then
     "$llvm/llvm-objdump" -d --mcpu=gfx942 "$work/$n.hsaco" | grep -q "v_mfma_f32_16x16x16" || fail "$n: no MFMA on gfx942"
   fi
-  [ $rc = 0 ] && echo "ok $n"
+  [ $ok = 1 ] && echo "ok $n"
 done
 exit $rc

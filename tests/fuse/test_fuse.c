@@ -242,21 +242,15 @@ static bool declared_inplace(const drk_lowered_t *l, const drk_mem_plan_t *plan,
 static int plan_conflicts(const drk_graph_t *g, const drk_fusion_t *fu, const drk_lowered_t *l, const char *what) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
-  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
   drk_mem_plan_t plan;
 #ifdef DRK_PLAN_MEMORY_TIMED
   int64_t *times = malloc(sizeof(int64_t) * (g->n_nodes + 1));
   drk_fusion_node_times(fu, times);
-  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
-  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
-  bool ok = drk_plan_memory_inplace(g, al, l->n_aliases, times, NULL, 0, ip, l->n_inplace, &plan, &d);
-  free(ip);
+  bool ok = drk_plan_memory_inplace(g, l->aliases, l->n_aliases, times, NULL, 0, l->inplace, l->n_inplace, &plan, &d);
   free(times);
 #else
-  bool ok = drk_plan_memory(g, al, l->n_aliases, &plan, &d);
+  bool ok = drk_plan_memory(g, l->aliases, l->n_aliases, &plan, &d);
 #endif
-  free(al);
   if (!ok) return 1;
   uint32_t nv = g->next_value_id + 1;
   int64_t *first = malloc(sizeof(int64_t) * nv), *lastu = malloc(sizeof(int64_t) * nv), *wr = malloc(sizeof(int64_t) * nv);

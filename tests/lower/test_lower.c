@@ -264,7 +264,7 @@ static int run_schedule(void) {
   drk_lower_options_t o = {.target_sm = 90, .arch_specific = true};
   int bad = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    drk_schedule_t s = drk_sched_mm_ws_epi(cases[i].M, cases[i].N, cases[i].K, 1, DRK_DT_F16, &o, cases[i].epi);
+    drk_schedule_t s = drk_sched_mm_ws(cases[i].M, cases[i].N, cases[i].K, 1, DRK_DT_F16, &o, cases[i].epi);
     if (s.tile_n != cases[i].bn || s.split_k != cases[i].sp || !s.mma) {
       fprintf(stderr, "FAIL schedule %lldx%lldx%lld%s: BN %d split %d, want BN %d split %d\n", (long long)cases[i].M,
               (long long)cases[i].N, (long long)cases[i].K, cases[i].epi ? " (epilogue)" : "", s.tile_n, s.split_k,
@@ -274,7 +274,7 @@ static int run_schedule(void) {
   }
   /* not sm_90a: no wgmma schedule */
   drk_lower_options_t o80 = {.target_sm = 80};
-  if (drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o80).mma) fprintf(stderr, "FAIL schedule: wgmma on sm_80\n"), bad++;
+  if (drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o80, false).mma) fprintf(stderr, "FAIL schedule: wgmma on sm_80\n"), bad++;
   /* pinned knobs */
   char err[256];
   drk_lower_options_t op = o;
@@ -282,7 +282,7 @@ static int run_schedule(void) {
     fprintf(stderr, "FAIL schedule: knobs rejected: %s\n", err);
     bad++;
   }
-  drk_schedule_t s = drk_sched_mm_ws_epi(1024, 768, 768, 1, DRK_DT_F16, &op, true);
+  drk_schedule_t s = drk_sched_mm_ws(1024, 768, 768, 1, DRK_DT_F16, &op, true);
   if (s.tile_n != 256 || s.split_k != 3 || s.stages != 3) fprintf(stderr, "FAIL schedule: pinned knobs ignored\n"), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
                                       "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,"};

@@ -98,12 +98,8 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   uint32_t nv = g->next_value_id + 1;
-  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
-  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
   int64_t *def = malloc(nv * sizeof *def), *last = malloc(nv * sizeof *last);
   for (uint32_t i = 0; i < nv; i++) def[i] = INT64_MAX, last[i] = INT64_MIN;
-  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
   for (size_t k = 0; k < g->n_nodes; k++) {
     const drk_node_t *n = g->nodes[k];
     int64_t t = l->node_time[k];
@@ -121,11 +117,8 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
     if (k < g->n_inputs) def[b] = -1;
     last[b] = INT64_MAX;
   }
-  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
-  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
   drk_mem_plan_t p = {0};
-  bool ok = drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, &p, &d);
-  free(ip);
+  bool ok = drk_lowered_plan_memory(g, l, &p, &d);
   for (size_t i = 0; ok && i < l->n_scratch; i++) {
     uint64_t so = p.scratch_offset[i], sn = l->scratch[i].bytes;
     int64_t st = l->scratch[i].time;
@@ -138,8 +131,6 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
                      (unsigned long long)so, (unsigned long long)sn);
   }
   if (p.offset) drk_mem_plan_free(&p);
-  free(al);
-  free(sc);
   free(def);
   free(last);
   return ok;
@@ -150,15 +141,9 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
 static int inplace_shares(const drk_graph_t *g, const drk_lowered_t *l, const drk_value_t **share) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  drk_value_alias_t *al = calloc(l->n_aliases + 1, sizeof *al);
-  drk_value_alias_t *ip = calloc(l->n_inplace + 1, sizeof *ip);
-  drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
-  for (size_t i = 0; i < l->n_aliases; i++) al[i] = (drk_value_alias_t){l->aliases[i].value, l->aliases[i].base};
-  for (size_t i = 0; i < l->n_inplace; i++) ip[i] = (drk_value_alias_t){l->inplace[i].value, l->inplace[i].base};
-  for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
   drk_mem_plan_t p = {0};
   int n = -1;
-  if (drk_plan_memory_inplace(g, al, l->n_aliases, l->node_time, sc, l->n_scratch, ip, l->n_inplace, &p, &d)) {
+  if (drk_lowered_plan_memory(g, l, &p, &d)) {
     n = 0;
     for (size_t i = 0; i < l->n_inplace; i++) {
       const drk_value_t *y = l->inplace[i].value, *x = base_of(l, l->inplace[i].base);
@@ -169,9 +154,6 @@ static int inplace_shares(const drk_graph_t *g, const drk_lowered_t *l, const dr
     }
     drk_mem_plan_free(&p);
   }
-  free(al);
-  free(ip);
-  free(sc);
   return n;
 }
 

@@ -806,7 +806,8 @@ static void layout_check(bool tf_input);
 static void test_layout_nhwc(void) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  /* nchw, and auto on f32 convs or for non-NVIDIA targets: nothing happens */
+  /* nchw, and auto on f32 convs: nothing happens; nhwc rewrites every conv even when not every
+   * target is NVIDIA (auto's choice by dtype and target: tests/driver/cli.sh layout-*) */
   drk_layout_options_t keep[3] = {{DRK_LAYOUT_NCHW, true}, {DRK_LAYOUT_AUTO, true}, {DRK_LAYOUT_NHWC, false}};
   for (int k = 0; k < 3; k++) {
     drk_graph_t *g = layout_graph(false);
