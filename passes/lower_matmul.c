@@ -207,14 +207,29 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
  *
  * 12 warps: warpgroup 0 is the producer (one thread issues TMA loads of the A tile
  * [BM x 64] and of B's [64 x 64] column chunks into a ring of S stages of 128-byte swizzled
- * shared memory; full[s] completes on the transaction bytes, empty[s] when both consumers
- * are done with the stage), warpgroups 1 and 2 are consumers (rows [0, 64) and [64, 128)
- * of the tile: wgmma m64nBNk16 with A K-major and B N-major from shared memory, f32
- * accumulators in registers), then a masked store from the accumulator layout. TMA
- * zero-fills rows and columns past the tensor, so any M, N and K work; row strides must be
- * multiples of 16 bytes (K and N multiples of 8). Batches: A rows [batch*M, K] and B rows
- * [batch*K, N] in 2-D descriptors, indexed with program_id 2 (rows of A past M belong to
- * the next batch and only reach masked-off output rows; B needs K % 64 == 0 when batched). */
+ * shared memory; full[s] completes on the transaction bytes, empty[s] when the consumers
+ * are done with the stage), warpgroups 1 and 2 are consumers (wgmma m64nBNk16 with A
+ * K-major and B N-major from shared memory, f32 accumulators in registers), then a masked
+ * store from the accumulator layout. TMA zero-fills rows and columns past the tensor, so
+ * any M, N and K work; row strides must be multiples of 16 bytes (K and N multiples of 8).
+ * Batches: A rows [batch*M, K] and B rows [batch*K, N] in 2-D descriptors (rows of A past
+ * M belong to the next batch and only reach masked-off output rows; B needs K % 64 == 0
+ * when batched).
+ *
+ * Two forms (schedule `persistent`):
+ * - one tile per program (grid: M tiles x N tiles x batch * split-K): both consumers work
+ *   on the tile, rows [0, 64) and [64, 128), and release each stage together (empty[s]
+ *   counts 2 arrivals);
+ * - persistent ping-pong (no split-K): one program per SM walks the tiles t = pid, pid +
+ *   programs, ...; the producer streams their k steps through the ring without a break and
+ *   the consumers take whole tiles in turn (warpgroup w the program's tiles w, w + 2, ...;
+ *   both 64-row halves, 2 x 64 x BN accumulators), so one warpgroup's epilogue runs while
+ *   the other's wgmmas keep the tensor cores busy. order[w] (one arrival) hands the ring
+ *   to warpgroup w when the other one has issued its tile's last wgmma: a consumer only
+ *   waits on full[s] for the fill the producer makes next, never one a lap ahead (parity
+ *   waits cannot tell those apart). Stage releases count 1 arrival.
+ * Ring position of a k step: g = (tiles before it in this program) * k steps + k, stage
+ * g % S, fill parity (g / S) & 1. */
 
 typedef enum { WS_NONE, WS_BCAST, WS_FULL } ws_batch_t;
 
@@ -265,6 +280,16 @@ static void ws_op1(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *x, const char *a
   if (attr) drk_tile_op_set_int(c->m, op, attr, v);
 }
 
+static void ws_wait(drk_lctx_t *c, tv_t *bar, tv_t *parity) {
+  drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){bar, parity}, 0, NULL);
+}
+
+static void ws_setmaxnreg(drk_lctx_t *c, int regs, const char *action) {
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
+  drk_tile_op_set_int(c->m, op, "regs", regs);
+  drk_tile_op_set_ident(c->m, op, "action", action);
+}
+
 /* Whether the Hopper kernel takes this node; false leaves the general kernel to it. */
 static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, ws_batch_t *ba, ws_batch_t *bb) {
   const drk_node_t *n = c->node;
@@ -278,6 +303,143 @@ static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, w
   return true;
 }
 
+/* The kernel's fixed parts. */
+typedef struct ws {
+  const mm_t *s;
+  ws_batch_t ba, bb;
+  int64_t M, batch, BM, BN, BK, ST, NC, SP, NK, KPS, TM, TN;
+  tv_t *da, *db, *py;
+  tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
+} ws_t;
+
+/* One tile's coordinates: first row and column, grid z (split * batch + batch index), its
+ * k tiles [kbeg, kbeg + nk), A's first row and B's first row in the 2-D descriptors. */
+typedef struct ws_tile {
+  tv_t *m0, *n0, *pz, *kbeg, *nk, *arow, *bk0;
+} ws_tile_t;
+
+static ws_tile_t ws_tile(drk_lctx_t *c, const ws_t *W, tv_t *pm, tv_t *pn, tv_t *pz) {
+  drk_dtype_t I = DRK_DT_I32;
+  ws_tile_t T = {BIN(MUL, pm, lw_sci(c, I, W->BM)), BIN(MUL, pn, lw_sci(c, I, W->BN)), pz, lw_sci(c, I, 0),
+                 lw_sci(c, I, W->NK), NULL, NULL};
+  tv_t *pb = pz;
+  if (W->SP > 1) {
+    tv_t *sp = W->batch > 1 ? BIN(DIV, pz, lw_sci(c, I, W->batch)) : pz;
+    pb = W->batch > 1 ? BIN(REM, pz, lw_sci(c, I, W->batch)) : lw_sci(c, I, 0);
+    T.kbeg = BIN(MUL, sp, lw_sci(c, I, W->KPS));
+    T.nk = BIN(MIN, lw_sci(c, I, W->KPS), BIN(SUB, lw_sci(c, I, W->NK), T.kbeg));
+  }
+  T.arow = W->ba == WS_FULL && W->batch > 1 ? BIN(ADD, BIN(MUL, pb, lw_sci(c, I, W->M)), T.m0) : T.m0;
+  T.bk0 = W->bb == WS_FULL && W->batch > 1 ? BIN(MUL, pb, lw_sci(c, I, W->s->K)) : lw_sci(c, I, 0);
+  return T;
+}
+
+/* Persistent form: tile t of the grid (M tiles fastest, then N tiles, then batch). */
+static ws_tile_t ws_tile_at(drk_lctx_t *c, const ws_t *W, tv_t *t) {
+  drk_dtype_t I = DRK_DT_I32;
+  tv_t *r = BIN(DIV, t, lw_sci(c, I, W->TM));
+  return ws_tile(c, W, BIN(REM, t, lw_sci(c, I, W->TM)), BIN(REM, r, lw_sci(c, I, W->TN)), BIN(DIV, r, lw_sci(c, I, W->TN)));
+}
+
+/* ring stage and fill parity of ring position g */
+static tv_t *ws_stage(drk_lctx_t *c, const ws_t *W, tv_t *g) { return BIN(REM, g, lw_sci(c, DRK_DT_I32, W->ST)); }
+static tv_t *ws_parity(drk_lctx_t *c, const ws_t *W, tv_t *g) {
+  return BIN(AND, BIN(DIV, g, lw_sci(c, DRK_DT_I32, W->ST)), lw_sci(c, DRK_DT_I32, 1));
+}
+
+/* Producer: the tile's k steps at ring positions g0 + k. */
+static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0) {
+  drk_dtype_t I = DRK_DT_I32;
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), T->nk, lw_sci(c, I, 1), 0, NULL);
+  tv_t *kp = f->regions[0]->args[0], *g = g0 ? BIN(ADD, g0, kp) : kp;
+  tv_t *st = ws_stage(c, W, g);
+  ws_wait(c, ws_index(c, W->empty, st), BIN(SUB, lw_sci(c, I, 1), ws_parity(c, W, g)));
+  tv_t *fb = ws_index(c, W->full, st);
+  int64_t es = drk_dtype_bits(W->s->t) / 8;
+  ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", (W->BM + W->BN) * W->BK * es);
+  tv_t *kk = BIN(MUL, W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp, lw_sci(c, I, W->BK));
+  drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->da, ws_index(c, W->sa_t, st), fb, T->arow, kk}, 0, NULL);
+  tv_t *sbs = ws_index(c, W->sb_t, st), *kb = BIN(ADD, T->bk0, kk);
+  for (int64_t j = 0; j < W->NC; j++) {
+    tv_t *nj = j ? BIN(ADD, T->n0, lw_sci(c, I, 64 * j)) : T->n0;
+    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->db, ws_index(c, sbs, lw_sci(c, I, j)), fb, kb, nj}, 0, NULL);
+  }
+  drk_tile_build_for_end(&c->b, 0, NULL);
+}
+
+/* Masked store of rows [m0 + 64 h, +64) of the tile from the accumulator layout (through
+ * the fused epilogue, if any). */
+static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv_t *res) {
+  drk_tile_module_t *m = c->m;
+  const int64_t BN = W->BN, M = W->M, N = W->s->N;
+  const drk_tile_layout_t *acc_l = res->type.layout;
+  const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
+  tv_t *mw = lw_cast(c, BIN(ADD, T->m0, lw_sci(c, DRK_DT_I32, 64 * h)), c->it), *nw = lw_cast(c, T->n0, c->it);
+  tv_t *ei = lw_cast(c, lw_range(c, 64, Cr), c->it);
+  tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
+  tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
+  tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
+  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, BN),
+                    lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), acc_l, 64, BN));
+  tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, N));
+  /* split-K: z * M * N is split * numel(y) + the batch's offset */
+  if (W->batch > 1 || W->SP > 1)
+    rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, T->pz, c->it), lw_sci(c, c->it, M * N)), &rp->type));
+  tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
+  if (W->SP > 1) lw_store(c, W->py, yoff, res, emask);
+  else lw_mm_store(c, W->py, yoff, res, emask);
+}
+
+/* Consumer: the tile's k steps at ring positions g0 + k on row halves [h0, h0 + nh) (64
+ * rows each), then their stores. handoff (or NULL): arrived on once the last wgmma is
+ * issued. persistent: the tile's last stage is released after the final wait (the ring
+ * goes on), one arrival per stage. */
+static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0, int h0, int nh, tv_t *handoff,
+                       bool persistent) {
+  drk_dtype_t I = DRK_DT_I32;
+  const drk_tile_layout_t *acc_l = drk_tile_layout_mma(c->m, DRK_TL_WGMMA, 4, 1, 64, (int)W->BN);
+  drk_tile_type_t at = drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){64, W->BN}, acc_l);
+  tv_t *zero[2];
+  for (int h = 0; h < nh; h++) zero[h] = drk_tile_build_const_float(&c->b, 0.0, at);
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), T->nk, lw_sci(c, I, 1), nh, zero);
+  tv_t *k = f->regions[0]->args[0], *g = g0 ? BIN(ADD, g0, k) : k;
+  tv_t *st = ws_stage(c, W, g);
+  ws_wait(c, ws_index(c, W->full, st), ws_parity(c, W, g));
+  drk_tile_build(&c->b, DRK_TOP_WGMMA_FENCE, 0, NULL, 0, NULL);
+  tv_t *d[2], *b = ws_index(c, W->sb_w, st), *sas = ws_index(c, W->sa_w, st);
+  drk_tile_type_t ts[2] = {at, at};
+  for (int h = 0; h < nh; h++) {
+    tv_t *a = ws_index(c, sas, lw_sci(c, I, h0 + h));
+    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, f->regions[0]->args[1 + h]}, 1, &at);
+    drk_tile_op_set_ident(c->m, dot, "kind", "wgmma");
+    d[h] = dot->results[0];
+  }
+  drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
+  drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, d, nh, ts);
+  drk_tile_op_set_int(c->m, wt, "pending", WS_PENDING);
+  if (WS_PENDING == 0) {
+    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, st), NULL, 0);
+  } else {
+    /* this step's wgmma may still run: release the stage of the step before */
+    drk_tile_build_if_begin(&c->b, lw_cmp(c, "gt", k, lw_sci(c, I, 0)), 0, NULL);
+    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, BIN(REM, BIN(ADD, g, lw_sci(c, I, W->ST - 1)), lw_sci(c, I, W->ST))), NULL, 0);
+    drk_tile_build_if_end(&c->b, 0, NULL);
+  }
+  f = drk_tile_build_for_end(&c->b, nh, wt->results);
+  if (handoff) ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, handoff, NULL, 0);
+  tv_t *res[2] = {f->results[0], nh > 1 ? f->results[1] : NULL};
+  if (WS_PENDING) {
+    wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, res, nh, ts);
+    drk_tile_op_set_int(c->m, wt, "pending", 0);
+    for (int h = 0; h < nh; h++) res[h] = wt->results[h];
+  }
+  if (persistent) {
+    tv_t *last = BIN(SUB, BIN(ADD, g0 ? g0 : lw_sci(c, I, 0), T->nk), lw_sci(c, I, 1));
+    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, ws_stage(c, W, last)), NULL, 0);
+  }
+  for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, res[h]);
+}
+
 static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, ws_batch_t bb) {
   const drk_node_t *n = c->node;
   drk_tile_module_t *m = c->m;
@@ -286,137 +448,95 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
   bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
   if (fold) M *= batch, batch = 1;
-  /* tiles and split-K for the grid this kernel has (and its epilogue) */
+  /* tiles, split-K and form for the grid this kernel has (and its epilogue) */
   S = drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
-  const int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages, NC = BN / 64;
-  int64_t SP = S.split_k > 1 && batch * S.split_k <= 65535 ? S.split_k : 1;
-  S.split_k = (int)SP;
+  ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
+            .ST = S.stages, .NC = S.tile_n / 64};
+  W.SP = S.split_k > 1 && batch * S.split_k <= 65535 && !S.persistent ? S.split_k : 1;
+  S.split_k = (int)W.SP;
+  W.NK = (s->K + W.BK - 1) / W.BK, W.KPS = (W.NK + W.SP - 1) / W.SP;
+  W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.BN - 1) / W.BN;
+  int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
-  int64_t big = SP * lw_numel(n->outputs[0]);
-  int ws = SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;
+  int64_t big = W.SP * lw_numel(n->outputs[0]);
+  int ws = W.SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;
   lw_kernel_begin(c, big < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
 
   const drk_tile_layout_t *SW = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
   const drk_tile_layout_t *BAR = drk_tile_layout_shared(m, 0, 1, (int[]){0});
-  drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)BK, (int32_t)BM}, 128, 256, false};
-  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)BK}, 128, 256, false};
-  tv_t *da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BM, BK}, SW), &ta);
-  tv_t *db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){BK, 64}, SW), &tb);
-  tv_t *py = SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
+  drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)W.BK, (int32_t)W.BM}, 128, 256, false};
+  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)W.BK}, 128, 256, false};
+  W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BM, W.BK}, SW), &ta);
+  W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
+  W.py = W.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
-  int64_t stage_a = BM * BK * es, stage_b = BK * BN * es;
-  int64_t off_b = ST * stage_a, off_bar = off_b + ST * stage_b, smem = off_bar + 16 * ST;
+  const int64_t ST = W.ST;
+  int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es, smem = off_bar + 16 * ST + (NP ? 16 : 0);
   drk_dtype_t I = DRK_DT_I32;
-  tv_t *pm = lw_pid(c, 0), *pn = lw_pid(c, 1), *pz = lw_pid(c, 2);
-  if (c->it != I) pm = lw_cast(c, pm, I), pn = lw_cast(c, pn, I), pz = lw_cast(c, pz, I);
-  tv_t *c0 = lw_sci(c, I, 0), *c1 = lw_sci(c, I, 1), *cst = lw_sci(c, I, ST);
-  tv_t *m0 = BIN(MUL, pm, lw_sci(c, I, BM)), *n0 = BIN(MUL, pn, lw_sci(c, I, BN));
-  /* z = split * batch + batch index; this program's k tiles [kbeg, kbeg + nk) */
-  int64_t NK = (s->K + BK - 1) / BK, KPS = (NK + SP - 1) / SP;
-  tv_t *pb = pz, *kbeg = c0, *nk = lw_sci(c, I, NK);
-  if (SP > 1) {
-    tv_t *sp = batch > 1 ? BIN(DIV, pz, lw_sci(c, I, batch)) : pz;
-    pb = batch > 1 ? BIN(REM, pz, lw_sci(c, I, batch)) : c0;
-    kbeg = BIN(MUL, sp, lw_sci(c, I, KPS));
-    nk = BIN(MIN, lw_sci(c, I, KPS), BIN(SUB, lw_sci(c, I, NK), kbeg));
-  }
-  tv_t *arow = ba == WS_FULL && batch > 1 ? BIN(ADD, BIN(MUL, pb, lw_sci(c, I, M)), m0) : m0;
-  tv_t *bk0 = bb == WS_FULL && batch > 1 ? BIN(MUL, pb, lw_sci(c, I, s->K)) : c0;
-
-  tv_t *sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, BM, BK}, SW);
-  tv_t *sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, BK}, SW);
-  tv_t *sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, NC, BK, 64}, SW);
-  tv_t *sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, BK, BN}, SW);
-  tv_t *full = ws_alloc(c, off_bar, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
-  tv_t *empty = ws_alloc(c, off_bar + 8 * ST, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
+  W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);
+  W.sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, W.BK}, SW);
+  W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.NC, W.BK, 64}, SW);
+  W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SW);
+  W.full = ws_alloc(c, off_bar, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
+  W.empty = ws_alloc(c, off_bar + 8 * ST, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
+  if (NP) W.order = ws_alloc(c, off_bar + 16 * ST, DRK_DT_I64, 1, (int64_t[]){2}, BAR);
   for (int64_t i = 0; i < ST; i++) {
     tv_t *ci = lw_sci(c, I, i);
-    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, full, ci), "count", 1);
-    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, empty, ci), "count", 2);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.full, ci), "count", 1);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.empty, ci), "count", NP ? 1 : 2);
   }
+  for (int64_t i = 0; NP && i < 2; i++) ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.order, lw_sci(c, I, i)), "count", 1);
   drk_tile_op_t *fe = drk_tile_build(&c->b, DRK_TOP_FENCE, 0, NULL, 0, NULL);
   drk_tile_op_set_ident(m, fe, "kind", "mbarrier_init");
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
 
-  /* producer */
-  drk_tile_op_t *wg = drk_tile_build_warp_group_begin(&c->b, "producer", 0, 4);
-  (void)wg;
-  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
-  drk_tile_op_set_int(m, op, "regs", 40);
-  drk_tile_op_set_ident(m, op, "action", "dec");
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, c0, nk, c1, 0, NULL);
-  {
-    tv_t *kp = f->regions[0]->args[0];
-    tv_t *st = BIN(REM, kp, cst), *ph = BIN(AND, BIN(DIV, kp, cst), c1), *eph = BIN(SUB, c1, ph);
-    drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){ws_index(c, empty, st), eph}, 0, NULL);
-    tv_t *fb = ws_index(c, full, st);
-    ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", stage_a + stage_b);
-    tv_t *kk = BIN(MUL, SP > 1 ? BIN(ADD, kbeg, kp) : kp, lw_sci(c, I, BK));
-    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){da, ws_index(c, sa_t, st), fb, arow, kk}, 0, NULL);
-    tv_t *sbs = ws_index(c, sb_t, st), *kb = BIN(ADD, bk0, kk);
-    for (int64_t j = 0; j < NC; j++) {
-      tv_t *nj = j ? BIN(ADD, n0, lw_sci(c, I, 64 * j)) : n0;
-      drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){db, ws_index(c, sbs, lw_sci(c, I, j)), fb, kb, nj}, 0, NULL);
-    }
+  tv_t *pid = lw_pid(c, 0);
+  if (c->it != I) pid = lw_cast(c, pid, I);
+  /* tiles of this program (persistent): ceil((tiles - pid) / NP) */
+  tv_t *mine = NP ? BIN(DIV, BIN(SUB, lw_sci(c, I, tiles + NP - 1), pid), lw_sci(c, I, NP)) : NULL;
+  ws_tile_t T0 = {0};
+  if (!NP) {
+    tv_t *pn = lw_pid(c, 1), *pz = lw_pid(c, 2);
+    if (c->it != I) pn = lw_cast(c, pn, I), pz = lw_cast(c, pz, I);
+    T0 = ws_tile(c, &W, pid, pn, pz);
   }
-  drk_tile_build_for_end(&c->b, 0, NULL);
+
+  /* producer */
+  drk_tile_build_warp_group_begin(&c->b, "producer", 0, 4);
+  ws_setmaxnreg(c, 40, "dec");
+  if (NP) {
+    drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), mine, lw_sci(c, I, 1), 0, NULL);
+    tv_t *j = f->regions[0]->args[0];
+    ws_tile_t T = ws_tile_at(c, &W, BIN(ADD, pid, BIN(MUL, j, lw_sci(c, I, NP))));
+    ws_produce(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)));
+    drk_tile_build_for_end(&c->b, 0, NULL);
+  } else {
+    ws_produce(c, &W, &T0, NULL);
+  }
   drk_tile_build_warp_group_end(&c->b);
 
   /* consumers */
-  const drk_tile_layout_t *acc_l = drk_tile_layout_mma(m, DRK_TL_WGMMA, 4, 1, 64, (int)BN);
-  int64_t cd[2] = {64, BN};
   for (int w = 0; w < 2; w++) {
     drk_tile_build_warp_group_begin(&c->b, "consumer", 4 + 4 * w, 4);
-    op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
-    drk_tile_op_set_int(m, op, "regs", 232);
-    drk_tile_op_set_ident(m, op, "action", "inc");
-    tv_t *zero = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, cd, acc_l));
-    f = drk_tile_build_for_begin(&c->b, c0, nk, c1, 1, &zero);
-    tv_t *k = f->regions[0]->args[0], *acc = f->regions[0]->args[1];
-    tv_t *st = BIN(REM, k, cst), *ph = BIN(AND, BIN(DIV, k, cst), c1);
-    drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){ws_index(c, full, st), ph}, 0, NULL);
-    tv_t *a = ws_index(c, ws_index(c, sa_w, st), lw_sci(c, I, w)), *b = ws_index(c, sb_w, st);
-    drk_tile_build(&c->b, DRK_TOP_WGMMA_FENCE, 0, NULL, 0, NULL);
-    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, acc}, 1, &acc->type);
-    drk_tile_op_set_ident(m, dot, "kind", "wgmma");
-    drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
-    drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, 1, dot->results, 1, &acc->type);
-    drk_tile_op_set_int(m, wt, "pending", WS_PENDING);
-    if (WS_PENDING == 0) {
-      ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, st), NULL, 0);
+    ws_setmaxnreg(c, 232, "inc");
+    if (NP) {
+      drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, w), mine, lw_sci(c, I, 2), 0, NULL);
+      tv_t *j = f->regions[0]->args[0];
+      /* turn i = j / 2 of warpgroup w: wait for the other one's turn before (w 0: i - 1) */
+      tv_t *par = BIN(AND, BIN(DIV, j, lw_sci(c, I, 2)), lw_sci(c, I, 1));
+      if (w == 0) par = BIN(SUB, lw_sci(c, I, 1), par);
+      ws_wait(c, ws_index(c, W.order, lw_sci(c, I, w)), par);
+      ws_tile_t T = ws_tile_at(c, &W, BIN(ADD, pid, BIN(MUL, j, lw_sci(c, I, NP))));
+      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), 0, 2, ws_index(c, W.order, lw_sci(c, I, 1 - w)), true);
+      drk_tile_build_for_end(&c->b, 0, NULL);
     } else {
-      /* this step's wgmma may still run: release the stage of the step before */
-      drk_tile_build_if_begin(&c->b, lw_cmp(c, "gt", k, c0), 0, NULL);
-      tv_t *prev = BIN(REM, BIN(ADD, k, lw_sci(c, I, ST - 1)), cst);
-      ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, empty, prev), NULL, 0);
-      drk_tile_build_if_end(&c->b, 0, NULL);
+      ws_consume(c, &W, &T0, NULL, w, 1, NULL, false);
     }
-    f = drk_tile_build_for_end(&c->b, 1, wt->results);
-    tv_t *res = f->results[0];
-    if (WS_PENDING) {
-      wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, 1, &res, 1, &acc->type);
-      drk_tile_op_set_int(m, wt, "pending", 0);
-      res = wt->results[0];
-    }
-    /* epilogue: masked store straight from the accumulator layout */
-    const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
-    tv_t *mw = lw_cast(c, BIN(ADD, m0, lw_sci(c, I, 64 * w)), c->it), *nw = lw_cast(c, n0, c->it);
-    tv_t *ei = lw_cast(c, lw_range(c, 64, Cr), c->it);
-    tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
-    tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
-    tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
-    tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, BN),
-                      lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s->N)), acc_l, 64, BN));
-    tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, s->N));
-    /* split-K: z * M * N is split * numel(y) + the batch's offset */
-    if (batch > 1 || SP > 1) rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, pz, c->it), lw_sci(c, c->it, M * s->N)), &rp->type));
-    tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
-    if (SP > 1) lw_store(c, py, yoff, res, emask);
-    else lw_mm_store(c, py, yoff, res, emask);
     drk_tile_build_warp_group_end(&c->b);
   }
-  lw_kernel_end(c, (M + BM - 1) / BM, (s->N + BN - 1) / BN, batch * SP, 12, smem, &S);
-  if (SP > 1) mm_splitk_sum(c, s, ws, SP, DRK_DT_F32);
+  if (NP) lw_kernel_end(c, NP, 1, 1, 12, smem, &S);
+  else lw_kernel_end(c, W.TM, W.TN, batch * W.SP, 12, smem, &S);
+  if (W.SP > 1) mm_splitk_sum(c, s, ws, W.SP, DRK_DT_F32);
   return true;
 }
 

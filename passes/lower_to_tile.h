@@ -69,6 +69,7 @@ typedef struct drk_schedule {
   const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;
   int split_k;          /* mm, mm_ws: programs splitting K (grid z = batch * split_k), 0/1: none */
+  int persistent;       /* mm_ws: programs of the persistent ping-pong form (at most one per SM), 0: a tile per program */
 } drk_schedule_t;
 
 typedef struct drk_launch {
@@ -128,9 +129,11 @@ typedef struct drk_lowered {
  *   mm.tile_n     64 | 128 | 256   N tile of the sm_90a TMA + wgmma matmul kernel
  *   mm.split_k    1..16            split-K of matmul kernels (1: none)
  *   mm.stages     2..8             ring stages of the sm_90a matmul kernel
+ *   mm.persistent 0 | 1            sm_90a matmul: a tile per program (0) or persistent
+ *                                  ping-pong (1); stored as value + 1
  *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs) */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, attn_block_m;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, attn_block_m;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a

@@ -59,6 +59,15 @@ bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded);
  * dead (run drk_pass_eliminate_dead). *out_n_rewritten (may be NULL): Convs rewritten. */
 bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten);
 
+/* Sibling MatMuls of one activation x by constant [K, N_i] matrices (with or without a
+ * constant bias Add each) as one MatMul by the side-by-side matrix, each former result a
+ * Slice of its columns: passes/merge_matmul.c (which ones: the file's header). Only members
+ * whose results reach views or MatMuls merge, so no matmul epilogue is lost. Leaves the
+ * replaced nodes dead (run drk_pass_eliminate_dead, then drk_pass_infer_shapes).
+ * *out_n_groups / *out_n_merged (may be NULL): merged MatMuls made / MatMuls they replace.
+ * Fails only when out of memory. */
+bool drk_pass_merge_matmul(drk_graph_t *g, size_t *out_n_groups, size_t *out_n_merged);
+
 /* Activation layout of 2-D convolutions (drk option `layout`, drkc --layout=). */
 typedef enum drk_layout {
   DRK_LAYOUT_AUTO, /* NHWC for convs computing in f16/bf16/f8 when every target is NVIDIA */

@@ -227,9 +227,12 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   static const int bns[] = {128, 256, 64};
   double best = 0;
   int best_bn = 128, best_sp = 1;
+  bool pers = kn->mm_persistent == 2;
   for (int i = 0; i < 3; i++) {
+    if (pers && bns[i] > 128) continue; /* 2 x 64 x BN accumulators per thread */
     if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;
     for (int sp = 1; sp <= 16; sp++) {
+      if (pers && sp > 1) continue;
       if (kn->mm_split_k ? sp != kn->mm_split_k : sp > 1 && (nk / sp < 4 || nb * sp > 65535)) continue;
       double c = ws_cost(M, N, K, nb, bns[i], sp);
       if (best == 0 || c < best) best = c, best_bn = bns[i], best_sp = sp;
@@ -243,6 +246,7 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   int64_t stage = (int64_t)(s.tile_m + s.tile_n) * s.tile_k * 2, st = (200 * 1024) / stage;
   s.stages = (int)(kn->mm_stages ? kn->mm_stages : st > 6 ? 6 : st);
   s.split_k = best_sp;
+  s.persistent = pers ? lw_target_sms(o) : 0;
   return s;
 }
 
@@ -255,6 +259,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
   } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true},
               {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false},
               {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false},
+              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true}};
   const char *p = text;
   while (*p) {
@@ -264,7 +269,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, attn.block_m)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, attn.block_m)", (int)len, p);
       return false;
     }
     char *end;
@@ -274,7 +279,8 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
                keys[i].hi, (int)(len - kl - 1), eq + 1);
       return false;
     }
-    *(int *)((char *)k + keys[i].off) = (int)v;
+    /* mm.persistent=0 must differ from "not pinned" (0) */
+    *(int *)((char *)k + keys[i].off) = (int)v + (keys[i].off == offsetof(drk_sched_knobs_t, mm_persistent));
     p += len;
     if (*p == ',') p++;
   }

@@ -61,12 +61,14 @@ static const char usage_text[] =
     "                          nhwc (every 2-D float conv with constant weights); the layout\n"
     "                          changes go where the graph needs them, once\n"
     "  --fusion-aggressiveness=L  0 none, 1 elementwise chains, 2 (default) also reductions\n"
-    "                          with their prologue/epilogue and matmul/conv epilogues, 3 also\n"
-    "                          attention (one flash kernel)\n"
+    "                          with their prologue/epilogue and matmul/conv epilogues, with\n"
+    "                          sibling MatMuls of one input merged (q/k/v), 3 also attention\n"
+    "                          (one flash kernel)\n"
     "  --max-graph-depth=N     most ops in one fused group (default 50)\n"
     "  --schedule=K=V,...      pin schedule knobs of every kernel of a kind (default: the\n"
     "                          heuristic): mm.tile_n=64|128|256 (sm_90a matmul N tile),\n"
     "                          mm.split_k=1..16, mm.stages=2..8 (sm_90a matmul ring),\n"
+    "                          mm.persistent=0|1 (sm_90a matmul: persistent ping-pong),\n"
     "                          attn.block_m=64|128 (flash attention rows per program)\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
     "  -v                      say what each stage does\n"
@@ -150,6 +152,19 @@ static bool pass_conv_to_matmul(drk_graph_t *g, const options_t *o, drk_diag_t *
   return drk_pass_infer_shapes(g, d);
 }
 
+/* Sibling MatMuls of one activation as one (q/k/v projections): only where matmul epilogues
+ * fuse (--fusion-aggressiveness >= 2, the default), so levels 0 and 1 keep a kernel per MatMul
+ * of the model. */
+static bool pass_merge_matmul(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
+  if ((o->c.fusion_set ? o->c.fusion_level : DRK_FUSION_DEFAULT_LEVEL) < 2) return true;
+  size_t groups = 0, n = 0;
+  if (!drk_pass_merge_matmul(g, &groups, &n)) return false;
+  if (!groups) return true;
+  drk_pass_eliminate_dead(g);
+  if (o->verbose) fprintf(stderr, "drkc: %zu MatMuls sharing a left operand merged into %zu\n", n, groups);
+  return drk_pass_infer_shapes(g, d);
+}
+
 static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
   drk_precision_options_t po = precision_options(o);
   return drk_pass_apply_precision(g, &po, d);
@@ -180,6 +195,7 @@ static const struct {
     /* the optimizations start here; `drkc run --check` takes its reference before them */
     {"fold-batchnorm", pass_fold_batchnorm},
     {"conv-to-matmul", pass_conv_to_matmul},
+    {"merge-matmul", pass_merge_matmul}, /* --fusion-aggressiveness >= 2 */
     {"precision", pass_precision}, /* --precision, --matmul-precision */
     {"verify-precision", pass_verify},
     {"layout", pass_layout}, /* --layout */

@@ -320,7 +320,11 @@ static void ax_op(gpu_lc_t *lc, const drk_tile_op_t *op) {
   if (op->code == DRK_TOP_FOR) {
     const drk_tile_region_t *body = op->regions[0];
     int nc = op->n_operands - 3;
-    lc->axis[body->args[0]->id] = ax_new(lc);
+    /* the induction variable lo + i * step is divisible by what divides both */
+    gpu_axis_t *iv = ax_new(lc);
+    const gpu_axis_t *lo = ax_of(lc, op->operands[0]), *step = ax_of(lc, op->operands[2]);
+    for (int d = 0; lo && step && d < GPU_MAXR; d++) iv->div[d] = gcd64(lo->div[d], step->div[d]);
+    lc->axis[body->args[0]->id] = iv;
     for (int i = 0; i < nc; i++) {
       const gpu_axis_t *ia = ax_of(lc, op->operands[3 + i]);
       gpu_axis_t *a = ax_new(lc);

@@ -934,9 +934,110 @@ static void test_plan_inplace(void) {
   drk_graph_destroy(g);
 }
 
+/* Sibling MatMuls of one x (passes/merge_matmul.c): q [8,6], k [8,4] and (v) [8,5] of x
+ * [2,5,8], q read by a Reshape, k by a Transpose, v by a MatMul. bias: 0 none, 1 all three
+ * (k's as Add(b [1,1,4], mm)), 2 only q's. sig: k also feeds a Sigmoid. k_out: k is a graph
+ * output. f16: x and the weights in f16. */
+typedef struct { int bias; bool sig, v, k_out, f16; int merged, groups; } mm_case_t;
+
+static drk_value_t *mm_const(drk_graph_t *g, const char *name, const char *spec, double scale, bool f16) {
+  drk_value_t *c = wavy(g, name, spec, scale);
+  if (!f16) return c;
+  int64_t n = drk_shape_numel(&c->shape);
+  uint16_t *h = drk_arena_alloc(g->arena, 2 * (size_t)n);
+  for (int64_t i = 0; i < n; i++) h[i] = drk_f32_to_f16(((const float *)c->data)[i]);
+  c->dtype = DRK_DT_F16, c->data = h, c->nbytes = 2 * (size_t)n;
+  return c;
+}
+
+static drk_graph_t *mm_graph(const mm_case_t *c) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_dtype_t t = c->f16 ? DRK_DT_F16 : DRK_DT_F32;
+  drk_value_t *x = input(g, "x", t, "2,5,8");
+  drk_node_t *q = node(g, DRK_OP_MATMUL, "q", 1, 2, x, mm_const(g, "wq", "8,6", 0.5, c->f16));
+  drk_node_t *k = node(g, DRK_OP_MATMUL, "k", 1, 2, x, mm_const(g, "wk", "8,4", -0.7, c->f16));
+  drk_value_t *qv = OUT(q), *kv = OUT(k);
+  if (c->bias) qv = OUT(node(g, DRK_OP_ADD, "qb", 1, 2, qv, mm_const(g, "bq", "6", 0.3, c->f16)));
+  if (c->bias == 1) kv = OUT(node(g, DRK_OP_ADD, "kb", 1, 2, mm_const(g, "bk", "1,1,4", -0.2, c->f16), kv));
+  drk_graph_add_output(g, OUT(node(g, DRK_OP_RESHAPE, "qr", 1, 2, qv, ints(g, "qs", 1, 4, I(2), I(5), I(2), I(3)))));
+  drk_node_t *kt = node(g, DRK_OP_TRANSPOSE, "kt", 1, 1, kv);
+  drk_node_set_ints(g, kt, "perm", 3, (int64_t[]){0, 2, 1});
+  drk_graph_add_output(g, OUT(kt));
+  if (c->sig) drk_graph_add_output(g, OUT(node(g, DRK_OP_SIGMOID, "ks", 1, 1, kv)));
+  if (c->k_out) drk_graph_add_output(g, kv);
+  if (c->v) {
+    drk_node_t *v = node(g, DRK_OP_MATMUL, "v", 1, 2, x, mm_const(g, "wv", "8,5", 0.9, c->f16));
+    drk_value_t *vv = OUT(v);
+    if (c->bias == 1) vv = OUT(node(g, DRK_OP_ADD, "vb", 1, 2, vv, mm_const(g, "bv", "5", 0.4, c->f16)));
+    drk_graph_add_output(g, OUT(node(g, DRK_OP_MATMUL, "vm", 1, 2, vv, mm_const(g, "wo", "5,3", 0.6, c->f16))));
+  }
+  return g;
+}
+
+static int count_live(const drk_graph_t *g, drk_op_t op) {
+  int n = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) n += !g->nodes[i]->dead && g->nodes[i]->op == op;
+  return n;
+}
+
+static void test_merge_matmul(void) {
+  static const mm_case_t cases[] = {
+      {.v = true, .merged = 3, .groups = 1},
+      {.bias = 1, .v = true, .merged = 3, .groups = 1},
+      {.v = true, .f16 = true, .merged = 3, .groups = 1},
+      {.bias = 1, .v = true, .f16 = true, .merged = 3, .groups = 1},
+      {.sig = true, .v = true, .merged = 2, .groups = 1}, /* k left alone, q and v merge */
+      {.sig = true},                                      /* k left alone: nothing to merge */
+      {.bias = 2, .v = true},                             /* mixed: q with a bias, k and v without */
+      {.k_out = true, .v = true, .merged = 2, .groups = 1},
+      {.bias = 1, .k_out = true, .v = true, .merged = 2, .groups = 1},
+  };
+  for (size_t ci = 0; ci < DRK_ARRAY_LEN(cases); ci++) {
+    const mm_case_t *c = &cases[ci];
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = mm_graph(c), *ref = mm_graph(c);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    int mm0 = count_live(g, DRK_OP_MATMUL), add0 = count_live(g, DRK_OP_ADD);
+    size_t groups = 99, merged = 99;
+    CHECK(drk_pass_merge_matmul(g, &groups, &merged));
+    if (groups != (size_t)c->groups || merged != (size_t)c->merged)
+      fprintf(stderr, "merge_matmul case %zu: %zu groups, %zu merged\n", ci, groups, merged), failures++;
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    CHECK(count_live(g, DRK_OP_MATMUL) == mm0 - c->merged + c->groups);
+    CHECK(count_live(g, DRK_OP_SLICE) == c->merged);
+    CHECK(count_live(g, DRK_OP_ADD) == (c->bias == 1 ? add0 - c->merged + c->groups : add0));
+    /* the merged weight is [8, sum N] and the Slices read the last axis */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[i];
+      if (n->op == DRK_OP_MATMUL && strstr(OUT(n)->name, "_merged"))
+        CHECK(n->inputs[1]->shape.rank == 2 && n->inputs[1]->shape.dims[0].size == 8 &&
+              n->inputs[1]->shape.dims[1].size == (c->merged == 3 ? 15 : 11));
+      if (n->op == DRK_OP_SLICE) CHECK(n->n_inputs == 4 && n->inputs[3]->kind == DRK_VALUE_CONST);
+    }
+    CHECK(g->n_outputs == ref->n_outputs);
+    for (size_t i = 0; i < g->n_outputs && i < ref->n_outputs; i++)
+      CHECK(strcmp(g->outputs[i]->name, ref->outputs[i]->name) == 0);
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, c->f16 ? DRK_DT_F16 : DRK_DT_F32, 3, (int64_t[]){2, 5, 8}));
+    for (int64_t i = 0; i < 80; i++) drk_tensor_set_f64(&in, i, (double)((i * 37) % 11) * 0.3 - 1.5);
+    drk_tensor_t a[4] = {0}, b[4] = {0};
+    CHECK(drk_interp_run(g, &in, a, &d) && drk_interp_run(ref, &in, b, &d));
+    for (size_t i = 0; i < g->n_outputs && i < 4; i++) {
+      double err = drk_tensor_rel_error(&a[i], &b[i]);
+      if (!(err <= 1e-6)) fprintf(stderr, "merge_matmul case %zu output %zu rel. error %g\n", ci, i, err), failures++;
+    }
+    for (int i = 0; i < 4; i++) drk_tensor_free(&a[i]), drk_tensor_free(&b[i]);
+    drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
     {"plan_inplace", test_plan_inplace},
     {"conv_to_matmul", test_conv_to_matmul},
+    {"merge_matmul", test_merge_matmul},
     {"layout_nhwc", test_layout_nhwc},
     {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
