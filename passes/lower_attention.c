@@ -32,6 +32,13 @@
  * shared memory (the same registers per thread, half the K/V copies per query row). Q is
  * kept in registers when D <= 64 (else re-read from shared memory for every block). f32: dot
  * kind fma (blocked accumulator, warps along rows), BM = BN = 32, KC = 8, VC = 16, Q re-read.
+ * sm_90a (16-bit, head dims <= 256, each of Q, K, V with its head dim contiguous in memory):
+ * dot kind wgmma on shared-memory operands, one warpgroup (4 warps, BM = BN = 64), KC = VC =
+ * 64: every chunk is one 128-byte swizzled [64 x 64] block, the canonical wgmma layout (K^T
+ * chunks K-major, V chunks N-major); S is one chain of wgmmas over the Q/K^T chunks, P goes
+ * to its buffer by local_store, and O's chunks are one wgmma each; each chain is committed
+ * and waited for at once. fence.proxy.async after the cp_async waits, Q's stores and P's
+ * store makes those generic-proxy writes visible to wgmma before the barrier that follows.
  * Head dims are covered by ceil(D / KC) (ceil(Dv / VC)) chunks, the last one zero-filled
  * past D; at most 128. Shared buffers are 128-byte swizzled, each with its fastest dim the
  * one contiguous in global memory, so the copies are 16-byte cp.async (synchronous copies on
@@ -61,6 +68,7 @@ typedef struct ak {
   drk_lctx_t *c;
   const drk_fusion_attention_t *at;
   bool mma;
+  bool wg;     /* sm_90a: dots as wgmma on shared-memory operands (one warpgroup) */
   bool q_regs; /* Q stays in registers (else re-read from shared memory for every block) */
   int64_t BM, BN, KC, VC;
   int nkc, nvc; /* chunks of KC (VC) columns covering D (Dv) */
@@ -241,6 +249,32 @@ static tv_t *dot(ak_t *K, tv_t *a, tv_t *b, tv_t *acc) {
 
 static void barrier(ak_t *K) { drk_tile_build(&K->c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); }
 
+/* wgmma path: generic-proxy writes (cp_async, local_store) made visible to wgmma's reads */
+static void fence_async(ak_t *K) {
+  drk_tile_op_t *op = drk_tile_build(&K->c->b, DRK_TOP_FENCE, 0, NULL, 0, NULL);
+  drk_tile_op_set_ident(K->c->m, op, "kind", "proxy_async");
+}
+
+/* wgmma path: acc[i] += a[i] . b[i] for i < n (chain: acc[0] += every a[i] . b[i]), shared-
+ * memory operands, one commit group, waited for; the results replace acc. */
+static void dots_wg(ak_t *K, int n, tv_t **a, tv_t **b, tv_t **acc, bool chain) {
+  drk_lctx_t *c = K->c;
+  drk_tile_build(&c->b, DRK_TOP_WGMMA_FENCE, 0, NULL, 0, NULL);
+  for (int i = 0; i < n; i++) {
+    tv_t **y = chain ? acc : acc + i;
+    drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a[i], b[i], *y}, 1, &(*y)->type);
+    drk_tile_op_set_ident(c->m, op, "kind", "wgmma");
+    *y = op->results[0];
+  }
+  drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
+  int m = chain ? 1 : n;
+  drk_tile_type_t ts[16];
+  for (int i = 0; i < m; i++) ts[i] = acc[i]->type;
+  drk_tile_op_t *w = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, m, acc, m, ts);
+  drk_tile_op_set_int(c->m, w, "pending", 0);
+  for (int i = 0; i < m; i++) acc[i] = w->results[i];
+}
+
 /* Step operand x (or a Where condition) at the block's rows ri / keys kj, in the accumulator
  * layout: a constant, a column vector (no parts along the rows: masks over keys), a row
  * vector (none along the keys) or a full tile. Floats come back in f32. */
@@ -351,8 +385,14 @@ static void setup(ak_t *K) {
   K->BN = K->mma ? 64 : 32;
   K->KC = K->mma ? 16 : 8;
   K->VC = 16;
+  /* sm_90a: wgmma reads Q, K^T, V and P from 128-byte swizzled chunks of 64 head-dim
+   * columns, each the canonical layout when the view's head dim is contiguous in memory */
+  int dr = at->nb, dc = at->nb + 1;
+  K->wg = K->mma && c->o.target_sm == 90 && c->o.arch_specific && at->D <= 256 && at->Dv <= 256 &&
+          fast_dim(&at->q, dr, dc, -1) == 1 && fast_dim(&at->k, dc, dr, -1) == 0 && fast_dim(&at->v, dr, dc, -1) == 1;
+  if (K->wg) K->KC = K->VC = 64;
   K->nkc = (int)((at->D + K->KC - 1) / K->KC);
-  K->q_regs = K->mma && at->D <= 64;
+  K->q_regs = K->mma && !K->wg && at->D <= 64;
   K->nvc = (int)((at->Dv + K->VC - 1) / K->VC);
   /* BM = 128 with 8 warps (each warp still 16 rows: the same registers per thread, half the
    * K/V traffic per query row) when the grid still has two programs per multiprocessor and
@@ -362,13 +402,14 @@ static void setup(ak_t *K) {
   smem_plan_t sp;
   K->ns = 2;
   int pin = c->o.knobs.attn_block_m; /* --schedule=attn.block_m (64 or 128) */
-  if (K->mma && (pin ? pin == 128 : progs >= WIDE_WAVES * lw_target_sms(&c->o))) {
+  if (K->mma && !K->wg && (pin ? pin == 128 : progs >= WIDE_WAVES * lw_target_sms(&c->o))) {
     K->BM = 128, K->warps = 8;
     if (plan_smem(K, &sp) > target_smem(c)) K->BM = 64, K->warps = 4;
   }
   if (plan_smem(K, &sp) > target_smem(c)) K->ns = 1;
-  K->acc = K->mma ? drk_tile_layout_mma(c->m, DRK_TL_MMA_SYNC, K->warps, 1, 16, 8)
-                  : drk_tile_layout_blocked(c->m, 2, (int[]){2, 2}, (int[]){4, 8}, (int[]){4, 1}, (int[]){1, 0});
+  K->acc = K->wg    ? drk_tile_layout_mma(c->m, DRK_TL_WGMMA, 4, 1, 64, (int)K->BN)
+           : K->mma ? drk_tile_layout_mma(c->m, DRK_TL_MMA_SYNC, K->warps, 1, 16, 8)
+                    : drk_tile_layout_blocked(c->m, 2, (int[]){2, 2}, (int[]){4, 8}, (int[]){4, 1}, (int[]){1, 0});
   int kw = K->mma ? 8 : 1;
   K->opA = drk_tile_layout_dot_op(c->m, K->acc, 0, kw);
   K->opB = drk_tile_layout_dot_op(c->m, K->acc, 1, kw);
@@ -473,10 +514,12 @@ static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **
     issue_kv(K, kb, lw_sci(c, DRK_DT_I32, 0), L->ks, L->vs, L->kb0, L->vb);
     cp_commit(K);
     cp_wait(K, 0);
+    if (K->wg) fence_async(K);
     barrier(K);
   } else {
     bi = BIN(DIV, kb, lw_sci(c, it, BN));
     cp_wait(K, NS - 2);
+    if (K->wg) fence_async(K);
     barrier(K);
     tv_t *kn = BIN(ADD, kb, lw_sci(c, it, (NS - 1) * BN));
     drk_tile_build_if_begin(&c->b, lw_cmp(c, "lt", kn, L->hi), 0, NULL);
@@ -487,7 +530,13 @@ static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **
   }
   tv_t *st = NS == 1 ? lw_sci(c, DRK_DT_I32, 0) : lw_cast(c, BIN(REM, bi, lw_sci(c, it, NS)), DRK_DT_I32);
   tv_t *s = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){BM, BN}, K->acc));
-  for (int i = 0; i < K->nkc; i++) {
+  if (K->wg) {
+    /* S = sum over the 64-column chunks of Q_i . K^T_i: one chain of wgmmas */
+    tv_t *qa[4], *kt[4];
+    for (int i = 0; i < K->nkc; i++) qa[i] = stage(K, L->qs, i), kt[i] = ring_stage(K, L->ks, st, K->nkc, i);
+    dots_wg(K, K->nkc, qa, kt, &s, true);
+  }
+  for (int i = 0; !K->wg && i < K->nkc; i++) {
     tv_t *qa = K->q_regs ? L->qr[i] : ld_op(K, stage(K, L->qs, i), K->opA);
     s = dot(K, qa, ld_op(K, ring_stage(K, L->ks, st, K->nkc, i), K->opB), s);
   }
@@ -515,13 +564,21 @@ static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **
   /* P into the dot operand layout through a swizzled buffer: the loop's first barrier ends
    * the previous block's reads, one barrier between this block's stores and loads */
   drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){L->ps, pc}, 0, NULL);
+  if (K->wg) fence_async(K);
   barrier(K);
-  tv_t *pa = ld_op(K, L->ps, K->opA);
   tv_t *yield[2 + 16];
   yield[0] = mn, yield[1] = ln;
   tv_t *a2 = lw_bcast_row(c, alpha, K->acc, BM, VC);
-  for (int i = 0; i < K->nvc; i++)
-    yield[2 + i] = dot(K, pa, ld_op(K, ring_stage(K, L->vs, st, K->nvc, i), K->opB), BIN(MUL, args[3 + i], a2));
+  if (K->wg) {
+    tv_t *pa[16], *vb[16];
+    for (int i = 0; i < K->nvc; i++)
+      pa[i] = L->ps, vb[i] = ring_stage(K, L->vs, st, K->nvc, i), yield[2 + i] = BIN(MUL, args[3 + i], a2);
+    dots_wg(K, K->nvc, pa, vb, yield + 2, false);
+  } else {
+    tv_t *pa = ld_op(K, L->ps, K->opA);
+    for (int i = 0; i < K->nvc; i++)
+      yield[2 + i] = dot(K, pa, ld_op(K, ring_stage(K, L->vs, st, K->nvc, i), K->opB), BIN(MUL, args[3 + i], a2));
+  }
   loop = drk_tile_build_for_end(&c->b, ncar, yield);
   return loop->results;
 }
@@ -603,6 +660,7 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     span_t dcols = {dc, lw_sci(c, it, i * KC), KC, at->D, (i + 1) * KC > at->D};
     chunk_to_smem(K, &at->q, qb, qrows, dcols, 1, stage(K, qs, i), false);
   }
+  if (K->wg) fence_async(K);
   barrier(K);
   tv_t *qr[16] = {0};
   if (K->q_regs) {
@@ -655,7 +713,7 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
              mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
   }
   drk_schedule_t S = {.kind = "attention", .warps = K->warps, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
-                      .stages = (int)NS, .mma = K->mma ? "mma_sync" : "fma"};
+                      .stages = (int)NS, .mma = K->wg ? "wgmma" : K->mma ? "mma_sync" : "fma"};
   lw_kernel_end(c, gx, gy, nM, K->warps, smem, &S);
   return true;
 }

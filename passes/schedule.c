@@ -227,7 +227,14 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   static const int bns[] = {128, 256, 64};
   double best = 0;
   int best_bn = 128, best_sp = 1;
-  bool pers = kn->mm_persistent == 2;
+  /* persistent ping-pong: pinned, or by default for a fused epilogue on a grid of at least
+   * two 128 x 128 tiles per SM and short K (at most 48 k tiles), where the epilogue is a
+   * large part of a tile's time and the other warpgroup's MMAs hide it (H200: LLaMA's gate
+   * projection with SiLU 102 -> 93 us; no gain without an epilogue or with long K) */
+  int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128) * nb;
+  bool pers = kn->mm_persistent ? kn->mm_persistent == 2
+                                : epilogue && !kn->mm_split_k && kn->mm_tile_n <= 128 &&
+                                      tiles128 >= 2 * lw_target_sms(o) && nk <= 48;
   for (int i = 0; i < 3; i++) {
     if (pers && bns[i] > 128) continue; /* 2 x 64 x BN accumulators per thread */
     if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;

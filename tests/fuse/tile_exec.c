@@ -11,7 +11,7 @@
  * only once a cp_async_wait has retired its group) and a barrier after it, a write a barrier
  * after the last read, and every element read must have been written; shared buffers are
  * addressed row-major (the swizzle is a backend's permutation of each buffer). Other ops
- * (TMA, mbarriers, wgmma, warp groups...) make it refuse the kernel: te_run returns
+ * (TMA, mbarriers, warp groups...) make it refuse the kernel: te_run returns
  * TE_UNSUPPORTED. */
 #include "tile_exec.h"
 
@@ -305,16 +305,43 @@ static double tf32(double x) {
   return f;
 }
 
+/* A dot operand read from shared memory (wgmma): like local_load, hazards checked. */
+static bool sm_operand(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t *v, tval_t *out) {
+  out->n = drk_tile_type_numel(&v->type);
+  out->f = calloc((size_t)out->n, sizeof *out->f);
+  out->i = NULL;
+  for (int64_t j = 0; j < out->n && !e->failed; j++) {
+    int64_t a = sm_addr(e, op, v, j);
+    if (a < 0) break;
+    int64_t w = e->sm_written[a];
+    if (w == SM_NEVER) fail(e, "wgmma reads shared memory never written", op);
+    else if (w == SM_PENDING) fail(e, "wgmma reads shared memory whose cp_async no cp_async_wait has retired", op);
+    else if (w >= e->epoch) fail(e, "wgmma reads shared memory written since the last barrier", op);
+    e->sm_read[a] = e->epoch;
+    out->f[j] = e->sm[a];
+  }
+  return !e->failed;
+}
+
 static void run_dot(ex_t *e, const drk_tile_op_t *op) {
   const drk_tile_type_t *ta = &op->operands[0]->type, *tc = &op->results[0]->type;
-  if (op->operands[0]->type.kind != DRK_TT_TILE || op->operands[1]->type.kind != DRK_TT_TILE) {
+  const char *kind = drk_tile_op_attr_ident(op, "kind", "");
+  bool smem = ta->kind == DRK_TT_SMEM && op->operands[1]->type.kind == DRK_TT_SMEM && !strcmp(kind, "wgmma");
+  if (!smem && (ta->kind != DRK_TT_TILE || op->operands[1]->type.kind != DRK_TT_TILE)) {
     e->unsupported = true;
     fail(e, "dot with shared-memory operands", op);
     return;
   }
-  bool tf = ta->dtype == DRK_DT_F32 && !strcmp(drk_tile_op_attr_ident(op, "kind", ""), "mma_sync");
-  tval_t *A = val(e, op->operands[0]), *B = val(e, op->operands[1]), *C = val(e, op->operands[2]), *y = res(e, op->results[0]);
+  bool tf = ta->dtype == DRK_DT_F32 && !strcmp(kind, "mma_sync");
+  tval_t sa = {0}, sb = {0};
+  if (smem && (!sm_operand(e, op, op->operands[0], &sa) || !sm_operand(e, op, op->operands[1], &sb))) {
+    free(sa.f), free(sb.f);
+    return;
+  }
+  tval_t *A = smem ? &sa : val(e, op->operands[0]), *B = smem ? &sb : val(e, op->operands[1]);
+  tval_t *C = val(e, op->operands[2]);
   int64_t M = tc->dims[0], N = tc->dims[1], K = ta->dims[1];
+  double *out = malloc(sizeof *out * (size_t)(M * N)); /* C may be the result's own storage */
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       double acc = gf(C, i * N + j);
@@ -322,8 +349,12 @@ static void run_dot(ex_t *e, const drk_tile_op_t *op) {
         double a = gf(A, i * K + k), b = gf(B, k * N + j);
         acc += tf ? tf32(a) * tf32(b) : a * b;
       }
-      y->f[i * N + j] = round_to(tc->dtype, acc);
+      out[i * N + j] = round_to(tc->dtype, acc);
     }
+  tval_t *y = res(e, op->results[0]);
+  memcpy(y->f, out, sizeof *out * (size_t)(M * N));
+  free(out);
+  free(sa.f), free(sb.f);
 }
 
 static void run_op(ex_t *e, const drk_tile_op_t *op) {
@@ -548,6 +579,15 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
   case DRK_TOP_LOCAL_LOAD: sm_local_load(e, op); return;
   case DRK_TOP_LOCAL_STORE: sm_local_store(e, op); return;
   case DRK_TOP_DOT: run_dot(e, op); return;
+  /* wgmma runs synchronously here: its fences and commit groups order nothing more */
+  case DRK_TOP_WGMMA_FENCE: case DRK_TOP_WGMMA_COMMIT:
+    return;
+  case DRK_TOP_WGMMA_WAIT:
+    for (int i = 0; i < op->n_results; i++) copyv(res(e, op->results[i]), val(e, op->operands[i]));
+    return;
+  case DRK_TOP_FENCE:
+    if (!strcmp(drk_tile_op_attr_ident(op, "kind", ""), "proxy_async")) return;
+    break;
   case DRK_TOP_BARRIER:
     if (drk_tile_op_attr(op, "id")) break; /* named barriers: warp groups, not executed */
     e->epoch++;

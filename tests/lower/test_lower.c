@@ -290,6 +290,12 @@ static int run_schedule(void) {
     fprintf(stderr, "FAIL schedule: knobs rejected: %s\n", err);
     bad++;
   }
+  /* by default: a fused epilogue on >= 2 tiles of 128 x 128 per SM with short K (LLaMA's gate/up) */
+  if (!drk_sched_mm_ws(2048, 5632, 2048, 1, DRK_DT_F16, &o, true).persistent ||
+      drk_sched_mm_ws(2048, 5632, 2048, 1, DRK_DT_F16, &o, false).persistent ||
+      drk_sched_mm_ws(2048, 2048, 5632, 1, DRK_DT_F16, &o, true).persistent ||
+      drk_sched_mm_ws(1024, 3072, 768, 1, DRK_DT_F16, &o, true).persistent)
+    fprintf(stderr, "FAIL schedule: default persistent choice\n"), bad++;
   s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &opp, false);
   if (s.persistent != 132 || s.split_k != 1 || s.tile_n > 128) fprintf(stderr, "FAIL schedule: persistent %d split %d BN %d\n", s.persistent, s.split_k, s.tile_n), bad++;
   opp.knobs = (drk_sched_knobs_t){0};
