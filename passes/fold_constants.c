@@ -3,7 +3,8 @@
  * Requires: shapes inferred (drk_pass_infer_shapes) so that result shapes and element counts
  * are known before anything is evaluated; nodes in topological order.
  * Guarantees: every live node whose inputs are all constants and whose results are static
- * and small (<= max_elems elements each) is evaluated with the reference interpreter and
+ * and small (<= max_elems elements each), or that only selects elements of a constant it
+ * alone reads into a result no larger (Slice, Reshape, Transpose and kin), is evaluated with the reference interpreter and
  * its results replaced, in every use and in g->outputs, by new constants that keep the
  * replaced values' names; Shape/Size of statically shaped values, and Gather/Slice picking
  * static dims out of a Shape, become constants too; the shape input of Reshape, Expand,
@@ -256,7 +257,34 @@ static void rewrite_shape_input(fctx_t *c, drk_node_t *n) {
   }
 }
 
-/* All inputs constant, all results static and small: evaluate and replace. */
+/* Whether n only selects elements of its data input (no new values, none repeated), its
+ * result no larger than that input, and it is that input's only reader: folding it then
+ * replaces a constant by a smaller one whatever the size (exporters' Slices of rotary
+ * tables and causal-mask buffers, which would otherwise be copy kernels on every run). */
+static bool shrinking_select(const fctx_t *c, const drk_node_t *n) {
+  switch (n->op) {
+  case DRK_OP_SLICE: case DRK_OP_RESHAPE: case DRK_OP_SQUEEZE: case DRK_OP_UNSQUEEZE: case DRK_OP_FLATTEN:
+  case DRK_OP_IDENTITY: case DRK_OP_TRANSPOSE:
+    break;
+  default:
+    return false;
+  }
+  const drk_value_t *x = in(n, 0);
+  int64_t nx = x ? numel_checked(&x->shape) : -1, ny = numel_checked(&n->outputs[0]->shape);
+  if (n->n_outputs != 1 || nx < 0 || ny < 0 || ny > nx) return false;
+  for (size_t i = 0; i < c->g->n_outputs; i++)
+    if (c->g->outputs[i] == x) return false;
+  for (size_t i = 0; i < c->g->n_nodes; i++) {
+    const drk_node_t *m = c->g->nodes[i];
+    if (m->dead || m == n) continue;
+    for (int j = 0; j < m->n_inputs; j++)
+      if (m->inputs[j] == x) return false;
+  }
+  return true;
+}
+
+/* All inputs constant, all results static and small (or a shrinking selection): evaluate and
+ * replace. */
 static void fold_by_interp(fctx_t *c, drk_node_t *n) {
   bool any = false;
   for (int i = 0; i < n->n_inputs; i++) {
@@ -267,7 +295,8 @@ static void fold_by_interp(fctx_t *c, drk_node_t *n) {
   if (!any) return;
   for (int i = 0; i < n->n_outputs; i++) {
     int64_t ne = numel_checked(&n->outputs[i]->shape);
-    if (ne < 0 || ne > c->max_elems || n->outputs[i]->shape.rank > DRK_MAX_RANK) return;
+    if (ne < 0 || n->outputs[i]->shape.rank > DRK_MAX_RANK) return;
+    if (ne > c->max_elems && !shrinking_select(c, n)) return;
   }
   drk_tensor_t *ins = calloc((size_t)n->n_inputs + 1, sizeof *ins);
   const drk_tensor_t **inp = calloc((size_t)n->n_inputs + 1, sizeof *inp);

@@ -899,9 +899,14 @@ static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block
  * programs of large streams cost registers without adding memory-level parallelism (LLaMA's
  * q rope group, fp16, ptxas -v / drkc -v: 4096 elements 175 registers on sm_90a and 169
  * VGPRs on gfx942, 1024 elements 40 and 47). */
-static drk_schedule_t flat_sched(int64_t n, bool moving) {
+/* Flat groups with data movement: at most 1024 elements per program (their index maps cost
+ * registers per element), or the pinned flat.move_block when the group has that many. */
+static drk_schedule_t flat_sched(const drk_lctx_t *c, int64_t n, bool moving) {
   drk_schedule_t s = drk_sched_flat(n);
-  return moving && s.block_elems > 1024 ? drk_sched_flat(1024) : s;
+  int pin = c->o.knobs.flat_move_block;
+  if (!moving) return s;
+  if (pin) return n >= pin ? drk_sched_flat_block(pin) : s;
+  return s.block_elems > 1024 ? drk_sched_flat(1024) : s;
 }
 
 bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
@@ -965,7 +970,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   int64_t big = 0;
   if (F->flat) {
     F->N = gr->n;
-    big = padded(F->N, flat_sched(F->N, moving).block_elems);
+    big = padded(F->N, flat_sched(c, F->N, moving).block_elems);
   } else {
     F->rows = gr->n;
     F->R = gr->R;
@@ -1009,7 +1014,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   }
 
   if (F->flat) {
-    lw_flat_begin_sched(c, F->N, flat_sched(F->N, moving), &F->ff);
+    lw_flat_begin_sched(c, F->N, flat_sched(c, F->N, moving), &F->ff);
     F->root = ix_new(F, 1, &F->N, F->ff.mask);
     F->root->flat = F->ff.offs;
     F->root->from_flat = true;

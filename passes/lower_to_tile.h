@@ -131,9 +131,10 @@ typedef struct drk_lowered {
  *   mm.stages     2..8             ring stages of the sm_90a matmul kernel
  *   mm.persistent 0 | 1            sm_90a matmul: a tile per program (0) or persistent
  *                                  ping-pong (1); stored as value + 1
- *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs) */
+ *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
+ *   flat.move_block 1024..8192     elements per program of flat groups with data movement */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, attn_block_m;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, attn_block_m, flat_move_block;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a
@@ -341,6 +342,7 @@ void lw_flat_end(drk_lctx_t *c, lw_flat_t *f);
 
 /* ---- schedule (schedule.c) ---- */
 drk_schedule_t drk_sched_flat(int64_t n);
+drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, power of two) */
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */
 drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
 drk_schedule_t drk_sched_seq(int64_t rows);

@@ -39,6 +39,14 @@ drk_schedule_t drk_sched_flat(int64_t n) {
   return s;
 }
 
+/* drk_sched_flat's schedule for a pinned power-of-two block of at least 1024 elements (8
+ * per thread, 4 warps, as many chunks per thread as the block holds) */
+drk_schedule_t drk_sched_flat_block(int block) {
+  drk_schedule_t s = drk_sched_flat(block);
+  s.block_elems = block;
+  return s;
+}
+
 const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_schedule_t *s) {
   int spt[1] = {s->spt}, tpw[1] = {32}, wpc[1] = {s->warps}, ord[1] = {0};
   return drk_tile_layout_blocked(m, 1, spt, tpw, wpc, ord);
@@ -267,6 +275,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
               {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false},
               {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false},
               {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false},
+              {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true}};
   const char *p = text;
   while (*p) {
@@ -276,7 +285,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, attn.block_m)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, attn.block_m, flat.move_block)", (int)len, p);
       return false;
     }
     char *end;

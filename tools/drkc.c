@@ -69,6 +69,7 @@ static const char usage_text[] =
     "                          heuristic): mm.tile_n=64|128|256 (sm_90a matmul N tile),\n"
     "                          mm.split_k=1..16, mm.stages=2..8 (sm_90a matmul ring),\n"
     "                          mm.persistent=0|1 (sm_90a matmul: persistent ping-pong),\n"
+    "                          flat.move_block=1024..8192 (flat kernels with data movement),\n"
     "                          attn.block_m=64|128 (flash attention rows per program)\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
     "  -v                      say what each stage does\n"

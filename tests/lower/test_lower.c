@@ -299,10 +299,16 @@ static int run_schedule(void) {
   s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &opp, false);
   if (s.persistent != 132 || s.split_k != 1 || s.tile_n > 128) fprintf(stderr, "FAIL schedule: persistent %d split %d BN %d\n", s.persistent, s.split_k, s.tile_n), bad++;
   opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("flat.move_block=2048", &opp.knobs, err, sizeof err) || opp.knobs.flat_move_block != 2048)
+    fprintf(stderr, "FAIL schedule: flat.move_block=2048 not parsed\n"), bad++;
+  if (drk_sched_flat_block(2048).block_elems != 2048 || drk_sched_flat_block(2048).warps != 4)
+    fprintf(stderr, "FAIL schedule: drk_sched_flat_block\n"), bad++;
+  opp.knobs = (drk_sched_knobs_t){0};
   drk_sched_knobs_parse("mm.persistent=0", &opp.knobs, err, sizeof err);
   if (drk_sched_mm_ws(2048, 5632, 2048, 1, DRK_DT_F16, &opp, true).persistent) fprintf(stderr, "FAIL schedule: mm.persistent=0 ignored\n"), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
-                                      "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=2"};
+                                      "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=2", "flat.move_block=1000",
+                                      "flat.move_block=512"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;

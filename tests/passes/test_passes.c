@@ -551,6 +551,30 @@ static void test_fold_interp(void) {
   drk_graph_destroy(g);
 }
 
+/* A Slice of a constant it alone reads folds whatever its size (the constant shrinks); with
+ * a second reader it would duplicate the bytes, so it stays a node. */
+static void test_fold_shrinking_select(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "250,300");
+  drk_value_t *t = f32s(g, "t", "300,300"), *u = f32s(g, "u", "300,300"); /* 90000 elements each */
+  drk_value_t *st = ints(g, "st", 1, 1, I(50)), *en = ints(g, "en", 1, 1, I(300)), *ax = ints(g, "ax", 1, 1, I(0));
+  drk_node_t *s1 = node(g, DRK_OP_SLICE, "s1", 1, 4, t, st, en, ax);
+  drk_node_t *s2 = node(g, DRK_OP_SLICE, "s2", 1, 4, u, st, en, ax);
+  drk_node_t *u2 = node(g, DRK_OP_NEG, "u2", 1, 1, u);
+  drk_node_t *a = node(g, DRK_OP_ADD, "a", 1, 2, x, OUT(s1));
+  drk_node_t *b = node(g, DRK_OP_ADD, "b", 1, 2, OUT(a), OUT(s2));
+  drk_graph_add_output(g, OUT(b));
+  drk_graph_add_output(g, OUT(u2));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(s1->dead && a->inputs[1]->kind == DRK_VALUE_CONST && strcmp(a->inputs[1]->name, "s1") == 0);
+  CHECK_SHAPE(a->inputs[1], "f32[250,300]"); /* 75000 elements: over the size limit */
+  CHECK(((const float *)a->inputs[1]->data)[0] == 50 * 300 * 0.5f); /* t[50, 0] */
+  CHECK(!s2->dead); /* u has another reader */
+  drk_graph_destroy(g);
+}
+
 static void test_dce(void) {
   drk_graph_t *g = drk_graph_create("t");
   drk_value_t *x = input(g, "x", DRK_DT_F32, "N,4");
@@ -1051,6 +1075,7 @@ static const test_t tests[] = {
     {"expand_from_shape", test_expand_from_shape},
     {"fold_static_shapes", test_fold_static_shapes},
     {"fold_interp", test_fold_interp},
+    {"fold_shrinking_select", test_fold_shrinking_select},
     {"dce", test_dce},
     {"all_ops_no_crash", test_all_ops_no_crash},
 };
