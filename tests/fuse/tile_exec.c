@@ -267,20 +267,28 @@ static void sm_wait(ex_t *e, int64_t pending) {
   e->n_pend = k;
 }
 
+/* Element j of shared buffer v as a read of it (local_load, or a wgmma operand) sees it:
+ * written, landed and published by a barrier; false after a failure. */
+static bool sm_read(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t *v, int64_t j, double *out) {
+  int64_t a = sm_addr(e, op, v, j);
+  if (a < 0) return false;
+  int64_t w = e->sm_written[a];
+  if (w == SM_NEVER) fail(e, "read of shared memory never written", op);
+  else if (w == SM_PENDING) fail(e, "read of shared memory whose cp_async no cp_async_wait has retired", op);
+  else if (w >= e->epoch) fail(e, "read of shared memory written since the last barrier", op);
+  if (e->failed) return false;
+  e->sm_read[a] = e->epoch;
+  *out = e->sm[a];
+  return true;
+}
+
 static void sm_local_load(ex_t *e, const drk_tile_op_t *op) {
-  const drk_tile_value_t *src = op->operands[0], *r0 = op->results[0];
-  tval_t *y = res(e, r0);
+  tval_t *y = res(e, op->results[0]);
   for (int64_t j = 0; j < y->n; j++) {
-    int64_t a = sm_addr(e, op, src, j);
-    if (a < 0) return;
-    int64_t w = e->sm_written[a];
-    if (w == SM_NEVER) fail(e, "read of shared memory never written", op);
-    else if (w == SM_PENDING) fail(e, "read of shared memory whose cp_async no cp_async_wait has retired", op);
-    else if (w >= e->epoch) fail(e, "read of shared memory written since the last barrier", op);
-    if (e->failed) return;
-    e->sm_read[a] = e->epoch;
-    if (y->f) y->f[j] = e->sm[a];
-    else y->i[j] = (int64_t)e->sm[a];
+    double x;
+    if (!sm_read(e, op, op->operands[0], j, &x)) return;
+    if (y->f) y->f[j] = x;
+    else y->i[j] = (int64_t)x;
   }
 }
 
@@ -310,17 +318,9 @@ static bool sm_operand(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t 
   out->n = drk_tile_type_numel(&v->type);
   out->f = calloc((size_t)out->n, sizeof *out->f);
   out->i = NULL;
-  for (int64_t j = 0; j < out->n && !e->failed; j++) {
-    int64_t a = sm_addr(e, op, v, j);
-    if (a < 0) break;
-    int64_t w = e->sm_written[a];
-    if (w == SM_NEVER) fail(e, "wgmma reads shared memory never written", op);
-    else if (w == SM_PENDING) fail(e, "wgmma reads shared memory whose cp_async no cp_async_wait has retired", op);
-    else if (w >= e->epoch) fail(e, "wgmma reads shared memory written since the last barrier", op);
-    e->sm_read[a] = e->epoch;
-    out->f[j] = e->sm[a];
-  }
-  return !e->failed;
+  for (int64_t j = 0; j < out->n; j++)
+    if (!sm_read(e, op, v, j, &out->f[j])) return false;
+  return true;
 }
 
 static void run_dot(ex_t *e, const drk_tile_op_t *op) {
