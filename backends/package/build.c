@@ -161,6 +161,16 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   for (size_t i = 0; i < l->n_launches; i++) n_params += (size_t)l->launches[i].n_args;
   drk_modfile_param_t *ps = calloc(n_params + 1, sizeof *ps), *p = ps;
   drk_modfile_tma_t *tmas = calloc(n_params + 1, sizeof *tmas);
+  drk_modfile_tensor_t *ins = calloc(g->n_inputs + 1, sizeof *ins), *outs = calloc(g->n_outputs + 1, sizeof *outs);
+  drk_modfile_weight_t *ws = calloc(g->n_consts + 1, sizeof *ws);
+  void *weights = drk_mem_plan_weights(&plan, g);
+  char *tstr = targets_string(o->targets);
+  drk_build_precision_t prec = {0};
+  bool ok = ks && ps && tmas && ins && outs && ws && (weights || !plan.weights_size) && tstr && drk_build_precision(g, l, &prec);
+  if (!ok) {
+    drk_diag_error(d, drk_loc_none, "out of memory packing the module (%zu kernels, %zu parameters)", l->n_launches, n_params);
+    goto done;
+  }
   for (size_t i = 0; i < l->n_launches; i++) {
     const drk_launch_t *la = &l->launches[i];
     drk_modfile_kernel_t *k = &ks[i];
@@ -196,17 +206,13 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       }
     }
   }
-  drk_modfile_tensor_t *ins = calloc(g->n_inputs + 1, sizeof *ins), *outs = calloc(g->n_outputs + 1, sizeof *outs);
   for (size_t i = 0; i < g->n_inputs; i++) fill_tensor(&ins[i], g->inputs[i], &plan);
   for (size_t i = 0; i < g->n_outputs; i++) fill_tensor(&outs[i], g->outputs[i], &plan);
-  drk_modfile_weight_t *ws = calloc(g->n_consts + 1, sizeof *ws);
   for (size_t i = 0; i < g->n_consts; i++)
     ws[i] = (drk_modfile_weight_t){g->consts[i]->name, plan.offset[g->consts[i]->id], plan.size[g->consts[i]->id]};
-  void *weights = drk_mem_plan_weights(&plan, g);
 
   char hash[72] = "sha256:unknown";
   if (o->model_bytes) drk_modfile_sha256_string(o->model_bytes, o->model_size, hash);
-  char *tstr = targets_string(o->targets);
   drk_modfile_t mf = {
       .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
       .arena_size = plan.arena_size ? plan.arena_size : 256,
@@ -226,12 +232,12 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .images = images,
       .n_images = n_images,
   };
-  drk_build_precision_t prec;
-  drk_build_precision(g, l, &prec);
   drk_build_precision_attach(&prec, &mf);
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
   if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
+  ok = r == DRK_MODFILE_OK;
+done:
   drk_build_precision_free(&prec);
   free(tstr);
   free(weights);
@@ -242,7 +248,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   free(tmas);
   free(ks);
   drk_mem_plan_free(&plan);
-  return r == DRK_MODFILE_OK;
+  return ok;
 }
 
 /* The NVIDIA half: a cubin per NVIDIA target (or the PTX/cubin --emit asked for), packed into

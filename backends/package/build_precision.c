@@ -75,14 +75,20 @@ static void fill_node(drk_modfile_node_prec_t *q, const drk_node_t *n) {
   if (n->op == DRK_OP_CAST && n->n_inputs && n->inputs[0]) q->from = (uint8_t)prec_code(n->inputs[0]->dtype);
 }
 
-void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out) {
+bool drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out) {
   memset(out, 0, sizeof *out);
   const drk_fusion_t *fu = l->fusion; /* the partition the kernels were lowered from */
   /* node records: live nodes in graph order; rec[pos] is a node position's record */
   int64_t *rec = malloc(sizeof(int64_t) * (g->n_nodes + 1));
   size_t *pos_of_id = calloc((size_t)g->next_node_id + 1, sizeof *pos_of_id);
+  int *first = malloc(sizeof(int) * ((size_t)fu->n_groups + 1));
   out->nodes = calloc(g->n_nodes + 1, sizeof *out->nodes);
   out->kernels = calloc(l->n_launches + 1, sizeof *out->kernels);
+  if (!rec || !pos_of_id || !first || !out->nodes || !out->kernels) {
+    free(rec), free(pos_of_id), free(first);
+    drk_build_precision_free(out);
+    return false;
+  }
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
     rec[i] = -1;
@@ -92,7 +98,6 @@ void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build
     fill_node(&out->nodes[out->n_nodes++], n);
   }
   /* kernels: a group's launches are consecutive (it is lowered at once) */
-  int *first = malloc(sizeof(int) * ((size_t)fu->n_groups + 1));
   for (int gi = 0; gi < fu->n_groups; gi++) first[gi] = -1;
   for (size_t i = 0; i < l->n_launches; i++) {
     const drk_launch_t *la = &l->launches[i];
@@ -118,6 +123,7 @@ void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build
   free(first);
   free(pos_of_id);
   free(rec);
+  return true;
 }
 
 void drk_build_precision_attach(const drk_build_precision_t *p, drk_modfile_t *mf) {

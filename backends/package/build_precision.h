@@ -6,11 +6,12 @@
  * `drkc --report` counts) and the kernels that run it.
  *
  * Requires l = drk_lower_graph(g, ...) for this g: the groups are l->fusion, the partition
- * the kernels were lowered from. Never fails. Strings in the result (node names, op names) are borrowed
+ * the kernels were lowered from. Fails only when out of memory. Strings in the result (node names, op names) are borrowed
  * from g and static tables, so g must outlive it. */
 #ifndef DRK_BUILD_PRECISION_H
 #define DRK_BUILD_PRECISION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backends/package/module.h"
@@ -23,8 +24,9 @@ typedef struct drk_build_precision {
   uint32_t n_kernels, n_nodes;
 } drk_build_precision_t;
 
-/* Fills *out (malloc'ed arrays; release with drk_build_precision_free). */
-void drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out);
+/* Fills *out (malloc'ed arrays; release with drk_build_precision_free); false (and *out
+ * empty) when out of memory. */
+bool drk_build_precision(const drk_graph_t *g, const drk_lowered_t *l, drk_build_precision_t *out);
 /* Points mf's PRECISION fields at p (mf->kernels must be p's kernels, in the same order). */
 void drk_build_precision_attach(const drk_build_precision_t *p, drk_modfile_t *mf);
 void drk_build_precision_free(drk_build_precision_t *p);
