@@ -88,12 +88,8 @@ typedef struct lmemo { /* memo of loads of outside values (and immediates: off N
 } lmemo_t;
 
 /* constant parameters of a data movement member */
-typedef struct mvp {
-  int64_t perm[LW_MAX_RANK];                     /* TRANSPOSE: out dim k is input dim perm[k] */
-  int64_t start[LW_MAX_RANK], step[LW_MAX_RANK]; /* SLICE, SPLIT */
-  int64_t pb[LW_MAX_RANK];                       /* PAD: pads at the beginning */
-  double padv;                                   /* PAD */
-} mvp_t;
+/* TRANSPOSE, SLICE, PAD (lw_read_move_params); SPLIT: start along its axis */
+typedef lw_move_params_t mvp_t;
 
 typedef struct fl {
   drk_lctx_t *c;
@@ -675,83 +671,21 @@ static bool move_params(fl_t *F, const drk_node_t *n, const unsigned char *use) 
   int64_t xd[LW_MAX_RANK];
   shape_dims(&x->shape, xd);
   mvp_t *mp = drk_arena_alloc(c->m->arena, sizeof *mp);
-  memset(mp, 0, sizeof *mp);
-  F->mv[F->pos[n->id]] = mp;
-  for (int k = 0; k < r; k++) mp->step[k] = 1;
   const drk_node_t *keep = c->node;
   size_t keep_i = c->node_index;
   c->node = n;
   c->node_index = (size_t)F->pos[n->id];
-  bool ok = true;
-  switch (n->op) {
-  case DRK_OP_TRANSPOSE: {
-    size_t cnt = 0;
-    const int64_t *p = drk_node_attr_ints(n, "perm", &cnt);
-    for (int k = 0; k < r && ok; k++) {
-      mp->perm[k] = p && cnt == (size_t)r ? p[k] : r - 1 - k;
-      if (mp->perm[k] < 0 || mp->perm[k] >= r) ok = lw_err(c, "bad Transpose perm");
-    }
-    break;
-  }
-  case DRK_OP_SLICE: {
-    int64_t st[LW_MAX_RANK], en[LW_MAX_RANK], ax[LW_MAX_RANK], sp[LW_MAX_RANK];
-    int ns, ne, na = 0, nsp = 0;
-    ok = lw_const_ints(c, n->inputs[1], st, LW_MAX_RANK, &ns) && lw_const_ints(c, n->inputs[2], en, LW_MAX_RANK, &ne) &&
-         (n->n_inputs <= 3 || !n->inputs[3] || lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) &&
-         (n->n_inputs <= 4 || !n->inputs[4] || lw_const_ints(c, n->inputs[4], sp, LW_MAX_RANK, &nsp));
-    for (int i = 0; ok && i < ns; i++) {
-      int a = na ? lw_norm_axis(ax[i], r) : i;
-      int64_t s = nsp ? sp[i] : 1, d = xd[a], b = st[i];
-      if (s == 0 || a < 0 || a >= r || (na && na != ns) || (nsp && nsp != ns)) {
-        ok = lw_err(c, "bad Slice parameters");
-        break;
-      }
-      if (b < 0) b += d;
-      if (s > 0) b = b < 0 ? 0 : b > d ? d : b;
-      else b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
-      mp->start[a] = b;
-      mp->step[a] = s;
-    }
-    break;
-  }
-  case DRK_OP_SPLIT: {
+  bool ok = lw_read_move_params(c, n, r, xd, mp);
+  F->mv[F->pos[n->id]] = mp;
+  if (ok && n->op == DRK_OP_SPLIT) {
     int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
     if (a < 0 || a >= r) {
       ok = lw_err(c, "axis out of range");
-      break;
+    } else {
+      /* the one result used: its offset along the axis */
+      for (int j = 0; j < n->n_outputs && !(use[n->outputs[j]->id] & USED); j++)
+        mp->start[a] += n->outputs[j]->shape.dims[a].size;
     }
-    /* the one result used: its offset along the axis */
-    for (int j = 0; j < n->n_outputs && !(use[n->outputs[j]->id] & USED); j++)
-      mp->start[a] += n->outputs[j]->shape.dims[a].size;
-    break;
-  }
-  case DRK_OP_PAD: {
-    int64_t pads[2 * LW_MAX_RANK] = {0};
-    int np;
-    ok = lw_const_ints(c, n->inputs[1], pads, 2 * LW_MAX_RANK, &np);
-    if (ok && n->n_inputs > 3 && n->inputs[3]) {
-      int64_t ax[LW_MAX_RANK];
-      int na;
-      ok = lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na);
-      if (ok && np != 2 * na) ok = lw_err(c, "pads must have 2 * len(axes) elements");
-      for (int i = 0; ok && i < na; i++) {
-        int a = lw_norm_axis(ax[i], r);
-        if (a < 0 || a >= r) ok = lw_err(c, "axis out of range");
-        else mp->pb[a] = pads[i];
-      }
-    } else if (ok) {
-      if (np != 2 * r) ok = lw_err(c, "pads must have 2 * rank elements");
-      for (int k = 0; ok && k < r; k++) mp->pb[k] = pads[k];
-    }
-    if (ok && n->n_inputs > 2 && n->inputs[2]) {
-      const drk_value_t *cv = n->inputs[2];
-      if (cv->kind != DRK_VALUE_CONST || !cv->data) ok = lw_err(c, "constant_value must be a constant");
-      else mp->padv = lw_const_f64(cv, 0);
-    }
-    break;
-  }
-  default:
-    break;
   }
   c->node = keep;
   c->node_index = keep_i;

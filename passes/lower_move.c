@@ -56,6 +56,72 @@ static tv_t *co(drk_lctx_t *c, coords_t *k, int i) {
 
 static tv_t *zero_if_null(drk_lctx_t *c, tv_t *v, tv_t *like) { return v ? v : lw_ci(c, like, 0); }
 
+bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_t *xd, lw_move_params_t *p) {
+  memset(p, 0, sizeof *p);
+  for (int k = 0; k < r; k++) p->step[k] = 1;
+  switch (n->op) {
+  case DRK_OP_TRANSPOSE: {
+    size_t cnt = 0;
+    const int64_t *pm = drk_node_attr_ints(n, "perm", &cnt);
+    for (int k = 0; k < r; k++) {
+      p->perm[k] = pm && cnt == (size_t)r ? pm[k] : r - 1 - k;
+      if (p->perm[k] < 0 || p->perm[k] >= r) return lw_err(c, "bad Transpose perm");
+    }
+    return true;
+  }
+  case DRK_OP_SLICE: {
+    int64_t st[LW_MAX_RANK], en[LW_MAX_RANK], ax[LW_MAX_RANK], sp[LW_MAX_RANK];
+    int ns, ne, na = 0, nsp = 0;
+    if (!lw_const_ints(c, n->inputs[1], st, LW_MAX_RANK, &ns) || !lw_const_ints(c, n->inputs[2], en, LW_MAX_RANK, &ne) ||
+        (n->n_inputs > 3 && n->inputs[3] && !lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) ||
+        (n->n_inputs > 4 && n->inputs[4] && !lw_const_ints(c, n->inputs[4], sp, LW_MAX_RANK, &nsp)))
+      return false;
+    for (int i = 0; i < ns; i++) {
+      int a = na ? lw_norm_axis(ax[i], r) : i;
+      int64_t s = nsp ? sp[i] : 1;
+      if (s == 0 || a < 0 || a >= r || (na && na != ns) || (nsp && nsp != ns)) return lw_err(c, "bad Slice parameters");
+      int64_t d = xd[a], b = st[i];
+      if (b < 0) b += d;
+      if (s > 0) b = b < 0 ? 0 : b > d ? d : b;
+      else b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
+      p->start[a] = b;
+      p->step[a] = s;
+    }
+    return true;
+  }
+  case DRK_OP_PAD: {
+    int64_t pads[2 * LW_MAX_RANK] = {0};
+    int np;
+    if (!lw_const_ints(c, n->inputs[1], pads, 2 * LW_MAX_RANK, &np)) return false;
+    if (n->n_inputs > 3 && n->inputs[3]) {
+      int64_t ax[LW_MAX_RANK];
+      int na;
+      if (!lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) return false;
+      if (np != 2 * na) return lw_err(c, "pads must have 2 * len(axes) elements");
+      for (int i = 0; i < na; i++) {
+        int a = lw_norm_axis(ax[i], r);
+        if (a < 0 || a >= r) return lw_err(c, "axis out of range");
+        p->pb[a] = pads[i];
+      }
+    } else {
+      if (np != 2 * r) return lw_err(c, "pads must have 2 * rank elements");
+      for (int k = 0; k < r; k++) p->pb[k] = pads[k];
+    }
+    if (n->n_inputs > 2 && n->inputs[2]) {
+      const drk_value_t *cv = n->inputs[2];
+      if (cv->kind != DRK_VALUE_CONST || !cv->data) return lw_err(c, "constant_value must be a constant");
+      p->padv = lw_const_f64(cv, 0);
+    }
+    p->mode = drk_node_attr_string(n, "mode", "constant");
+    if (strcmp(p->mode, "constant") && strcmp(p->mode, "edge") && strcmp(p->mode, "reflect"))
+      return lw_err(c, "Pad mode '%s' is not lowered for GPU yet", p->mode);
+    return true;
+  }
+  default:
+    return true;
+  }
+}
+
 /* out[i] = in[map(i)] over the output, map given per op */
 static bool lower_gatherlike(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
@@ -65,57 +131,11 @@ static bool lower_gatherlike(drk_lctx_t *c) {
   dims_of(x, xd);
   lw_strides(x, xs);
   /* constant parameters, read before building */
-  int64_t perm[LW_MAX_RANK], starts[LW_MAX_RANK] = {0}, steps[LW_MAX_RANK], pads[2 * LW_MAX_RANK] = {0};
-  double padv = 0;
-  const char *mode = NULL;
-  int np = 0;
-  if (n->op == DRK_OP_TRANSPOSE) {
-    size_t cnt = 0;
-    const int64_t *p = drk_node_attr_ints(n, "perm", &cnt);
-    for (int i = 0; i < r; i++) perm[i] = p && cnt == (size_t)r ? p[i] : r - 1 - i;
-  } else if (n->op == DRK_OP_SLICE) {
-    int64_t st[LW_MAX_RANK], en[LW_MAX_RANK], ax[LW_MAX_RANK], sp[LW_MAX_RANK];
-    int ns, ne, na = 0, nsp = 0;
-    if (!lw_const_ints(c, n->inputs[1], st, LW_MAX_RANK, &ns) || !lw_const_ints(c, n->inputs[2], en, LW_MAX_RANK, &ne))
-      return false;
-    if (n->n_inputs > 3 && n->inputs[3] && !lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) return false;
-    if (n->n_inputs > 4 && n->inputs[4] && !lw_const_ints(c, n->inputs[4], sp, LW_MAX_RANK, &nsp)) return false;
-    for (int i = 0; i < r; i++) steps[i] = 1;
-    for (int i = 0; i < ns; i++) {
-      int a = na ? lw_norm_axis(ax[i], r) : i;
-      int64_t s = nsp ? sp[i] : 1, d = xd[a], b = st[i];
-      if (s == 0 || a < 0 || a >= r) return lw_err(c, "bad Slice parameters");
-      if (b < 0) b += d;
-      if (s > 0) b = b < 0 ? 0 : b > d ? d : b;
-      else b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
-      starts[a] = b;
-      steps[a] = s;
-    }
-  } else if (n->op == DRK_OP_PAD) {
-    if (!lw_const_ints(c, n->inputs[1], pads, 2 * LW_MAX_RANK, &np)) return false;
-    if (n->n_inputs > 3 && n->inputs[3]) {
-      int64_t ax[LW_MAX_RANK];
-      int na;
-      if (!lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) return false;
-      int64_t full[2 * LW_MAX_RANK] = {0};
-      for (int i = 0; i < na; i++) {
-        int a = lw_norm_axis(ax[i], r);
-        full[a] = pads[i];
-        full[a + r] = pads[i + na];
-      }
-      memcpy(pads, full, sizeof full);
-    } else if (np != 2 * r) {
-      return lw_err(c, "pads must have 2 * rank elements");
-    }
-    if (n->n_inputs > 2 && n->inputs[2]) {
-      const drk_value_t *cv = n->inputs[2];
-      if (cv->kind != DRK_VALUE_CONST || !cv->data) return lw_err(c, "constant_value must be a constant");
-      padv = lw_const_f64(cv, 0);
-    }
-    mode = drk_node_attr_string(n, "mode", "constant");
-    if (strcmp(mode, "constant") && strcmp(mode, "edge") && strcmp(mode, "reflect"))
-      return lw_err(c, "Pad mode '%s' is not lowered for GPU yet", mode);
-  }
+  lw_move_params_t mp;
+  if (!lw_read_move_params(c, n, rx, xd, &mp)) return false;
+  const int64_t *perm = mp.perm, *starts = mp.start, *steps = mp.step, *pads = mp.pb;
+  double padv = mp.padv;
+  const char *mode = mp.mode;
   int64_t bs = drk_node_attr_int(n, "blocksize", 1);
   const char *d2s = drk_node_attr_string(n, "mode", "DCR");
   int64_t tk = 0;

@@ -341,6 +341,19 @@ void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *
 void lw_flat_end(drk_lctx_t *c, lw_flat_t *f);
 
 /* ---- schedule (schedule.c) ---- */
+/* Constant parameters of a data-movement node over an input of rank r and dims xd: Transpose
+ * perm, Slice starts (clamped as ONNX does) and steps, Pad pads at the beginning of every
+ * axis, constant value and mode; other ops: identity values (steps 1). Read with located
+ * errors (lower_move.c; shared by the flat groups of lower_fused.c). */
+typedef struct lw_move_params {
+  int64_t perm[LW_MAX_RANK];                     /* Transpose: out dim k is input dim perm[k] */
+  int64_t start[LW_MAX_RANK], step[LW_MAX_RANK]; /* Slice (and Split in a flat group) */
+  int64_t pb[LW_MAX_RANK];                       /* Pad: pads at the beginning */
+  double padv;                                   /* Pad: constant value */
+  const char *mode;                              /* Pad: constant, edge or reflect; else NULL */
+} lw_move_params_t;
+bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_t *xd, lw_move_params_t *p);
+
 drk_schedule_t drk_sched_flat(int64_t n);
 drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, power of two) */
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */
