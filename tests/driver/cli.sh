@@ -66,6 +66,11 @@ expect schedule-bad-key 2 "--schedule: 'mm.tile_m=64' is not KEY=VALUE with a kn
 # the heuristic (ws_cost) takes 64-wide tiles for this small grid; pinned: 128 wide, 2 splits
 expect schedule-default 0 'launch @k0_MatMul .* grid\(2, 4, 1\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile
 expect schedule-pinned 0 'launch @k0_MatMul .* grid\(2, 2, 2\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128,mm.split_k=2
+# persistent ping-pong: one program per tile here (8 tiles of 128x64 < 132 SMs), the form in the schedule
+expect schedule-persistent 0 'tile = \[128, 64, 64\].*persistent = 132\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
+expect schedule-persistent-grid 0 'launch @k0_MatMul .* grid\(8, 1, 1\) block\(384\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
+expect schedule-persistent-bad 2 "--schedule: mm.persistent: 0..1, not '2'" -- "$W/mm.drkg" --schedule=mm.persistent=2
+expect schedule-move-block-bad 2 "--schedule: flat.move_block: a power of two in 1024..8192, not '1000'" -- "$W/mm.drkg" --schedule=flat.move_block=1000
 expect layout-bad 2 "--layout: auto, nchw or nhwc, not 'nhcw'" -- "$W/conv.drkg" --layout=nhcw
 expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layout
 expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
