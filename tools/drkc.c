@@ -7,12 +7,14 @@
  * 2 usage error. Internal bugs abort through DRK_ASSERT. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "backends/package/build.h"
+#include "backends/package/module.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
 #include "frontend/frontend.h"
@@ -435,6 +437,34 @@ static int write_result(const options_t *o, const void *data, size_t size, bool 
   return ok ? 0 : 1;
 }
 
+/* The model file's SHA-256 (provenance) on a thread of its own while the build runs: for
+ * big models reading and hashing the file take seconds. */
+typedef struct hash_job {
+  const char *path;
+  pthread_t thread;
+  bool started, joined, ok;
+  char hash[72];
+} hash_job_t;
+
+static void *hash_main(void *p) {
+  hash_job_t *h = p;
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  size_t size = 0;
+  char *bytes = drk_read_file(h->path, &size, &d);
+  if (bytes) drk_modfile_sha256_string(bytes, size, h->hash);
+  h->ok = bytes != NULL;
+  free(bytes);
+  return NULL;
+}
+
+/* drk_build_options_t.model_hash: the thread's result (joined once) */
+static const char *hash_join(void *p) {
+  hash_job_t *h = p;
+  if (h->started && !h->joined) h->joined = pthread_join(h->thread, NULL) == 0;
+  return h->joined && h->ok ? h->hash : NULL;
+}
+
 static int compile(const options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
@@ -482,8 +512,9 @@ static int compile(const options_t *o) {
       rc = close_output(f);
     }
   } else {
-    size_t model_size = 0;
-    char *model = drk_read_file(o->input, &model_size, &d);
+    hash_job_t hj = {.path = o->input};
+    hj.started = pthread_create(&hj.thread, NULL, hash_main, &hj) == 0;
+    if (!hj.started) hash_main(&hj); /* no thread: hash here */
     drk_build_options_t bo = {
         .targets = o->targets,
         .stop = (drk_build_stop_t)emit_kinds[k].stop,
@@ -495,17 +526,16 @@ static int compile(const options_t *o) {
         .max_group_depth = o->c.max_depth,
         .knobs = o->c.knobs,
         .command_line = o->command_line,
-        .model_bytes = model,
-        .model_size = model_size,
+        .model_hash = hash_join,
+        .model_hash_ctx = &hj,
         .verbose = o->verbose,
     };
     void *data;
     size_t size;
-    if (model && drk_build(g, &bo, &data, &size, &d)) {
-      rc = write_result(o, data, size, emit_kinds[k].text, emit_kinds[k].ext);
-      free(data);
-    }
-    free(model);
+    bool built = drk_build(g, &bo, &data, &size, &d);
+    hash_join(&hj);
+    if (built && hj.ok) rc = write_result(o, data, size, emit_kinds[k].text, emit_kinds[k].ext);
+    if (built) free(data);
   }
   drk_graph_destroy(g);
   return rc;

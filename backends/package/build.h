@@ -39,6 +39,10 @@ typedef struct drk_build_options {
   const char *command_line; /* provenance */
   const void *model_bytes;  /* provenance hash input (the model file as read); may be NULL */
   size_t model_size;
+  /* when set, the provenance hash instead: called once the module is packed (it may join a
+   * thread that hashed the model file while the build ran); NULL result: "sha256:unknown" */
+  const char *(*model_hash)(void *ctx);
+  void *model_hash_ctx;
   bool verbose;             /* per-kernel register/spill report on stderr */
   FILE *report;             /* --report: kernels, planned memory, precision mix (NULL: none) */
   /* fusion (passes/fuse.h): as in drk_lower_options_t; !fusion_set: the defaults */
