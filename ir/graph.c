@@ -63,6 +63,11 @@ const drk_op_info_t *drk_op_info(drk_op_t op) {
 }
 const char *drk_op_name(drk_op_t op) { return drk_op_info(op)->name; }
 
+bool drk_op_aliases_input(drk_op_t op) {
+  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
+         op == DRK_OP_IDENTITY;
+}
+
 bool drk_op_from_name(const char *name, size_t len, drk_op_t *out_op) {
   for (int i = 0; i < DRK_OP_COUNT; i++)
     if (strlen(op_table[i].name) == len && memcmp(op_table[i].name, name, len) == 0) {

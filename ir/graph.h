@@ -54,6 +54,9 @@ typedef struct drk_op_info {
 
 const drk_op_info_t *drk_op_info(drk_op_t op);
 const char *drk_op_name(drk_op_t op);
+/* Reshape, Flatten, Squeeze, Unsqueeze, Identity: the result is the data input's elements in
+ * the same order (a kernel can read and write it as that input's bytes). */
+bool drk_op_aliases_input(drk_op_t op);
 bool drk_op_from_name(const char *name, size_t len, drk_op_t *out_op);
 
 /* A dimension: static (sym == NULL, size >= 0) or symbolic (sym != NULL, size == -1). */

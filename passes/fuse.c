@@ -73,11 +73,6 @@ static bool value_static(const drk_value_t *v) {
                 numel(v) < ((int64_t)1 << 40));
 }
 
-static bool is_alias_op(drk_op_t op) {
-  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
-         op == DRK_OP_IDENTITY;
-}
-
 static bool is_f8(drk_dtype_t t) { return t == DRK_DT_F8E4M3 || t == DRK_DT_F8E5M2; }
 static bool is_float(drk_dtype_t t) { return t == DRK_DT_F32 || t == DRK_DT_F16 || t == DRK_DT_BF16 || t == DRK_DT_F64; }
 
@@ -253,7 +248,7 @@ static void classify(fz_t *z, int k) {
     return;
   }
   unsigned fl = drk_op_info(n->op)->flags;
-  if (is_alias_op(n->op)) {
+  if (drk_op_aliases_input(n->op)) {
     if (n->inputs[0] && numel(n->inputs[0]) == numel(y)) z->cls[k] = C_ALIAS;
     else z->why_other[k] = "view changes the element count";
     return;

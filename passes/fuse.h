@@ -182,6 +182,9 @@ typedef struct drk_fusion_uses {
  * (docs/fusion.md). NULL: *out describes it and members[0..*n_members) (room for g->n_nodes)
  * are its nodes' positions (unsorted); "" when k is no attention at all; else why the pattern
  * does not fuse. Allocations (steps, reasons) come from arena a. */
+/* The ops an attention group reads Q, K and V (and masks) through as views of a value: the
+ * aliases (drk_op_aliases_input), Transpose, Expand and Slice. */
+bool drk_fusion_attention_view_op(drk_op_t op);
 const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *a, int k,
                                        drk_fusion_attention_t *out, int *members, int *n_members);
 

@@ -301,9 +301,8 @@ static bool view_split(drk_fusion_view_t *w, const drk_node_t *d, const drk_valu
   return true;
 }
 
-static bool is_view_op(drk_op_t op) {
-  return op == DRK_OP_TRANSPOSE || op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE ||
-         op == DRK_OP_UNSQUEEZE || op == DRK_OP_IDENTITY || op == DRK_OP_EXPAND || op == DRK_OP_SLICE;
+bool drk_fusion_attention_view_op(drk_op_t op) {
+  return drk_op_aliases_input(op) || op == DRK_OP_TRANSPOSE || op == DRK_OP_EXPAND || op == DRK_OP_SLICE;
 }
 
 /* A scalar scale on the way to a MatMul operand: Mul(x, c), Mul(c, x) or Div(x, c) with c a
@@ -348,7 +347,7 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
     const drk_node_t *d = x->def;
     int xi = 0;
     double c;
-    if (!(is_view_op(d->op) || split_view_ok(m, d, x) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] ||
+    if (!(drk_fusion_attention_view_op(d->op) || split_view_ok(m, d, x) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] ||
         !is_static(d->inputs[xi]))
       break;
     /* nothing in front of a Split is a member: the other outputs' chains share it, and one
@@ -378,7 +377,7 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
       else if (d->op == DRK_OP_EXPAND) ok = view_expand(&w, s);
       else if (d->op == DRK_OP_SLICE) ok = view_slice(&w, d);
       else if (d->op == DRK_OP_SPLIT) ok = view_split(&w, d, outs[i]);
-      else if (is_view_op(d->op)) ok = view_reshape(&w, s);
+      else if (drk_fusion_attention_view_op(d->op)) ok = view_reshape(&w, s);
       else ok = scale_op(d, &xi, &c);
       if (!ok) {
         view_contig(&w, outs[i]);

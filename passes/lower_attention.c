@@ -535,10 +535,11 @@ static tv_t **kv_loop(ak_t *K, const kv_loop_t *L, tv_t *from, tv_t *to, tv_t **
     tv_t *qa[4], *kt[4];
     for (int i = 0; i < K->nkc; i++) qa[i] = stage(K, L->qs, i), kt[i] = ring_stage(K, L->ks, st, K->nkc, i);
     dots_wg(K, K->nkc, qa, kt, &s, true);
-  }
-  for (int i = 0; !K->wg && i < K->nkc; i++) {
-    tv_t *qa = K->q_regs ? L->qr[i] : ld_op(K, stage(K, L->qs, i), K->opA);
-    s = dot(K, qa, ld_op(K, ring_stage(K, L->ks, st, K->nkc, i), K->opB), s);
+  } else {
+    for (int i = 0; i < K->nkc; i++) {
+      tv_t *qa = K->q_regs ? L->qr[i] : ld_op(K, stage(K, L->qs, i), K->opA);
+      s = dot(K, qa, ld_op(K, ring_stage(K, L->ks, st, K->nkc, i), K->opB), s);
+    }
   }
   tv_t *ri = range_at(K, L->m0, BM, K->Lr), *kj = range_at(K, kb, BN, K->Lc);
   s = apply_steps(K, s, ri, kj, masked);
@@ -613,9 +614,7 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   add_param(K, at->out.value, "y");
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
-    if (n->op == DRK_OP_RESHAPE || n->op == DRK_OP_FLATTEN || n->op == DRK_OP_SQUEEZE || n->op == DRK_OP_UNSQUEEZE ||
-        n->op == DRK_OP_IDENTITY)
-      lw_alias(c, n->outputs[0], n->inputs[0]);
+    if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
     /* a member Split's outputs are never written nor read (the kernel reads its input through
      * the views): aliases of the input, so that they take no arena bytes of their own */
     if (n->op == DRK_OP_SPLIT)

@@ -30,11 +30,6 @@ typedef struct epi {
   tv_t *yoff, *mask;
 } epi_t;
 
-static bool is_view(drk_op_t op) {
-  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
-         op == DRK_OP_IDENTITY;
-}
-
 static bool made_in(const epi_t *E, const drk_value_t *v) {
   return v->kind == DRK_VALUE_NODE && v->def && E->member[v->def->id];
 }
@@ -90,7 +85,7 @@ static tv_t *eval(epi_t *E, const drk_value_t *v) {
   drk_lctx_t *c = E->c;
   const drk_node_t *n = v->def;
   tv_t *t;
-  if (is_view(n->op)) {
+  if (drk_op_aliases_input(n->op)) {
     /* every value of the group has the anchor's element count: a view keeps flat offsets */
     const drk_value_t *x = n->inputs[0];
     t = made_in(E, x) ? eval(E, x) : ext_load(E, x, &x->shape);
@@ -118,7 +113,7 @@ static bool leaves(const epi_t *E, const drk_value_t *y) {
 /* the value whose bytes hold y: y itself, or the in-group value a chain of views starts from
  * (NULL: a view of an outside value, whose bytes hold it already) */
 static const drk_value_t *root_of(const epi_t *E, const drk_value_t *y) {
-  while (made_in(E, y) && is_view(y->def->op)) y = y->def->inputs[0];
+  while (made_in(E, y) && drk_op_aliases_input(y->def->op)) y = y->def->inputs[0];
   return made_in(E, y) ? y : NULL;
 }
 
@@ -173,7 +168,7 @@ bool drk_lower_mm_group(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const drk_graph_t *g = c->g;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
-    if (is_view(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
+    if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
   }
   c->node = g->nodes[gr->anchor];
   c->node_index = (size_t)gr->anchor;

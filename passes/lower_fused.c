@@ -87,8 +87,8 @@ typedef struct lmemo { /* memo of loads of outside values (and immediates: off N
   struct lmemo *next;
 } lmemo_t;
 
-/* constant parameters of a data movement member */
-/* TRANSPOSE, SLICE, PAD (lw_read_move_params); SPLIT: start along its axis */
+/* constant parameters of a data movement member: Transpose, Slice, Pad (lw_read_move_params);
+ * Split: start along its axis */
 typedef lw_move_params_t mvp_t;
 
 typedef struct fl {
@@ -133,11 +133,6 @@ static bool made_in(const fl_t *F, const drk_value_t *v) {
   return v && v->kind == DRK_VALUE_NODE && F->in[F->pos[v->def->id]];
 }
 
-static bool is_alias_op(drk_op_t op) {
-  return op == DRK_OP_RESHAPE || op == DRK_OP_FLATTEN || op == DRK_OP_SQUEEZE || op == DRK_OP_UNSQUEEZE ||
-         op == DRK_OP_IDENTITY;
-}
-
 static bool immediate(const drk_value_t *v) {
   return v->kind == DRK_VALUE_CONST && v->data && numel(v) == 1 && v->dtype != DRK_DT_F8E4M3 &&
          v->dtype != DRK_DT_F8E5M2;
@@ -146,13 +141,13 @@ static bool immediate(const drk_value_t *v) {
 /* The in-group value whose bytes v occupies: v itself, or the computed value under a chain
  * of in-group alias views; NULL when the chain starts outside the group. */
 static const drk_value_t *root_of(const fl_t *F, const drk_value_t *v) {
-  while (made_in(F, v) && is_alias_op(v->def->op)) v = v->def->inputs[0];
+  while (made_in(F, v) && drk_op_aliases_input(v->def->op)) v = v->def->inputs[0];
   return made_in(F, v) ? v : NULL;
 }
 
 /* outermost value under a chain of in-group views (an outside value, or a computed one) */
 static const drk_value_t *under_views(const fl_t *F, const drk_value_t *v) {
-  while (made_in(F, v) && is_alias_op(v->def->op)) v = v->def->inputs[0];
+  while (made_in(F, v) && drk_op_aliases_input(v->def->op)) v = v->def->inputs[0];
   return v;
 }
 
@@ -324,7 +319,7 @@ static tv_t *eval_norm_out(fl_t *F, const drk_node_t *n) {
 
 static tv_t *eval(fl_t *F, const drk_value_t *v, int frame) {
   drk_lctx_t *c = F->c;
-  DRK_ASSERT(made_in(F, v) && !is_alias_op(v->def->op));
+  DRK_ASSERT(made_in(F, v) && !drk_op_aliases_input(v->def->op));
   if (frame == F_ROW) {
     if (F->row[v->id]) return F->row[v->id];
     /* per-row values are made outside every loop, in node order (lower_rows) */
@@ -643,7 +638,7 @@ static tv_t *fx_at(fl_t *F, const drk_value_t *v, ix_t *x) {
   if (immediate(v)) return fx_load(F, v, NULL, NULL);
   if (!made_in(F, v)) return fx_load(F, v, ix_flat(F, x), x->lmask);
   const drk_node_t *n = v->def;
-  if (is_alias_op(n->op)) return fx_at(F, n->inputs[0], ix_as(F, x, &n->inputs[0]->shape));
+  if (drk_op_aliases_input(n->op)) return fx_at(F, n->inputs[0], ix_as(F, x, &n->inputs[0]->shape));
   for (vmemo_t *m = F->vm[v->id]; m; m = m->next)
     if (m->ix == x) return m->t;
   unsigned fl = drk_op_info(n->op)->flags;
@@ -832,9 +827,8 @@ static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block
  * program (8 per thread): every element carries its own index math, so the 4096-element
  * programs of large streams cost registers without adding memory-level parallelism (LLaMA's
  * q rope group, fp16, ptxas -v / drkc -v: 4096 elements 175 registers on sm_90a and 169
- * VGPRs on gfx942, 1024 elements 40 and 47). */
-/* Flat groups with data movement: at most 1024 elements per program (their index maps cost
- * registers per element), or the pinned flat.move_block when the group has that many. */
+ * VGPRs on gfx942, 1024 elements 40 and 47), unless flat.move_block pins another block for
+ * groups with that many elements. */
 static drk_schedule_t flat_sched(const drk_lctx_t *c, int64_t n, bool moving) {
   drk_schedule_t s = drk_sched_flat(n);
   int pin = c->o.knobs.flat_move_block;
@@ -888,7 +882,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     unsigned fl = drk_op_info(n->op)->flags;
-    if (F->flat && !is_alias_op(n->op) && !(fl & DRK_OPF_EW) && n->op != DRK_OP_BATCH_NORMALIZATION) {
+    if (F->flat && !drk_op_aliases_input(n->op) && !(fl & DRK_OPF_EW) && n->op != DRK_OP_BATCH_NORMALIZATION) {
       moving = true;
       if (!move_params(F, n, use)) return false;
     }
@@ -930,13 +924,13 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   int np = 0;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
-    int nin = is_alias_op(n->op) || (F->mv[gr->nodes[i]] && n->op != DRK_OP_CONCAT) ? 1 : n->n_inputs;
+    int nin = drk_op_aliases_input(n->op) || (F->mv[gr->nodes[i]] && n->op != DRK_OP_CONCAT) ? 1 : n->n_inputs;
     for (int j = 0; j < nin; j++) {
       const drk_value_t *v = n->inputs[j];
       if (!v || made_in(F, v) || F->param[v->id] || immediate(v)) continue;
       F->param[v->id] = lw_param_buf(c, v, drk_arena_printf(A, "x%d", np++));
     }
-    if (is_alias_op(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
+    if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
   }
   np = 0;
   for (int i = 0; i < gr->n_nodes; i++) {
@@ -984,7 +978,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     const drk_value_t *y = n->outputs[0];
-    if (is_alias_op(n->op)) continue;
+    if (drk_op_aliases_input(n->op)) continue;
     unsigned fl = drk_op_info(n->op)->flags;
     bool ew = (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION;
     if (!ew) anchor_stats(F, n);

@@ -366,14 +366,6 @@ void lw_flat_end(drk_lctx_t *c, lw_flat_t *f) {
 }
 
 /* ---- driver ---- */
-static bool is_alias_op(const drk_node_t *n) {
-  switch (n->op) {
-  case DRK_OP_RESHAPE: case DRK_OP_FLATTEN: case DRK_OP_SQUEEZE: case DRK_OP_UNSQUEEZE: case DRK_OP_IDENTITY:
-    return true;
-  default: return false;
-  }
-}
-
 static bool is_pool(drk_op_t op) {
   return op == DRK_OP_MAX_POOL || op == DRK_OP_AVERAGE_POOL || op == DRK_OP_MAX_POOL_NHWC ||
          op == DRK_OP_AVERAGE_POOL_NHWC || op == DRK_OP_GLOBAL_AVERAGE_POOL ||
@@ -383,7 +375,7 @@ static bool is_pool(drk_op_t op) {
 bool drk_lower_node_supported(const drk_node_t *n, const char **why) {
   const char *w = NULL;
   if (!why) why = &w;
-  if (is_alias_op(n)) return true;
+  if (drk_op_aliases_input(n->op)) return true;
   /* by op before the flags: TopK carries RED, Einsum and ConvTranspose MM */
   if (n->op == DRK_OP_TOP_K) return drk_lower_topk_supported(n, why);
   if (n->op == DRK_OP_EINSUM) return drk_lower_einsum_supported(n, why);
@@ -434,7 +426,7 @@ static bool lower_node(drk_lctx_t *c) {
     return lw_err(c, "%s on %s is not lowered for GPU yet (%s)", drk_op_name(n->op), drk_dtype_name(t), why ? why : "");
   }
   if (!check_static(c)) return false;
-  if (is_alias_op(n)) {
+  if (drk_op_aliases_input(n->op)) {
     lw_alias(c, n->outputs[0], n->inputs[0]);
     return true;
   }

@@ -340,7 +340,6 @@ void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f);
 void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *f);
 void lw_flat_end(drk_lctx_t *c, lw_flat_t *f);
 
-/* ---- schedule (schedule.c) ---- */
 /* Constant parameters of a data-movement node over an input of rank r and dims xd: Transpose
  * perm, Slice starts (clamped as ONNX does) and steps, Pad pads at the beginning of every
  * axis, constant value and mode; other ops: identity values (steps 1). Read with located
@@ -354,6 +353,7 @@ typedef struct lw_move_params {
 } lw_move_params_t;
 bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_t *xd, lw_move_params_t *p);
 
+/* ---- schedule (schedule.c) ---- */
 drk_schedule_t drk_sched_flat(int64_t n);
 drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, power of two) */
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
 #include "passes.h"
 #include "ir/tensor.h"
 
@@ -49,11 +50,6 @@ static bool value_static(const drk_value_t *v) {
   return v && v->shape.rank >= 0 && drk_shape_is_static(&v->shape);
 }
 
-static bool is_view(drk_op_t op) {
-  return op == DRK_OP_RESHAPE || op == DRK_OP_TRANSPOSE || op == DRK_OP_SLICE || op == DRK_OP_SQUEEZE ||
-         op == DRK_OP_UNSQUEEZE || op == DRK_OP_FLATTEN || op == DRK_OP_IDENTITY || op == DRK_OP_EXPAND;
-}
-
 static use_t *compute_uses(const drk_graph_t *g) {
   use_t *u = calloc(g->next_value_id + 1, sizeof *u);
   if (!u) return NULL;
@@ -65,7 +61,7 @@ static use_t *compute_uses(const drk_graph_t *g) {
       if (!v || v->id > g->next_value_id) continue;
       use_t *e = &u[v->id];
       if (!e->n++) e->first = n;
-      if (!((is_view(n->op) && j == 0) || n->op == DRK_OP_MATMUL)) e->other = true;
+      if (!((drk_fusion_attention_view_op(n->op) && j == 0) || n->op == DRK_OP_MATMUL)) e->other = true;
     }
   }
   for (size_t i = 0; i < g->n_outputs; i++)

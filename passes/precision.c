@@ -254,7 +254,6 @@ static uint16_t to_half(drk_dtype_t t, float f) {
   return h;
 }
 
-
 /* An f32 constant that t would destroy: a scalar-like constant (eps, a scale) with a nonzero
  * element that flushes to zero, or a tensor of which more than 1% of the nonzero elements
  * flush (weights drawn near zero always lose a few tiny elements; that is ordinary f16

@@ -271,12 +271,13 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     size_t off;
     int lo, hi;
     bool pow2;
-  } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true},
-              {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false},
-              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false},
-              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false},
-              {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true},
-              {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true}};
+    int stored; /* added to the value when stored: 0 stands for "not pinned" */
+  } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true, 0},
+              {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false, 0},
+              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false, 0},
+              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false, 1},
+              {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
+              {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
   while (*p) {
     size_t len = strcspn(p, ",");
@@ -295,8 +296,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
                keys[i].hi, (int)(len - kl - 1), eq + 1);
       return false;
     }
-    /* mm.persistent=0 must differ from "not pinned" (0) */
-    *(int *)((char *)k + keys[i].off) = (int)v + (keys[i].off == offsetof(drk_sched_knobs_t, mm_persistent));
+    *(int *)((char *)k + keys[i].off) = (int)v + keys[i].stored;
     p += len;
     if (*p == ',') p++;
   }

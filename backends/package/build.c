@@ -212,12 +212,8 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
     ws[i] = (drk_modfile_weight_t){g->consts[i]->name, plan.offset[g->consts[i]->id], plan.size[g->consts[i]->id]};
 
   char hash[72] = "sha256:unknown";
-  if (o->model_hash) {
-    const char *h = o->model_hash(o->model_hash_ctx);
-    if (h) snprintf(hash, sizeof hash, "%s", h);
-  } else if (o->model_bytes) {
-    drk_modfile_sha256_string(o->model_bytes, o->model_size, hash);
-  }
+  const char *mh = o->model_hash ? o->model_hash(o->model_hash_ctx) : NULL;
+  if (mh) snprintf(hash, sizeof hash, "%s", mh);
   drk_modfile_t mf = {
       .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
       .arena_size = plan.arena_size ? plan.arena_size : 256,

@@ -37,10 +37,9 @@ typedef struct drk_build_options {
   drk_build_stop_t stop;
   bool allow_tf32;          /* --matmul-precision=high */
   const char *command_line; /* provenance */
-  const void *model_bytes;  /* provenance hash input (the model file as read); may be NULL */
-  size_t model_size;
-  /* when set, the provenance hash instead: called once the module is packed (it may join a
-   * thread that hashed the model file while the build ran); NULL result: "sha256:unknown" */
+  /* provenance: the model file's hash ("sha256:<hex>", drk_modfile_sha256_string), asked for
+   * once the module is packed (drkc joins a thread that hashed the file while the build
+   * ran); NULL function or result: "sha256:unknown" */
   const char *(*model_hash)(void *ctx);
   void *model_hash_ctx;
   bool verbose;             /* per-kernel register/spill report on stderr */
