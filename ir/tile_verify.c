@@ -51,6 +51,7 @@ static bool is_value(const drk_tile_type_t *t) { /* a scalar or register tile of
 static bool is_ptrish(const drk_tile_type_t *t) { return (t->kind == DRK_TT_SCALAR || t->kind == DRK_TT_TILE) && t->is_ptr; }
 static bool is_mbar(const drk_tile_type_t *t) { return t->kind == DRK_TT_SMEM && t->rank == 0 && t->dtype == DRK_DT_I64; }
 static bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+static int64_t cluster_size(const drk_tile_kernel_t *k) { return k->cluster[0] * k->cluster[1] * k->cluster[2]; }
 
 /* Same kind, shape and layout (dtype may differ). */
 static bool same_frame(const drk_tile_type_t *a, const drk_tile_type_t *b) {
@@ -490,6 +491,8 @@ static void check_op(vctx_t *c, const drk_tile_op_t *op) {
     if (op->n_operands - first != desc->rank) { err(c, op->loc, "'%s' needs %d coordinate(s) for a rank-%d box, got %d", nm, desc->rank, desc->rank, op->n_operands - first); break; }
     for (int i = first; i < op->n_operands; i++)
       if (!is_i32(T(op, i))) { err(c, op->loc, "'%s' coordinates are i32 scalars, got %s", nm, ty(T(op, i))); break; }
+    if (ld && drk_tile_op_attr(op, "multicast") && attr_int(c, op, "multicast", 1, 65535, &v) && v >> cluster_size(c->k))
+      err(c, op->loc, "'tma_load' multicast mask %lld names CTAs outside the kernel's cluster of %lld", (long long)v, (long long)cluster_size(c->k));
     break;
   }
   case DRK_TOP_MBARRIER_INIT:
@@ -503,6 +506,11 @@ static void check_op(vctx_t *c, const drk_tile_op_t *op) {
     if (op->code == DRK_TOP_MBARRIER_INIT) attr_int(c, op, "count", 1, 1023, &v);
     if (op->code == DRK_TOP_MBARRIER_EXPECT_TX) attr_int(c, op, "bytes", 0, (1 << 20) - 1, &v);
     if (op->code == DRK_TOP_MBARRIER_WAIT && !is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_wait' phase parity is an i32, got %s", ty(T(op, 1)));
+    if (op->code != DRK_TOP_MBARRIER_WAIT && op->n_operands > 1) {
+      if (op->code != DRK_TOP_MBARRIER_ARRIVE) err(c, op->loc, "'%s' takes one operand", nm);
+      else if (!is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_arrive' target CTA (its rank in the cluster) is an i32, got %s", ty(T(op, 1)));
+      else if (cluster_size(c->k) < 2) err(c, op->loc, "'mbarrier_arrive' on another CTA needs a kernel with a cluster");
+    }
     break;
   case DRK_TOP_FENCE: attr_ident(c, op, "kind", "proxy_async mbarrier_init"); break;
   case DRK_TOP_LOCAL_ALLOC: {
@@ -613,6 +621,12 @@ static void check_op(vctx_t *c, const drk_tile_op_t *op) {
     if (has_th && attr_int(c, op, "threads", 32, c->k->block, &th) && th % 32)
       err(c, op->loc, "'barrier' threads must be a multiple of 32");
     if (has_th && !has_id) err(c, op->loc, "'barrier' with a thread count needs a named barrier id");
+    if (attr_ident(c, op, "scope", "cta cluster") == 1) { /* every thread of every CTA of the cluster */
+      if (has_id || has_th) err(c, op->loc, "a cluster 'barrier' takes no id or thread count");
+      else if (c->wg) err(c, op->loc, "a cluster 'barrier' must be at the top level, outside warp groups");
+      else if (cluster_size(c->k) < 2) err(c, op->loc, "a cluster 'barrier' needs a kernel with a cluster");
+      break;
+    }
     if (c->ok && c->wg && (!has_id || id == 0 || !has_th))
       err(c, op->loc, "a 'barrier' inside a warp_group needs a named barrier id (1..15) and a thread count");
     break;

@@ -308,6 +308,8 @@ typedef struct ws {
   const mm_t *s;
   ws_batch_t ba, bb;
   int64_t M, batch, BM, BN, BK, ST, NC, SP, NK, KPS, TM, TN;
+  int64_t CL;  /* programs per cluster along M (1 or 2), sharing B by multicast */
+  tv_t *rank; /* CL > 1: the program's rank in its cluster */
   tv_t *da, *db, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
 } ws_t;
@@ -360,11 +362,28 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   tv_t *kk = BIN(MUL, W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp, lw_sci(c, I, W->BK));
   drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->da, ws_index(c, W->sa_t, st), fb, T->arow, kk}, 0, NULL);
   tv_t *sbs = ws_index(c, W->sb_t, st), *kb = BIN(ADD, T->bk0, kk);
-  for (int64_t j = 0; j < W->NC; j++) {
-    tv_t *nj = j ? BIN(ADD, T->n0, lw_sci(c, I, 64 * j)) : T->n0;
-    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->db, ws_index(c, sbs, lw_sci(c, I, j)), fb, kb, nj}, 0, NULL);
+  /* cluster: chunks j = CL i + rank, each multicast to every program of the cluster */
+  for (int64_t i = 0; i < W->NC / W->CL; i++) {
+    tv_t *j = lw_sci(c, I, i), *nj = i ? BIN(ADD, T->n0, lw_sci(c, I, 64 * i)) : T->n0;
+    if (W->CL > 1) {
+      j = BIN(ADD, lw_sci(c, I, W->CL * i), W->rank);
+      nj = BIN(ADD, T->n0, BIN(MUL, j, lw_sci(c, I, 64)));
+    }
+    drk_tile_op_t *ld = drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->db, ws_index(c, sbs, j), fb, kb, nj}, 0, NULL);
+    if (W->CL > 1) drk_tile_op_set_int(c->m, ld, "multicast", (1 << W->CL) - 1);
   }
   drk_tile_build_for_end(&c->b, 0, NULL);
+}
+
+/* A consumer warpgroup is done with ring stage `bar`'s buffers: one arrival on its empty
+ * barrier, in every program of the cluster (each one's producer multicasts into all). */
+static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
+  if (W->CL == 1) {
+    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, st), NULL, 0);
+    return;
+  }
+  for (int64_t r = 0; r < W->CL; r++)
+    drk_tile_build(&c->b, DRK_TOP_MBARRIER_ARRIVE, 2, (tv_t *[]){ws_index(c, W->empty, st), lw_sci(c, DRK_DT_I32, r)}, 0, NULL);
 }
 
 /* Masked store of rows [m0 + 64 h, +64) of the tile from the accumulator layout (through
@@ -418,11 +437,11 @@ static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, d, nh, ts);
   drk_tile_op_set_int(c->m, wt, "pending", WS_PENDING);
   if (WS_PENDING == 0) {
-    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, st), NULL, 0);
+    ws_release(c, W, st);
   } else {
     /* this step's wgmma may still run: release the stage of the step before */
     drk_tile_build_if_begin(&c->b, lw_cmp(c, "gt", k, lw_sci(c, I, 0)), 0, NULL);
-    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, BIN(REM, BIN(ADD, g, lw_sci(c, I, W->ST - 1)), lw_sci(c, I, W->ST))), NULL, 0);
+    ws_release(c, W, BIN(REM, BIN(ADD, g, lw_sci(c, I, W->ST - 1)), lw_sci(c, I, W->ST)));
     drk_tile_build_if_end(&c->b, 0, NULL);
   }
   f = drk_tile_build_for_end(&c->b, nh, wt->results);
@@ -435,7 +454,7 @@ static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   }
   if (persistent) {
     tv_t *last = BIN(SUB, BIN(ADD, g0 ? g0 : lw_sci(c, I, 0), T->nk), lw_sci(c, I, 1));
-    ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, ws_index(c, W->empty, ws_stage(c, W, last)), NULL, 0);
+    ws_release(c, W, ws_stage(c, W, last));
   }
   for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, res[h]);
 }
@@ -457,6 +476,8 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.NK = (s->K + W.BK - 1) / W.BK, W.KPS = (W.NK + W.SP - 1) / W.SP;
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.BN - 1) / W.BN;
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
+  W.CL = S.cluster > 1 && !NP && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
+  S.cluster = (int)W.CL;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
   int64_t big = W.SP * lw_numel(n->outputs[0]);
   int ws = W.SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;
@@ -483,15 +504,22 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   for (int64_t i = 0; i < ST; i++) {
     tv_t *ci = lw_sci(c, I, i);
     ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.full, ci), "count", 1);
-    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.empty, ci), "count", NP ? 1 : 2);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.empty, ci), "count", NP ? 1 : 2 * W.CL);
   }
   for (int64_t i = 0; NP && i < 2; i++) ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.order, lw_sci(c, I, i)), "count", 1);
   drk_tile_op_t *fe = drk_tile_build(&c->b, DRK_TOP_FENCE, 0, NULL, 0, NULL);
   drk_tile_op_set_ident(m, fe, "kind", "mbarrier_init");
-  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+  /* cluster: every program's barriers are initialized before any multicast or remote
+   * arrival reaches them */
+  drk_tile_op_t *sync = drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+  if (W.CL > 1) drk_tile_op_set_ident(m, sync, "scope", "cluster");
 
   tv_t *pid = lw_pid(c, 0);
   if (c->it != I) pid = lw_cast(c, pid, I);
+  if (W.CL > 1) {
+    c->k->cluster[0] = W.CL; /* programs x .. x + CL-1: rows of one N tile */
+    W.rank = BIN(REM, pid, lw_sci(c, I, W.CL));
+  }
   /* tiles of this program (persistent): ceil((tiles - pid) / NP) */
   tv_t *mine = NP ? BIN(DIV, BIN(SUB, lw_sci(c, I, tiles + NP - 1), pid), lw_sci(c, I, NP)) : NULL;
   ws_tile_t T0 = {0};
@@ -534,8 +562,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     }
     drk_tile_build_warp_group_end(&c->b);
   }
+  /* cluster: no program exits while the other one may still arrive on its barriers */
+  if (W.CL > 1) drk_tile_op_set_ident(m, drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL), "scope", "cluster");
   if (NP) lw_kernel_end(c, NP, 1, 1, 12, smem, &S);
-  else lw_kernel_end(c, W.TM, W.TN, batch * W.SP, 12, smem, &S);
+  else lw_kernel_end(c, (W.TM + W.CL - 1) / W.CL * W.CL, W.TN, batch * W.SP, 12, smem, &S);
   if (W.SP > 1) mm_splitk_sum(c, s, ws, W.SP, DRK_DT_F32);
   return true;
 }

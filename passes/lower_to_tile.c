@@ -163,7 +163,7 @@ void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps,
   for (int i = 0; i < 3; i++) {
     c->k->grid[i] = (drk_tile_grid_dim_t){NULL, g[i]};
     c->cur.grid[i] = (uint32_t)g[i];
-    c->cur.cluster[i] = 1;
+    c->cur.cluster[i] = (uint32_t)c->k->cluster[i];
   }
   c->k->block = warps * 32;
   c->k->smem = smem;
@@ -545,6 +545,7 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
     if (s->mma) fprintf(out, ", mma = %s%s", s->mma, s->tf32 ? " (tf32)" : "");
     if (s->split_k > 1) fprintf(out, ", split_k = %d", s->split_k);
     if (s->persistent) fprintf(out, ", persistent = %d", s->persistent);
+    if (s->cluster > 1) fprintf(out, ", cluster = %d", s->cluster);
     fputs("}\n", out);
   }
   for (size_t i = 0; i < l->n_scratch; i++)

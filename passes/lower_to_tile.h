@@ -70,6 +70,7 @@ typedef struct drk_schedule {
   bool tf32;
   int split_k;          /* mm, mm_ws: programs splitting K (grid z = batch * split_k), 0/1: none */
   int persistent;       /* mm_ws: programs of the persistent ping-pong form (at most one per SM), 0: a tile per program */
+  int cluster;          /* mm_ws: programs per cluster along M sharing B's k tiles (TMA multicast), 0/1: none */
 } drk_schedule_t;
 
 typedef struct drk_launch {
@@ -134,7 +135,7 @@ typedef struct drk_lowered {
  *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
  *   flat.move_block 1024..8192     elements per program of flat groups with data movement */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, attn_block_m, flat_move_block;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, attn_block_m, flat_move_block;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a

@@ -262,6 +262,7 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   s.stages = (int)(kn->mm_stages ? kn->mm_stages : st > 6 ? 6 : st);
   s.split_k = best_sp;
   s.persistent = pers ? lw_target_sms(o) : 0;
+  s.cluster = kn->mm_cluster ? kn->mm_cluster : 1;
   return s;
 }
 
@@ -276,6 +277,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
               {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false, 0},
               {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false, 0},
               {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false, 1},
+              {"mm.cluster", offsetof(drk_sched_knobs_t, mm_cluster), 1, 2, false, 0},
               {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
@@ -286,7 +288,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, attn.block_m, flat.move_block)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, attn.block_m, flat.move_block)", (int)len, p);
       return false;
     }
     char *end;

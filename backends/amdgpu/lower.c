@@ -182,6 +182,8 @@ static bool dist_dim(am_lc_t *lc, const drk_tile_layout_t *L, drk_dtype_t dt, in
 
 static bool lower_barrier(am_lc_t *lc, const drk_tile_op_t *op) {
   if (drk_tile_op_attr(op, "id")) return gpu_err(&lc->g, op, "with an id (named barriers do not exist on AMD GPUs)");
+  if (strcmp(drk_tile_op_attr_ident(op, "scope", "cta"), "cta"))
+    return gpu_err(&lc->g, op, "of cluster scope (thread-block clusters do not exist on AMD GPUs)");
   am_barrier(lc);
   return true;
 }

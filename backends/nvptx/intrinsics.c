@@ -292,8 +292,8 @@ void drk_nvptx_fence_mbarrier_init(drk_nvptx_cg_t *cg) {
 
 /* ---- TMA ---- */
 void drk_nvptx_tma_load(drk_nvptx_cg_t *cg, LLVMValueRef dst_smem, LLVMValueRef bar,
-                        LLVMValueRef tmap, LLVMValueRef *coords, unsigned rank) {
-  DRK_ASSERT(rank >= 1 && rank <= 5);
+                        LLVMValueRef tmap, LLVMValueRef *coords, unsigned rank, unsigned multicast) {
+  DRK_ASSERT(rank >= 1 && rank <= 5 && multicast < 65536);
   char name[80];
   snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.%ud", rank);
   LLVMValueRef a[16];
@@ -303,12 +303,16 @@ void drk_nvptx_tma_load(drk_nvptx_cg_t *cg, LLVMValueRef dst_smem, LLVMValueRef 
   a[n++] = bar;
   a[n++] = tmap;
   for (unsigned i = 0; i < rank; i++) a[n++] = coords[i];
-  a[n++] = LLVMConstInt(LLVMInt16TypeInContext(cg->ctx), 0, 0); /* multicast mask */
-  a[n++] = LLVMConstInt(LLVMInt64TypeInContext(cg->ctx), 0, 0); /* cache hint */
-  a[n++] = LLVMConstInt(LLVMInt1TypeInContext(cg->ctx), 0, 0);  /* use mask */
+  a[n++] = LLVMConstInt(LLVMInt16TypeInContext(cg->ctx), multicast, 0); /* multicast mask */
+  a[n++] = LLVMConstInt(LLVMInt64TypeInContext(cg->ctx), 0, 0);         /* cache hint */
+  a[n++] = LLVMConstInt(LLVMInt1TypeInContext(cg->ctx), multicast != 0, 0); /* use mask */
   a[n++] = LLVMConstInt(LLVMInt1TypeInContext(cg->ctx), 0, 0);  /* use hint */
   a[n++] = drk_i32(cg, 0);                                      /* cta_group */
   drk_nvptx_call_intrinsic(cg, name, NULL, 0, a, n);
+}
+void drk_nvptx_cluster_sync(drk_nvptx_cg_t *cg) {
+  drk_nvptx_call_intrinsic(cg, "llvm.nvvm.barrier.cluster.arrive", NULL, 0, NULL, 0);
+  drk_nvptx_call_intrinsic(cg, "llvm.nvvm.barrier.cluster.wait", NULL, 0, NULL, 0);
 }
 void drk_nvptx_tma_store(drk_nvptx_cg_t *cg, LLVMValueRef src_smem, LLVMValueRef tmap,
                          LLVMValueRef *coords, unsigned rank) {

@@ -149,16 +149,21 @@ static bool lower_warp_group(nv_lc_t *lc, const drk_tile_op_t *op) {
   return true;
 }
 
-static bool lower_barrier(nv_lc_t *lc, const drk_tile_op_t *op) {
-  int64_t id = drk_tile_op_attr_int(op, "id", 0), th = drk_tile_op_attr_int(op, "threads", 0);
-  drk_nvptx_bar_sync(lc->cg, (unsigned)id, (unsigned)th);
-  return true;
-}
-
 static bool need_sm(nv_lc_t *lc, const drk_tile_op_t *op, int sm, bool a) {
   const drk_nvptx_arch_t *ar = lc->cg->arch;
   if (ar && ar->sm >= sm && (!a || ar->arch_specific)) return true;
   return gpu_err(&lc->g, op, "for %s (needs sm_%d%s)", ar ? ar->name : "an unknown arch", sm, a ? "a" : "");
+}
+
+static bool lower_barrier(nv_lc_t *lc, const drk_tile_op_t *op) {
+  if (strcmp(drk_tile_op_attr_ident(op, "scope", "cta"), "cluster") == 0) {
+    if (!need_sm(lc, op, 90, false)) return false;
+    drk_nvptx_cluster_sync(lc->cg);
+    return true;
+  }
+  int64_t id = drk_tile_op_attr_int(op, "id", 0), th = drk_tile_op_attr_int(op, "threads", 0);
+  drk_nvptx_bar_sync(lc->cg, (unsigned)id, (unsigned)th);
+  return true;
 }
 
 /* gpu_target_t.lower_op: the ops NVPTX lowers its own way. */

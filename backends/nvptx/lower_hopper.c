@@ -87,7 +87,8 @@ static bool lower_tma(nv_lc_t *lc, const drk_tile_op_t *op) {
   LLVMValueRef tmap = gpu_get(&lc->g, op->operands[0])->r[0], sm = gpu_get(&lc->g, op->operands[1])->r[0];
   LLVMBasicBlockRef j = leader_begin(lc);
   if (ld) {
-    drk_nvptx_tma_load(lc->cg, sm, gpu_get(&lc->g, op->operands[2])->r[0], tmap, co, rank);
+    drk_nvptx_tma_load(lc->cg, sm, gpu_get(&lc->g, op->operands[2])->r[0], tmap, co, rank,
+                       (unsigned)drk_tile_op_attr_int(op, "multicast", 0));
   } else {
     drk_nvptx_tma_store(lc->cg, sm, tmap, co, rank);
     drk_nvptx_bulk_commit(lc->cg);
@@ -121,16 +122,28 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
   }
   case DRK_TOP_MBARRIER_ARRIVE: {
     /* A predicated arrive, not a branch: consumers arrive between wgmmas, and a divergent
-     * path there makes ptxas serialize the wgmma pipeline (C7520). */
-    LLVMValueRef args[2] = {drk_nvptx_tid(cg, 0), gpu_get(&lc->g, op->operands[0])->r[0]};
-    LLVMTypeRef ts[2] = {lc->g.i32, LLVMTypeOf(args[1])};
-    char text[160];
-    snprintf(text, sizeof text,
-             "{\n.reg .pred p;\nsetp.eq.u32 p, $0, %d;\n@p mbarrier.arrive.shared::cta.b64 _, [$1];\n}",
-             lc->first_warp * 32);
-    LLVMTypeRef ft = LLVMFunctionType(lc->g.vd, ts, 2, 0);
-    LLVMValueRef ia = LLVMGetInlineAsm(ft, text, strlen(text), "r,l,~{memory}", 13, 1, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMBuildCall2(lc->g.b, ft, ia, args, 2, "");
+     * path there makes ptxas serialize the wgmma pipeline (C7520). With a target CTA: the
+     * barrier at the same offset in that CTA of the cluster (mapa), release at cluster
+     * scope. */
+    bool remote = op->n_operands > 1;
+    LLVMValueRef args[3] = {drk_nvptx_tid(cg, 0), gpu_get(&lc->g, op->operands[0])->r[0],
+                            remote ? scalar_i32(lc, op->operands[1]) : NULL};
+    LLVMTypeRef ts[3] = {lc->g.i32, LLVMTypeOf(args[1]), lc->g.i32};
+    char text[256];
+    if (remote)
+      snprintf(text, sizeof text,
+               "{\n.reg .pred p;\n.reg .b64 ra;\nsetp.eq.u32 p, $0, %d;\nmapa.shared::cluster.u64 ra, $1, $2;\n"
+               "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}",
+               lc->first_warp * 32);
+    else
+      snprintf(text, sizeof text,
+               "{\n.reg .pred p;\nsetp.eq.u32 p, $0, %d;\n@p mbarrier.arrive.shared::cta.b64 _, [$1];\n}",
+               lc->first_warp * 32);
+    const char *cons = remote ? "r,l,r,~{memory}" : "r,l,~{memory}";
+    unsigned na = remote ? 3 : 2;
+    LLVMTypeRef ft = LLVMFunctionType(lc->g.vd, ts, na, 0);
+    LLVMValueRef ia = LLVMGetInlineAsm(ft, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMBuildCall2(lc->g.b, ft, ia, args, na, "");
     return true;
   }
   case DRK_TOP_MBARRIER_INIT:

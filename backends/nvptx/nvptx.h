@@ -192,9 +192,14 @@ void drk_nvptx_mbarrier_wait_parity(drk_nvptx_cg_t *cg, LLVMValueRef bar, LLVMVa
 void drk_nvptx_fence_mbarrier_init(drk_nvptx_cg_t *cg);
 
 /* TMA (sm_90): cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier
- * global -> shared; tmap is the grid-constant param; coords are i32, rank 1..5. */
+ * global -> shared; tmap is the grid-constant param; coords are i32, rank 1..5. multicast:
+ * 0, or the mask of the cluster's CTAs that each get the box at dst_smem's offset, with
+ * complete_tx on the mbarrier at bar's offset in each of them (.multicast::cluster). */
 void drk_nvptx_tma_load(drk_nvptx_cg_t *cg, LLVMValueRef dst_smem, LLVMValueRef bar,
-                        LLVMValueRef tmap, LLVMValueRef *coords, unsigned rank);
+                        LLVMValueRef tmap, LLVMValueRef *coords, unsigned rank, unsigned multicast);
+/* barrier.cluster.arrive (release) then barrier.cluster.wait (acquire): every thread of
+ * every CTA of the cluster. */
+void drk_nvptx_cluster_sync(drk_nvptx_cg_t *cg);
 /* shared -> global, then bulk_group commit/wait via the two helpers below. */
 void drk_nvptx_tma_store(drk_nvptx_cg_t *cg, LLVMValueRef src_smem, LLVMValueRef tmap,
                          LLVMValueRef *coords, unsigned rank);

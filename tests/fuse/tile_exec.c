@@ -589,7 +589,7 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
     if (!strcmp(drk_tile_op_attr_ident(op, "kind", ""), "proxy_async")) return;
     break;
   case DRK_TOP_BARRIER:
-    if (drk_tile_op_attr(op, "id")) break; /* named barriers: warp groups, not executed */
+    if (drk_tile_op_attr(op, "id") || drk_tile_op_attr(op, "scope")) break; /* named or cluster barriers: not executed */
     e->epoch++;
     return;
   case DRK_TOP_YIELD: case DRK_TOP_RETURN:

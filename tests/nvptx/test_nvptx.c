@@ -197,8 +197,8 @@ static void build_hopper(kmod_t *k) {
   drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, i32c(k, 4096));
   LLVMValueRef coords[2] = {i32c(k, 0), LLVMBuildMul(cg->b, drk_nvptx_ctaid(cg, 0), i32c(k, 64), "")};
   LLVMValueRef boff = i32c(k, 2048);
-  drk_nvptx_tma_load(cg, dsm, bar, LLVMGetParam(fn, 0), coords, 2);
-  drk_nvptx_tma_load(cg, LLVMBuildGEP2(cg->b, i8, dsm, &boff, 1, ""), bar, LLVMGetParam(fn, 1), coords, 2);
+  drk_nvptx_tma_load(cg, dsm, bar, LLVMGetParam(fn, 0), coords, 2, 0);
+  drk_nvptx_tma_load(cg, LLVMBuildGEP2(cg->b, i8, dsm, &boff, 1, ""), bar, LLVMGetParam(fn, 1), coords, 2, 0);
   LLVMBuildBr(cg->b, join);
   LLVMPositionBuilderAtEnd(cg->b, join);
   drk_nvptx_bar_sync(cg, 0, 0);
@@ -364,7 +364,7 @@ static void build_tma_copy(kmod_t *k) {
   drk_nvptx_mbarrier_init(cg, bar, i32c(k, 1));
   drk_nvptx_fence_mbarrier_init(cg);
   drk_nvptx_mbarrier_arrive_expect_tx(cg, bar, i32c(k, 512));
-  drk_nvptx_tma_load(cg, sm, bar, LLVMGetParam(fn, 0), coords, 2);
+  drk_nvptx_tma_load(cg, sm, bar, LLVMGetParam(fn, 0), coords, 2, 0);
   LLVMBuildBr(cg->b, join);
   LLVMPositionBuilderAtEnd(cg->b, join);
   drk_nvptx_bar_sync(cg, 0, 0);
