@@ -284,6 +284,13 @@ static void ws_wait(drk_lctx_t *c, tv_t *bar, tv_t *parity) {
   drk_tile_build(&c->b, DRK_TOP_MBARRIER_WAIT, 2, (tv_t *[]){bar, parity}, 0, NULL);
 }
 
+/* named barrier `id` of `threads` threads (inside warp groups) */
+static void ws_bar(drk_lctx_t *c, int id, int threads) {
+  drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+  drk_tile_op_set_int(c->m, op, "id", id);
+  drk_tile_op_set_int(c->m, op, "threads", threads);
+}
+
 static void ws_setmaxnreg(drk_lctx_t *c, int regs, const char *action) {
   drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_SETMAXNREG, 0, NULL, 0, NULL);
   drk_tile_op_set_int(c->m, op, "regs", regs);
@@ -309,6 +316,7 @@ typedef struct ws {
   ws_batch_t ba, bb;
   int64_t M, batch, BM, BN, BK, ST, NC, SP, NK, KPS, TM, TN;
   int64_t CL;  /* programs per cluster along M (1 or 2), sharing B by multicast */
+  bool staged; /* the epilogue reads the tile back from shared memory in rows of 16 bytes */
   tv_t *rank; /* CL > 1: the program's rank in its cluster */
   tv_t *da, *db, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
@@ -387,10 +395,27 @@ static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
 }
 
 /* Masked store of rows [m0 + 64 h, +64) of the tile from the accumulator layout (through
- * the fused epilogue, if any). */
+ * the fused epilogue, if any). Staged (a tile per program, no split-K): the tile, rounded to
+ * the output dtype (the MatMul result the epilogue reads), goes through shared memory into a
+ * layout where each thread holds 8 consecutive columns, so the epilogue's loads and the
+ * stores are 16 bytes wide instead of the accumulator layout's 4 (whose 8-row x 16-byte
+ * store per instruction throttled the LSU: H200, Nsight Compute, 2048x5632x2048). Both
+ * consumer warpgroups first wait for each other (named barrier 1): the ring is free then
+ * (every stage consumed, no wgmma in flight) and holds the two 64 x BN staging buffers. */
 static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv_t *res) {
   drk_tile_module_t *m = c->m;
   const int64_t BN = W->BN, M = W->M, N = W->s->N;
+  if (W->staged) {
+    ws_bar(c, 1, 256);
+    drk_tile_type_t bt = drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, BN}, drk_tile_layout_shared(m, 128, 2, (int[]){1, 0}));
+    tv_t *buf = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, bt);
+    drk_tile_op_set_int(m, buf->def, "offset", h * 64 * BN * (drk_dtype_bits(W->s->t) / 8));
+    drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){buf, lw_cast(c, res, W->s->t)}, 0, NULL);
+    ws_bar(c, 2 + h, 128);
+    int tc = (int)(BN / 8 < 32 ? BN / 8 : 32);
+    const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
+    res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &buf, drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, BN}, L));
+  }
   const drk_tile_layout_t *acc_l = res->type.layout;
   const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
   tv_t *mw = lw_cast(c, BIN(ADD, T->m0, lw_sci(c, DRK_DT_I32, 64 * h)), c->it), *nw = lw_cast(c, T->n0, c->it);
@@ -477,6 +502,8 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.BN - 1) / W.BN;
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
   W.CL = S.cluster > 1 && !NP && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
+  W.staged = !NP && W.SP == 1 && S.staged;
+  S.staged = W.staged;
   S.cluster = (int)W.CL;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
   int64_t big = W.SP * lw_numel(n->outputs[0]);
@@ -504,9 +531,9 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   for (int64_t i = 0; i < ST; i++) {
     tv_t *ci = lw_sci(c, I, i);
     ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.full, ci), "count", 1);
-    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.empty, ci), "count", NP ? 1 : 2 * W.CL);
+    ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.empty, ci), "count", NP && !S.coop ? 1 : 2 * W.CL);
   }
-  for (int64_t i = 0; NP && i < 2; i++) ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.order, lw_sci(c, I, i)), "count", 1);
+  for (int64_t i = 0; NP && !S.coop && i < 2; i++) ws_op1(c, DRK_TOP_MBARRIER_INIT, ws_index(c, W.order, lw_sci(c, I, i)), "count", 1);
   drk_tile_op_t *fe = drk_tile_build(&c->b, DRK_TOP_FENCE, 0, NULL, 0, NULL);
   drk_tile_op_set_ident(m, fe, "kind", "mbarrier_init");
   /* cluster: every program's barriers are initialized before any multicast or remote
@@ -547,7 +574,14 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   for (int w = 0; w < 2; w++) {
     drk_tile_build_warp_group_begin(&c->b, "consumer", 4 + 4 * w, 4);
     ws_setmaxnreg(c, 232, "inc");
-    if (NP) {
+    if (NP && S.coop) {
+      /* cooperative: every tile of the program, rows [64 w, +64) of each */
+      drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), mine, lw_sci(c, I, 1), 0, NULL);
+      tv_t *j = f->regions[0]->args[0];
+      ws_tile_t T = ws_tile_at(c, &W, BIN(ADD, pid, BIN(MUL, j, lw_sci(c, I, NP))));
+      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), w, 1, NULL, true);
+      drk_tile_build_for_end(&c->b, 0, NULL);
+    } else if (NP) {
       drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, w), mine, lw_sci(c, I, 2), 0, NULL);
       tv_t *j = f->regions[0]->args[0];
       /* turn i = j / 2 of warpgroup w: wait for the other one's turn before (w 0: i - 1) */

@@ -544,8 +544,9 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
     if (s->tile_m) fprintf(out, ", tile = [%d, %d, %d], stages = %d", s->tile_m, s->tile_n, s->tile_k, s->stages);
     if (s->mma) fprintf(out, ", mma = %s%s", s->mma, s->tf32 ? " (tf32)" : "");
     if (s->split_k > 1) fprintf(out, ", split_k = %d", s->split_k);
-    if (s->persistent) fprintf(out, ", persistent = %d", s->persistent);
+    if (s->persistent) fprintf(out, ", persistent = %d%s", s->persistent, s->coop ? " (cooperative)" : "");
     if (s->cluster > 1) fprintf(out, ", cluster = %d", s->cluster);
+    if (s->staged) fprintf(out, ", staged");
     fputs("}\n", out);
   }
   for (size_t i = 0; i < l->n_scratch; i++)

@@ -69,7 +69,9 @@ typedef struct drk_schedule {
   const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;
   int split_k;          /* mm, mm_ws: programs splitting K (grid z = batch * split_k), 0/1: none */
-  int persistent;       /* mm_ws: programs of the persistent ping-pong form (at most one per SM), 0: a tile per program */
+  int persistent;       /* mm_ws: programs of a persistent form (at most one per SM), 0: a tile per program */
+  bool coop;            /* mm_ws persistent: both consumer warpgroups on every tile (else ping-pong) */
+  bool staged;          /* mm_ws, a tile per program without split-K: the epilogue reads the tile back from shared memory, 16 bytes per thread and row */
   int cluster;          /* mm_ws: programs per cluster along M sharing B's k tiles (TMA multicast), 0/1: none */
 } drk_schedule_t;
 
@@ -130,12 +132,17 @@ typedef struct drk_lowered {
  *   mm.tile_n     64 | 128 | 256   N tile of the sm_90a TMA + wgmma matmul kernel
  *   mm.split_k    1..16            split-K of matmul kernels (1: none)
  *   mm.stages     2..8             ring stages of the sm_90a matmul kernel
- *   mm.persistent 0 | 1            sm_90a matmul: a tile per program (0) or persistent
- *                                  ping-pong (1); stored as value + 1
+ *   mm.persistent 0 | 1 | 2        sm_90a matmul: a tile per program (0), persistent
+ *                                  ping-pong (1) or persistent cooperative (2); stored as
+ *                                  value + 1
+ *   mm.cluster    1 | 2            sm_90a matmul: programs per cluster along M sharing B by
+ *                                  TMA multicast (1: none)
+ *   mm.staged     0 | 1            sm_90a matmul: epilogue from the accumulator registers (0)
+ *                                  or staged through shared memory (1); stored as value + 1
  *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
  *   flat.move_block 1024..8192     elements per program of flat groups with data movement */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, attn_block_m, flat_move_block;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, attn_block_m, flat_move_block;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a

@@ -240,15 +240,17 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
    * large part of a tile's time and the other warpgroup's MMAs hide it (H200: LLaMA's gate
    * projection with SiLU 102 -> 93 us; no gain without an epilogue or with long K) */
   int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128) * nb;
+  bool coop = kn->mm_persistent == 3;
   bool pers = kn->mm_persistent ? kn->mm_persistent == 2
                                 : epilogue && !kn->mm_split_k && kn->mm_tile_n <= 128 &&
                                       tiles128 >= 2 * lw_target_sms(o) && nk <= 48;
   for (int i = 0; i < 3; i++) {
-    if (pers && bns[i] > 128) continue; /* 2 x 64 x BN accumulators per thread */
+    if (pers && bns[i] > 128) continue; /* ping-pong: 2 x 64 x BN accumulators per thread */
     if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;
     for (int sp = 1; sp <= 16; sp++) {
-      if (pers && sp > 1) continue;
-      if (kn->mm_split_k ? sp != kn->mm_split_k : sp > 1 && (nk / sp < 4 || nb * sp > 65535)) continue;
+      if ((pers || coop) ? sp > 1 /* a pinned split is ignored */
+                         : kn->mm_split_k ? sp != kn->mm_split_k : sp > 1 && (nk / sp < 4 || nb * sp > 65535))
+        continue;
       double c = ws_cost(M, N, K, nb, bns[i], sp);
       if (best == 0 || c < best) best = c, best_bn = bns[i], best_sp = sp;
     }
@@ -261,8 +263,10 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   int64_t stage = (int64_t)(s.tile_m + s.tile_n) * s.tile_k * 2, st = (200 * 1024) / stage;
   s.stages = (int)(kn->mm_stages ? kn->mm_stages : st > 6 ? 6 : st);
   s.split_k = best_sp;
-  s.persistent = pers ? lw_target_sms(o) : 0;
+  s.persistent = pers || coop ? lw_target_sms(o) : 0;
+  s.coop = coop;
   s.cluster = kn->mm_cluster ? kn->mm_cluster : 1;
+  s.staged = kn->mm_staged ? kn->mm_staged == 2 : true;
   return s;
 }
 
@@ -276,8 +280,9 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
   } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true, 0},
               {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false, 0},
               {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false, 0},
-              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 1, false, 1},
+              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 2, false, 1},
               {"mm.cluster", offsetof(drk_sched_knobs_t, mm_cluster), 1, 2, false, 0},
+              {"mm.staged", offsetof(drk_sched_knobs_t, mm_staged), 0, 1, false, 1},
               {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
@@ -288,7 +293,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, attn.block_m, flat.move_block)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, attn.block_m, flat.move_block)", (int)len, p);
       return false;
     }
     char *end;

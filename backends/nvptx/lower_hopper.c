@@ -123,8 +123,9 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_MBARRIER_ARRIVE: {
     /* A predicated arrive, not a branch: consumers arrive between wgmmas, and a divergent
      * path there makes ptxas serialize the wgmma pipeline (C7520). With a target CTA: the
-     * barrier at the same offset in that CTA of the cluster (mapa), release at cluster
-     * scope. */
+     * barrier at the same offset in that CTA of the cluster (mapa), with the default
+     * semantics (release at CTA scope) as CUTLASS's ClusterBarrier::arrive: the reads it
+     * releases are wgmma operand reads that a wgmma wait has already completed. */
     bool remote = op->n_operands > 1;
     LLVMValueRef args[3] = {drk_nvptx_tid(cg, 0), gpu_get(&lc->g, op->operands[0])->r[0],
                             remote ? scalar_i32(lc, op->operands[1]) : NULL};
@@ -133,7 +134,7 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
     if (remote)
       snprintf(text, sizeof text,
                "{\n.reg .pred p;\n.reg .b64 ra;\nsetp.eq.u32 p, $0, %d;\nmapa.shared::cluster.u64 ra, $1, $2;\n"
-               "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}",
+               "@p mbarrier.arrive.shared::cluster.b64 _, [ra];\n}",
                lc->first_warp * 32);
     else
       snprintf(text, sizeof text,

@@ -69,7 +69,14 @@ expect schedule-pinned 0 'launch @k0_MatMul .* grid\(2, 2, 2\)' -- "$W/mm.drkg" 
 # persistent ping-pong: one program per tile here (8 tiles of 128x64 < 132 SMs), the form in the schedule
 expect schedule-persistent 0 'tile = \[128, 64, 64\].*persistent = 132\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
 expect schedule-persistent-grid 0 'launch @k0_MatMul .* grid\(8, 1, 1\) block\(384\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
-expect schedule-persistent-bad 2 "--schedule: mm.persistent: 0..1, not '2'" -- "$W/mm.drkg" --schedule=mm.persistent=2
+expect schedule-persistent-bad 2 "--schedule: mm.persistent: 0..2, not '3'" -- "$W/mm.drkg" --schedule=mm.persistent=3
+expect schedule-cooperative 0 'tile = \[128, 128, 64\].*persistent = 132 \(cooperative\)\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=2,mm.tile_n=128
+# two programs along M per cluster (4 x 128-row tiles here), B multicast; the staged epilogue is the default
+expect schedule-cluster 0 'grid\(2, 2, 1\) block\(384\) cluster\(2, 1, 1\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.cluster=2,mm.tile_n=128
+expect schedule-cluster-multicast 0 'tma_load .*\{multicast = 3\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.cluster=2,mm.tile_n=128
+expect schedule-cluster-ptx 0 'multicast::cluster' -- "$W/mm.drkg" --target=sm_90a --emit=ptx --schedule=mm.cluster=2,mm.tile_n=128
+expect schedule-staged 0 'mma = wgmma, staged\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128
+expect schedule-unstaged 0 'mma = wgmma\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128,mm.staged=0
 expect schedule-move-block-bad 2 "--schedule: flat.move_block: a power of two in 1024..8192, not '1000'" -- "$W/mm.drkg" --schedule=flat.move_block=1000
 expect layout-bad 2 "--layout: auto, nchw or nhwc, not 'nhcw'" -- "$W/conv.drkg" --layout=nhcw
 expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layout

@@ -306,9 +306,19 @@ static int run_schedule(void) {
   opp.knobs = (drk_sched_knobs_t){0};
   drk_sched_knobs_parse("mm.persistent=0", &opp.knobs, err, sizeof err);
   if (drk_sched_mm_ws(2048, 5632, 2048, 1, DRK_DT_F16, &opp, true).persistent) fprintf(stderr, "FAIL schedule: mm.persistent=0 ignored\n"), bad++;
+  /* cooperative persistent (any BN, no split-K); clusters; the staged epilogue (default on) */
+  opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("mm.persistent=2,mm.tile_n=256,mm.split_k=2,mm.cluster=2,mm.staged=0", &opp.knobs, err, sizeof err))
+    fprintf(stderr, "FAIL schedule: knobs rejected: %s\n", err), bad++;
+  s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &opp, false);
+  if (s.persistent != 132 || !s.coop || s.tile_n != 256 || s.split_k != 1 || s.cluster != 2 || s.staged)
+    fprintf(stderr, "FAIL schedule: cooperative %d/%d BN %d split %d cluster %d staged %d\n", s.persistent, s.coop, s.tile_n,
+            s.split_k, s.cluster, s.staged), bad++;
+  s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o, false);
+  if (!s.staged || s.cluster != 1 || s.coop) fprintf(stderr, "FAIL schedule: default staged %d cluster %d coop %d\n", s.staged, s.cluster, s.coop), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
-                                      "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=2", "flat.move_block=1000",
-                                      "flat.move_block=512"};
+                                      "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=3", "flat.move_block=1000",
+                                      "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;
