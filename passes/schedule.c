@@ -235,15 +235,12 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   static const int bns[] = {128, 256, 64};
   double best = 0;
   int best_bn = 128, best_sp = 1;
-  /* persistent ping-pong: pinned, or by default for a fused epilogue on a grid of at least
-   * two 128 x 128 tiles per SM and short K (at most 48 k tiles), where the epilogue is a
-   * large part of a tile's time and the other warpgroup's MMAs hide it (H200: LLaMA's gate
-   * projection with SiLU 102 -> 93 us; no gain without an epilogue or with long K) */
-  int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128) * nb;
-  bool coop = kn->mm_persistent == 3;
-  bool pers = kn->mm_persistent ? kn->mm_persistent == 2
-                                : epilogue && !kn->mm_split_k && kn->mm_tile_n <= 128 &&
-                                      tiles128 >= 2 * lw_target_sms(o) && nk <= 48;
+  /* the persistent forms only when pinned: ping-pong (mm.persistent=1) used to be the default
+   * for fused epilogues on big short-K grids (LLaMA's gate with SiLU 102 -> 93 us), until the
+   * staged epilogue of the one-tile form beat it on every shape of the sweep (H200,
+   * tests/bench/results/2026-11-30-h200-mm-staged.md: 2048x5632x2048 85.8 us vs 90.6
+   * ping-pong); cooperative (mm.persistent=2) never won there */
+  bool coop = kn->mm_persistent == 3, pers = kn->mm_persistent == 2;
   for (int i = 0; i < 3; i++) {
     if (pers && bns[i] > 128) continue; /* ping-pong: 2 x 64 x BN accumulators per thread */
     if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;
