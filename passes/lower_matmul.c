@@ -216,10 +216,17 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
  * M belong to the next batch and only reach masked-off output rows; B needs K % 64 == 0
  * when batched).
  *
- * Two forms (schedule `persistent`):
+ * Three forms (schedule `persistent`, `coop`):
  * - one tile per program (grid: M tiles x N tiles x batch * split-K): both consumers work
  *   on the tile, rows [0, 64) and [64, 128), and release each stage together (empty[s]
- *   counts 2 arrivals);
+ *   counts 2 arrivals). Without split-K the epilogue is staged (ws_store). Optionally
+ *   clusters of CL = 2 programs along M (grid x rounded up to even): program x loads its A
+ *   and B's chunks j = 2 i + rank, multicast to both; each consumer releases the stage in
+ *   both programs (empty[s] counts 2 CL arrivals); cluster barriers after the mbarrier init
+ *   (no multicast or remote arrival reaches an uninitialized barrier) and before the exit
+ *   (none reaches a finished program);
+ * - persistent cooperative (no split-K): one program per SM walks the tiles t = pid, pid +
+ *   programs, ..., both consumers on every tile as in the one-tile form;
  * - persistent ping-pong (no split-K): one program per SM walks the tiles t = pid, pid +
  *   programs, ...; the producer streams their k steps through the ring without a break and
  *   the consumers take whole tiles in turn (warpgroup w the program's tiles w, w + 2, ...;
