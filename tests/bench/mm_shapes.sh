@@ -2,7 +2,8 @@
 # Compiles the matmul shapes of the generated full models (tests/models/gen_full_models.py,
 # batch 1) as one-MatMul modules for bench_kernels' shape sweep (DIR/mm_*.drkm), each under the
 # default schedule and under the pinned schedules of SCHEDULES (drkc --schedule=...), so one
-# GPU run compares drkc's heuristic, its alternatives and cuBLAS on every shape.
+# GPU run compares drkc's heuristic, its alternatives and cuBLAS on every shape; OUTDIR also
+# gets bench_kernels' own modules, so `bench_kernels OUTDIR` runs as it is.
 #   usage: mm_shapes.sh DRKC OUTDIR [TARGET]      (TARGET default sm_90a)
 #   SHAPES="M,N,K ..." and SCHEDULES="tag=knobs ..." override the lists below.
 set -euo pipefail
@@ -27,4 +28,9 @@ EOG
   done
   rm -f "$g"
 done
+# bench_kernels DIR needs its own modules next to the sweep (Add, the 4096³ matmuls, the
+# mma.sync ones for sm_90 without the 'a')
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+for k in add_bf16 matmul_bf16 matmul_f16; do "$DRKC" "$SRC/tests/bench/$k.drkg" --target="$TARGET" -o "$OUT/$k.drkm"; done
+for k in matmul_bf16 matmul_f16; do "$DRKC" "$SRC/tests/bench/$k.drkg" --target=sm_90 -o "$OUT/${k}_mma.drkm"; done
 echo "mm_shapes: $(ls "$OUT"/mm_*.drkm | wc -l) modules in $OUT"
