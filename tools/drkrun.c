@@ -186,8 +186,9 @@ static int list_module(const char *path) {
   }
   for (uint32_t i = 0; i < mf->n_kernels; i++) {
     const drk_modfile_kernel_t *k = &mf->kernels[i];
-    printf("  kernel %u: %s grid(%u,%u,%u) block(%u) smem %u, %u params\n", i, k->name, k->grid[0], k->grid[1],
-           k->grid[2], k->block[0], k->dyn_smem, k->n_params);
+    printf("  kernel %u: %s grid(%u,%u,%u) block(%u)", i, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0]);
+    if (k->cluster[0]) printf(" cluster(%u,%u,%u)", k->cluster[0], k->cluster[1], k->cluster[2]);
+    printf(" smem %u, %u params\n", k->dyn_smem, k->n_params);
     for (uint32_t j = 0; j < k->n_params; j++) {
       if (k->params[j].kind != DRK_MODFILE_PARAM_TMA) continue;
       const drk_modfile_tma_t *t = &mf->tmas[k->params[j].tma];
