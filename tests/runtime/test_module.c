@@ -246,6 +246,22 @@ int main(int argc, char **argv) {
   char err[1024];
   /* checksums against their published check values */
   CHECK(drk_modfile_crc32(0, "123456789", 9) == 0xCBF43926u);
+  {
+    /* the 8-bytes-a-step path (4 KB and up) against the bytewise one, any length and offset,
+     * chained across calls */
+    enum { BIG = 3 * 4096 + 77 };
+    static uint8_t buf[BIG];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < BIG; i++) x = x * 1103515245u + 12345u, buf[i] = (uint8_t)(x >> 16);
+    for (size_t off = 0; off < 9; off++)
+      for (size_t len = 4090; len + off <= BIG; len += 1531) {
+        uint32_t ref = 0;
+        for (size_t i = 0; i < len; i++) ref = drk_modfile_crc32(ref, buf + off + i, 1);
+        CHECK(drk_modfile_crc32(0, buf + off, len) == ref);
+        CHECK(drk_modfile_crc32(drk_modfile_crc32(0, buf + off, 5000 < len ? 5000 : len / 2),
+                                buf + off + (5000 < len ? 5000 : len / 2), len - (5000 < len ? 5000 : len / 2)) == ref);
+      }
+  }
   char hash[72];
   drk_modfile_sha256_string("abc", 3, hash);
   CHECK(!strcmp(hash, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
