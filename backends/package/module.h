@@ -24,6 +24,7 @@
 #ifndef DRK_MODULE_H
 #define DRK_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,6 +244,9 @@ void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *
 /* CRC-32 (IEEE 802.3, as zlib's crc32) and SHA-256 used by the format and provenance. */
 uint32_t drk_modfile_crc32(uint32_t crc, const void *data, size_t n);
 void drk_modfile_sha256(const void *data, size_t n, uint8_t out_digest[32]);
+/* The same with a choice of implementation (portable: never the x86 SHA extensions), for
+ * tests comparing the two. */
+void drk_modfile_sha256_impl(const void *data, size_t n, uint8_t out_digest[32], bool portable);
 /* Writes "sha256:<hex>" for data into buf (needs 72 bytes). */
 void drk_modfile_sha256_string(const void *data, size_t n, char buf[72]);
 

@@ -267,6 +267,22 @@ int main(int argc, char **argv) {
   CHECK(!strcmp(hash, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
   drk_modfile_sha256_string("", 0, hash);
   CHECK(!strcmp(hash, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+  {
+    /* the x86 SHA extensions (where this CPU has them) against the portable rounds, lengths
+     * around the block and padding edges */
+    static uint8_t buf[1000];
+    uint32_t x = 777;
+    for (size_t i = 0; i < sizeof buf; i++) x = x * 1103515245u + 12345u, buf[i] = (uint8_t)(x >> 16);
+    for (size_t len = 0; len <= sizeof buf; len += len < 130 ? 1 : 97) {
+      uint8_t a[32], b[32];
+      drk_modfile_sha256_impl(buf, len, a, false);
+      drk_modfile_sha256_impl(buf, len, b, true);
+      CHECK(!memcmp(a, b, 32));
+    }
+    uint8_t d[32];
+    drk_modfile_sha256_impl("abc", 3, d, true);
+    CHECK(d[0] == 0xba && d[31] == 0xad);
+  }
 
   test_module_t t;
   test_module_init(&t, 0, 64 * 1024);
