@@ -4,16 +4,16 @@
  * are known before anything is evaluated; nodes in topological order.
  * Guarantees: every live node whose inputs are all constants and whose results are static
  * and small (<= max_elems elements each), or that only selects elements of a constant it
- * alone reads into a result no larger (Slice, Reshape, Transpose and kin), is evaluated with the reference interpreter and
- * its results replaced, in every use and in g->outputs, by new constants that keep the
- * replaced values' names; Shape/Size of statically shaped values, and Gather/Slice picking
- * static dims out of a Shape, become constants too; the shape input of Reshape, Expand,
- * Tile and ConstantOfShape becomes a constant when the inferred result shape allows it
- * (Reshape: 0 copies an input dim, one -1 stands for the remaining extent), which leaves
- * exporter shape chains (Shape -> Gather -> Unsqueeze -> Concat) unused. Folded nodes are
- * marked dead; drk_pass_eliminate_dead() removes them and the unused chains. Nothing is
- * folded that the interpreter cannot evaluate: those nodes stay, silently (their error, if
- * any, is the runtime's to report with real inputs). */
+ * alone reads into a result no larger (Slice, Reshape, Transpose and kin), is evaluated
+ * with the reference interpreter and its results replaced, in every use and in g->outputs,
+ * by new constants that keep the replaced values' names; Shape/Size of statically shaped
+ * values, and Gather/Slice picking static dims out of a Shape, become constants too; the
+ * shape input of Reshape, Expand, Tile and ConstantOfShape becomes a constant when the
+ * inferred result shape allows it (Reshape: 0 copies an input dim, one -1 stands for the
+ * remaining extent), which leaves exporter shape chains (Shape -> Gather -> Unsqueeze ->
+ * Concat) unused. Folded nodes are marked dead; drk_pass_eliminate_dead() removes them and
+ * the unused chains. Nothing is folded that the interpreter cannot evaluate: those nodes
+ * stay, silently (their error, if any, is the runtime's to report with real inputs). */
 #include "passes/passes.h"
 
 #include <stdlib.h>

@@ -163,7 +163,6 @@ void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps,
   for (int i = 0; i < 3; i++) {
     c->k->grid[i] = (drk_tile_grid_dim_t){NULL, g[i]};
     c->cur.grid[i] = (uint32_t)g[i];
-    c->cur.cluster[i] = (uint32_t)c->k->cluster[i];
   }
   c->k->block = warps * 32;
   c->k->smem = smem;

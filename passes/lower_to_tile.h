@@ -81,7 +81,6 @@ typedef struct drk_launch {
   uint32_t grid[3];
   uint32_t block;      /* threads per program */
   uint32_t smem_bytes; /* dynamic shared memory */
-  uint32_t cluster[3];
   int n_args;
   drk_larg_t *args; /* in kernel parameter order */
   drk_schedule_t sched;

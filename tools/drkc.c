@@ -445,7 +445,7 @@ static int write_result(const options_t *o, const void *data, size_t size, bool 
 typedef struct hash_job {
   const char *path;
   pthread_t thread;
-  bool started, joined, ok;
+  bool started, done, ok; /* done: hashed here or the thread joined */
   char hash[72];
 } hash_job_t;
 
@@ -464,8 +464,8 @@ static void *hash_main(void *p) {
 /* drk_build_options_t.model_hash: the thread's result (joined once) */
 static const char *hash_join(void *p) {
   hash_job_t *h = p;
-  if (h->started && !h->joined) h->joined = pthread_join(h->thread, NULL) == 0;
-  return h->joined && h->ok ? h->hash : NULL;
+  if (h->started && !h->done) h->done = pthread_join(h->thread, NULL) == 0;
+  return h->done && h->ok ? h->hash : NULL;
 }
 
 static int compile(const options_t *o) {
@@ -517,7 +517,7 @@ static int compile(const options_t *o) {
   } else {
     hash_job_t hj = {.path = o->input};
     hj.started = pthread_create(&hj.thread, NULL, hash_main, &hj) == 0;
-    if (!hj.started) hash_main(&hj); /* no thread: hash here */
+    if (!hj.started) hash_main(&hj), hj.done = true; /* no thread: hash here */
     drk_build_options_t bo = {
         .targets = o->targets,
         .stop = (drk_build_stop_t)emit_kinds[k].stop,

@@ -56,9 +56,8 @@ bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t
   snprintf(for_arch, sizeof for_arch, " for %s", arch);
   /* --split-compile=0: ptxas optimizes on every CPU (the full LLaMA decoder's 84 kernels on
    * 2 busy cores: 13.7 -> 10.2 s, 8.4 s with 4 threads; same -v report, one block per
-   * kernel). A ptxas that fails with
-   * it (an older one does not know the option) runs again without it, and that run's errors
-   * are the ones reported. */
+   * kernel). A ptxas that fails with it (an older one does not know the option) runs again
+   * without it, and that run's errors are the ones reported. */
   const char *const split[] = {arch_opt, "-O3", "-v", "--split-compile=0", NULL}, *const plain[] = {arch_opt, "-O3", "-v", NULL};
   drk_subprocess_tool_t tool = {exe, "ptxas", "ptxas", ".cubin", "cubin", for_arch, split};
   drk_diag_t quiet;

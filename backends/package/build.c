@@ -176,11 +176,13 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
     drk_modfile_kernel_t *k = &ks[i];
     k->name = la->kernel->name;
     k->slot = 0;
-    /* a cluster of one CTA is no cluster: 0 0 0, a plain launch (and one HIP can make) */
-    bool clustered = la->cluster[0] * la->cluster[1] * la->cluster[2] > 1;
+    /* the tile kernel's cluster; one CTA (1 1 1) is none: 0 0 0 in the module, a plain
+     * launch (and one HIP can make) */
+    const int64_t *cl = la->kernel->cluster;
+    bool clustered = cl[0] * cl[1] * cl[2] > 1;
     for (int j = 0; j < 3; j++) {
       k->grid[j] = la->grid[j] ? la->grid[j] : 1;
-      k->cluster[j] = clustered ? la->cluster[j] : 0;
+      k->cluster[j] = clustered ? (uint32_t)cl[j] : 0;
     }
     k->block[0] = la->block;
     k->block[1] = k->block[2] = 1;
