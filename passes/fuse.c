@@ -668,7 +668,7 @@ static void commit(fz_t *z, grp_t *G, int *assigned, drk_fusion_group_t **gs, si
   int compute = 0;
   for (int i = 0; i < G->cnt; i++) compute += z->cls[G->mem[i]] != C_ALIAS;
   if (compute < 2) return; /* nothing gained: the nodes stay single */
-  drk_fusion_group_t gr = {G->kind, G->anchor, G->cnt, NULL, G->last, G->n, G->kind == DRK_FUSION_ROWS ? G->R : 0, NULL};
+  drk_fusion_group_t gr = {G->kind, G->anchor, G->cnt, NULL, G->last, G->n, G->kind == DRK_FUSION_ROWS ? G->R : 0, NULL, -1};
   gr.nodes = drk_arena_memdup(z->f->arena, G->mem, sizeof(int) * (size_t)G->cnt);
   qsort(gr.nodes, (size_t)gr.n_nodes, sizeof(int), cmp_int);
   if (G->kind == DRK_FUSION_ROWS)
@@ -679,6 +679,41 @@ static void commit(fz_t *z, grp_t *G, int *assigned, drk_fusion_group_t **gs, si
       }
   for (int i = 0; i < G->cnt; i++) assigned[G->mem[i]] = (int)*ng;
   DRK_VEC_PUSH(z->f->arena, *gs, *ng, *cap, gr);
+}
+
+static bool const_matrix(const drk_value_t *v) { return v && v->kind == DRK_VALUE_CONST && v->shape.rank == 2; }
+
+/* MM group gr (index gi) with a MatMul anchor X.Wa: pairs it with an unassigned MatMul X.Wb
+ * (the same X, Wb a constant of Wa's shape and dtype) whose result the group's nodes alone
+ * read, so that one kernel can compute both (SwiGLU: silu(X.Wg) * (X.Wu)). */
+static void pair_sibling(fz_t *z, drk_fusion_group_t *gr, int gi, int *assigned) {
+  const drk_graph_t *g = z->g;
+  const drk_node_t *a = g->nodes[gr->anchor];
+  if (a->op != DRK_OP_MATMUL || !const_matrix(a->inputs[1])) return;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *e = g->nodes[gr->nodes[i]];
+    for (int j = 0; e != a && j < e->n_inputs; j++) {
+      const drk_value_t *u = e->inputs[j];
+      if (!u || u->kind != DRK_VALUE_NODE || !u->def || u->def->dead || u->def->op != DRK_OP_MATMUL) continue;
+      const drk_node_t *p = u->def;
+      int pp = z->pos_of_node[p->id];
+      const drk_value_t *wb = p->inputs[1], *wa = a->inputs[1];
+      if (assigned[pp] >= 0 || p->inputs[0] != a->inputs[0] || !const_matrix(wb) || wb->dtype != wa->dtype ||
+          !drk_shape_equal(&wb->shape, &wa->shape) || !drk_shape_equal(&u->shape, &a->outputs[0]->shape) || z->is_out[u->id])
+        continue;
+      bool inside = true;
+      for (int k = 0; k < z->n_users[u->id]; k++) inside &= assigned[z->users[u->id][k]] == gi;
+      if (!inside) continue;
+      int *nodes = drk_arena_alloc(z->f->arena, sizeof(int) * (size_t)(gr->n_nodes + 1));
+      memcpy(nodes, gr->nodes, sizeof(int) * (size_t)gr->n_nodes);
+      nodes[gr->n_nodes++] = pp;
+      qsort(nodes, (size_t)gr->n_nodes, sizeof(int), cmp_int);
+      gr->nodes = nodes;
+      gr->pair = pp;
+      assigned[pp] = gi;
+      return;
+    }
+  }
 }
 
 static int cmp_group(const void *a, const void *b) {
@@ -714,7 +749,7 @@ static void attention_groups(fz_t *z, int *assigned, drk_fusion_group_t **gs, si
       z->why_other[k] = drk_arena_printf(z->f->arena, "attention not fused: %s", why);
       continue;
     }
-    drk_fusion_group_t gr = {DRK_FUSION_ATTENTION, at.softmax, nm, NULL, -1, 0, at.Sk, NULL};
+    drk_fusion_group_t gr = {DRK_FUSION_ATTENTION, at.softmax, nm, NULL, -1, 0, at.Sk, NULL, -1};
     gr.nodes = drk_arena_memdup(z->f->arena, mem, sizeof(int) * (size_t)nm);
     qsort(gr.nodes, (size_t)nm, sizeof(int), cmp_int);
     gr.last = gr.nodes[nm - 1];
@@ -784,6 +819,7 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
     G.anchor = k;
     grow(&z, &G, assigned);
     commit(&z, &G, assigned, &gs, &ng, &cap);
+    if (assigned[k] >= 0) pair_sibling(&z, &gs[assigned[k]], assigned[k], assigned);
   }
   /* row groups from each anchor, then flat groups from each elementwise node, then from
    * each data movement node */
@@ -800,7 +836,7 @@ void drk_fusion_compute(const drk_graph_t *g, int level, int max_depth, drk_fusi
     }
   for (int k = 0; k < n; k++) {
     if (assigned[k] >= 0 || z.cls[k] == C_DEAD) continue;
-    drk_fusion_group_t gr = {DRK_FUSION_SINGLE, -1, 1, NULL, k, 0, 0, NULL};
+    drk_fusion_group_t gr = {DRK_FUSION_SINGLE, -1, 1, NULL, k, 0, 0, NULL, -1};
     gr.nodes = drk_arena_memdup(A, &k, sizeof(int));
     assigned[k] = (int)ng;
     DRK_VEC_PUSH(A, gs, ng, cap, gr);
@@ -904,7 +940,8 @@ void drk_fusion_print(const drk_graph_t *g, const drk_fusion_t *f, FILE *out) {
     }
     if (gr->kind == DRK_FUSION_FLAT) fprintf(out, "# group %d flat [%lld]:", i, (long long)gr->n);
     else if (gr->kind == DRK_FUSION_MM)
-      fprintf(out, "# group %d matmul epilogue [%lld] anchor %%%s:", i, (long long)gr->n, node_label(g->nodes[gr->anchor]));
+      fprintf(out, "# group %d matmul epilogue [%lld] anchor %%%s%s%s:", i, (long long)gr->n, node_label(g->nodes[gr->anchor]),
+              gr->pair >= 0 ? ", paired with %" : "", gr->pair >= 0 ? node_label(g->nodes[gr->pair]) : "");
     else if (gr->kind == DRK_FUSION_ATTENTION)
       fprintf(out, "# group %d attention [%lld x %lld, d %lld%s] anchor %%%s:", i, (long long)gr->n,
               (long long)gr->R, (long long)gr->attn->D, gr->attn->causal_step >= 0 ? ", causal" : "",

@@ -19,7 +19,9 @@
  * masks, Softmax over the last axis, .V, with the views around them, matched first; one
  * flash kernel, passes/lower_attention.c). Matmul prologue fusion is not done yet.
  * Level 2 also fuses matmul/conv epilogues (MM groups: the anchor and elementwise nodes
- * downstream of it over its element count; formed after attention, before rows).
+ * downstream of it over its element count; formed after attention, before rows), and pairs a
+ * MatMul anchor with a sibling MatMul whose result only its epilogue reads (drk_fusion_group_t
+ * pair).
  * max_depth: the most nodes one group holds.
  *
  * Ownership: everything in a drk_fusion_t lives in its arena; drk_fusion_destroy frees it.
@@ -124,6 +126,11 @@ typedef struct drk_fusion_group {
                    * inside may have other counts); ROWS: rows; ATTENTION: query rows (all batches) */
   int64_t R;      /* ROWS: reduced elements per row (innermost); ATTENTION: keys; else 0 */
   const drk_fusion_attention_t *attn; /* ATTENTION: the matched pattern; else NULL */
+  int pair;       /* MM: position of a member MatMul paired with the anchor (same A, a constant
+                   * B of the anchor B's shape, its result read only by the group: SwiGLU's
+                   * up projection next to the gate's), else -1. Lowered as one matmul over
+                   * both weights when the target's kernel can (lower_matmul.c, "paired"),
+                   * else as a kernel of its own before the group's */
 } drk_fusion_group_t;
 
 /* A value that crosses from one group to another, and why the two were not fused. */

@@ -66,6 +66,7 @@ static tv_t *eval(epi_t *E, const drk_value_t *v);
 
 static tv_t *operand(epi_t *E, const drk_node_t *n, int i) {
   const drk_value_t *v = n->inputs[i];
+  if (E->val[v->id]) return E->val[v->id]; /* also the paired MatMul's result */
   if (made_in(E, v)) return eval(E, v);
   return ext_load(E, v, &n->outputs[0]->shape);
 }
@@ -117,14 +118,22 @@ static const drk_value_t *root_of(const epi_t *E, const drk_value_t *y) {
   return made_in(E, y) ? y : NULL;
 }
 
+/* the group's nodes the epilogue evaluates: all but the anchor's paired MatMul (whose result
+ * is an input: a tile of the kernel, or a buffer its own kernel wrote) */
+static bool *members(drk_lctx_t *c, const drk_fusion_group_t *gr) {
+  const drk_graph_t *g = c->g;
+  bool *member = drk_arena_alloc(c->m->arena, sizeof(bool) * (g->next_node_id + 1));
+  for (int i = 0; i < gr->n_nodes; i++) member[g->nodes[gr->nodes[i]]->id] = gr->nodes[i] != gr->pair;
+  return member;
+}
+
 tv_t *lw_mm_out_param(drk_lctx_t *c, const drk_value_t *y) {
   if (c->epi) {
     /* with an epilogue, the anchor's result gets stored only when something outside reads it */
     const drk_fusion_group_t *gr = &c->epi->groups[c->epi_group];
     const drk_graph_t *g = c->g;
     epi_t E = {.c = c, .g = g, .gr = gr};
-    E.member = drk_arena_alloc(c->m->arena, sizeof(bool) * (g->next_node_id + 1));
-    for (int i = 0; i < gr->n_nodes; i++) E.member[g->nodes[gr->nodes[i]]->id] = true;
+    E.member = members(c, gr);
     bool needed = false;
     for (int i = 0; i < gr->n_nodes && !needed; i++) {
       const drk_value_t *v = g->nodes[gr->nodes[i]]->outputs[0];
@@ -145,12 +154,12 @@ void lw_mm_store(drk_lctx_t *c, tv_t *py, tv_t *yoff, tv_t *res, tv_t *mask) {
   const drk_graph_t *g = c->g;
   drk_arena_t *A = c->m->arena;
   epi_t E = {.c = c, .g = g, .gr = gr, .yoff = yoff, .mask = mask};
-  E.member = drk_arena_alloc(A, sizeof(bool) * (g->next_node_id + 1));
+  E.member = members(c, gr);
   E.val = drk_arena_alloc(A, sizeof(tv_t *) * (g->next_value_id + 1));
   E.param = c->epi_param; /* shared by the kernel's store sites (one per warp group) */
-  for (int i = 0; i < gr->n_nodes; i++) E.member[g->nodes[gr->nodes[i]]->id] = true;
   const drk_value_t *y0 = g->nodes[gr->anchor]->outputs[0];
   E.val[y0->id] = res;
+  if (c->epi_pair) E.val[c->epi_pair->outputs[0]->id] = c->epi_pair_res;
   if (py) E.param[y0->id] = py;
   bool *stored = drk_arena_alloc(A, sizeof(bool) * (g->next_value_id + 1));
   for (int i = 0; i < gr->n_nodes; i++) {
@@ -170,13 +179,30 @@ bool drk_lower_mm_group(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
   }
-  c->node = g->nodes[gr->anchor];
-  c->node_index = (size_t)gr->anchor;
   c->epi = f;
   c->epi_group = gi;
+  c->node = g->nodes[gr->anchor];
+  c->node_index = (size_t)gr->anchor;
+  bool ok = true;
+  if (gr->pair >= 0) {
+    const drk_node_t *p = g->nodes[gr->pair];
+    if (drk_lower_matmul_pairs(c, p)) {
+      c->epi_pair = p;
+    } else { /* its own kernel first, then the anchor's epilogue loads its result */
+      c->epi = NULL;
+      c->node = p;
+      c->node_index = (size_t)gr->pair;
+      ok = drk_lower_matmul(c);
+      c->epi = f;
+      c->node = g->nodes[gr->anchor];
+      c->node_index = (size_t)gr->anchor;
+    }
+  }
   c->epi_param = drk_arena_alloc(c->m->arena, sizeof(tv_t *) * (g->next_value_id + 1));
-  bool ok = drk_lower_matmul(c);
+  ok = ok && drk_lower_matmul(c);
   c->epi = NULL;
   c->epi_param = NULL;
+  c->epi_pair = NULL;
+  c->epi_pair_res = NULL;
   return ok;
 }

@@ -323,9 +323,12 @@ typedef struct ws {
   ws_batch_t ba, bb;
   int64_t M, batch, BM, BN, BK, ST, NC, SP, NK, KPS, TM, TN;
   int64_t CL;  /* programs per cluster along M (1 or 2), sharing B by multicast */
+  int64_t G;   /* output columns per tile: BN, or BN / 2 when paired */
+  bool pair;   /* paired (c->epi_pair): B chunks [0, NC/2) from the anchor's weight (db), the
+                * rest from the paired MatMul's (db2), the same G columns of each */
   bool staged; /* the epilogue reads the tile back from shared memory in rows of 16 bytes */
   tv_t *rank; /* CL > 1: the program's rank in its cluster */
-  tv_t *da, *db, *py;
+  tv_t *da, *db, *db2, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
 } ws_t;
 
@@ -337,7 +340,7 @@ typedef struct ws_tile {
 
 static ws_tile_t ws_tile(drk_lctx_t *c, const ws_t *W, tv_t *pm, tv_t *pn, tv_t *pz) {
   drk_dtype_t I = DRK_DT_I32;
-  ws_tile_t T = {BIN(MUL, pm, lw_sci(c, I, W->BM)), BIN(MUL, pn, lw_sci(c, I, W->BN)), pz, lw_sci(c, I, 0),
+  ws_tile_t T = {BIN(MUL, pm, lw_sci(c, I, W->BM)), BIN(MUL, pn, lw_sci(c, I, W->G)), pz, lw_sci(c, I, 0),
                  lw_sci(c, I, W->NK), NULL, NULL};
   tv_t *pb = pz;
   if (W->SP > 1) {
@@ -379,12 +382,14 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   tv_t *sbs = ws_index(c, W->sb_t, st), *kb = BIN(ADD, T->bk0, kk);
   /* cluster: chunks j = CL i + rank, each multicast to every program of the cluster */
   for (int64_t i = 0; i < W->NC / W->CL; i++) {
-    tv_t *j = lw_sci(c, I, i), *nj = i ? BIN(ADD, T->n0, lw_sci(c, I, 64 * i)) : T->n0;
+    int64_t col = W->pair && i >= W->NC / 2 ? i - W->NC / 2 : i; /* chunk's column offset / 64 in its weight */
+    tv_t *j = lw_sci(c, I, i), *nj = col ? BIN(ADD, T->n0, lw_sci(c, I, 64 * col)) : T->n0;
     if (W->CL > 1) {
       j = BIN(ADD, lw_sci(c, I, W->CL * i), W->rank);
       nj = BIN(ADD, T->n0, BIN(MUL, j, lw_sci(c, I, 64)));
     }
-    drk_tile_op_t *ld = drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->db, ws_index(c, sbs, j), fb, kb, nj}, 0, NULL);
+    tv_t *desc = W->pair && i >= W->NC / 2 ? W->db2 : W->db;
+    drk_tile_op_t *ld = drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){desc, ws_index(c, sbs, j), fb, kb, nj}, 0, NULL);
     if (W->CL > 1) drk_tile_op_set_int(c->m, ld, "multicast", (1 << W->CL) - 1);
   }
   drk_tile_build_for_end(&c->b, 0, NULL);
@@ -411,17 +416,30 @@ static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
  * (every stage consumed, no wgmma in flight) and holds the two 64 x BN staging buffers. */
 static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv_t *res) {
   drk_tile_module_t *m = c->m;
-  const int64_t BN = W->BN, M = W->M, N = W->s->N;
+  const int64_t BN = W->G, M = W->M, N = W->s->N, es = drk_dtype_bits(W->s->t) / 8;
   if (W->staged) {
     ws_bar(c, 1, 256);
-    drk_tile_type_t bt = drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, BN}, drk_tile_layout_shared(m, 128, 2, (int[]){1, 0}));
-    tv_t *buf = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, bt);
-    drk_tile_op_set_int(m, buf->def, "offset", h * 64 * BN * (drk_dtype_bits(W->s->t) / 8));
+    const drk_tile_layout_t *SL = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
+    tv_t *buf = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, W->BN}, SL));
+    drk_tile_op_set_int(m, buf->def, "offset", h * 64 * W->BN * es);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){buf, lw_cast(c, res, W->s->t)}, 0, NULL);
     ws_bar(c, 2 + h, 128);
     int tc = (int)(BN / 8 < 32 ? BN / 8 : 32);
     const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
-    res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &buf, drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, BN}, L));
+    drk_tile_type_t ht = drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, BN}, L);
+    if (W->pair) {
+      /* the halves [64 x G] (the anchor's columns, then the paired MatMul's): each its own
+       * run of 64-column chunks, so a buffer of the same layout at the half's offset */
+      tv_t *hb[2];
+      for (int k = 0; k < 2; k++) {
+        hb[k] = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, BN}, SL));
+        drk_tile_op_set_int(m, hb[k]->def, "offset", h * 64 * W->BN * es + k * 64 * BN * es);
+      }
+      res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[0], ht);
+      c->epi_pair_res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[1], ht);
+    } else {
+      res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &buf, ht);
+    }
   }
   const drk_tile_layout_t *acc_l = res->type.layout;
   const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, acc_l, 1), *Cc = drk_tile_layout_slice(m, acc_l, 0);
@@ -491,6 +509,34 @@ static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, res[h]);
 }
 
+/* The schedule of a paired kernel: that of the problem [M, 2N] with no epilogue (the
+ * epilogue runs on [64 x BN/2] halves after the staging, so BN = 256 does not spill). */
+static drk_schedule_t ws_pair_sched(drk_lctx_t *c, const mm_t *s, int64_t M, int64_t batch) {
+  drk_schedule_t S = drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &c->o, false);
+  if (S.tile_n >= 128 || c->o.knobs.mm_tile_n) return S;
+  /* halves of at least one 64-column chunk: BN 128 where the heuristic (small problems) took 64 */
+  drk_lower_options_t o = c->o;
+  o.knobs.mm_tile_n = 128;
+  return drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &o, false);
+}
+
+bool drk_lower_matmul_pairs(drk_lctx_t *c, const drk_node_t *p) {
+  const drk_node_t *n = c->node;
+  if (c->o.knobs.mm_pair == 1 || n->op != DRK_OP_MATMUL || p->op != DRK_OP_MATMUL || p->inputs[0] != n->inputs[0] ||
+      p->inputs[1]->dtype != n->inputs[1]->dtype || !drk_shape_equal(&p->inputs[1]->shape, &n->inputs[1]->shape) ||
+      !drk_shape_equal(&p->outputs[0]->shape, &n->outputs[0]->shape))
+    return false;
+  mm_t s;
+  if (!mm_setup(c, &s) || n->inputs[1]->shape.rank != 2) return false;
+  drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o, true);
+  ws_batch_t ba, bb;
+  if (!ws_eligible(c, &s, &W, &ba, &bb)) return false;
+  int64_t M = s.M, batch = s.batch;
+  if (batch > 1 && bb == WS_BCAST && ba == WS_FULL) M *= batch, batch = 1;
+  W = ws_pair_sched(c, &s, M, batch);
+  return W.split_k <= 1 && !W.persistent && W.staged && W.tile_n >= 128;
+}
+
 static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, ws_batch_t bb) {
   const drk_node_t *n = c->node;
   drk_tile_module_t *m = c->m;
@@ -499,19 +545,22 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
   bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
   if (fold) M *= batch, batch = 1;
-  /* tiles, split-K and form for the grid this kernel has (and its epilogue) */
-  S = drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
+  /* tiles, split-K and form for the grid this kernel has (and its epilogue); paired: the
+   * problem of both weights side by side */
+  bool pair = c->epi_pair != NULL;
+  S = pair ? ws_pair_sched(c, s, M, batch) : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
-            .ST = S.stages, .NC = S.tile_n / 64};
+            .ST = S.stages, .NC = S.tile_n / 64, .G = pair ? S.tile_n / 2 : S.tile_n, .pair = pair};
   W.SP = S.split_k > 1 && batch * S.split_k <= 65535 && !S.persistent ? S.split_k : 1;
   S.split_k = (int)W.SP;
   W.NK = (s->K + W.BK - 1) / W.BK, W.KPS = (W.NK + W.SP - 1) / W.SP;
-  W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.BN - 1) / W.BN;
+  W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.G - 1) / W.G;
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
-  W.CL = S.cluster > 1 && !NP && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
+  W.CL = S.cluster > 1 && !NP && !pair && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
   W.staged = !NP && W.SP == 1 && S.staged;
   S.staged = W.staged;
   S.cluster = (int)W.CL;
+  S.pair = pair;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
   int64_t big = W.SP * lw_numel(n->outputs[0]);
   int ws = W.SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;
@@ -523,6 +572,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)W.BK}, 128, 256, false};
   W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BM, W.BK}, SW), &ta);
   W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
+  if (pair) W.db2 = ws_param_tma(c, c->epi_pair->inputs[1], "desc_b2", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
   W.py = W.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
   const int64_t ST = W.ST;

@@ -546,6 +546,7 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
     if (s->persistent) fprintf(out, ", persistent = %d%s", s->persistent, s->coop ? " (cooperative)" : "");
     if (s->cluster > 1) fprintf(out, ", cluster = %d", s->cluster);
     if (s->staged) fprintf(out, ", staged");
+    if (s->pair) fprintf(out, ", paired");
     fputs("}\n", out);
   }
   for (size_t i = 0; i < l->n_scratch; i++)

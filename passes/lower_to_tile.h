@@ -73,6 +73,7 @@ typedef struct drk_schedule {
   bool coop;            /* mm_ws persistent: both consumer warpgroups on every tile (else ping-pong) */
   bool staged;          /* mm_ws, a tile per program without split-K: the epilogue reads the tile back from shared memory, 16 bytes per thread and row */
   int cluster;          /* mm_ws: programs per cluster along M sharing B's k tiles (TMA multicast), 0/1: none */
+  bool pair;            /* mm_ws: the tile's N columns are tile_n / 2 of the anchor's weight and as many of its paired MatMul's */
 } drk_schedule_t;
 
 typedef struct drk_launch {
@@ -138,10 +139,13 @@ typedef struct drk_lowered {
  *                                  TMA multicast (1: none)
  *   mm.staged     0 | 1            sm_90a matmul: epilogue from the accumulator registers (0)
  *                                  or staged through shared memory (1); stored as value + 1
+ *   mm.pair       0 | 1            sm_90a matmul: a fused group's paired MatMul (fuse.h) in
+ *                                  the anchor's kernel (1) or in a kernel of its own (0);
+ *                                  stored as value + 1
  *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
  *   flat.move_block 1024..8192     elements per program of flat groups with data movement */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, attn_block_m, flat_move_block;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, mm_pair, attn_block_m, flat_move_block;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a
@@ -228,6 +232,10 @@ typedef struct drk_lctx {
   const struct drk_fusion *epi;
   int epi_group;
   tv_t **epi_param;
+  /* the group's paired MatMul (fuse.h drk_fusion_group_t pair) when the anchor's kernel
+   * computes it too, else NULL; epi_pair_res: its result tile at the store being lowered */
+  const drk_node_t *epi_pair;
+  tv_t *epi_pair_res;
 } drk_lctx_t;
 
 /* per-family entry points: return false after reporting an error */
@@ -239,6 +247,9 @@ bool drk_lower_pool(drk_lctx_t *c);
 /* A DRK_FUSION_MM group: its anchor lowered by drk_lower_matmul with the epilogue
  * (lower_epilogue.c). */
 bool drk_lower_mm_group(drk_lctx_t *c, const struct drk_fusion *f, int gi);
+/* Whether the kernel of c->node (a MatMul, with c->epi set) can also compute MatMul p's
+ * result next to its own (lower_matmul.c: the sm_90a kernel over both weights). */
+bool drk_lower_matmul_pairs(drk_lctx_t *c, const drk_node_t *p);
 /* Where a matmul/conv kernel stores its result tile res (accumulator layout) at flat output
  * offsets yoff: a plain masked store, or the fused epilogue of c->epi. */
 void lw_mm_store(drk_lctx_t *c, tv_t *py, tv_t *yoff, tv_t *res, tv_t *mask);

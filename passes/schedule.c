@@ -280,6 +280,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
               {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 2, false, 1},
               {"mm.cluster", offsetof(drk_sched_knobs_t, mm_cluster), 1, 2, false, 0},
               {"mm.staged", offsetof(drk_sched_knobs_t, mm_staged), 0, 1, false, 1},
+              {"mm.pair", offsetof(drk_sched_knobs_t, mm_pair), 0, 1, false, 1},
               {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
@@ -290,7 +291,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, attn.block_m, flat.move_block)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, mm.pair, attn.block_m, flat.move_block)", (int)len, p);
       return false;
     }
     char *end;

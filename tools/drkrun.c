@@ -1,14 +1,15 @@
 /* drkrun: loads a drkc module and runs it, like trtexec.
  *
  *   drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile]
- *          [--device N]
+ *          [--device N] [--latencies FILE]
  *
  * Inputs come from DIR/input_<i>.pb (ONNX TensorProto) or DIR/input_<i>.bin (raw bytes of
  * exactly the tensor's size); without --input-dir they are random (fixed seed). Outputs go
  * to OUT/output_<i>.pb (or .bin when built without the ONNX frontend). Reports the median,
  * min, p90 and mean latency of a run (GPU events, input copies + kernels + output copies),
  * then of resident runs (inputs and outputs left on the GPU: kernels only) and, with
- * --profile, per-kernel times. Exit status: 0 ok, 1 runtime error (including no
+ * --profile, per-kernel times. --latencies writes each resident run's latency (ms, one a line,
+ * in run order) to FILE, to see drifts that a median hides. Exit status: 0 ok, 1 runtime error (including no
  * GPU driver), 2 usage. */
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@
 #endif
 
 static int usage(void) {
-  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N]\n"
+  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N] [--latencies FILE]\n"
                   "       drkrun MODULE --list   (what the module holds, with each kernel's precision; needs no GPU)\n");
   return 2;
 }
@@ -211,7 +212,7 @@ static int list_module(const char *path) {
 /* Times runs with inputs and outputs left in the device arena (unbound): the kernels alone,
  * as a deployment that keeps its tensors on the GPU sees them. Rebinds nothing: the caller's
  * later runs (profile, outputs) must rebind. */
-static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, int iters, float *lat) {
+static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, int iters, float *lat, const char *lat_path) {
   drk_status_t st = NULL;
   for (size_t i = 0; i < nin && !st; i++) st = drk_session_bind_input(s, i, NULL, 0, DRK_MEMORY_HOST);
   for (size_t i = 0; i < nout && !st; i++) st = drk_session_bind_output(s, i, NULL, 0, DRK_MEMORY_HOST);
@@ -219,6 +220,12 @@ static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, 
   for (int i = 0; i < iters && !st; i++)
     if (!(st = drk_session_run(s))) drk_session_last_run_ms(s, &lat[i]);
   if (st) return !fail(st, "resident run");
+  if (lat_path) { /* before percentile() sorts them */
+    FILE *f = fopen(lat_path, "w");
+    if (!f) { fprintf(stderr, "drkrun: error: cannot write '%s': %s\n", lat_path, strerror(errno)); return 0; }
+    for (int i = 0; i < iters; i++) fprintf(f, "%.4f\n", lat[i]);
+    if (fclose(f)) { fprintf(stderr, "drkrun: error: writing '%s' failed\n", lat_path); return 0; }
+  }
   float mean = 0;
   for (int i = 0; i < iters; i++) mean += lat[i] / (float)iters;
   float med = percentile(lat, (size_t)iters, 0.5), p90 = percentile(lat, (size_t)iters, 0.9), mn = lat[0];
@@ -228,7 +235,7 @@ static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, 
 }
 
 int main(int argc, char **argv) {
-  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL;
+  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL;
   int warmup = 10, iters = 100, profile = 0, device = 0, list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -239,6 +246,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
     else if (!strcmp(a, "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(a, "--device") && i + 1 < argc) device = atoi(argv[++i]);
+    else if (!strcmp(a, "--latencies") && i + 1 < argc) lat_path = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(), 0;
     else if (a[0] == '-') { fprintf(stderr, "drkrun: error: unknown option '%s'\n", a); return usage(); }
     else if (!module_path) module_path = a;
@@ -291,7 +299,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < iters; i++) mean += lat[i] / (float)iters;
   float med = percentile(lat, (size_t)iters, 0.5), p90 = percentile(lat, (size_t)iters, 0.9), mn = lat[0];
   printf("latency over %d runs (GPU events, copies + kernels, CUDA graph): median %.4f ms, min %.4f ms, p90 %.4f ms, mean %.4f ms\n", iters, med, mn, p90, mean);
-  if (!time_resident(s, nin, nout, warmup, iters, lat)) goto done;
+  if (!time_resident(s, nin, nout, warmup, iters, lat, lat_path)) goto done;
   for (size_t i = 0; i < nin; i++) { /* rebind for the profiled runs and the outputs */
     drk_tensor_info_t info;
     drk_module_input_info(m, i, &info);

@@ -77,6 +77,15 @@ expect schedule-cluster-multicast 0 'tma_load .*\{multicast = 3\}' -- "$W/mm.drk
 expect schedule-cluster-ptx 0 'multicast::cluster' -- "$W/mm.drkg" --target=sm_90a --emit=ptx --schedule=mm.cluster=2,mm.tile_n=128
 expect schedule-staged 0 'mma = wgmma, staged\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128
 expect schedule-unstaged 0 'mma = wgmma\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128,mm.staged=0
+# SwiGLU: the up projection paired into the gate's kernel (two B descriptors, halves of each tile)
+"$PY" "$SRC/tests/gpu/gen_swiglu.py" "$W/swiglu.drkg" 200 136 328
+expect pair-fuse 0 'anchor %g, paired with %u: MatMul\(%g\) MatMul\(%u\)' -- "$W/swiglu.drkg" --target=sm_90a --emit=tile --dump-after=fuse
+expect pair-kernel 0 'k[0-9]+_MatMul\(%desc_a: [^)]*%desc_b2: ' -- "$W/swiglu.drkg" --target=sm_90a --emit=tile
+expect pair-schedule 0 'tile = \[128, 256, 64\], stages = 4, mma = wgmma, staged, paired\}' -- "$W/swiglu.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=256
+expect pair-off 0 'launch @k[0-9]+_MatMul node u ' -- "$W/swiglu.drkg" --target=sm_90a --emit=tile --schedule=mm.pair=0
+expect pair-sm80 0 'launch @k[0-9]+_MatMul node u ' -- "$W/swiglu.drkg" --target=sm_80 --emit=tile
+# (the CPU executor runs the sm_80 kernels: the unpaired path; tests/gpu/matmul_schedules.sh checks the paired one)
+expect pair-run-check 0 "check output 0 'y': rel error .* PASS" -- run "$W/swiglu.drkg" --check
 expect schedule-move-block-bad 2 "--schedule: flat.move_block: a power of two in 1024..8192, not '1000'" -- "$W/mm.drkg" --schedule=flat.move_block=1000
 expect layout-bad 2 "--layout: auto, nchw or nhwc, not 'nhcw'" -- "$W/conv.drkg" --layout=nhcw
 expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layout
