@@ -240,6 +240,9 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
 
 typedef enum { WS_NONE, WS_BCAST, WS_FULL } ws_batch_t;
 
+/* dynamic shared memory a program may use on sm_90 (227 KB) */
+#define WS_SMEM_MAX 232448
+
 /* wgmma groups left in flight at the end of a K step: 1 overlaps a step's MMAs with the
  * next step's barrier wait and issue (the stage is released one step later); 0 waits. */
 #define WS_PENDING 1
@@ -327,6 +330,8 @@ typedef struct ws {
   bool pair;   /* paired (c->epi_pair): B chunks [0, NC/2) from the anchor's weight (db), the
                 * rest from the paired MatMul's (db2), the same G columns of each */
   bool staged; /* the epilogue reads the tile back from shared memory in rows of 16 bytes */
+  int64_t stage_off; /* staged persistent forms: staging buffers of their own at this offset
+                      * (the ring is still filling for the next tile); 0: in the ring */
   tv_t *rank; /* CL > 1: the program's rank in its cluster */
   tv_t *da, *db, *db2, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
@@ -412,18 +417,23 @@ static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
  * layout where each thread holds 8 consecutive columns, so the epilogue's loads and the
  * stores are 16 bytes wide instead of the accumulator layout's 4 (whose 8-row x 16-byte
  * store per instruction throttled the LSU: H200, Nsight Compute, 2048x5632x2048). Both
- * consumer warpgroups first wait for each other (named barrier 1): the ring is free then
- * (every stage consumed, no wgmma in flight) and holds the two 64 x BN staging buffers. */
-static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv_t *res) {
+ * one-tile form: both consumer warpgroups first wait for each other (named barrier 1): the
+ * ring is free then (every stage consumed, no wgmma in flight) and holds the two 64 x BN
+ * staging buffers. Persistent forms: buffer `slot` of their own (the cooperative form's
+ * warpgroup w its half, slot w; ping-pong's warpgroup w both halves, slots 2 w + h), between
+ * two barriers of the warpgroup (named barrier 2 + slot): the previous tile's reads of the
+ * buffer are done before it is overwritten. */
+static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, int slot, tv_t *res) {
   drk_tile_module_t *m = c->m;
   const int64_t BN = W->G, M = W->M, N = W->s->N, es = drk_dtype_bits(W->s->t) / 8;
   if (W->staged) {
-    ws_bar(c, 1, 256);
+    int64_t off = W->stage_off ? W->stage_off + slot * 64 * W->BN * es : h * 64 * W->BN * es;
+    ws_bar(c, W->stage_off ? 2 + slot : 1, W->stage_off ? 128 : 256);
     const drk_tile_layout_t *SL = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
     tv_t *buf = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, W->BN}, SL));
-    drk_tile_op_set_int(m, buf->def, "offset", h * 64 * W->BN * es);
+    drk_tile_op_set_int(m, buf->def, "offset", off);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){buf, lw_cast(c, res, W->s->t)}, 0, NULL);
-    ws_bar(c, 2 + h, 128);
+    ws_bar(c, 2 + (W->stage_off ? slot : h), 128);
     int tc = (int)(BN / 8 < 32 ? BN / 8 : 32);
     const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
     drk_tile_type_t ht = drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, BN}, L);
@@ -433,7 +443,7 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv
       tv_t *hb[2];
       for (int k = 0; k < 2; k++) {
         hb[k] = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, BN}, SL));
-        drk_tile_op_set_int(m, hb[k]->def, "offset", h * 64 * W->BN * es + k * 64 * BN * es);
+        drk_tile_op_set_int(m, hb[k]->def, "offset", off + k * 64 * BN * es);
       }
       res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[0], ht);
       c->epi_pair_res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[1], ht);
@@ -463,7 +473,7 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, tv
  * rows each), then their stores. handoff (or NULL): arrived on once the last wgmma is
  * issued. persistent: the tile's last stage is released after the final wait (the ring
  * goes on), one arrival per stage. */
-static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0, int h0, int nh, tv_t *handoff,
+static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0, int w, int h0, int nh, tv_t *handoff,
                        bool persistent) {
   drk_dtype_t I = DRK_DT_I32;
   const drk_tile_layout_t *acc_l = drk_tile_layout_mma(c->m, DRK_TL_WGMMA, 4, 1, 64, (int)W->BN);
@@ -506,7 +516,7 @@ static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
     tv_t *last = BIN(SUB, BIN(ADD, g0 ? g0 : lw_sci(c, I, 0), T->nk), lw_sci(c, I, 1));
     ws_release(c, W, ws_stage(c, W, last));
   }
-  for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, res[h]);
+  for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, nh > 1 ? 2 * w + h : w, res[h]);
 }
 
 /* The schedule of a paired kernel: that of the problem [M, 2N] with no epilogue (the
@@ -534,7 +544,7 @@ bool drk_lower_matmul_pairs(drk_lctx_t *c, const drk_node_t *p) {
   int64_t M = s.M, batch = s.batch;
   if (batch > 1 && bb == WS_BCAST && ba == WS_FULL) M *= batch, batch = 1;
   W = ws_pair_sched(c, &s, M, batch);
-  return W.split_k <= 1 && !W.persistent && W.staged && W.tile_n >= 128;
+  return W.split_k <= 1 && W.staged && W.tile_n >= 128;
 }
 
 static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, ws_batch_t bb) {
@@ -557,8 +567,17 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.G - 1) / W.G;
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
   W.CL = S.cluster > 1 && !NP && !pair && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
-  W.staged = !NP && W.SP == 1 && S.staged;
+  W.staged = W.SP == 1 && S.staged;
+  int64_t es_ = drk_dtype_bits(s->t) / 8, stage_b = (W.BM + W.BN) * W.BK * es_;
+  if (W.staged && NP) {
+    /* staging buffers of their own (2 slots cooperative, 4 ping-pong) after the ring and
+     * its barriers, 1024-byte aligned; the ring gives up stages to make room */
+    int64_t bufs = (S.coop ? 2 : 4) * 64 * W.BN * es_, fit = (WS_SMEM_MAX - bufs - 1024 - 32) / (stage_b + 16);
+    if (fit < W.ST) W.ST = fit;
+    if (W.ST < 2) W.staged = false, W.ST = S.stages;
+  }
   S.staged = W.staged;
+  S.stages = (int)W.ST;
   S.cluster = (int)W.CL;
   S.pair = pair;
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
@@ -577,6 +596,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
 
   const int64_t ST = W.ST;
   int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es, smem = off_bar + 16 * ST + (NP ? 16 : 0);
+  if (W.staged && NP) {
+    W.stage_off = (smem + 1023) / 1024 * 1024;
+    smem = W.stage_off + (S.coop ? 2 : 4) * 64 * W.BN * es;
+  }
   drk_dtype_t I = DRK_DT_I32;
   W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);
   W.sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, W.BK}, SW);
@@ -636,7 +659,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
       drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), mine, lw_sci(c, I, 1), 0, NULL);
       tv_t *j = f->regions[0]->args[0];
       ws_tile_t T = ws_tile_at(c, &W, BIN(ADD, pid, BIN(MUL, j, lw_sci(c, I, NP))));
-      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), w, 1, NULL, true);
+      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), w, w, 1, NULL, true);
       drk_tile_build_for_end(&c->b, 0, NULL);
     } else if (NP) {
       drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, w), mine, lw_sci(c, I, 2), 0, NULL);
@@ -646,10 +669,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
       if (w == 0) par = BIN(SUB, lw_sci(c, I, 1), par);
       ws_wait(c, ws_index(c, W.order, lw_sci(c, I, w)), par);
       ws_tile_t T = ws_tile_at(c, &W, BIN(ADD, pid, BIN(MUL, j, lw_sci(c, I, NP))));
-      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), 0, 2, ws_index(c, W.order, lw_sci(c, I, 1 - w)), true);
+      ws_consume(c, &W, &T, BIN(MUL, j, lw_sci(c, I, W.NK)), w, 0, 2, ws_index(c, W.order, lw_sci(c, I, 1 - w)), true);
       drk_tile_build_for_end(&c->b, 0, NULL);
     } else {
-      ws_consume(c, &W, &T0, NULL, w, 1, NULL, false);
+      ws_consume(c, &W, &T0, NULL, w, w, 1, NULL, false);
     }
     drk_tile_build_warp_group_end(&c->b);
   }
