@@ -8,6 +8,9 @@
  * with the same flat output offsets (yoff) and mask, values from outside the group are loaded
  * at those offsets with their broadcast strides against the consumer's result shape, and
  * the values that leave the group (used outside it, or graph outputs) are stored.
+ * A group's paired MatMul (fuse.h, pair) is not evaluated: its result is an input, the tile
+ * c->epi_pair_res when the anchor's kernel computes it (lower_matmul.c), else a buffer its own
+ * kernel, lowered first by drk_lower_mm_group, wrote.
  *
  * Requires: a group as fuse.c forms it. Guarantees: the same per-op math as the one-node
  * kernels (drk_lower_ew_math), with the values inside the group kept in f32 (the anchor's

@@ -236,7 +236,12 @@ static void mm_splitk_sum(drk_lctx_t *c, const mm_t *s, int ws, int64_t SP, drk_
  *   waits on full[s] for the fill the producer makes next, never one a lap ahead (parity
  *   waits cannot tell those apart). Stage releases count 1 arrival.
  * Ring position of a k step: g = (tiles before it in this program) * k steps + k, stage
- * g % S, fill parity (g / S) & 1. */
+ * g % S, fill parity (g / S) & 1.
+ * Paired (c->epi_pair, fuse.h: a MatMul with the anchor's A and a weight of its shape, whose
+ * result only the epilogue reads; drk_lower_matmul_pairs says when): the schedule of [M, 2N],
+ * each stage's B tile G = BN/2 columns of the anchor's weight then the same G columns of the
+ * pair's (descriptors desc_b, desc_b2), the grid over N/G column tiles, and the staged
+ * epilogue reads the two [64 x G] halves as the anchor's result and the pair's. */
 
 typedef enum { WS_NONE, WS_BCAST, WS_FULL } ws_batch_t;
 

@@ -91,7 +91,7 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 }
 
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
-  v->s = drk_sched_rows(v->rows, v->R, v->contig);
+  v->s = drk_sched_rows(v->rows, v->R, v->contig, &c->o.knobs);
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
   v->Lc = drk_tile_layout_slice(c->m, v->P, 0);

@@ -143,9 +143,11 @@ typedef struct drk_lowered {
  *                                  the anchor's kernel (1) or in a kernel of its own (0);
  *                                  stored as value + 1
  *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
- *   flat.move_block 1024..8192     elements per program of flat groups with data movement */
+ *   flat.move_block 1024..8192     elements per program of flat groups with data movement
+ *   rows.spt      1 | 2 | 4 | 8    consecutive elements per thread of row kernels over
+ *                                  contiguous rows (default 4) */
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, mm_pair, attn_block_m, flat_move_block;
+  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, mm_pair, attn_block_m, flat_move_block, rows_spt;
 } drk_sched_knobs_t;
 
 /* Parses the --schedule text into *k (fields not named keep their value); false with a
@@ -375,7 +377,7 @@ bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_
 drk_schedule_t drk_sched_flat(int64_t n);
 drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, power of two) */
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */
-drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous);
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const drk_sched_knobs_t *kn);
 drk_schedule_t drk_sched_seq(int64_t rows);
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
 /* The sm_90a warp-specialized TMA + wgmma matmul (passes/lower_matmul.c): mma = "wgmma",

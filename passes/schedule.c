@@ -55,7 +55,7 @@ const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_s
 /* Warps go along rows only, so that `reduce` along the columns never crosses warps (no
  * scratch shared memory). Contiguous rows: a warp's lanes walk the columns (coalesced);
  * otherwise lanes walk rows (neighbouring rows are neighbours in memory). */
-drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous) {
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const drk_sched_knobs_t *kn) {
   drk_schedule_t s = {0};
   s.kind = "rows";
   int64_t cols = lw_pow2ceil(R < 1 ? 1 : R);
@@ -70,7 +70,8 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous) {
     s.rows = (int)rp;
     s.cols = (int)cols;
     s.warps = (int)(rp >= 4 ? 4 : rp);
-    s.spt = (int)(cols / 32 >= 4 ? 4 : cols / 32);
+    int spt = kn && kn->rows_spt ? kn->rows_spt : 4;
+    s.spt = (int)(cols / 32 >= spt ? spt : cols / 32);
   } else {
     if (cols > 64) cols = 64;
     int64_t rp = 128;
@@ -282,6 +283,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
               {"mm.staged", offsetof(drk_sched_knobs_t, mm_staged), 0, 1, false, 1},
               {"mm.pair", offsetof(drk_sched_knobs_t, mm_pair), 0, 1, false, 1},
               {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
+              {"rows.spt", offsetof(drk_sched_knobs_t, rows_spt), 1, 8, true, 0},
               {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
   while (*p) {
@@ -291,7 +293,7 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, mm.pair, attn.block_m, flat.move_block)", (int)len, p);
+      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, mm.pair, attn.block_m, flat.move_block, rows.spt)", (int)len, p);
       return false;
     }
     char *end;

@@ -316,9 +316,17 @@ static int run_schedule(void) {
             s.split_k, s.cluster, s.staged), bad++;
   s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o, false);
   if (!s.staged || s.cluster != 1 || s.coop) fprintf(stderr, "FAIL schedule: default staged %d cluster %d coop %d\n", s.staged, s.cluster, s.coop), bad++;
+  /* mm.pair (stored + 1), rows.spt: pinned, then in the row schedule (capped at a chunk's 32 lanes) */
+  opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("mm.pair=0,rows.spt=8", &opp.knobs, err, sizeof err) || opp.knobs.mm_pair != 1 || opp.knobs.rows_spt != 8)
+    fprintf(stderr, "FAIL schedule: mm.pair=0,rows.spt=8 not parsed (%d %d)\n", opp.knobs.mm_pair, opp.knobs.rows_spt), bad++;
+  if (drk_sched_rows(2048, 2048, true, &opp.knobs).spt != 8 || drk_sched_rows(2048, 2048, true, NULL).spt != 4 ||
+      drk_sched_rows(64, 64, true, &opp.knobs).spt != 2)
+    fprintf(stderr, "FAIL schedule: rows.spt not applied\n"), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
                                       "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=3", "flat.move_block=1000",
-                                      "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2"};
+                                      "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2", "mm.pair=2",
+                                      "rows.spt=3", "rows.spt=16"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;
