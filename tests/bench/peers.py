@@ -73,31 +73,40 @@ def load_ref(data_dir):
     return numpy_helper.to_array(onnx.load_tensor(p)) if os.path.exists(p) else None
 
 
+def event_times(call, iters):
+    """ms of `iters` calls of call(), each bracketed by CUDA events and synchronized before the
+    next, in run order."""
+    ms = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        call()
+        e.record()
+        e.synchronize()
+        ms.append(s.elapsed_time(e))
+    return ms
+
+
 def time_calls(fn, args, iters, warmup, mark_step=False):
     """Median/min ms of single calls; each call bracketed by CUDA events, then synchronized.
     (On the CPU, only for trying this script out: wall-clock time.)"""
     cuda = args[0].is_cuda
     with torch.inference_mode():
-        for _ in range(warmup):
+        def call():
             if mark_step:
                 torch.compiler.cudagraph_mark_step_begin()
             fn(*args)
+
+        for _ in range(warmup):
+            call()
         if cuda:
             torch.cuda.synchronize()
-        ms = []
-        for _ in range(iters):
-            if mark_step:
-                torch.compiler.cudagraph_mark_step_begin()
-            if cuda:
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn(*args)
-                e.record()
-                e.synchronize()
-                ms.append(s.elapsed_time(e))
-            else:
+            ms = event_times(call, iters)
+        else:
+            ms = []
+            for _ in range(iters):
                 t = time.perf_counter()
-                fn(*args)
+                call()
                 ms.append((time.perf_counter() - t) * 1e3)
     return float(np.median(ms)), float(np.min(ms))
 

@@ -10,10 +10,14 @@ Usage: torch_mm.py [--shapes "M,N,K ..."] [--iters 200]
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import event_times  # noqa: E402
 
 SHAPES = "2048,2048,2048 2048,512,2048 2048,3072,2048 2048,5632,2048 2048,2048,5632 1024,2304,768 1024,3072,768 1024,768,3072 4096,4096,4096"
 
@@ -22,14 +26,7 @@ def bench(fn, iters):
     for _ in range(10):
         fn()
     torch.cuda.synchronize()
-    ms = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
+    ms = event_times(fn, iters)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()

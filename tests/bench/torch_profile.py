@@ -28,6 +28,7 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import full_models_torch as fmt  # noqa: E402
+from peers import event_times  # noqa: E402
 
 
 def main():
@@ -72,14 +73,7 @@ def main():
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_pop()
             return 0
-        ms = []
-        for _ in range(args.iters):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            call()
-            e.record()
-            e.synchronize()
-            ms.append(s.elapsed_time(e))
+        ms = event_times(call, args.iters)
         print(f"{args.name} {args.mode}: {args.iters} calls, median {np.median(ms):.4f} ms, min {np.min(ms):.4f}, "
               f"first 20 median {np.median(ms[:20]):.4f}, last 20 median {np.median(ms[-20:]):.4f}")
         if args.latencies:
