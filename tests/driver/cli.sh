@@ -67,10 +67,13 @@ expect schedule-bad-key 2 "--schedule: 'mm.tile_m=64' is not KEY=VALUE with a kn
 expect schedule-default 0 'launch @k0_MatMul .* grid\(2, 4, 1\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile
 expect schedule-pinned 0 'launch @k0_MatMul .* grid\(2, 2, 2\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.tile_n=128,mm.split_k=2
 # persistent ping-pong: one program per tile here (8 tiles of 128x64 < 132 SMs), the form in the schedule
-expect schedule-persistent 0 'tile = \[128, 64, 64\].*persistent = 132\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
+expect schedule-persistent 0 'tile = \[128, 64, 64\].*persistent = 132, staged\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
 expect schedule-persistent-grid 0 'launch @k0_MatMul .* grid\(8, 1, 1\) block\(384\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1
 expect schedule-persistent-bad 2 "--schedule: mm.persistent: 0..2, not '3'" -- "$W/mm.drkg" --schedule=mm.persistent=3
-expect schedule-cooperative 0 'tile = \[128, 128, 64\].*persistent = 132 \(cooperative\)\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=2,mm.tile_n=128
+expect schedule-cooperative 0 'tile = \[128, 128, 64\].*persistent = 132 \(cooperative\), staged\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=2,mm.tile_n=128
+# the persistent forms stage their epilogue in buffers of their own (the ring gives up stages)
+expect schedule-persistent-stages 0 'tile = \[128, 256, 64\], stages = 3, .*persistent = 132 \(cooperative\), staged\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=2,mm.tile_n=256
+expect schedule-persistent-unstaged 0 'tile = \[128, 64, 64\].*persistent = 132\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.persistent=1,mm.staged=0
 # two programs along M per cluster (4 x 128-row tiles here), B multicast; the staged epilogue is the default
 expect schedule-cluster 0 'grid\(2, 2, 1\) block\(384\) cluster\(2, 1, 1\)' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.cluster=2,mm.tile_n=128
 expect schedule-cluster-multicast 0 'tma_load .*\{multicast = 3\}' -- "$W/mm.drkg" --target=sm_90a --emit=tile --schedule=mm.cluster=2,mm.tile_n=128
