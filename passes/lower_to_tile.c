@@ -499,16 +499,31 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   return true;
 }
 
+bool *drk_lowered_referenced(const drk_graph_t *g, const drk_lowered_t *l) {
+  bool *r = calloc((size_t)g->next_value_id + 1, sizeof *r);
+  if (!r) return NULL;
+  for (size_t i = 0; i < l->n_launches; i++)
+    for (int j = 0; j < l->launches[i].n_args; j++) {
+      const drk_larg_t *a = &l->launches[i].args[j];
+      if ((a->kind == DRK_LARG_BUFFER || a->kind == DRK_LARG_TMA) && a->value) r[a->value->id] = true;
+    }
+  return r;
+}
+
 bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d) {
   drk_mem_scratch_t *sc = calloc(l->n_scratch + 1, sizeof *sc);
-  if (!sc) {
+  bool *ref = drk_lowered_referenced(g, l);
+  if (!sc || !ref) {
+    free(sc);
+    free(ref);
     drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
     return false;
   }
   for (size_t i = 0; i < l->n_scratch; i++) sc[i] = (drk_mem_scratch_t){l->scratch[i].bytes, l->scratch[i].time};
-  bool ok = drk_plan_memory_inplace(g, l->aliases, l->n_aliases, l->node_time, sc, l->n_scratch, l->inplace,
-                                    l->n_inplace, out_plan, d);
+  bool ok = drk_plan_memory_kernels(g, l->aliases, l->n_aliases, l->node_time, sc, l->n_scratch, l->inplace,
+                                    l->n_inplace, ref, out_plan, d);
   free(sc);
+  free(ref);
   return ok;
 }
 

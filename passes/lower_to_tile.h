@@ -180,8 +180,12 @@ void drk_lowered_destroy(drk_lowered_t *l);
 
 /* The memory plan of g as lowered into l: the lowering's aliases, node times (a fused kernel
  * reads all its inputs and writes all its outputs at its group's time), scratch buffers (live
- * at their node's time only) and in-place candidates (drk_plan_memory_inplace). */
+ * at their node's time only) and in-place candidates; only the values some kernel takes as a
+ * buffer or TMA argument get bytes (drk_plan_memory_kernels), and graph inputs and outputs. */
 bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_mem_plan_t *out_plan, drk_diag_t *d);
+/* Per value id: whether a launch of l takes it as a buffer or TMA argument (calloc'ed; NULL
+ * when out of memory). */
+bool *drk_lowered_referenced(const drk_graph_t *g, const drk_lowered_t *l);
 
 /* Prints the module with each kernel preceded by a comment line giving its node, launch and
  * schedule (the result still parses as .drkt). */

@@ -135,6 +135,13 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
                              const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
                              const drk_value_alias_t *inplace, size_t n_inplace, drk_mem_plan_t *out_plan,
                              drk_diag_t *d) {
+  return drk_plan_memory_kernels(g, aliases, n_aliases, node_time, scratch, n_scratch, inplace, n_inplace, NULL, out_plan, d);
+}
+
+bool drk_plan_memory_kernels(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             const drk_value_alias_t *inplace, size_t n_inplace, const bool *referenced,
+                             drk_mem_plan_t *out_plan, drk_diag_t *d) {
   uint32_t n = g->next_value_id;
   drk_mem_plan_t p = {.n_ids = n, .n_scratch = (uint32_t)n_scratch};
   p.scratch_offset = calloc(n_scratch + 1, sizeof(uint64_t));
@@ -148,7 +155,9 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
   placed_t *live = malloc(sizeof(placed_t) * (n + n_scratch + 1));
   timed_t *order = malloc(sizeof(timed_t) * (g->n_nodes + 1));
   bool *taken = calloc(n + 1, sizeof *taken);
-  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order && p.scratch_offset && sord && taken;
+  bool *placed = referenced ? calloc(n + 1, sizeof *placed) : NULL; /* which bases get a range */
+  bool ok = p.offset && p.size && base_of && by_id && last_use && live && order && p.scratch_offset && sord && taken &&
+            (placed || !referenced);
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "memory planning: out of memory");
     goto fail;
@@ -158,6 +167,17 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
     last_use[i] = -2;
   }
   for (size_t i = 0; i < n_aliases; i++) base_of[aliases[i].value->id] = aliases[i].base;
+  if (placed) { /* a referenced value's bytes are its base's; graph inputs and outputs always */
+    for (uint32_t i = 0; i <= n; i++)
+      if (referenced[i]) placed[i] = true;
+    for (size_t i = 0; i < n_aliases; i++)
+      if (referenced[aliases[i].value->id]) placed[resolve(base_of, aliases[i].value)->id] = true;
+    for (size_t i = 0; i < g->n_inputs; i++) placed[resolve(base_of, g->inputs[i])->id] = true;
+    for (size_t i = 0; i < g->n_outputs; i++) {
+      placed[g->outputs[i]->id] = true;
+      placed[resolve(base_of, g->outputs[i])->id] = true;
+    }
+  }
 
   /* Weights region: constants in order, each 256-byte aligned. */
   uint64_t w = 0;
@@ -242,6 +262,7 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
       if (!value_bytes(v, &sz, d)) goto fail;
       uint64_t need = align_up(sz ? sz : 1);
       p.naive_size += need;
+      if (placed && !placed[v->id]) continue; /* inside a kernel: never in memory */
       int64_t end = last_use[v->id] < t ? t : last_use[v->id];
       uint32_t tb = 0;
       int64_t slot = n_inplace ? inplace_slot(g, v, need, t, inplace, n_inplace, base_of, last_use, &p, taken, live,
@@ -268,6 +289,7 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
     const drk_value_t *v = aliases[i].value, *b = resolve(base_of, v);
     uint64_t sz;
     if (!value_bytes(v, &sz, d)) goto fail;
+    if (placed && !placed[b->id]) continue; /* a view of a value inside a kernel */
     if (p.offset[b->id] == UINT64_MAX || sz > p.size[b->id]) {
       drk_diag_error(d, v->loc, "memory planning: alias '%s' of '%s' does not fit", v->name, b->name);
       goto fail;
@@ -283,6 +305,7 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
   free(order);
   free(sord);
   free(taken);
+  free(placed);
   *out_plan = p;
   return true;
 fail:
@@ -293,6 +316,7 @@ fail:
   free(order);
   free(sord);
   free(taken);
+  free(placed);
   drk_mem_plan_free(&p);
   return false;
 }

@@ -68,6 +68,15 @@ bool drk_plan_memory_inplace(const drk_graph_t *g, const drk_value_alias_t *alia
                              const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
                              const drk_value_alias_t *inplace, size_t n_inplace, drk_mem_plan_t *out_plan,
                              drk_diag_t *d);
+/* drk_plan_memory_inplace placing only what the kernels touch: referenced (per value id) marks
+ * the values some kernel reads or writes; node results that are not (the values inside a fused
+ * kernel: attention scores, a paired MatMul's result, an epilogue's temporaries) and are no
+ * graph input or output get no range (offset UINT64_MAX, size 0), nor do their aliases. The
+ * naive sum still counts them (what one kernel per node would need). */
+bool drk_plan_memory_kernels(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
+                             const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
+                             const drk_value_alias_t *inplace, size_t n_inplace, const bool *referenced,
+                             drk_mem_plan_t *out_plan, drk_diag_t *d);
 /* Copies the constants of g into a weights blob laid out as the plan says (malloc'ed; caller
  * frees). */
 void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g);

@@ -250,7 +250,9 @@ static int plan_conflicts(const drk_graph_t *g, const drk_fusion_t *fu, const dr
 #ifdef DRK_PLAN_MEMORY_TIMED
   int64_t *times = malloc(sizeof(int64_t) * (g->n_nodes + 1));
   drk_fusion_node_times(fu, times);
-  bool ok = drk_plan_memory_inplace(g, l->aliases, l->n_aliases, times, NULL, 0, l->inplace, l->n_inplace, &plan, &d);
+  bool *ref = drk_lowered_referenced(g, l);
+  bool ok = drk_plan_memory_kernels(g, l->aliases, l->n_aliases, times, NULL, 0, l->inplace, l->n_inplace, ref, &plan, &d);
+  free(ref);
   free(times);
 #else
   bool ok = drk_plan_memory(g, l->aliases, l->n_aliases, &plan, &d);
