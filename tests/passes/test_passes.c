@@ -958,6 +958,57 @@ static void test_plan_inplace(void) {
   drk_graph_destroy(g);
 }
 
+/* Placing only what kernels touch (drk_plan_memory_kernels): a value no kernel references gets
+ * no range, nor does a view of it; a referenced view places its base; graph inputs and outputs
+ * are placed unreferenced; the naive sum is the same. Then the lowering: a fused chain's
+ * inner values are unreferenced (drk_lowered_referenced) and unplaced. */
+static void test_plan_kernels(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F32, "4,64");
+  drk_node_t *a = node(g, DRK_OP_RELU, "a", 1, 1, x);
+  drk_node_t *b = node(g, DRK_OP_NEG, "b", 1, 1, OUT(a));
+  drk_node_t *c = node(g, DRK_OP_TANH, "c", 1, 1, OUT(b));
+  drk_node_t *e = node(g, DRK_OP_EXP, "e", 1, 1, OUT(c));
+  drk_node_t *o = node(g, DRK_OP_NEG, "o", 1, 1, OUT(e));
+  drk_graph_add_output(g, OUT(o));
+  if (!infer_ok(g)) {
+    drk_graph_destroy(g);
+    return;
+  }
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  bool *ref = calloc((size_t)g->next_value_id + 1, sizeof *ref);
+  drk_value_alias_t al[] = {{OUT(b), OUT(a)}, {OUT(e), OUT(c)}}; /* b a view of a, e of c */
+  ref[OUT(e)->id] = true; /* c only through its view e; a and b not at all */
+  drk_mem_plan_t p0, p1;
+  CHECK(drk_plan_memory_kernels(g, al, 2, NULL, NULL, 0, NULL, 0, NULL, &p0, &d));
+  CHECK(drk_plan_memory_kernels(g, al, 2, NULL, NULL, 0, NULL, 0, ref, &p1, &d));
+  CHECK(p0.offset[OUT(a)->id] != UINT64_MAX && p0.offset[OUT(b)->id] != UINT64_MAX);
+  CHECK(p1.offset[OUT(a)->id] == UINT64_MAX && p1.offset[OUT(b)->id] == UINT64_MAX && p1.size[OUT(a)->id] == 0);
+  CHECK(p1.offset[OUT(c)->id] != UINT64_MAX && p1.offset[OUT(e)->id] == p1.offset[OUT(c)->id]);
+  CHECK(p1.offset[x->id] != UINT64_MAX && p1.offset[OUT(o)->id] != UINT64_MAX);
+  CHECK(p1.naive_size == p0.naive_size && p1.arena_size <= p0.arena_size);
+  drk_mem_plan_free(&p0);
+  drk_mem_plan_free(&p1);
+  free(ref);
+  /* the lowering at level 1: one flat kernel reads x and writes o; nothing in between is placed */
+  drk_lower_options_t lo = {.target_sm = 90, .fusion_set = true, .fusion_level = 1};
+  drk_lowered_t l;
+  bool lowered = drk_lower_graph(g, &lo, &l, &d);
+  CHECK(lowered);
+  if (lowered) {
+    bool *r = drk_lowered_referenced(g, &l);
+    CHECK(r && r[x->id] && r[OUT(o)->id] && !r[OUT(b)->id] && !r[OUT(c)->id]);
+    drk_mem_plan_t p;
+    CHECK(drk_lowered_plan_memory(g, &l, &p, &d));
+    CHECK(p.offset[OUT(c)->id] == UINT64_MAX && p.offset[OUT(o)->id] != UINT64_MAX);
+    drk_mem_plan_free(&p);
+    free(r);
+    drk_lowered_destroy(&l);
+  }
+  drk_graph_destroy(g);
+}
+
 /* Sibling MatMuls of one x (passes/merge_matmul.c): q [8,6], k [8,4] and (v) [8,5] of x
  * [2,5,8], q read by a Reshape, k by a Transpose, v by a MatMul. bias: 0 none, 1 all three
  * (k's as Add(b [1,1,4], mm)), 2 only q's. sig: k also feeds a Sigmoid. k_out: k is a graph
@@ -1060,6 +1111,7 @@ static void test_merge_matmul(void) {
 
 static const test_t tests[] = {
     {"plan_inplace", test_plan_inplace},
+    {"plan_kernels", test_plan_kernels},
     {"conv_to_matmul", test_conv_to_matmul},
     {"merge_matmul", test_merge_matmul},
     {"layout_nhwc", test_layout_nhwc},
