@@ -189,7 +189,7 @@ bool drk_lower_mm_group(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   bool ok = true;
   if (gr->pair >= 0) {
     const drk_node_t *p = g->nodes[gr->pair];
-    if (drk_lower_matmul_pairs(c, p)) {
+    if (drk_lower_matmul_pairs(c)) {
       c->epi_pair = p;
     } else { /* its own kernel first, then the anchor's epilogue loads its result */
       c->epi = NULL;

@@ -430,7 +430,7 @@ static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
  * buffer are done before it is overwritten. */
 static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, int slot, tv_t *res) {
   drk_tile_module_t *m = c->m;
-  const int64_t BN = W->G, M = W->M, N = W->s->N, es = drk_dtype_bits(W->s->t) / 8;
+  const int64_t G = W->G, M = W->M, N = W->s->N, es = drk_dtype_bits(W->s->t) / 8;
   if (W->staged) {
     int64_t off = W->stage_off ? W->stage_off + slot * 64 * W->BN * es : h * 64 * W->BN * es;
     ws_bar(c, W->stage_off ? 2 + slot : 1, W->stage_off ? 128 : 256);
@@ -439,16 +439,16 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
     drk_tile_op_set_int(m, buf->def, "offset", off);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){buf, lw_cast(c, res, W->s->t)}, 0, NULL);
     ws_bar(c, 2 + (W->stage_off ? slot : h), 128);
-    int tc = (int)(BN / 8 < 32 ? BN / 8 : 32);
+    int tc = (int)(G / 8 < 32 ? G / 8 : 32);
     const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
-    drk_tile_type_t ht = drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, BN}, L);
+    drk_tile_type_t ht = drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, G}, L);
     if (W->pair) {
       /* the halves [64 x G] (the anchor's columns, then the paired MatMul's): each its own
        * run of 64-column chunks, so a buffer of the same layout at the half's offset */
       tv_t *hb[2];
       for (int k = 0; k < 2; k++) {
-        hb[k] = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, BN}, SL));
-        drk_tile_op_set_int(m, hb[k]->def, "offset", off + k * 64 * BN * es);
+        hb[k] = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(W->s->t, 2, (int64_t[]){64, G}, SL));
+        drk_tile_op_set_int(m, hb[k]->def, "offset", off + k * 64 * G * es);
       }
       res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[0], ht);
       c->epi_pair_res = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, &hb[1], ht);
@@ -461,15 +461,15 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
   tv_t *mw = lw_cast(c, BIN(ADD, T->m0, lw_sci(c, DRK_DT_I32, 64 * h)), c->it), *nw = lw_cast(c, T->n0, c->it);
   tv_t *ei = lw_cast(c, lw_range(c, 64, Cr), c->it);
   tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
-  tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
+  tv_t *ej = lw_cast(c, lw_range(c, G, Cc), c->it);
   tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
-  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, BN),
-                    lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), acc_l, 64, BN));
+  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, G),
+                    lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), acc_l, 64, G));
   tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, N));
   /* split-K: z * M * N is split * numel(y) + the batch's offset */
   if (W->batch > 1 || W->SP > 1)
     rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, T->pz, c->it), lw_sci(c, c->it, M * N)), &rp->type));
-  tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, BN), lw_bcast_col(c, ecol, acc_l, 64, BN));
+  tv_t *yoff = BIN(ADD, lw_bcast_row(c, rp, acc_l, 64, G), lw_bcast_col(c, ecol, acc_l, 64, G));
   if (W->SP > 1) lw_store(c, W->py, yoff, res, emask);
   else lw_mm_store(c, W->py, yoff, res, emask);
 }
@@ -524,6 +524,11 @@ static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   for (int h = 0; h < nh; h++) ws_store(c, W, T, h0 + h, nh > 1 ? 2 * w + h : w, res[h]);
 }
 
+/* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
+static void ws_fold(ws_batch_t ba, ws_batch_t bb, int64_t *M, int64_t *batch) {
+  if (*batch > 1 && bb == WS_BCAST && ba == WS_FULL) *M *= *batch, *batch = 1;
+}
+
 /* The schedule of a paired kernel: that of the problem [M, 2N] with no epilogue (the
  * epilogue runs on [64 x BN/2] halves after the staging, so BN = 256 does not spill). */
 static drk_schedule_t ws_pair_sched(drk_lctx_t *c, const mm_t *s, int64_t M, int64_t batch) {
@@ -535,19 +540,14 @@ static drk_schedule_t ws_pair_sched(drk_lctx_t *c, const mm_t *s, int64_t M, int
   return drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &o, false);
 }
 
-bool drk_lower_matmul_pairs(drk_lctx_t *c, const drk_node_t *p) {
-  const drk_node_t *n = c->node;
-  if (c->o.knobs.mm_pair == 1 || n->op != DRK_OP_MATMUL || p->op != DRK_OP_MATMUL || p->inputs[0] != n->inputs[0] ||
-      p->inputs[1]->dtype != n->inputs[1]->dtype || !drk_shape_equal(&p->inputs[1]->shape, &n->inputs[1]->shape) ||
-      !drk_shape_equal(&p->outputs[0]->shape, &n->outputs[0]->shape))
-    return false;
+bool drk_lower_matmul_pairs(drk_lctx_t *c) {
   mm_t s;
-  if (!mm_setup(c, &s) || n->inputs[1]->shape.rank != 2) return false;
+  if (c->o.knobs.mm_pair == 1 || !mm_setup(c, &s)) return false;
   drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o, true);
   ws_batch_t ba, bb;
   if (!ws_eligible(c, &s, &W, &ba, &bb)) return false;
   int64_t M = s.M, batch = s.batch;
-  if (batch > 1 && bb == WS_BCAST && ba == WS_FULL) M *= batch, batch = 1;
+  ws_fold(ba, bb, &M, &batch);
   W = ws_pair_sched(c, &s, M, batch);
   return W.split_k <= 1 && W.staged && W.tile_n >= 128;
 }
@@ -557,9 +557,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   drk_tile_module_t *m = c->m;
   int64_t es = drk_dtype_bits(s->t) / 8;
   int64_t M = s->M, batch = s->batch;
-  /* B shared by every batch and A a contiguous batch: one [batch*M, N] problem */
-  bool fold = batch > 1 && bb == WS_BCAST && ba == WS_FULL;
-  if (fold) M *= batch, batch = 1;
+  ws_fold(ba, bb, &M, &batch);
   /* tiles, split-K and form for the grid this kernel has (and its epilogue); paired: the
    * problem of both weights side by side */
   bool pair = c->epi_pair != NULL;
@@ -573,13 +571,13 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
   W.CL = S.cluster > 1 && !NP && !pair && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
   W.staged = W.SP == 1 && S.staged;
-  int64_t es_ = drk_dtype_bits(s->t) / 8, stage_b = (W.BM + W.BN) * W.BK * es_;
-  if (W.staged && NP) {
-    /* staging buffers of their own (2 slots cooperative, 4 ping-pong) after the ring and
-     * its barriers, 1024-byte aligned; the ring gives up stages to make room */
-    int64_t bufs = (S.coop ? 2 : 4) * 64 * W.BN * es_, fit = (WS_SMEM_MAX - bufs - 1024 - 32) / (stage_b + 16);
+  /* persistent and staged: staging buffers of their own (2 slots cooperative, 4 ping-pong)
+   * after the ring and its barriers, 1024-byte aligned; the ring gives up stages to make room */
+  int64_t stage_bufs = W.staged && NP ? (S.coop ? 2 : 4) * 64 * W.BN * es : 0;
+  if (stage_bufs) {
+    int64_t fit = (WS_SMEM_MAX - stage_bufs - 1024 - 32) / ((W.BM + W.BN) * W.BK * es + 16);
     if (fit < W.ST) W.ST = fit;
-    if (W.ST < 2) W.staged = false, W.ST = S.stages;
+    if (W.ST < 2) W.staged = false, W.ST = S.stages, stage_bufs = 0;
   }
   S.staged = W.staged;
   S.stages = (int)W.ST;
@@ -601,9 +599,9 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
 
   const int64_t ST = W.ST;
   int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es, smem = off_bar + 16 * ST + (NP ? 16 : 0);
-  if (W.staged && NP) {
+  if (stage_bufs) {
     W.stage_off = (smem + 1023) / 1024 * 1024;
-    smem = W.stage_off + (S.coop ? 2 : 4) * 64 * W.BN * es;
+    smem = W.stage_off + stage_bufs;
   }
   drk_dtype_t I = DRK_DT_I32;
   W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);

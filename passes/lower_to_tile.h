@@ -253,9 +253,10 @@ bool drk_lower_pool(drk_lctx_t *c);
 /* A DRK_FUSION_MM group: its anchor lowered by drk_lower_matmul with the epilogue
  * (lower_epilogue.c). */
 bool drk_lower_mm_group(drk_lctx_t *c, const struct drk_fusion *f, int gi);
-/* Whether the kernel of c->node (a MatMul, with c->epi set) can also compute MatMul p's
- * result next to its own (lower_matmul.c: the sm_90a kernel over both weights). */
-bool drk_lower_matmul_pairs(drk_lctx_t *c, const drk_node_t *p);
+/* Whether the kernel of c->node (a MatMul anchor, with c->epi set) can also compute its
+ * group's pair (fuse.c: the same A, a 2-D constant B of the anchor B's shape and dtype, so the
+ * anchor's problem decides): the sm_90a kernel over both weights (lower_matmul.c). */
+bool drk_lower_matmul_pairs(drk_lctx_t *c);
 /* Where a matmul/conv kernel stores its result tile res (accumulator layout) at flat output
  * offsets yoff: a plain masked store, or the fused epilogue of c->epi. */
 void lw_mm_store(drk_lctx_t *c, tv_t *py, tv_t *yoff, tv_t *res, tv_t *mask);

@@ -173,10 +173,7 @@ bool drk_plan_memory_kernels(const drk_graph_t *g, const drk_value_alias_t *alia
     for (size_t i = 0; i < n_aliases; i++)
       if (referenced[aliases[i].value->id]) placed[resolve(base_of, aliases[i].value)->id] = true;
     for (size_t i = 0; i < g->n_inputs; i++) placed[resolve(base_of, g->inputs[i])->id] = true;
-    for (size_t i = 0; i < g->n_outputs; i++) {
-      placed[g->outputs[i]->id] = true;
-      placed[resolve(base_of, g->outputs[i])->id] = true;
-    }
+    for (size_t i = 0; i < g->n_outputs; i++) placed[resolve(base_of, g->outputs[i])->id] = true;
   }
 
   /* Weights region: constants in order, each 256-byte aligned. */

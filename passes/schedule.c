@@ -293,7 +293,10 @@ bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, si
     for (; i < sizeof keys / sizeof keys[0]; i++)
       if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
     if (!eq || i == sizeof keys / sizeof keys[0]) {
-      snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (mm.tile_n, mm.split_k, mm.stages, mm.persistent, mm.cluster, mm.staged, mm.pair, attn.block_m, flat.move_block, rows.spt)", (int)len, p);
+      int w = snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (", (int)len, p);
+      for (size_t j = 0; j < sizeof keys / sizeof keys[0] && w >= 0 && (size_t)w < n; j++)
+        w += snprintf(err + w, n - (size_t)w, "%s%s", j ? ", " : "", keys[j].key);
+      if (w >= 0 && (size_t)w < n) snprintf(err + w, n - (size_t)w, ")");
       return false;
     }
     char *end;
