@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
+
+#include "tensor.h"
 
 typedef struct {
   const char *name;
@@ -320,4 +323,83 @@ const int64_t *drk_node_attr_ints(const drk_node_t *n, const char *name, size_t 
 drk_node_t *drk_node_input_def(const drk_node_t *n, int i) {
   if (i < 0 || i >= n->n_inputs || !n->inputs[i]) return NULL;
   return n->inputs[i]->def;
+}
+
+/* ---- constants ---- */
+double drk_value_const_f64(const drk_value_t *v, int64_t i) {
+  const unsigned char *p = v->data;
+  switch (v->dtype) {
+  case DRK_DT_F64: { double x; memcpy(&x, p + 8 * i, 8); return x; }
+  case DRK_DT_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
+  case DRK_DT_F16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return drk_f16_to_f32(x); }
+  case DRK_DT_BF16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return drk_bf16_to_f32(x); }
+  case DRK_DT_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); return (double)x; }
+  case DRK_DT_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+  case DRK_DT_I16: { int16_t x; memcpy(&x, p + 2 * i, 2); return x; }
+  case DRK_DT_I8: return (int8_t)p[i];
+  case DRK_DT_U8: case DRK_DT_BOOL: return p[i];
+  default: return 0;
+  }
+}
+
+/* ---- binding symbolic dims ---- */
+static int bind_value(drk_value_t *v, const char *name, size_t len, int64_t size) {
+  int n = 0;
+  if (!v || v->shape.rank <= 0) return 0;
+  for (int i = 0; i < v->shape.rank; i++) {
+    drk_dim_t *dd = &v->shape.dims[i];
+    if (dd->sym && strlen(dd->sym) == len && memcmp(dd->sym, name, len) == 0) {
+      dd->sym = NULL;
+      dd->size = size;
+      n++;
+    }
+  }
+  return n;
+}
+
+bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d) {
+  const char *p = spec ? spec : "";
+  bool ok = true;
+  while (*p) {
+    while (*p == ',' || isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    const char *name = p;
+    while (*p && *p != '=' && *p != ',') p++;
+    size_t len = (size_t)(p - name);
+    while (len && isspace((unsigned char)name[len - 1])) len--;
+    if (*p != '=' || !len) {
+      drk_diag_error(d, drk_loc_none, "bad dim binding '%s': expected NAME=SIZE[,NAME=SIZE...]", spec);
+      return false;
+    }
+    p++;
+    char *end;
+    long long size = strtoll(p, &end, 10);
+    if (end == p || size < 0) {
+      drk_diag_error(d, drk_loc_none, "bad dim binding '%s': size of '%.*s' must be a non-negative integer", spec, (int)len, name);
+      return false;
+    }
+    p = end;
+    int n = 0;
+    for (size_t i = 0; i < g->n_inputs; i++) n += bind_value(g->inputs[i], name, len, size);
+    for (size_t i = 0; i < g->n_outputs; i++) n += bind_value(g->outputs[i], name, len, size);
+    for (size_t i = 0; i < g->n_nodes; i++)
+      for (int j = 0; j < g->nodes[i]->n_outputs; j++) n += bind_value(g->nodes[i]->outputs[j], name, len, size);
+    if (!n) {
+      char syms[400] = "";
+      size_t sl = 0;
+      for (size_t i = 0; i < g->n_inputs; i++)
+        for (int j = 0; j < g->inputs[i]->shape.rank; j++) {
+          const char *s = g->inputs[i]->shape.dims[j].sym;
+          if (s && !strstr(syms, s) && sl + strlen(s) + 3 < sizeof syms) sl += (size_t)snprintf(syms + sl, sizeof syms - sl, "%s%s", sl ? ", " : "", s);
+        }
+      drk_diag_error(d, drk_loc_none, "no symbolic dim named '%.*s' (the graph's inputs have: %s)", (int)len, name,
+                     sl ? syms : "none");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool drk_op_is_view(drk_op_t op) {
+  return drk_op_aliases_input(op) || op == DRK_OP_TRANSPOSE || op == DRK_OP_EXPAND || op == DRK_OP_SLICE;
 }

@@ -225,4 +225,20 @@ void drk_graph_print_ex(const drk_graph_t *g, FILE *out, size_t max_const_bytes)
  * caller frees it with free(). Returns NULL if memory runs out. */
 char *drk_graph_print_string(const drk_graph_t *g, size_t max_const_bytes, size_t *out_len);
 
+/* Element i of constant v (v->kind == DRK_VALUE_CONST, any numeric dtype) as a double; 0 for
+ * dtypes without a numeric reading. */
+double drk_value_const_f64(const drk_value_t *v, int64_t i);
+/* An ONNX axis in [-rank, rank) as an index in [0, rank) (callers check the range). */
+static inline int drk_axis_norm(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
+
+/* Binds symbolic dims to sizes in place, e.g. "batch=2,seq=64": every dim named so, on graph
+ * inputs and on any value, becomes static. Run before drk_pass_pipeline_canonicalize.
+ * Unknown names in spec are an error (reported with the list of symbolic dims the graph
+ * has); a malformed spec too. */
+bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d);
+
+/* Ops that only move or alias data and that fusion reads through as views of their input
+ * (index maps): the aliases (drk_op_aliases_input), Transpose, Expand and Slice. */
+bool drk_op_is_view(drk_op_t op);
+
 #endif

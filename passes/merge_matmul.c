@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuse.h"
 #include "passes.h"
 #include "ir/tensor.h"
 
@@ -61,7 +60,7 @@ static use_t *compute_uses(const drk_graph_t *g) {
       if (!v || v->id > g->next_value_id) continue;
       use_t *e = &u[v->id];
       if (!e->n++) e->first = n;
-      if (!((drk_fusion_attention_view_op(n->op) && j == 0) || n->op == DRK_OP_MATMUL)) e->other = true;
+      if (!((drk_op_is_view(n->op) && j == 0) || n->op == DRK_OP_MATMUL)) e->other = true;
     }
   }
   for (size_t i = 0; i < g->n_outputs; i++)

@@ -40,7 +40,7 @@ typedef struct drk_mem_scratch {
 bool drk_plan_memory(const drk_graph_t *g, const drk_value_alias_t *aliases, size_t n_aliases,
                      drk_mem_plan_t *out_plan, drk_diag_t *d);
 void drk_mem_plan_free(drk_mem_plan_t *p);
-/* drk_plan_memory for a lowering that fused nodes into kernels (passes/fuse.h): node k runs
+/* drk_plan_memory for a lowering that fused nodes into kernels (lower/fuse.h): node k runs
  * at node_time[k] (drk_fusion_node_times; the nodes of one fused kernel share a time, never
  * earlier than any producer's), and lifetimes are intervals of those times, so a fused
  * kernel's inputs stay intact and its outputs get bytes of their own while it runs.

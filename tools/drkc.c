@@ -22,8 +22,8 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
-#include "passes/fuse.h"
-#include "passes/lower_to_tile.h"
+#include "lower/fuse.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 

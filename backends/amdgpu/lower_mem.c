@@ -6,7 +6,7 @@
  * dot: kind fma (any float, blocked accumulator: v_fma/v_fmac) and kind mma_sync or mfma
  * (MFMA). An mma_sync accumulator is placed as an MFMA accumulator on this backend
  * (lower.c, dim_mfma_acc), and its dot_op operands as MFMA A/B operands, so the mma_sync
- * dots that passes/lower_matmul.c writes for NVIDIA become v_mfma_f32_16x16x16_{f16,bf16}
+ * dots that lower/lower_matmul.c writes for NVIDIA become v_mfma_f32_16x16x16_{f16,bf16}
  * (f32 inputs: v_mfma_f32_16x16x4_f32, exact f32 products) with no data movement; `mfma` layouts with instr 32 use the 32x32 forms.
  * f8 dots use v_mfma_f32_{16x16x32,32x32x16}_{fp8,bf8}. The tile IR's f8 is OCP (e4m3fn,
  * e5m2); gfx942's MFMA reads the same bytes as e4m3fnuz / e5m2fnuz (exponent bias one

@@ -11,7 +11,7 @@
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/plan_memory.h"
 #include "passes/precision.h"
 

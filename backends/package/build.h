@@ -1,7 +1,7 @@
 /* From a canonical graph to a module file: the back half of the drkc pipeline.
  *
  * Requires a graph after drk_pass_pipeline_canonicalize with static shapes. Runs, as a plain
- * list of calls: lower to tile IR (passes/lower_to_tile.h), plan memory
+ * list of calls: lower to tile IR (lower/lower.h), plan memory
  * (passes/plan_memory.h), generate code for every requested NVIDIA target (tile IR -> LLVM
  * -> PTX -> ptxas -> cubin) and for gfx942 (tile IR -> LLVM AMDGPU -> code object -> offload
  * bundle), pack a fat binary (a cubin per target plus PTX of the newest portable one for
@@ -19,7 +19,7 @@
 #include <stdio.h>
 
 #include "ir/graph.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 
 typedef enum drk_build_stop {
   DRK_BUILD_TILE,   /* print the lowered tile module */
@@ -44,7 +44,7 @@ typedef struct drk_build_options {
   void *model_hash_ctx;
   bool verbose;             /* per-kernel register/spill report on stderr */
   FILE *report;             /* --report: kernels, planned memory, precision mix (NULL: none) */
-  /* fusion (passes/fuse.h): as in drk_lower_options_t; !fusion_set: the defaults */
+  /* fusion (lower/fuse.h): as in drk_lower_options_t; !fusion_set: the defaults */
   bool fusion_set;
   int fusion_level;         /* --fusion-aggressiveness=0..3 */
   int max_group_depth;      /* --max-graph-depth=N; < 1: default */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes/fuse.h"
+#include "lower/fuse.h"
 #include "passes/precision.h"
 
 static uint32_t prec_code(drk_dtype_t t) {

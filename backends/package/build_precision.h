@@ -16,7 +16,7 @@
 
 #include "backends/package/module.h"
 #include "ir/graph.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 
 typedef struct drk_build_precision {
   drk_modfile_kernel_prec_t *kernels; /* l->n_launches entries, in launch order */

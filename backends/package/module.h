@@ -132,7 +132,7 @@ typedef enum drk_modfile_prec {
 } drk_modfile_prec_t;
 #define DRK_MODFILE_PREC_MASK_ALL 0x1feu /* codes 1..8 */
 
-/* Which fusion group a kernel runs (passes/fuse.h: drk_fusion_kind_t). */
+/* Which fusion group a kernel runs (lower/fuse.h: drk_fusion_kind_t). */
 typedef enum drk_modfile_group {
   DRK_MODFILE_GROUP_SINGLE = 0,    /* one node */
   DRK_MODFILE_GROUP_FLAT = 1,      /* elementwise nodes */

@@ -15,7 +15,7 @@
 #include "backends/amdgpu/amdgpu.h"
 #include "backends/package/build_amd.h"
 #include "frontend/onnx/onnx_import.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ir/tile.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 
 static char *drk_test_tile_text(const drk_tile_module_t *m, size_t *len) {
   char *buf = NULL;

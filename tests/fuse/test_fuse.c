@@ -1,4 +1,4 @@
-/* Tests of fusion (passes/fuse.h) and fused lowering (passes/lower_fused.c), without a GPU.
+/* Tests of fusion (lower/fuse.h) and fused lowering (lower/lower_fused.c), without a GPU.
  *
  *   test_fuse model MODEL.onnx BIND PTX [PRECISION]
  *                                         whole model at levels 0..3 (see check_level),
@@ -27,8 +27,8 @@
 #include "frontend/frontend.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
-#include "passes/fuse.h"
-#include "passes/lower_to_tile.h"
+#include "lower/fuse.h"
+#include "lower/lower.h"
 #include "tests/common/lowered_check.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"

@@ -21,7 +21,7 @@
 #include "drk/drkrt.h"
 #include "frontend/onnx/onnx_import.h"
 #include "ir/interp.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 
 static uint64_t rng_next(uint64_t *s) {

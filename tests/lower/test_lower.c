@@ -1,4 +1,4 @@
-/* Tests of the graph -> tile IR lowering (passes/lower_to_tile.h).
+/* Tests of the graph -> tile IR lowering (lower/lower.h).
  *
  *   test_lower model MODEL.onnx [BIND] [DUMP.drkt]  whole model: must lower completely
  *   test_lower drkg FILE.drkg [BIND]                 a text graph: must lower completely
@@ -18,8 +18,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/frontend.h"
 #include "ir/tile.h"
-#define DRK_LOWER_INTERNAL /* the schedule heuristics (run_schedule) */
-#include "passes/lower_to_tile.h"
+#include "lower/lower_internal.h" /* the schedule heuristics (run_schedule) */
 #include "tests/common/lowered_check.h"
 #include "passes/passes.h"
 

@@ -27,7 +27,7 @@
 #include "frontend/frontend.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/interp.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"
 #include "tests/common/lowered_check.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The general matmul kernel (passes/lower_matmul.c) through the NVPTX backend, checked in the
+# The general matmul kernel (lower/lower_matmul.c) through the NVPTX backend, checked in the
 # PTX it produces: the cp.async ring (16-byte copies, commit/wait groups), ldmatrix into the
 # mma.sync operands (.trans where the shared tile is not K-contiguous), mma.sync m16n8k16 for
 # f16/bf16 and m16n8k8 tf32 (with cvt.rna.tf32.f32) for f32 under --matmul-precision=high or

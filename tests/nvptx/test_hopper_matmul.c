@@ -1,4 +1,4 @@
-/* The generated sm_90a matmul (warp-specialized TMA + mbarrier + wgmma, passes/lower_matmul.c)
+/* The generated sm_90a matmul (warp-specialized TMA + mbarrier + wgmma, lower/lower_matmul.c)
  * end to end: a one-MatMul graph from the builder API -> drk_build (tile IR, LLVM, ptxas,
  * fat binary, module with TMA descriptor specs) -> libdrkrt (tensor maps encoded at session
  * creation) -> compared with a CPU f64 reference (rel L2 <= 1e-2), with TFLOP/s from the

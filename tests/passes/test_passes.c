@@ -10,7 +10,7 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tensor.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"
 

@@ -17,7 +17,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/interp.h"
-#include "passes/lower_to_tile.h"
+#include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 

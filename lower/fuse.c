@@ -21,14 +21,12 @@
  * store values of one count only (the frame, G->n), broadcast inside the group only the
  * results of movement nodes (through views), and evaluate at most 2 x max_depth (node,
  * index map) pairs (a value read under two maps is computed twice). */
-#include "fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
-#include "plan_memory.h"
+#include "lower/lower_internal.h"
+#include "passes/plan_memory.h"
 
 /* A fused kernel runs all its nodes at one time; the memory plan must know those times
  * (drk_plan_memory_timed) or it may give a kernel's output the bytes of an input the kernel
@@ -84,7 +82,7 @@ static bool reduce_mask(const drk_node_t *n, uint32_t *mask) {
   if (n->n_inputs > 1 && n->inputs[1]) {
     const drk_value_t *a = n->inputs[1];
     if (a->kind != DRK_VALUE_CONST || !a->data || numel(a) > LW_MAX_RANK * 2) return false;
-    for (int64_t i = 0; i < numel(a); i++) ax[na++] = (int64_t)lw_const_f64(a, i);
+    for (int64_t i = 0; i < numel(a); i++) ax[na++] = (int64_t)drk_value_const_f64(a, i);
   } else {
     size_t cnt = 0;
     const int64_t *a = drk_node_attr_ints(n, "axes", &cnt);
@@ -97,7 +95,7 @@ static bool reduce_mask(const drk_node_t *n, uint32_t *mask) {
     return true;
   }
   for (int i = 0; i < na; i++) {
-    int a = lw_norm_axis(ax[i], r);
+    int a = drk_axis_norm(ax[i], r);
     if (a < 0 || a >= r) return false;
     *mask |= 1u << a;
   }
@@ -128,7 +126,7 @@ static const char *row_anchor(const fz_t *z, const drk_node_t *n, int64_t *rows,
     if (!reduce_mask(n, &mask)) return "reduction axes not constant (or no-op)";
     break;
   case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: {
-    int a = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    int a = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
     if (a != r - 1) return "softmax not over the last axis";
     mask = 1u << a;
     break;
@@ -138,7 +136,7 @@ static const char *row_anchor(const fz_t *z, const drk_node_t *n, int64_t *rows,
       const drk_value_t *o = n->outputs[i];
       if (o && (z->n_users[o->id] || z->is_out[o->id])) return "LayerNormalization's mean/inv_std outputs are used";
     }
-    int a = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    int a = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
     if (a < 0 || a >= r) return "axis out of range";
     for (int i = a; i < r; i++) mask |= 1u << i;
     break;
@@ -193,7 +191,7 @@ static const char *move_fusible(const fz_t *z, const drk_node_t *n) {
       if (n->inputs[i] && !const_data(n->inputs[i])) return "Slice parameters not constant";
     if (n->n_inputs > 4 && n->inputs[4])
       for (int64_t i = 0; i < numel(n->inputs[4]); i++)
-        if (lw_const_f64(n->inputs[4], i) == 0) return "Slice step 0";
+        if (drk_value_const_f64(n->inputs[4], i) == 0) return "Slice step 0";
     return NULL;
   case DRK_OP_SPLIT: {
     int nu = 0;

@@ -24,8 +24,7 @@
  * Requires: static shapes. Guarantees: every edge is masked or zero-filled (any M, N, K). */
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 

@@ -45,8 +45,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 
@@ -298,7 +297,7 @@ static bool lower_one_hot(drk_lctx_t *c) {
   const drk_value_t *iv = n->inputs[0], *vals = n->inputs[2], *y = n->outputs[0];
   int r = y->shape.rank;
   if (r != iv->shape.rank + 1) return lw_err(c, "result rank %d is not the indices' rank + 1", r);
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   if (lw_numel(vals) != 2) return lw_err(c, "values must have 2 elements");
   int64_t depth = y->shape.dims[axis].size, inner = prod(y, axis + 1, r);
@@ -436,7 +435,7 @@ static bool rz_params(drk_lctx_t *c, resize_t *z) {
   if (axattr) {
     if ((int)nax > r) return lw_err(c, "too many axes");
     for (size_t i = 0; i < nax; i++) {
-      axes[i] = lw_norm_axis(axattr[i], r);
+      axes[i] = drk_axis_norm(axattr[i], r);
       if (axes[i] < 0 || axes[i] >= r || seen[axes[i]]) return lw_err(c, "axes out of range or repeated");
       seen[axes[i]] = true;
     }
@@ -457,7 +456,7 @@ static bool rz_params(drk_lctx_t *c, resize_t *z) {
     if (sc->kind != DRK_VALUE_CONST || !sc->data) return lw_err(c, "scales must be a constant");
     if (!drk_dtype_is_float(sc->dtype) || lw_numel(sc) != (int64_t)nax) return lw_err(c, "scales must hold %zu floats", nax);
     for (size_t i = 0; i < nax; i++) {
-      double s = lw_const_f64(sc, (int64_t)i);
+      double s = drk_value_const_f64(sc, (int64_t)i);
       if (!(s > 0)) return lw_err(c, "scales must be positive");
       z->s[axes[i]] = s;
       od[axes[i]] = (int64_t)floor((double)z->L[axes[i]] * s);
@@ -493,8 +492,8 @@ static bool rz_params(drk_lctx_t *c, resize_t *z) {
     if (!drk_dtype_is_float(roi->dtype) || lw_numel(roi) != 2 * (int64_t)nax)
       return lw_err(c, "tf_crop_and_resize needs roi with %zu values", 2 * nax);
     for (size_t i = 0; i < nax; i++) {
-      z->rs[axes[i]] = lw_const_f64(roi, (int64_t)i);
-      z->re[axes[i]] = lw_const_f64(roi, (int64_t)(nax + i));
+      z->rs[axes[i]] = drk_value_const_f64(roi, (int64_t)i);
+      z->re[axes[i]] = drk_value_const_f64(roi, (int64_t)(nax + i));
     }
   }
   for (int i = 0; i < r; i++) {

@@ -2,7 +2,7 @@
  * family, builds the launch plan) and the building blocks every lower_*.c file shares.
  *
  * Requires: a canonicalized graph (passes.h) with static shapes. Guarantees: see
- * lower_to_tile.h. A node that fails to lower has its partial kernels removed, so the
+ * lower/lower.h. A node that fails to lower has its partial kernels removed, so the
  * module holds only complete kernels; lowering goes on to report every failing node. */
 #include <ctype.h>
 #include <math.h>
@@ -10,11 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
 #include "ir/tensor.h"
-#include "fuse.h"
-#include "lower_to_tile.h"
-#include "passes.h"
+#include "lower/lower_internal.h"
+#include "passes/passes.h"
 
 
 /* ---- errors ---- */
@@ -65,26 +63,11 @@ drk_dtype_t lw_compute_dtype(drk_dtype_t t) {
   return t;
 }
 
-double lw_const_f64(const drk_value_t *v, int64_t i) {
-  const unsigned char *p = v->data;
-  switch (v->dtype) {
-  case DRK_DT_F64: { double x; memcpy(&x, p + 8 * i, 8); return x; }
-  case DRK_DT_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
-  case DRK_DT_F16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return drk_f16_to_f32(x); }
-  case DRK_DT_BF16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return drk_bf16_to_f32(x); }
-  case DRK_DT_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); return (double)x; }
-  case DRK_DT_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
-  case DRK_DT_I16: { int16_t x; memcpy(&x, p + 2 * i, 2); return x; }
-  case DRK_DT_I8: return (int8_t)p[i];
-  case DRK_DT_U8: case DRK_DT_BOOL: return p[i];
-  default: return 0;
-  }
-}
 
 static int64_t const_i64(const drk_value_t *v, int64_t i) {
   const unsigned char *p = v->data;
   if (v->dtype == DRK_DT_I64) { int64_t x; memcpy(&x, p + 8 * i, 8); return x; }
-  return (int64_t)lw_const_f64(v, i);
+  return (int64_t)drk_value_const_f64(v, i);
 }
 
 bool lw_const_ints(drk_lctx_t *c, const drk_value_t *v, int64_t *out, int max, int *out_n) {
@@ -97,7 +80,6 @@ bool lw_const_ints(drk_lctx_t *c, const drk_value_t *v, int64_t *out, int max, i
   return true;
 }
 
-int lw_norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
 
 /* ---- kernels ---- */
 void lw_kernel_begin(drk_lctx_t *c, drk_dtype_t it) {
@@ -572,60 +554,3 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
   drk_tile_print(l->module, out);
 }
 
-/* ---- binding symbolic dims ---- */
-static int bind_value(drk_value_t *v, const char *name, size_t len, int64_t size) {
-  int n = 0;
-  if (!v || v->shape.rank <= 0) return 0;
-  for (int i = 0; i < v->shape.rank; i++) {
-    drk_dim_t *dd = &v->shape.dims[i];
-    if (dd->sym && strlen(dd->sym) == len && memcmp(dd->sym, name, len) == 0) {
-      dd->sym = NULL;
-      dd->size = size;
-      n++;
-    }
-  }
-  return n;
-}
-
-bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d) {
-  const char *p = spec ? spec : "";
-  bool ok = true;
-  while (*p) {
-    while (*p == ',' || isspace((unsigned char)*p)) p++;
-    if (!*p) break;
-    const char *name = p;
-    while (*p && *p != '=' && *p != ',') p++;
-    size_t len = (size_t)(p - name);
-    while (len && isspace((unsigned char)name[len - 1])) len--;
-    if (*p != '=' || !len) {
-      drk_diag_error(d, drk_loc_none, "bad dim binding '%s': expected NAME=SIZE[,NAME=SIZE...]", spec);
-      return false;
-    }
-    p++;
-    char *end;
-    long long size = strtoll(p, &end, 10);
-    if (end == p || size < 0) {
-      drk_diag_error(d, drk_loc_none, "bad dim binding '%s': size of '%.*s' must be a non-negative integer", spec, (int)len, name);
-      return false;
-    }
-    p = end;
-    int n = 0;
-    for (size_t i = 0; i < g->n_inputs; i++) n += bind_value(g->inputs[i], name, len, size);
-    for (size_t i = 0; i < g->n_outputs; i++) n += bind_value(g->outputs[i], name, len, size);
-    for (size_t i = 0; i < g->n_nodes; i++)
-      for (int j = 0; j < g->nodes[i]->n_outputs; j++) n += bind_value(g->nodes[i]->outputs[j], name, len, size);
-    if (!n) {
-      char syms[400] = "";
-      size_t sl = 0;
-      for (size_t i = 0; i < g->n_inputs; i++)
-        for (int j = 0; j < g->inputs[i]->shape.rank; j++) {
-          const char *s = g->inputs[i]->shape.dims[j].sym;
-          if (s && !strstr(syms, s) && sl + strlen(s) + 3 < sizeof syms) sl += (size_t)snprintf(syms + sl, sizeof syms - sl, "%s%s", sl ? ", " : "", s);
-        }
-      drk_diag_error(d, drk_loc_none, "no symbolic dim named '%.*s' (the graph's inputs have: %s)", (int)len, name,
-                     sl ? syms : "none");
-      ok = false;
-    }
-  }
-  return ok;
-}

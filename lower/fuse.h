@@ -17,7 +17,7 @@
  * (softmax, LayerNorm/RMSNorm from primitives, LayerNormalization, Instance/GroupNormalization,
  * Reduce* over the innermost dims); 3 = 2 plus attention (ATTENTION groups: Q.K^T, scale,
  * masks, Softmax over the last axis, .V, with the views around them, matched first; one
- * flash kernel, passes/lower_attention.c). Matmul prologue fusion is not done yet.
+ * flash kernel, lower/lower_attention.c). Matmul prologue fusion is not done yet.
  * Level 2 also fuses matmul/conv epilogues (MM groups: the anchor and elementwise nodes
  * downstream of it over its element count; formed after attention, before rows), and pairs a
  * MatMul anchor with a sibling MatMul whose result only its epilogue reads (drk_fusion_group_t
@@ -46,10 +46,10 @@ typedef enum drk_fusion_kind {
   DRK_FUSION_ATTENTION, /* Q.K^T, scale, masks, Softmax, .V (+ the views around): one flash kernel */
   DRK_FUSION_MM,        /* MatMul/Gemm/Conv (the anchor) + elementwise consumers over its element
                          * count (bias, activation, residual, scaling, casts): one matmul kernel
-                         * whose store runs the epilogue (passes/lower_epilogue.c) */
+                         * whose store runs the epilogue (lower/lower_epilogue.c) */
 } drk_fusion_kind_t;
 
-/* ---- attention groups (level 3; passes/fuse_attention.c matches, lower_attention.c lowers) ----
+/* ---- attention groups (level 3; lower/fuse_attention.c matches, lower_attention.c lowers) ----
  *
  * Operands are read (and the result written) in place through the views the exporter put
  * around the attention (split heads, K's transpose, GQA's repeat of K/V heads, the merge of
@@ -189,9 +189,6 @@ typedef struct drk_fusion_uses {
  * (docs/fusion.md). NULL: *out describes it and members[0..*n_members) (room for g->n_nodes)
  * are its nodes' positions (unsorted); "" when k is no attention at all; else why the pattern
  * does not fuse. Allocations (steps, reasons) come from arena a. */
-/* The ops an attention group reads Q, K and V (and masks) through as views of a value: the
- * aliases (drk_op_aliases_input), Transpose, Expand and Slice. */
-bool drk_fusion_attention_view_op(drk_op_t op);
 const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *a, int k,
                                        drk_fusion_attention_t *out, int *members, int *n_members);
 
@@ -199,9 +196,5 @@ const char *drk_fusion_match_attention(const drk_fusion_uses_t *u, drk_arena_t *
  * attention at: why it stays a kernel when it is one of at's kept Splits, else dflt. */
 const char *drk_fusion_attention_input_why(const drk_fusion_attention_t *at, int producer, const char *dflt);
 
-/* lower_attention.c: the flash kernel of ATTENTION group gi (drk_lower_fused dispatches; c is
- * the lowering's internal context, lower_to_tile.h). */
-struct drk_lctx;
-bool drk_lower_attention(struct drk_lctx *c, const drk_fusion_t *f, int gi);
 
 #endif

@@ -20,8 +20,7 @@
  * Requires: static shapes. The output shape must be the one the interpreter computes. */
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 #include "ir/einsum.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))

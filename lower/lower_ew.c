@@ -11,8 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 static bool float_only(drk_op_t op) {
   switch (op) {
@@ -66,7 +65,7 @@ static int vec_axis(const drk_node_t *n, int i, int r) {
   if (n->op == DRK_OP_BATCH_NORMALIZATION && i >= 1) return r >= 2 ? 1 : -1;
   if ((n->op == DRK_OP_QUANTIZE_LINEAR || n->op == DRK_OP_DEQUANTIZE_LINEAR) && i >= 1 && v->shape.rank == 1 &&
       lw_numel(v) > 1)
-    return lw_norm_axis(drk_node_attr_int(n, "axis", 1), r);
+    return drk_axis_norm(drk_node_attr_int(n, "axis", 1), r);
   return -1;
 }
 
@@ -77,10 +76,10 @@ static tv_t *load_input(drk_lctx_t *c, lw_flat_t *f, tv_t *p, int i, tv_t **coor
   (void)coords_cache;
   if (!p) { /* immediate scalar constant */
     drk_tile_type_t ty = lw_retype(&f->fr, v->dtype);
-    if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&c->b, lw_const_f64(v, 0), ty);
+    if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&c->b, drk_value_const_f64(v, 0), ty);
     int64_t iv;
     if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
-    else iv = (int64_t)lw_const_f64(v, 0);
+    else iv = (int64_t)drk_value_const_f64(v, 0);
     return drk_tile_build_const_int(&c->b, iv, ty);
   }
   int r = y->shape.rank;
@@ -138,7 +137,7 @@ tv_t *drk_lower_ew_math(drk_lctx_t *c, const drk_node_t *n, tv_t **x, int nx, dr
      * exp/log, no branches for the signs */
     const drk_value_t *e = n->n_inputs > 1 ? n->inputs[1] : NULL;
     if (drk_dtype_is_float(ct) && e && e->kind == DRK_VALUE_CONST && e->data && lw_numel(e) == 1) {
-      double p = lw_const_f64(e, 0);
+      double p = drk_value_const_f64(e, 0);
       if (p == 1) return a;
       if (p == 2) return BIN(MUL, a, a);
       if (p == 3) return BIN(MUL, BIN(MUL, a, a), a);

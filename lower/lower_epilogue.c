@@ -1,4 +1,4 @@
-/* Matmul and convolution epilogues: the lowering of DRK_FUSION_MM groups (passes/fuse.h).
+/* Matmul and convolution epilogues: the lowering of DRK_FUSION_MM groups (lower/fuse.h).
  *
  * A group is a MatMul, Gemm or Conv (its anchor) followed by elementwise nodes and alias views
  * over the anchor's element count (bias, activation, residual add, scaling, casts). The
@@ -18,10 +18,8 @@
  * still round), like FLAT groups (lower_fused.c). */
 #include <string.h>
 
-#include "fuse.h"
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 typedef struct epi {
   drk_lctx_t *c;
@@ -48,10 +46,10 @@ static tv_t *ext_load(epi_t *E, const drk_value_t *v, const drk_shape_t *shape) 
   drk_lctx_t *c = E->c;
   if (v->kind == DRK_VALUE_CONST && v->data && lw_numel(v) == 1) {
     drk_tile_type_t ty = lw_retype(&E->yoff->type, v->dtype);
-    if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&c->b, lw_const_f64(v, 0), ty);
+    if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&c->b, drk_value_const_f64(v, 0), ty);
     int64_t iv;
     if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
-    else iv = (int64_t)lw_const_f64(v, 0);
+    else iv = (int64_t)drk_value_const_f64(v, 0);
     return drk_tile_build_const_int(&c->b, iv, ty);
   }
   tv_t *off = E->yoff;

@@ -3,7 +3,7 @@
  *
  * The input is viewed as rows x L (L: the axis length; a row is one (outer, inner) pair of
  * the other dims, at offset outer*L*inner + inner, its element l at + l*inner). A program
- * takes ROWS rows as [ROWS, COLS] tiles in the rows layout of passes/schedule.c (warps along
+ * takes ROWS rows as [ROWS, COLS] tiles in the rows layout of lower/schedule.c (warps along
  * rows, so no `reduce` crosses warps). A `for` over K rounds carries, per row, the element
  * chosen last (value and index); round j scans the row in COLS chunks (an inner `for`) and
  * keeps, per lane, the first element in the output order among those that come strictly
@@ -26,8 +26,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 
@@ -131,7 +130,7 @@ bool drk_lower_topk(drk_lctx_t *c) {
   int r = x->shape.rank;
   if (r < 1) return lw_err(c, "TopK needs an input of rank >= 1");
   int64_t axis_attr = drk_node_attr_int(n, "axis", -1);
-  int axis = lw_norm_axis(axis_attr, r);
+  int axis = drk_axis_norm(axis_attr, r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis %lld out of range for rank %d", (long long)axis_attr, r);
   int64_t kv[1];
   int nk = 0;

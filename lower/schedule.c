@@ -5,8 +5,7 @@
  * Requires: static sizes. Guarantees: deterministic choices (same sizes, same schedule);
  * every tile dimension is a power of two and every layout spreads over exactly `warps`
  * warps, so the kernels verify. The search later replaces these defaults. */
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +141,7 @@ static int mm_split(const drk_lower_options_t *o, int64_t M, int64_t N, int64_t 
   return drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, lw_target_sms(o));
 }
 
-/* Tiles of the general matmul kernel (passes/lower_matmul.c: a ring of `stages` shared
+/* Tiles of the general matmul kernel (lower/lower_matmul.c: a ring of `stages` shared
  * buffers filled by cp.async, one barrier per k step).
  * mma_sync (f16/bf16/f8; f32 as tf32 when allowed): BLOCK_M x BLOCK_N the next powers of two of
  * M and N in [32, 128] x [16, 128], then halved (the larger first, not below 32) while the

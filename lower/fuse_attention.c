@@ -20,10 +20,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "fuse.h"
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 /* A masked score at or below this is exp-negligible next to any kept score (|s| < ~4000):
  * key blocks holding only such scores may be skipped (causal masks). */
@@ -89,7 +87,7 @@ static void add_split(am_t *m, const drk_node_t *d, const drk_value_t *x) {
 static bool scalar_const(const drk_value_t *v, double *out) {
   if (!v || v->kind != DRK_VALUE_CONST || !v->data || numel(v) != 1) return false;
   if (v->dtype == DRK_DT_F8E4M3 || v->dtype == DRK_DT_F8E5M2 || !lw_dtype_ok(v->dtype)) return false;
-  *out = lw_const_f64(v, 0);
+  *out = drk_value_const_f64(v, 0);
   return true;
 }
 
@@ -212,7 +210,7 @@ static int64_t const_i64(const drk_value_t *v, int64_t i) {
     memcpy(&x, (const unsigned char *)v->data + 8 * i, 8);
     return x;
   }
-  return (int64_t)lw_const_f64(v, i);
+  return (int64_t)drk_value_const_f64(v, i);
 }
 
 /* Dim d of view w (into o, a copy of w) cut to its n elements b, b + step, ...: one plain
@@ -253,7 +251,7 @@ static bool view_slice(drk_fusion_view_t *w, const drk_node_t *n) {
   }
   drk_fusion_view_t o = *w;
   for (int i = 0; i < na; i++) {
-    int d = lw_norm_axis(ax[i], w->rank);
+    int d = drk_axis_norm(ax[i], w->rank);
     if (d < 0 || d >= w->rank || sp[i] == 0) return false;
     int64_t n0 = w->dims[d], step = sp[i], b = st[i];
     if (b < 0) b += n0;
@@ -274,7 +272,7 @@ static bool split_part(const drk_node_t *d, const drk_value_t *x, int *axis, int
   const drk_value_t *in = d->inputs[0];
   int r = in ? in->shape.rank : -1, oi = -1;
   if (!in || !is_static(in) || r < 1) return false;
-  int a = lw_norm_axis(drk_node_attr_int(d, "axis", 0), r);
+  int a = drk_axis_norm(drk_node_attr_int(d, "axis", 0), r);
   if (a < 0 || a >= r) return false;
   int64_t sum = 0;
   for (int i = 0; i < d->n_outputs; i++) {
@@ -299,10 +297,6 @@ static bool view_split(drk_fusion_view_t *w, const drk_node_t *d, const drk_valu
   if (!cut_dim(&o, w, a, b, 1, x->shape.dims[a].size)) return false;
   *w = o;
   return true;
-}
-
-bool drk_fusion_attention_view_op(drk_op_t op) {
-  return drk_op_aliases_input(op) || op == DRK_OP_TRANSPOSE || op == DRK_OP_EXPAND || op == DRK_OP_SLICE;
 }
 
 /* A scalar scale on the way to a MatMul operand: Mul(x, c), Mul(c, x) or Div(x, c) with c a
@@ -347,7 +341,7 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
     const drk_node_t *d = x->def;
     int xi = 0;
     double c;
-    if (!(drk_fusion_attention_view_op(d->op) || split_view_ok(m, d, x) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] ||
+    if (!(drk_op_is_view(d->op) || split_view_ok(m, d, x) || (scales && scale_op(d, &xi, &c))) || !d->inputs[xi] ||
         !is_static(d->inputs[xi]))
       break;
     /* nothing in front of a Split is a member: the other outputs' chains share it, and one
@@ -377,7 +371,7 @@ static void walk_view(am_t *m, const drk_value_t *v, drk_fusion_view_t *out, boo
       else if (d->op == DRK_OP_EXPAND) ok = view_expand(&w, s);
       else if (d->op == DRK_OP_SLICE) ok = view_slice(&w, d);
       else if (d->op == DRK_OP_SPLIT) ok = view_split(&w, d, outs[i]);
-      else if (drk_fusion_attention_view_op(d->op)) ok = view_reshape(&w, s);
+      else if (drk_op_is_view(d->op)) ok = view_reshape(&w, s);
       else ok = scale_op(d, &xi, &c);
       if (!ok) {
         view_contig(&w, outs[i]);
@@ -565,7 +559,7 @@ static double mask_at(const drk_fusion_view_t *w, int64_t i, int64_t j) {
       off += (idx[k] / q->div) % q->mod * q->stride;
     }
   }
-  return lw_const_f64(w->value, off);
+  return drk_value_const_f64(w->value, off);
 }
 
 /* Whether step st keeps exactly the keys j <= i + t (t >= 0) and masks the rest with values
@@ -618,7 +612,7 @@ static const char *match(am_t *m, int k, drk_fusion_attention_t *out, int *n_mem
   const drk_node_t *sm = p->def;
   const drk_value_t *x = sm->inputs[0];
   if (!is_static(x) || x->shape.rank < 2) return "Softmax input not static";
-  if (lw_norm_axis(drk_node_attr_int(sm, "axis", -1), x->shape.rank) != x->shape.rank - 1)
+  if (drk_axis_norm(drk_node_attr_int(sm, "axis", -1), x->shape.rank) != x->shape.rank - 1)
     return "Softmax not over the last axis";
   const char *why = match_chain(m, x, 0);
   if (why) return why;

@@ -1,4 +1,4 @@
-/* Lowering of an ATTENTION group (passes/fuse.h, docs/fusion.md) to one flash-attention kernel.
+/* Lowering of an ATTENTION group (lower/fuse.h, docs/fusion.md) to one flash-attention kernel.
  *
  * One program per (BLOCK_M query rows, batch coordinates): grid (last batch dim, product of
  * the other batch dims, ceil(Sq / BM)), so that programs start row block by row block. Q's
@@ -53,9 +53,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "fuse.h"
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 #define UN(op, a) lw_un(c, DRK_TOP_##op, (a))

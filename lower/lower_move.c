@@ -11,8 +11,7 @@
  * Requires: static shapes; Slice/Pad/Tile/Split/Trilu parameters constant. */
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 
@@ -77,7 +76,7 @@ bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_
         (n->n_inputs > 4 && n->inputs[4] && !lw_const_ints(c, n->inputs[4], sp, LW_MAX_RANK, &nsp)))
       return false;
     for (int i = 0; i < ns; i++) {
-      int a = na ? lw_norm_axis(ax[i], r) : i;
+      int a = na ? drk_axis_norm(ax[i], r) : i;
       int64_t s = nsp ? sp[i] : 1;
       if (s == 0 || a < 0 || a >= r || (na && na != ns) || (nsp && nsp != ns)) return lw_err(c, "bad Slice parameters");
       int64_t d = xd[a], b = st[i];
@@ -99,7 +98,7 @@ bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_
       if (!lw_const_ints(c, n->inputs[3], ax, LW_MAX_RANK, &na)) return false;
       if (np != 2 * na) return lw_err(c, "pads must have 2 * len(axes) elements");
       for (int i = 0; i < na; i++) {
-        int a = lw_norm_axis(ax[i], r);
+        int a = drk_axis_norm(ax[i], r);
         if (a < 0 || a >= r) return lw_err(c, "axis out of range");
         p->pb[a] = pads[i];
       }
@@ -110,7 +109,7 @@ bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_
     if (n->n_inputs > 2 && n->inputs[2]) {
       const drk_value_t *cv = n->inputs[2];
       if (cv->kind != DRK_VALUE_CONST || !cv->data) return lw_err(c, "constant_value must be a constant");
-      p->padv = lw_const_f64(cv, 0);
+      p->padv = drk_value_const_f64(cv, 0);
     }
     p->mode = drk_node_attr_string(n, "mode", "constant");
     if (strcmp(p->mode, "constant") && strcmp(p->mode, "edge") && strcmp(p->mode, "reflect"))
@@ -249,7 +248,7 @@ static bool lower_concat(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *y = n->outputs[0];
   int r = y->shape.rank;
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *p[64];
@@ -289,7 +288,7 @@ static bool lower_split(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0];
   int r = x->shape.rank;
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *px = lw_param_buf(c, x, "x");
@@ -328,7 +327,7 @@ static bool lower_gather(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *iv = n->inputs[1], *y = n->outputs[0];
   int rx = x->shape.rank, r = y->shape.rank, ri = iv->shape.rank;
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), rx);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", 0), rx);
   if (axis < 0 || axis >= rx) return lw_err(c, "axis out of range");
   if (iv->dtype != DRK_DT_I64 && iv->dtype != DRK_DT_I32) return lw_err(c, "indices must be i32 or i64");
   int64_t xs[LW_MAX_RANK], is[LW_MAX_RANK];
@@ -386,7 +385,7 @@ static bool lower_fill(drk_lctx_t *c, int out_index) {
     v = BIN(ADD, s, BIN(MUL, lw_cast(c, f.offs, ct), d));
   } else if (n->op == DRK_OP_CONSTANT_OF_SHAPE) {
     const drk_attr_t *a = drk_node_attr(n, "value");
-    double val = a && a->kind == DRK_ATTR_TENSOR && a->tensor && a->tensor->data ? lw_const_f64(a->tensor, 0) : 0;
+    double val = a && a->kind == DRK_ATTR_TENSOR && a->tensor && a->tensor->data ? drk_value_const_f64(a->tensor, 0) : 0;
     v = lw_cdt(c, f.offs, t, val);
   } else if (n->op == DRK_OP_DROPOUT) {
     v = lw_cdt(c, f.offs, t, 1);

@@ -13,8 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 #define UN(op, a) lw_un(c, DRK_TOP_##op, (a))
@@ -196,7 +195,7 @@ static bool reduce_axes(drk_lctx_t *c, uint32_t *mask, bool *noop) {
     return true;
   }
   for (int i = 0; i < na; i++) {
-    int a = lw_norm_axis(ax[i], r);
+    int a = drk_axis_norm(ax[i], r);
     if (a < 0 || a >= r) return lw_err(c, "axis %lld out of range", (long long)ax[i]);
     *mask |= 1u << a;
   }
@@ -264,7 +263,7 @@ static bool lower_argmax(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
   int r = x->shape.rank;
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   bool last = drk_node_attr_int(n, "select_last_index", 0) != 0;
   bool mx = n->op == DRK_OP_ARG_MAX;
@@ -297,7 +296,7 @@ static bool lower_softmax(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
   int r = x->shape.rank;
-  int axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
   drk_dtype_t at = acc_dtype(x->dtype);
   rv_t v;
@@ -350,7 +349,7 @@ static bool lower_norm(drk_lctx_t *c) {
   int64_t C = r >= 2 ? x->shape.dims[1].size : 1, G = 1, S = 1;
   int axis = 0;
   if (n->op == DRK_OP_LAYER_NORMALIZATION) {
-    axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
     if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
     uint32_t mask = 0;
     for (int i = axis; i < r; i++) mask |= 1u << i;
@@ -507,7 +506,7 @@ bool drk_lower_reduce(drk_lctx_t *c) {
     int na = 0;
     if (!lw_const_ints(c, n->inputs[1], ax, 1, &na)) return false;
     if (na != 1) return lw_err(c, "axis must have one element");
-    int a = lw_norm_axis(ax[0], r);
+    int a = drk_axis_norm(ax[0], r);
     if (a < 0 || a >= r) return lw_err(c, "axis out of range");
     return lower_seq(c, 1u << a);
   }

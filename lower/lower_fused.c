@@ -1,4 +1,4 @@
-/* Lowering of a fused group (passes/fuse.h) to one tile kernel.
+/* Lowering of a fused group (lower/fuse.h) to one tile kernel.
  *
  * FLAT groups: one flat 1-D frame over the element count N of the values the group stores
  * (lw_flat_begin's, at most 1024 elements per program with data movement), in their
@@ -24,7 +24,7 @@
  * elementwise nodes are computed right away, full ones when a loop needs them; a last loop
  * stores the full values that leave the group, then the per-row ones are stored.
  *
- * ATTENTION groups are passes/lower_attention.c's (dispatched from here).
+ * ATTENTION groups are lower/lower_attention.c's (dispatched from here).
  *
  * Requires: a group as fuse.c forms it (every in-group edge maps element to element, or
  * goes through a data movement node or a broadcast of a movement result in a flat group;
@@ -36,10 +36,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "fuse.h"
 
-#define DRK_LOWER_INTERNAL
-#include "lower_to_tile.h"
+#include "lower/lower_internal.h"
 
 #define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
 #define UN(op, a) lw_un(c, DRK_TOP_##op, (a))
@@ -163,10 +161,10 @@ static const drk_tile_type_t *frame_type(const fl_t *F, int frame) {
 /* immediate v as a tile of frame fr */
 static tv_t *imm_tile(fl_t *F, const drk_value_t *v, const drk_tile_type_t *fr) {
   drk_tile_type_t ty = lw_retype(fr, v->dtype);
-  if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&F->c->b, lw_const_f64(v, 0), ty);
+  if (drk_dtype_is_float(v->dtype)) return drk_tile_build_const_float(&F->c->b, drk_value_const_f64(v, 0), ty);
   int64_t iv;
   if (v->dtype == DRK_DT_I64) memcpy(&iv, v->data, 8);
-  else iv = (int64_t)lw_const_f64(v, 0);
+  else iv = (int64_t)drk_value_const_f64(v, 0);
   return drk_tile_build_const_int(&F->c->b, iv, ty);
 }
 
@@ -254,7 +252,7 @@ static tv_t *eval_ew(fl_t *F, const drk_node_t *n, int frame) {
 /* a normalization's scale or bias at offsets off (2-D chunk frame) */
 static tv_t *param_load(fl_t *F, const drk_value_t *v, tv_t *off) {
   if (F->param[v->id]) return lw_load(F->c, F->param[v->id], off, F->mask2, 0);
-  return lw_cdt(F->c, off, v->dtype, lw_const_f64(v, 0)); /* an immediate */
+  return lw_cdt(F->c, off, v->dtype, drk_value_const_f64(v, 0)); /* an immediate */
 }
 
 static drk_dtype_t acc_dtype(drk_dtype_t t) { return t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32; }
@@ -277,7 +275,7 @@ static tv_t *eval_norm_out(fl_t *F, const drk_node_t *n) {
   int r = x->shape.rank;
   tv_t *poff = NULL, *boff = NULL;
   if (n->op == DRK_OP_LAYER_NORMALIZATION) {
-    int axis = lw_norm_axis(drk_node_attr_int(n, "axis", -1), r);
+    int axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
     int nr = r - axis;
     int64_t rd[LW_MAX_RANK], sst[LW_MAX_RANK];
     for (int i = 0; i < nr; i++) rd[i] = x->shape.dims[axis + i].size;
@@ -525,7 +523,7 @@ static ix_t *ix_map(fl_t *F, ix_t *x, const drk_node_t *n, int i, tv_t **pred) {
     for (int k = 0; k < r; k++) y->co[k] = lin(F, ix_co(F, x, k), mp->step[k], mp->start[k]);
     break;
   case DRK_OP_CONCAT: {
-    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+    int a = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
     int64_t start = 0;
     for (int j = 0; j < i; j++) start += n->inputs[j]->shape.dims[a].size;
     for (int k = 0; k < r; k++) y->co[k] = ix_co(F, x, k);
@@ -611,7 +609,7 @@ static tv_t *fx_move(fl_t *F, const drk_node_t *n, const drk_value_t *v, ix_t *x
     tv_t *val[16], *pred[16];
     int nv = 0;
     bool mixed = false;
-    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), x->r);
+    int a = drk_axis_norm(drk_node_attr_int(n, "axis", 0), x->r);
     for (int j = 0; j < n->n_inputs && nv < 16; j++) {
       if (n->inputs[j]->shape.dims[a].size == 0) continue;
       ix_t *y = ix_map(F, x, n, j, &pred[nv]);
@@ -673,7 +671,7 @@ static bool move_params(fl_t *F, const drk_node_t *n, const unsigned char *use) 
   bool ok = lw_read_move_params(c, n, r, xd, mp);
   F->mv[F->pos[n->id]] = mp;
   if (ok && n->op == DRK_OP_SPLIT) {
-    int a = lw_norm_axis(drk_node_attr_int(n, "axis", 0), r);
+    int a = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
     if (a < 0 || a >= r) {
       ok = lw_err(c, "axis out of range");
     } else {
