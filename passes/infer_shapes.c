@@ -667,6 +667,662 @@ static void infer_einsum(ictx_t *c, const drk_node_t *n, outs_t *o) {
   o->s[0] = r;
 }
 
+/* ---- elementwise and broadcast ---- */
+
+static void infer_ew(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  /* elementwise: broadcast every present input except Clip's bounds and quantization params */
+  int nb = n->n_inputs;
+  if (n->op == DRK_OP_CLIP || n->op == DRK_OP_CAST || n->op == DRK_OP_CAST_LIKE || n->op == DRK_OP_QUANTIZE_LINEAR ||
+      n->op == DRK_OP_DEQUANTIZE_LINEAR)
+    nb = 1;
+  shp_t acc = *x;
+  for (int i = 1; i < nb; i++) {
+    if (!in(n, i)) continue;
+    shp_t y = shp_of(in(n, i));
+    if (!bcast(c, &acc, &y, &acc)) return;
+  }
+  o->s[0] = acc;
+  switch (n->op) {
+    case DRK_OP_EQUAL: case DRK_OP_LESS: case DRK_OP_LESS_OR_EQUAL: case DRK_OP_GREATER:
+    case DRK_OP_GREATER_OR_EQUAL: case DRK_OP_IS_NAN: case DRK_OP_IS_INF: case DRK_OP_NOT:
+    case DRK_OP_AND: case DRK_OP_OR: case DRK_OP_XOR:
+      o->dt[0] = DRK_DT_BOOL;
+      break;
+    case DRK_OP_WHERE: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
+    case DRK_OP_CAST:
+      if (!dtype_from_attr(n, "to", &o->dt[0])) err(c, "missing or unsupported 'to' dtype");
+      break;
+    case DRK_OP_CAST_LIKE: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
+    case DRK_OP_QUANTIZE_LINEAR:
+      if (in(n, 2)) o->dt[0] = in(n, 2)->dtype;
+      else if (!dtype_from_attr(n, "output_dtype", &o->dt[0])) o->dt[0] = DRK_DT_U8;
+      break;
+    case DRK_OP_DEQUANTIZE_LINEAR: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
+    default: break;
+  }
+}
+
+/* ---- matmul, conv, pool ---- */
+
+static void infer_gemm(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  shp_t b = shp_of(in(n, 1));
+  if (x->rank < 0 || b.rank < 0) return;
+  if (x->rank != 2 || b.rank != 2) { err(c, "operands must be 2-D, got %s and %s", fmt_shp(x), fmt_shp(&b)); return; }
+  bool ta = drk_node_attr_int(n, "transA", 0) != 0, tb = drk_node_attr_int(n, "transB", 0) != 0;
+  drk_dim_t m = x->d[ta ? 1 : 0], ka = x->d[ta ? 0 : 1], kb = b.d[tb ? 1 : 0], nn = b.d[tb ? 0 : 1], k;
+  if (!unify_dim(ka, kb, &k)) {
+    err(c, "inner dimensions differ: %s%s x %s%s (%lld vs %lld)", fmt_shp(x), ta ? "^T" : "", fmt_shp(&b),
+        tb ? "^T" : "", (long long)ka.size, (long long)kb.size);
+    return;
+  }
+  o->s[0].rank = 2;
+  o->s[0].d[0] = m;
+  o->s[0].d[1] = nn;
+  if (in(n, 2)) {
+    shp_t cc = shp_of(in(n, 2)), t;
+    if (!bcast(c, &o->s[0], &cc, &t)) return;
+  }
+}
+
+static void infer_max_avg_pool(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  infer_pool(c, n, x, &o->s[0]);
+  if (n->n_outputs > 1) { o->s[1] = o->s[0]; o->dt[1] = DRK_DT_I64; }
+}
+
+static void infer_global_pool(ictx_t *c, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  if (x->rank < 2) { err(c, "input %s must have rank >= 2", fmt_shp(x)); return; }
+  o->s[0] = *x;
+  for (int i = 2; i < x->rank; i++) o->s[0].d[i] = dim_s(1);
+}
+
+/* ---- reductions ---- */
+
+static void infer_arg_reduce(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->dt[0] = DRK_DT_I64;
+  if (x->rank < 0) return;
+  int a;
+  if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x->rank, &a, "axis")) return;
+  bool keep = drk_node_attr_int(n, "keepdims", 1) != 0;
+  o->s[0].rank = 0;
+  for (int i = 0; i < x->rank; i++) {
+    if (i != a) o->s[0].d[o->s[0].rank++] = x->d[i];
+    else if (keep) o->s[0].d[o->s[0].rank++] = dim_s(1);
+  }
+}
+
+static void infer_top_k(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->dt[1] = DRK_DT_I64;
+  if (x->rank < 0) return;
+  int a;
+  if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), x->rank, &a, "axis")) return;
+  int64_t k[MAXK];
+  int nk;
+  o->s[0] = *x;
+  if (get_ints(c, in(n, 1), k, &nk) && nk == 1) {
+    if (k[0] < 0) { err(c, "k = %lld is negative", (long long)k[0]); return; }
+    if (is_st(x->d[a]) && k[0] > x->d[a].size) {
+      err(c, "k = %lld is larger than axis %d of %s", (long long)k[0], a, fmt_shp(x));
+      return;
+    }
+    o->s[0].d[a] = dim_s(k[0]);
+  } else {
+    o->s[0].d[a] = dim_unk();
+  }
+  o->s[1] = o->s[0];
+}
+
+/* ---- normalizations ---- */
+
+static void infer_layer_norm(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->s[0] = *x;
+  drk_dtype_t st = DRK_DT_F32;
+  dtype_from_attr(n, "stash_type", &st);
+  for (int i = 1; i < n->n_outputs; i++) {
+    o->dt[i] = st;
+    if (x->rank < 0) continue;
+    int a;
+    if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), x->rank, &a, "axis")) return;
+    o->s[i] = *x;
+    for (int j = a; j < x->rank; j++) o->s[i].d[j] = dim_s(1);
+  }
+}
+
+/* ---- shape and data movement ---- */
+
+static void infer_reshape(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  const known_t *k = get_known(c, in(n, 1));
+  shp_t sh = shp_of(in(n, 1));
+  if (!k) {
+    if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
+    return;
+  }
+  if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
+  reshape_infer(c, x, k->e, k->n, drk_node_attr_int(n, "allowzero", 0) != 0, &o->s[0]);
+}
+
+static void infer_flatten(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  int64_t axis = drk_node_attr_int(n, "axis", 1);
+  if (axis < -x->rank || axis > x->rank) { err(c, "axis %lld is out of range for %s", (long long)axis, fmt_shp(x)); return; }
+  int a = (int)(axis < 0 ? axis + x->rank : axis);
+  shp_t lo = *x, hi = *x;
+  lo.rank = a;
+  int64_t p0 = shp_numel(&lo);
+  for (int i = a; i < x->rank; i++) hi.d[i - a] = x->d[i];
+  hi.rank = x->rank - a;
+  int64_t p1 = shp_numel(&hi);
+  o->s[0].rank = 2;
+  o->s[0].d[0] = p0 >= 0 ? dim_s(p0) : (a == 1 ? x->d[0] : dim_unk());
+  o->s[0].d[1] = p1 >= 0 ? dim_s(p1) : (hi.rank == 1 ? x->d[a] : dim_unk());
+}
+
+static void infer_squeeze(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  int64_t axes[MAXK];
+  int na = 0;
+  bool have = in(n, 1) ? get_ints(c, in(n, 1), axes, &na) : false;
+  const known_t *k = get_known(c, in(n, 0));
+  if (k && in(n, 0)->kind != DRK_VALUE_CONST && x->rank <= 1) set_known(c, n->outputs[0], k);
+  if (x->rank < 0) return;
+  if (n->op == DRK_OP_UNSQUEEZE) {
+    if (!have) { shp_unknown(&o->s[0]); return; }
+    int r = x->rank + na;
+    if (r > MAXR) { err(c, "rank %d is too large", r); return; }
+    bool ins[MAXR] = {0};
+    for (int i = 0; i < na; i++) {
+      int a;
+      if (!norm_axis(c, axes[i], r, &a, "axis")) return;
+      if (ins[a]) { err(c, "axis %lld repeats", (long long)axes[i]); return; }
+      ins[a] = true;
+    }
+    o->s[0].rank = r;
+    for (int i = 0, j = 0; i < r; i++) o->s[0].d[i] = ins[i] ? dim_s(1) : x->d[j++];
+    return;
+  }
+  bool rm[MAXR] = {0};
+  if (!in(n, 1)) {
+    for (int i = 0; i < x->rank; i++) {
+      if (!is_st(x->d[i])) return; /* a symbolic dim may or may not be 1 */
+      rm[i] = x->d[i].size == 1;
+    }
+  } else if (!have) {
+    return;
+  } else {
+    for (int i = 0; i < na; i++) {
+      int a;
+      if (!norm_axis(c, axes[i], x->rank, &a, "axis")) return;
+      if (is_st(x->d[a]) && x->d[a].size != 1) {
+        err(c, "cannot squeeze axis %d of %s: it is not 1", a, fmt_shp(x));
+        return;
+      }
+      rm[a] = true;
+    }
+  }
+  o->s[0].rank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (!rm[i]) o->s[0].d[o->s[0].rank++] = x->d[i];
+}
+
+static void infer_transpose(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  size_t np = 0;
+  const int64_t *perm = drk_node_attr_ints(n, "perm", &np);
+  if (perm && (int)np != x->rank) { err(c, "perm has %zu entries for input %s", np, fmt_shp(x)); return; }
+  bool used[MAXR] = {0};
+  o->s[0].rank = x->rank;
+  for (int i = 0; i < x->rank; i++) {
+    int64_t p = perm ? perm[i] : x->rank - 1 - i;
+    int a;
+    if (!norm_axis(c, p, x->rank, &a, "perm entry")) return;
+    if (used[a]) { err(c, "perm repeats axis %d", a); return; }
+    used[a] = true;
+    o->s[0].d[i] = x->d[a];
+  }
+}
+
+static void infer_concat(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  int64_t axis = drk_node_attr_int(n, "axis", 0);
+  int r = -1;
+  for (int i = 0; i < n->n_inputs; i++) {
+    shp_t y = shp_of(in(n, i));
+    if (y.rank < 0) continue;
+    if (r >= 0 && y.rank != r) {
+      err(c, "inputs differ in rank: '%s' is %s, '%s' is %s", iname(n, 0), fmt_shp(x), iname(n, i), fmt_shp(&y));
+      return;
+    }
+    r = y.rank;
+  }
+  if (r < 0) return;
+  int a;
+  if (!norm_axis(c, axis, r, &a, "axis")) return;
+  shp_t acc;
+  acc.rank = -1;
+  bool sum_known = true;
+  int64_t sum = 0;
+  const char *only_sym = NULL;
+  int n_nonzero = 0;
+  for (int i = 0; i < n->n_inputs; i++) {
+    shp_t y = shp_of(in(n, i));
+    if (y.rank < 0) { sum_known = false; n_nonzero++; continue; }
+    drk_dim_t da = y.d[a];
+    if (is_st(da)) sum += da.size;
+    else { sum_known = false; only_sym = da.sym; }
+    if (!is_st(da) || da.size != 0) n_nonzero++;
+    if (acc.rank < 0) { acc = y; continue; }
+    for (int j = 0; j < r; j++) {
+      if (j == a) continue;
+      if (!unify_dim(acc.d[j], y.d[j], &acc.d[j])) {
+        err(c, "inputs differ in dimension %d: '%s' is %s, '%s' is %s", j, iname(n, 0), fmt_shp(x), iname(n, i),
+            fmt_shp(&y));
+        return;
+      }
+    }
+  }
+  if (acc.rank < 0) { shp_rank(&o->s[0], r); return; }
+  if (sum_known) acc.d[a] = dim_s(sum);
+  else if (only_sym && n_nonzero == 1 && sum == 0) acc.d[a] = (drk_dim_t){-1, only_sym};
+  else acc.d[a] = dim_unk();
+  o->s[0] = acc;
+  /* tracked contents of 1-D shape tensors */
+  if (r == 1 && n->inputs[0]) {
+    known_t kk;
+    kk.n = 0;
+    bool all = true;
+    for (int i = 0; i < n->n_inputs && all; i++) {
+      const known_t *ki = get_known(c, in(n, i));
+      if (!ki || kk.n + ki->n > MAXK) { all = false; break; }
+      for (int j = 0; j < ki->n; j++) kk.e[kk.n++] = ki->e[j];
+    }
+    if (all) set_known(c, n->outputs[0], &kk);
+  }
+}
+
+static void infer_split(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  int a;
+  if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x->rank, &a, "axis")) return;
+  int no = n->n_outputs;
+  if (no > MAXOUT) { err(c, "too many outputs (%d)", no); return; }
+  int64_t sizes[MAXK];
+  int ns = 0;
+  for (int i = 0; i < no; i++) { o->s[i] = *x; o->s[i].d[a] = dim_unk(); }
+  if (in(n, 1)) {
+    if (!get_ints(c, in(n, 1), sizes, &ns)) return;
+    if (ns != no) { err(c, "'split' has %d entries for %d outputs", ns, no); return; }
+    int64_t tot = 0;
+    for (int i = 0; i < ns; i++) tot += sizes[i];
+    if (is_st(x->d[a]) && tot != x->d[a].size) {
+      err(c, "split sizes add up to %lld, but axis %d of %s is %lld", (long long)tot, a, fmt_shp(x), (long long)x->d[a].size);
+      return;
+    }
+    for (int i = 0; i < no; i++) o->s[i].d[a] = dim_s(sizes[i]);
+    return;
+  }
+  int64_t parts = drk_node_attr_int(n, "num_outputs", no);
+  if (parts != no) { err(c, "num_outputs = %lld but the node has %d outputs", (long long)parts, no); return; }
+  if (!is_st(x->d[a])) return;
+  int64_t dimv = x->d[a].size, chunk = (dimv + no - 1) / no;
+  for (int i = 0; i < no; i++) {
+    int64_t s = dimv - chunk * i;
+    o->s[i].d[a] = dim_s(s < 0 ? 0 : s < chunk ? s : chunk);
+  }
+}
+
+static void infer_slice(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  int64_t st[MAXK], en[MAXK], ax[MAXK], sp[MAXK];
+  int nst, nen, nax, nsp;
+  if (!get_ints(c, in(n, 1), st, &nst) || !get_ints(c, in(n, 2), en, &nen)) {
+    if (x->rank >= 0) shp_rank(&o->s[0], x->rank);
+    return;
+  }
+  if (nst != nen) { err(c, "starts has %d entries, ends %d", nst, nen); return; }
+  if (in(n, 3)) {
+    if (!get_ints(c, in(n, 3), ax, &nax)) { if (x->rank >= 0) shp_rank(&o->s[0], x->rank); return; }
+  } else {
+    nax = nst;
+    for (int i = 0; i < nst; i++) ax[i] = i;
+  }
+  if (in(n, 4)) {
+    if (!get_ints(c, in(n, 4), sp, &nsp)) { if (x->rank >= 0) shp_rank(&o->s[0], x->rank); return; }
+  } else {
+    nsp = nst;
+    for (int i = 0; i < nst; i++) sp[i] = 1;
+  }
+  if (nax != nst || nsp != nst) { err(c, "starts, ends, axes and steps differ in length"); return; }
+  if (x->rank < 0) return;
+  o->s[0] = *x;
+  for (int i = 0; i < nst; i++) {
+    int a;
+    if (!norm_axis(c, ax[i], x->rank, &a, "axis")) return;
+    if (sp[i] == 0 || sp[i] == INT64_MIN) { err(c, "step %lld is invalid", (long long)sp[i]); return; }
+    drk_dim_t d = x->d[a];
+    if (is_st(d)) o->s[0].d[a] = dim_s(slice_len(d.size, st[i], en[i], sp[i]));
+    else if (sp[i] == 1 && st[i] == 0 && en[i] >= HUGE_END) o->s[0].d[a] = d;
+    else if (sp[i] > 0 && st[i] >= 0 && en[i] >= 0 && en[i] < HUGE_END && en[i] <= st[i]) o->s[0].d[a] = dim_s(0);
+    else o->s[0].d[a] = dim_unk();
+  }
+  /* contents of a sliced 1-D shape tensor */
+  const known_t *k = get_known(c, in(n, 0));
+  if (k && x->rank == 1 && nst == 1 && in(n, 0)->kind != DRK_VALUE_CONST) {
+    known_t kk;
+    kk.n = (int)slice_len(k->n, st[0], en[0], sp[0]);
+    int64_t s0 = slice_start(k->n, st[0], sp[0]);
+    for (int i = 0; i < kk.n; i++) kk.e[i] = k->e[s0 + sp[0] * i];
+    set_known(c, n->outputs[0], &kk);
+  }
+}
+
+static void infer_gather(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  shp_t ix = shp_of(in(n, 1));
+  o->dt[0] = dt_in(n, 0, DRK_DT_F32);
+  if (x->rank < 0 || ix.rank < 0) return;
+  int a;
+  if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x->rank, &a, "axis")) return;
+  if (x->rank - 1 + ix.rank > MAXR) { err(c, "result rank is too large"); return; }
+  int64_t iv[MAXK];
+  int ni;
+  bool civ = get_ints(c, in(n, 1), iv, &ni);
+  if (civ && is_st(x->d[a]))
+    for (int i = 0; i < ni; i++)
+      if (iv[i] < -x->d[a].size || iv[i] >= x->d[a].size) {
+        err(c, "index %lld is out of range for axis %d of %s", (long long)iv[i], a, fmt_shp(x));
+        return;
+      }
+  shp_t r;
+  r.rank = 0;
+  for (int i = 0; i < a; i++) r.d[r.rank++] = x->d[i];
+  for (int i = 0; i < ix.rank; i++) r.d[r.rank++] = ix.d[i];
+  for (int i = a + 1; i < x->rank; i++) r.d[r.rank++] = x->d[i];
+  o->s[0] = r;
+  const known_t *k = get_known(c, in(n, 0));
+  if (k && civ && x->rank == 1 && in(n, 0)->kind != DRK_VALUE_CONST) {
+    known_t kk;
+    kk.n = ni;
+    for (int i = 0; i < ni; i++) {
+      int64_t j = iv[i] < 0 ? iv[i] + k->n : iv[i];
+      if (j < 0 || j >= k->n) return;
+      kk.e[i] = k->e[j];
+    }
+    set_known(c, n->outputs[0], &kk);
+  }
+}
+
+static void infer_gather_elements(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  shp_t ix = shp_of(in(n, 1));
+  if (x->rank >= 0 && ix.rank >= 0 && x->rank != ix.rank) {
+    err(c, "data %s and indices %s differ in rank", fmt_shp(x), fmt_shp(&ix));
+    return;
+  }
+  o->s[0] = ix;
+}
+
+static void infer_gather_nd(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  shp_t ix = shp_of(in(n, 1));
+  if (x->rank < 0 || ix.rank < 1) return;
+  int64_t b = drk_node_attr_int(n, "batch_dims", 0);
+  drk_dim_t last = ix.d[ix.rank - 1];
+  if (!is_st(last)) return;
+  if (b < 0 || b + last.size > x->rank) { err(c, "indices %s with batch_dims %lld do not fit data %s", fmt_shp(&ix), (long long)b, fmt_shp(x)); return; }
+  shp_t r;
+  r.rank = 0;
+  for (int i = 0; i < ix.rank - 1; i++) r.d[r.rank++] = ix.d[i];
+  for (int i = (int)(b + last.size); i < x->rank && r.rank < MAXR; i++) r.d[r.rank++] = x->d[i];
+  o->s[0] = r;
+}
+
+static void infer_expand(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  const known_t *k = get_known(c, in(n, 1));
+  if (!k) {
+    shp_t sh = shp_of(in(n, 1));
+    if (x->rank >= 0 && sh.rank == 1 && is_st(sh.d[0])) {
+      int r = (int)(sh.d[0].size > x->rank ? sh.d[0].size : x->rank);
+      if (r <= MAXR) shp_rank(&o->s[0], r);
+    }
+    return;
+  }
+  if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
+  shp_t t;
+  t.rank = k->n;
+  for (int i = 0; i < k->n; i++) {
+    int64_t v;
+    if (kel_static(k->e[i], &v)) {
+      if (v < 0) { err(c, "invalid shape value %lld", (long long)v); return; }
+      t.d[i] = dim_s(v);
+    } else {
+      t.d[i] = k->e[i];
+    }
+  }
+  shp_t r;
+  if (!bcast(c, x, &t, &r)) return;
+  o->s[0] = r;
+}
+
+static void infer_tile(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  int64_t rep[MAXK];
+  int nr;
+  if (x->rank < 0) return;
+  if (!get_ints(c, in(n, 1), rep, &nr)) { shp_rank(&o->s[0], x->rank); return; }
+  if (nr != x->rank) { err(c, "repeats has %d entries for input %s", nr, fmt_shp(x)); return; }
+  o->s[0] = *x;
+  for (int i = 0; i < nr; i++) {
+    if (rep[i] < 0) { err(c, "negative repeat %lld", (long long)rep[i]); return; }
+    int64_t prod;
+    if (is_st(x->d[i]) && !__builtin_mul_overflow(x->d[i].size, rep[i], &prod)) o->s[0].d[i] = dim_s(prod);
+    else if (is_st(x->d[i])) o->s[0].d[i] = dim_unk();
+    else if (rep[i] != 1) o->s[0].d[i] = rep[i] == 0 ? dim_s(0) : dim_unk();
+  }
+}
+
+static void infer_pad(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  int64_t pads[MAXK], axes[MAXK];
+  int np, na;
+  if (!get_ints(c, in(n, 1), pads, &np)) { shp_rank(&o->s[0], x->rank); return; }
+  if (in(n, 3)) {
+    if (!get_ints(c, in(n, 3), axes, &na)) { shp_rank(&o->s[0], x->rank); return; }
+  } else {
+    na = x->rank;
+    for (int i = 0; i < na; i++) axes[i] = i;
+  }
+  if (np != 2 * na) { err(c, "pads has %d entries for %d axes of %s", np, na, fmt_shp(x)); return; }
+  o->s[0] = *x;
+  for (int i = 0; i < na; i++) {
+    int a;
+    if (!norm_axis(c, axes[i], x->rank, &a, "axis")) return;
+    int64_t add, sum;
+    if (__builtin_add_overflow(pads[i], pads[na + i], &add)) { err(c, "pads overflow"); return; }
+    drk_dim_t d = x->d[a];
+    if (is_st(d)) {
+      if (__builtin_add_overflow(d.size, add, &sum) || sum < 0) { err(c, "pads shrink axis %d of %s below zero", a, fmt_shp(x)); return; }
+      o->s[0].d[a] = dim_s(d.size + add);
+    } else if (add != 0) {
+      o->s[0].d[a] = dim_unk();
+    }
+  }
+}
+
+static void infer_resize(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  size_t nax = 0;
+  const int64_t *ax = drk_node_attr_ints(n, "axes", &nax);
+  if (ax && (int)nax > x->rank) { err(c, "'axes' has %zu entries for input %s", nax, fmt_shp(x)); return; }
+  int naxes = ax ? (int)nax : x->rank;
+  int axv[MAXR];
+  for (int i = 0; i < naxes; i++) {
+    if (ax) { if (!norm_axis(c, ax[i], x->rank, &axv[i], "axis")) return; }
+    else axv[i] = i;
+  }
+  o->s[0] = *x;
+  int64_t sizes[MAXK];
+  int nsz;
+  if (in(n, 3) && get_ints(c, in(n, 3), sizes, &nsz)) {
+    if (nsz != naxes) { err(c, "sizes has %d entries for %d axes", nsz, naxes); return; }
+    const char *pol = drk_node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+    if (strcmp(pol, "stretch") == 0) {
+      for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_s(sizes[i]);
+      return;
+    }
+    double sc = strcmp(pol, "not_larger") == 0 ? INFINITY : 0;
+    for (int i = 0; i < naxes; i++) {
+      if (!is_st(x->d[axv[i]]) || x->d[axv[i]].size == 0) { for (int j = 0; j < naxes; j++) o->s[0].d[axv[j]] = dim_unk(); return; }
+      double r = (double)sizes[i] / (double)x->d[axv[i]].size;
+      sc = strcmp(pol, "not_larger") == 0 ? fmin(sc, r) : fmax(sc, r);
+    }
+    for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_dbl(floor(sc * (double)x->d[axv[i]].size + 0.5));
+    return;
+  }
+  if (in(n, 2) && in(n, 2)->kind == DRK_VALUE_CONST) {
+    drk_tensor_t t;
+    if (drk_tensor_from_const(&t, in(n, 2)) && drk_tensor_numel(&t) > 0) {
+      if (drk_tensor_numel(&t) != naxes) { err(c, "scales has %lld entries for %d axes", (long long)drk_tensor_numel(&t), naxes); return; }
+      for (int i = 0; i < naxes; i++) {
+        drk_dim_t d = x->d[axv[i]];
+        double s = drk_tensor_get_f64(&t, i);
+        if (is_st(d)) o->s[0].d[axv[i]] = dim_dbl(floor((double)d.size * s));
+        else if (s != 1.0) o->s[0].d[axv[i]] = dim_unk();
+      }
+      return;
+    }
+  }
+  for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_unk();
+}
+
+static void infer_depth_space(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  if (x->rank < 0) return;
+  if (x->rank != 4) { err(c, "input %s must be 4-D", fmt_shp(x)); return; }
+  int64_t b = drk_node_attr_int(n, "blocksize", 0);
+  if (b <= 0 || b > 65536) { err(c, "blocksize %lld is out of range", (long long)b); return; }
+  o->s[0] = *x;
+  bool d2s = n->op == DRK_OP_DEPTH_TO_SPACE;
+  drk_dim_t ch = x->d[1];
+  if (is_st(ch)) {
+    if (d2s && ch.size % (b * b)) { err(c, "channels %lld are not a multiple of blocksize^2 = %lld", (long long)ch.size, (long long)(b * b)); return; }
+    o->s[0].d[1] = dim_s(d2s ? ch.size / (b * b) : ch.size * b * b);
+  } else {
+    o->s[0].d[1] = dim_unk();
+  }
+  for (int i = 2; i < 4; i++) {
+    drk_dim_t d = x->d[i];
+    if (!is_st(d)) { o->s[0].d[i] = dim_unk(); continue; }
+    if (!d2s && d.size % b) { err(c, "spatial dim %lld is not a multiple of blocksize %lld", (long long)d.size, (long long)b); return; }
+    o->s[0].d[i] = dim_s(d2s ? d.size * b : d.size / b);
+  }
+}
+
+/* ---- shape tensors, generators, pass-through ---- */
+
+static void infer_one_hot(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->dt[0] = dt_in(n, 2, DRK_DT_F32);
+  if (x->rank < 0) return;
+  int r = x->rank + 1;
+  if (r > MAXR) return;
+  int a;
+  if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), r, &a, "axis")) return;
+  int64_t depth[MAXK];
+  int nd;
+  drk_dim_t dd = dim_unk();
+  const drk_value_t *dv = in(n, 1);
+  if (dv && dv->kind == DRK_VALUE_CONST) {
+    drk_tensor_t t;
+    if (drk_tensor_from_const(&t, dv) && drk_tensor_numel(&t) == 1) dd = dim_s((int64_t)drk_tensor_get_f64(&t, 0));
+  } else if (get_ints(c, dv, depth, &nd) && nd == 1) {
+    dd = dim_s(depth[0]);
+  }
+  o->s[0].rank = r;
+  for (int i = 0, j = 0; i < r; i++) o->s[0].d[i] = i == a ? dd : x->d[j++];
+}
+
+static void infer_shape(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->dt[0] = DRK_DT_I64;
+  if (x->rank < 0) { shp_rank(&o->s[0], 1); return; }
+  int64_t st = drk_node_attr_int(n, "start", 0), en = drk_node_attr_int(n, "end", x->rank);
+  if (st < 0) st += x->rank;
+  if (en < 0) en += x->rank;
+  st = st < 0 ? 0 : st > x->rank ? x->rank : st;
+  en = en < 0 ? 0 : en > x->rank ? x->rank : en;
+  int64_t len = en > st ? en - st : 0;
+  o->s[0].rank = 1;
+  o->s[0].d[0] = dim_s(len);
+  if (len <= MAXK) {
+    known_t kk;
+    kk.n = (int)len;
+    for (int i = 0; i < kk.n; i++) kk.e[i] = x->d[st + i];
+    set_known(c, n->outputs[0], &kk);
+  }
+}
+
+static void infer_size(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->dt[0] = DRK_DT_I64;
+  o->s[0].rank = 0;
+  known_t kk;
+  kk.n = 1;
+  int64_t ne = shp_numel(x);
+  kk.e[0] = ne >= 0 ? dim_s(ne) : (x->rank == 1 ? x->d[0] : dim_unk());
+  set_known(c, n->outputs[0], &kk);
+}
+
+static void infer_constant_of_shape(ictx_t *c, const drk_node_t *n, outs_t *o) {
+  const drk_attr_t *va = drk_node_attr(n, "value");
+  o->dt[0] = va && va->kind == DRK_ATTR_TENSOR && va->tensor ? va->tensor->dtype : DRK_DT_F32;
+  const known_t *k = get_known(c, in(n, 0));
+  shp_t sh = shp_of(in(n, 0));
+  if (!k) {
+    if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
+    return;
+  }
+  if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
+  o->s[0].rank = k->n;
+  for (int i = 0; i < k->n; i++) {
+    int64_t v;
+    if (kel_static(k->e[i], &v)) {
+      if (v < 0) { err(c, "negative dimension %lld", (long long)v); return; }
+      o->s[0].d[i] = dim_s(v);
+    } else {
+      o->s[0].d[i] = k->e[i];
+    }
+  }
+}
+
+static void infer_range(ictx_t *c, const drk_node_t *n, outs_t *o) {
+  o->dt[0] = dt_in(n, 0, DRK_DT_F32);
+  o->s[0].rank = 1;
+  o->s[0].d[0] = dim_unk();
+  double v[3];
+  for (int i = 0; i < 3; i++) {
+    const drk_value_t *iv = in(n, i);
+    int64_t kv[MAXK];
+    int nk;
+    drk_tensor_t t;
+    if (iv && iv->kind == DRK_VALUE_CONST && drk_tensor_from_const(&t, iv) && drk_tensor_numel(&t) == 1)
+      v[i] = drk_tensor_get_f64(&t, 0);
+    else if (get_ints(c, iv, kv, &nk) && nk == 1)
+      v[i] = (double)kv[0];
+    else
+      return;
+  }
+  if (v[2] == 0) { err(c, "delta must not be 0"); return; }
+  double cnt = ceil((v[1] - v[0]) / v[2]);
+  if (!(cnt < 9.0e15)) { if (cnt == cnt) err(c, "%g elements are too many", cnt); else err(c, "start, limit or delta is NaN"); return; }
+  o->s[0].d[0] = dim_s(cnt > 0 ? (int64_t)cnt : 0);
+}
+
+static void infer_same_shape(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->s[0] = *x;
+  if (n->op == DRK_OP_IDENTITY) {
+    const known_t *k = get_known(c, in(n, 0));
+    if (k && in(n, 0)->kind != DRK_VALUE_CONST) set_known(c, n->outputs[0], k);
+  }
+}
+
+static void infer_dropout(const drk_node_t *n, const shp_t *x, outs_t *o) {
+  o->s[0] = *x;
+  if (n->n_outputs > 1) { o->s[1] = *x; o->dt[1] = DRK_DT_BOOL; }
+}
+
+/* ---- dispatch ---- */
+
+/* Results default to the first input's dtype and unknown shapes; each op family's rule then
+ * refines them. An op without a rule here keeps those defaults. */
 static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
   drk_op_t op = n->op;
   const drk_op_info_t *info = drk_op_info(op);
@@ -676,36 +1332,7 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
     shp_unknown(&o->s[i]);
   }
   if (info->flags & DRK_OPF_EW) {
-    /* elementwise: broadcast every present input except Clip's bounds and quantization params */
-    int nb = n->n_inputs;
-    if (op == DRK_OP_CLIP || op == DRK_OP_CAST || op == DRK_OP_CAST_LIKE || op == DRK_OP_QUANTIZE_LINEAR ||
-        op == DRK_OP_DEQUANTIZE_LINEAR)
-      nb = 1;
-    shp_t acc = x;
-    for (int i = 1; i < nb; i++) {
-      if (!in(n, i)) continue;
-      shp_t y = shp_of(in(n, i));
-      if (!bcast(c, &acc, &y, &acc)) return;
-    }
-    o->s[0] = acc;
-    switch (op) {
-      case DRK_OP_EQUAL: case DRK_OP_LESS: case DRK_OP_LESS_OR_EQUAL: case DRK_OP_GREATER:
-      case DRK_OP_GREATER_OR_EQUAL: case DRK_OP_IS_NAN: case DRK_OP_IS_INF: case DRK_OP_NOT:
-      case DRK_OP_AND: case DRK_OP_OR: case DRK_OP_XOR:
-        o->dt[0] = DRK_DT_BOOL;
-        break;
-      case DRK_OP_WHERE: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
-      case DRK_OP_CAST:
-        if (!dtype_from_attr(n, "to", &o->dt[0])) err(c, "missing or unsupported 'to' dtype");
-        break;
-      case DRK_OP_CAST_LIKE: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
-      case DRK_OP_QUANTIZE_LINEAR:
-        if (in(n, 2)) o->dt[0] = in(n, 2)->dtype;
-        else if (!dtype_from_attr(n, "output_dtype", &o->dt[0])) o->dt[0] = DRK_DT_U8;
-        break;
-      case DRK_OP_DEQUANTIZE_LINEAR: o->dt[0] = dt_in(n, 1, DRK_DT_F32); break;
-      default: break;
-    }
+    infer_ew(c, n, &x, o);
     return;
   }
   /* f8 MatMul/Gemm/Conv (--precision=fp8) accumulate in f32 and give an f32 result */
@@ -713,31 +1340,13 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       (o->dt[0] == DRK_DT_F8E4M3 || o->dt[0] == DRK_DT_F8E5M2))
     o->dt[0] = DRK_DT_F32;
   switch (op) {
+    /* matmul, conv, pool */
     case DRK_OP_MATMUL: {
       shp_t b = shp_of(in(n, 1));
       infer_matmul(c, &x, &b, &o->s[0]);
       return;
     }
-    case DRK_OP_GEMM: {
-      shp_t b = shp_of(in(n, 1));
-      if (x.rank < 0 || b.rank < 0) return;
-      if (x.rank != 2 || b.rank != 2) { err(c, "operands must be 2-D, got %s and %s", fmt_shp(&x), fmt_shp(&b)); return; }
-      bool ta = drk_node_attr_int(n, "transA", 0) != 0, tb = drk_node_attr_int(n, "transB", 0) != 0;
-      drk_dim_t m = x.d[ta ? 1 : 0], ka = x.d[ta ? 0 : 1], kb = b.d[tb ? 1 : 0], nn = b.d[tb ? 0 : 1], k;
-      if (!unify_dim(ka, kb, &k)) {
-        err(c, "inner dimensions differ: %s%s x %s%s (%lld vs %lld)", fmt_shp(&x), ta ? "^T" : "", fmt_shp(&b),
-            tb ? "^T" : "", (long long)ka.size, (long long)kb.size);
-        return;
-      }
-      o->s[0].rank = 2;
-      o->s[0].d[0] = m;
-      o->s[0].d[1] = nn;
-      if (in(n, 2)) {
-        shp_t cc = shp_of(in(n, 2)), t;
-        if (!bcast(c, &o->s[0], &cc, &t)) return;
-      }
-      return;
-    }
+    case DRK_OP_GEMM: infer_gemm(c, n, &x, o); return;
     case DRK_OP_CONV: case DRK_OP_CONV_TRANSPOSE: {
       shp_t w = shp_of(in(n, 1));
       infer_conv(c, n, &x, &w, &o->s[0], op == DRK_OP_CONV_TRANSPOSE);
@@ -747,595 +1356,45 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
     case DRK_OP_CONV_NHWC: case DRK_OP_MAX_POOL_NHWC: case DRK_OP_AVERAGE_POOL_NHWC:
       infer_nhwc(c, n, &x, &o->s[0]);
       return;
-    case DRK_OP_BATCH_NORMALIZATION: case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION:
-    case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: case DRK_OP_CUM_SUM: case DRK_OP_TRILU:
-    case DRK_OP_SCATTER_ND: case DRK_OP_IDENTITY:
-      o->s[0] = x;
-      if (op == DRK_OP_IDENTITY) {
-        const known_t *k = get_known(c, in(n, 0));
-        if (k && in(n, 0)->kind != DRK_VALUE_CONST) set_known(c, n->outputs[0], k);
-      }
-      return;
-    case DRK_OP_DROPOUT:
-      o->s[0] = x;
-      if (n->n_outputs > 1) { o->s[1] = x; o->dt[1] = DRK_DT_BOOL; }
-      return;
-    case DRK_OP_LAYER_NORMALIZATION: {
-      o->s[0] = x;
-      drk_dtype_t st = DRK_DT_F32;
-      dtype_from_attr(n, "stash_type", &st);
-      for (int i = 1; i < n->n_outputs; i++) {
-        o->dt[i] = st;
-        if (x.rank < 0) continue;
-        int a;
-        if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), x.rank, &a, "axis")) return;
-        o->s[i] = x;
-        for (int j = a; j < x.rank; j++) o->s[i].d[j] = dim_s(1);
-      }
-      return;
-    }
+    case DRK_OP_MAX_POOL: case DRK_OP_AVERAGE_POOL: infer_max_avg_pool(c, n, &x, o); return;
+    case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL: infer_global_pool(c, &x, o); return;
+    /* reductions */
     case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
     case DRK_OP_REDUCE_PROD: case DRK_OP_REDUCE_L2: case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_LOG_SUM_EXP:
       infer_reduce(c, n, &x, &o->s[0]);
       return;
-    case DRK_OP_ARG_MAX: case DRK_OP_ARG_MIN: {
-      o->dt[0] = DRK_DT_I64;
-      if (x.rank < 0) return;
-      int a;
-      if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x.rank, &a, "axis")) return;
-      bool keep = drk_node_attr_int(n, "keepdims", 1) != 0;
-      o->s[0].rank = 0;
-      for (int i = 0; i < x.rank; i++) {
-        if (i != a) o->s[0].d[o->s[0].rank++] = x.d[i];
-        else if (keep) o->s[0].d[o->s[0].rank++] = dim_s(1);
-      }
+    case DRK_OP_ARG_MAX: case DRK_OP_ARG_MIN: infer_arg_reduce(c, n, &x, o); return;
+    case DRK_OP_TOP_K: infer_top_k(c, n, &x, o); return;
+    /* normalizations (and other ops whose result has the input's shape) */
+    case DRK_OP_BATCH_NORMALIZATION: case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION:
+    case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: case DRK_OP_CUM_SUM: case DRK_OP_TRILU:
+    case DRK_OP_SCATTER_ND: case DRK_OP_IDENTITY:
+      infer_same_shape(c, n, &x, o);
       return;
-    }
-    case DRK_OP_TOP_K: {
-      o->dt[1] = DRK_DT_I64;
-      if (x.rank < 0) return;
-      int a;
-      if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), x.rank, &a, "axis")) return;
-      int64_t k[MAXK];
-      int nk;
-      o->s[0] = x;
-      if (get_ints(c, in(n, 1), k, &nk) && nk == 1) {
-        if (k[0] < 0) { err(c, "k = %lld is negative", (long long)k[0]); return; }
-        if (is_st(x.d[a]) && k[0] > x.d[a].size) {
-          err(c, "k = %lld is larger than axis %d of %s", (long long)k[0], a, fmt_shp(&x));
-          return;
-        }
-        o->s[0].d[a] = dim_s(k[0]);
-      } else {
-        o->s[0].d[a] = dim_unk();
-      }
-      o->s[1] = o->s[0];
-      return;
-    }
-    case DRK_OP_MAX_POOL: case DRK_OP_AVERAGE_POOL:
-      infer_pool(c, n, &x, &o->s[0]);
-      if (n->n_outputs > 1) { o->s[1] = o->s[0]; o->dt[1] = DRK_DT_I64; }
-      return;
-    case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL:
-      if (x.rank < 0) return;
-      if (x.rank < 2) { err(c, "input %s must have rank >= 2", fmt_shp(&x)); return; }
-      o->s[0] = x;
-      for (int i = 2; i < x.rank; i++) o->s[0].d[i] = dim_s(1);
-      return;
-    case DRK_OP_RESHAPE: {
-      const known_t *k = get_known(c, in(n, 1));
-      shp_t sh = shp_of(in(n, 1));
-      if (!k) {
-        if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
-        return;
-      }
-      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
-      reshape_infer(c, &x, k->e, k->n, drk_node_attr_int(n, "allowzero", 0) != 0, &o->s[0]);
-      return;
-    }
-    case DRK_OP_FLATTEN: {
-      if (x.rank < 0) return;
-      int64_t axis = drk_node_attr_int(n, "axis", 1);
-      if (axis < -x.rank || axis > x.rank) { err(c, "axis %lld is out of range for %s", (long long)axis, fmt_shp(&x)); return; }
-      int a = (int)(axis < 0 ? axis + x.rank : axis);
-      shp_t lo = x, hi = x;
-      lo.rank = a;
-      int64_t p0 = shp_numel(&lo);
-      for (int i = a; i < x.rank; i++) hi.d[i - a] = x.d[i];
-      hi.rank = x.rank - a;
-      int64_t p1 = shp_numel(&hi);
-      o->s[0].rank = 2;
-      o->s[0].d[0] = p0 >= 0 ? dim_s(p0) : (a == 1 ? x.d[0] : dim_unk());
-      o->s[0].d[1] = p1 >= 0 ? dim_s(p1) : (hi.rank == 1 ? x.d[a] : dim_unk());
-      return;
-    }
-    case DRK_OP_SQUEEZE: case DRK_OP_UNSQUEEZE: {
-      int64_t axes[MAXK];
-      int na = 0;
-      bool have = in(n, 1) ? get_ints(c, in(n, 1), axes, &na) : false;
-      const known_t *k = get_known(c, in(n, 0));
-      if (k && in(n, 0)->kind != DRK_VALUE_CONST && x.rank <= 1) set_known(c, n->outputs[0], k);
-      if (x.rank < 0) return;
-      if (op == DRK_OP_UNSQUEEZE) {
-        if (!have) { shp_unknown(&o->s[0]); return; }
-        int r = x.rank + na;
-        if (r > MAXR) { err(c, "rank %d is too large", r); return; }
-        bool ins[MAXR] = {0};
-        for (int i = 0; i < na; i++) {
-          int a;
-          if (!norm_axis(c, axes[i], r, &a, "axis")) return;
-          if (ins[a]) { err(c, "axis %lld repeats", (long long)axes[i]); return; }
-          ins[a] = true;
-        }
-        o->s[0].rank = r;
-        for (int i = 0, j = 0; i < r; i++) o->s[0].d[i] = ins[i] ? dim_s(1) : x.d[j++];
-        return;
-      }
-      bool rm[MAXR] = {0};
-      if (!in(n, 1)) {
-        for (int i = 0; i < x.rank; i++) {
-          if (!is_st(x.d[i])) return; /* a symbolic dim may or may not be 1 */
-          rm[i] = x.d[i].size == 1;
-        }
-      } else if (!have) {
-        return;
-      } else {
-        for (int i = 0; i < na; i++) {
-          int a;
-          if (!norm_axis(c, axes[i], x.rank, &a, "axis")) return;
-          if (is_st(x.d[a]) && x.d[a].size != 1) {
-            err(c, "cannot squeeze axis %d of %s: it is not 1", a, fmt_shp(&x));
-            return;
-          }
-          rm[a] = true;
-        }
-      }
-      o->s[0].rank = 0;
-      for (int i = 0; i < x.rank; i++)
-        if (!rm[i]) o->s[0].d[o->s[0].rank++] = x.d[i];
-      return;
-    }
-    case DRK_OP_TRANSPOSE: {
-      if (x.rank < 0) return;
-      size_t np = 0;
-      const int64_t *perm = drk_node_attr_ints(n, "perm", &np);
-      if (perm && (int)np != x.rank) { err(c, "perm has %zu entries for input %s", np, fmt_shp(&x)); return; }
-      bool used[MAXR] = {0};
-      o->s[0].rank = x.rank;
-      for (int i = 0; i < x.rank; i++) {
-        int64_t p = perm ? perm[i] : x.rank - 1 - i;
-        int a;
-        if (!norm_axis(c, p, x.rank, &a, "perm entry")) return;
-        if (used[a]) { err(c, "perm repeats axis %d", a); return; }
-        used[a] = true;
-        o->s[0].d[i] = x.d[a];
-      }
-      return;
-    }
-    case DRK_OP_CONCAT: {
-      int64_t axis = drk_node_attr_int(n, "axis", 0);
-      int r = -1;
-      for (int i = 0; i < n->n_inputs; i++) {
-        shp_t y = shp_of(in(n, i));
-        if (y.rank < 0) continue;
-        if (r >= 0 && y.rank != r) {
-          err(c, "inputs differ in rank: '%s' is %s, '%s' is %s", iname(n, 0), fmt_shp(&x), iname(n, i), fmt_shp(&y));
-          return;
-        }
-        r = y.rank;
-      }
-      if (r < 0) return;
-      int a;
-      if (!norm_axis(c, axis, r, &a, "axis")) return;
-      shp_t acc;
-      acc.rank = -1;
-      bool sum_known = true;
-      int64_t sum = 0;
-      const char *only_sym = NULL;
-      int n_nonzero = 0;
-      for (int i = 0; i < n->n_inputs; i++) {
-        shp_t y = shp_of(in(n, i));
-        if (y.rank < 0) { sum_known = false; n_nonzero++; continue; }
-        drk_dim_t da = y.d[a];
-        if (is_st(da)) sum += da.size;
-        else { sum_known = false; only_sym = da.sym; }
-        if (!is_st(da) || da.size != 0) n_nonzero++;
-        if (acc.rank < 0) { acc = y; continue; }
-        for (int j = 0; j < r; j++) {
-          if (j == a) continue;
-          if (!unify_dim(acc.d[j], y.d[j], &acc.d[j])) {
-            err(c, "inputs differ in dimension %d: '%s' is %s, '%s' is %s", j, iname(n, 0), fmt_shp(&x), iname(n, i),
-                fmt_shp(&y));
-            return;
-          }
-        }
-      }
-      if (acc.rank < 0) { shp_rank(&o->s[0], r); return; }
-      if (sum_known) acc.d[a] = dim_s(sum);
-      else if (only_sym && n_nonzero == 1 && sum == 0) acc.d[a] = (drk_dim_t){-1, only_sym};
-      else acc.d[a] = dim_unk();
-      o->s[0] = acc;
-      /* tracked contents of 1-D shape tensors */
-      if (r == 1 && n->inputs[0]) {
-        known_t kk;
-        kk.n = 0;
-        bool all = true;
-        for (int i = 0; i < n->n_inputs && all; i++) {
-          const known_t *ki = get_known(c, in(n, i));
-          if (!ki || kk.n + ki->n > MAXK) { all = false; break; }
-          for (int j = 0; j < ki->n; j++) kk.e[kk.n++] = ki->e[j];
-        }
-        if (all) set_known(c, n->outputs[0], &kk);
-      }
-      return;
-    }
-    case DRK_OP_SPLIT: {
-      if (x.rank < 0) return;
-      int a;
-      if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x.rank, &a, "axis")) return;
-      int no = n->n_outputs;
-      if (no > MAXOUT) { err(c, "too many outputs (%d)", no); return; }
-      int64_t sizes[MAXK];
-      int ns = 0;
-      for (int i = 0; i < no; i++) { o->s[i] = x; o->s[i].d[a] = dim_unk(); }
-      if (in(n, 1)) {
-        if (!get_ints(c, in(n, 1), sizes, &ns)) return;
-        if (ns != no) { err(c, "'split' has %d entries for %d outputs", ns, no); return; }
-        int64_t tot = 0;
-        for (int i = 0; i < ns; i++) tot += sizes[i];
-        if (is_st(x.d[a]) && tot != x.d[a].size) {
-          err(c, "split sizes add up to %lld, but axis %d of %s is %lld", (long long)tot, a, fmt_shp(&x), (long long)x.d[a].size);
-          return;
-        }
-        for (int i = 0; i < no; i++) o->s[i].d[a] = dim_s(sizes[i]);
-        return;
-      }
-      int64_t parts = drk_node_attr_int(n, "num_outputs", no);
-      if (parts != no) { err(c, "num_outputs = %lld but the node has %d outputs", (long long)parts, no); return; }
-      if (!is_st(x.d[a])) return;
-      int64_t dimv = x.d[a].size, chunk = (dimv + no - 1) / no;
-      for (int i = 0; i < no; i++) {
-        int64_t s = dimv - chunk * i;
-        o->s[i].d[a] = dim_s(s < 0 ? 0 : s < chunk ? s : chunk);
-      }
-      return;
-    }
-    case DRK_OP_SLICE: {
-      int64_t st[MAXK], en[MAXK], ax[MAXK], sp[MAXK];
-      int nst, nen, nax, nsp;
-      if (!get_ints(c, in(n, 1), st, &nst) || !get_ints(c, in(n, 2), en, &nen)) {
-        if (x.rank >= 0) shp_rank(&o->s[0], x.rank);
-        return;
-      }
-      if (nst != nen) { err(c, "starts has %d entries, ends %d", nst, nen); return; }
-      if (in(n, 3)) {
-        if (!get_ints(c, in(n, 3), ax, &nax)) { if (x.rank >= 0) shp_rank(&o->s[0], x.rank); return; }
-      } else {
-        nax = nst;
-        for (int i = 0; i < nst; i++) ax[i] = i;
-      }
-      if (in(n, 4)) {
-        if (!get_ints(c, in(n, 4), sp, &nsp)) { if (x.rank >= 0) shp_rank(&o->s[0], x.rank); return; }
-      } else {
-        nsp = nst;
-        for (int i = 0; i < nst; i++) sp[i] = 1;
-      }
-      if (nax != nst || nsp != nst) { err(c, "starts, ends, axes and steps differ in length"); return; }
-      if (x.rank < 0) return;
-      o->s[0] = x;
-      for (int i = 0; i < nst; i++) {
-        int a;
-        if (!norm_axis(c, ax[i], x.rank, &a, "axis")) return;
-        if (sp[i] == 0 || sp[i] == INT64_MIN) { err(c, "step %lld is invalid", (long long)sp[i]); return; }
-        drk_dim_t d = x.d[a];
-        if (is_st(d)) o->s[0].d[a] = dim_s(slice_len(d.size, st[i], en[i], sp[i]));
-        else if (sp[i] == 1 && st[i] == 0 && en[i] >= HUGE_END) o->s[0].d[a] = d;
-        else if (sp[i] > 0 && st[i] >= 0 && en[i] >= 0 && en[i] < HUGE_END && en[i] <= st[i]) o->s[0].d[a] = dim_s(0);
-        else o->s[0].d[a] = dim_unk();
-      }
-      /* contents of a sliced 1-D shape tensor */
-      const known_t *k = get_known(c, in(n, 0));
-      if (k && x.rank == 1 && nst == 1 && in(n, 0)->kind != DRK_VALUE_CONST) {
-        known_t kk;
-        kk.n = (int)slice_len(k->n, st[0], en[0], sp[0]);
-        int64_t s0 = slice_start(k->n, st[0], sp[0]);
-        for (int i = 0; i < kk.n; i++) kk.e[i] = k->e[s0 + sp[0] * i];
-        set_known(c, n->outputs[0], &kk);
-      }
-      return;
-    }
-    case DRK_OP_GATHER: {
-      shp_t ix = shp_of(in(n, 1));
-      o->dt[0] = dt_in(n, 0, DRK_DT_F32);
-      if (x.rank < 0 || ix.rank < 0) return;
-      int a;
-      if (!norm_axis(c, drk_node_attr_int(n, "axis", 0), x.rank, &a, "axis")) return;
-      if (x.rank - 1 + ix.rank > MAXR) { err(c, "result rank is too large"); return; }
-      int64_t iv[MAXK];
-      int ni;
-      bool civ = get_ints(c, in(n, 1), iv, &ni);
-      if (civ && is_st(x.d[a]))
-        for (int i = 0; i < ni; i++)
-          if (iv[i] < -x.d[a].size || iv[i] >= x.d[a].size) {
-            err(c, "index %lld is out of range for axis %d of %s", (long long)iv[i], a, fmt_shp(&x));
-            return;
-          }
-      shp_t r;
-      r.rank = 0;
-      for (int i = 0; i < a; i++) r.d[r.rank++] = x.d[i];
-      for (int i = 0; i < ix.rank; i++) r.d[r.rank++] = ix.d[i];
-      for (int i = a + 1; i < x.rank; i++) r.d[r.rank++] = x.d[i];
-      o->s[0] = r;
-      const known_t *k = get_known(c, in(n, 0));
-      if (k && civ && x.rank == 1 && in(n, 0)->kind != DRK_VALUE_CONST) {
-        known_t kk;
-        kk.n = ni;
-        for (int i = 0; i < ni; i++) {
-          int64_t j = iv[i] < 0 ? iv[i] + k->n : iv[i];
-          if (j < 0 || j >= k->n) return;
-          kk.e[i] = k->e[j];
-        }
-        set_known(c, n->outputs[0], &kk);
-      }
-      return;
-    }
-    case DRK_OP_GATHER_ELEMENTS: {
-      shp_t ix = shp_of(in(n, 1));
-      if (x.rank >= 0 && ix.rank >= 0 && x.rank != ix.rank) {
-        err(c, "data %s and indices %s differ in rank", fmt_shp(&x), fmt_shp(&ix));
-        return;
-      }
-      o->s[0] = ix;
-      return;
-    }
-    case DRK_OP_GATHER_ND: {
-      shp_t ix = shp_of(in(n, 1));
-      if (x.rank < 0 || ix.rank < 1) return;
-      int64_t b = drk_node_attr_int(n, "batch_dims", 0);
-      drk_dim_t last = ix.d[ix.rank - 1];
-      if (!is_st(last)) return;
-      if (b < 0 || b + last.size > x.rank) { err(c, "indices %s with batch_dims %lld do not fit data %s", fmt_shp(&ix), (long long)b, fmt_shp(&x)); return; }
-      shp_t r;
-      r.rank = 0;
-      for (int i = 0; i < ix.rank - 1; i++) r.d[r.rank++] = ix.d[i];
-      for (int i = (int)(b + last.size); i < x.rank && r.rank < MAXR; i++) r.d[r.rank++] = x.d[i];
-      o->s[0] = r;
-      return;
-    }
-    case DRK_OP_EXPAND: {
-      const known_t *k = get_known(c, in(n, 1));
-      if (!k) {
-        shp_t sh = shp_of(in(n, 1));
-        if (x.rank >= 0 && sh.rank == 1 && is_st(sh.d[0])) {
-          int r = (int)(sh.d[0].size > x.rank ? sh.d[0].size : x.rank);
-          if (r <= MAXR) shp_rank(&o->s[0], r);
-        }
-        return;
-      }
-      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
-      shp_t t;
-      t.rank = k->n;
-      for (int i = 0; i < k->n; i++) {
-        int64_t v;
-        if (kel_static(k->e[i], &v)) {
-          if (v < 0) { err(c, "invalid shape value %lld", (long long)v); return; }
-          t.d[i] = dim_s(v);
-        } else {
-          t.d[i] = k->e[i];
-        }
-      }
-      shp_t r;
-      if (!bcast(c, &x, &t, &r)) return;
-      o->s[0] = r;
-      return;
-    }
-    case DRK_OP_TILE: {
-      int64_t rep[MAXK];
-      int nr;
-      if (x.rank < 0) return;
-      if (!get_ints(c, in(n, 1), rep, &nr)) { shp_rank(&o->s[0], x.rank); return; }
-      if (nr != x.rank) { err(c, "repeats has %d entries for input %s", nr, fmt_shp(&x)); return; }
-      o->s[0] = x;
-      for (int i = 0; i < nr; i++) {
-        if (rep[i] < 0) { err(c, "negative repeat %lld", (long long)rep[i]); return; }
-        int64_t prod;
-        if (is_st(x.d[i]) && !__builtin_mul_overflow(x.d[i].size, rep[i], &prod)) o->s[0].d[i] = dim_s(prod);
-        else if (is_st(x.d[i])) o->s[0].d[i] = dim_unk();
-        else if (rep[i] != 1) o->s[0].d[i] = rep[i] == 0 ? dim_s(0) : dim_unk();
-      }
-      return;
-    }
-    case DRK_OP_PAD: {
-      if (x.rank < 0) return;
-      int64_t pads[MAXK], axes[MAXK];
-      int np, na;
-      if (!get_ints(c, in(n, 1), pads, &np)) { shp_rank(&o->s[0], x.rank); return; }
-      if (in(n, 3)) {
-        if (!get_ints(c, in(n, 3), axes, &na)) { shp_rank(&o->s[0], x.rank); return; }
-      } else {
-        na = x.rank;
-        for (int i = 0; i < na; i++) axes[i] = i;
-      }
-      if (np != 2 * na) { err(c, "pads has %d entries for %d axes of %s", np, na, fmt_shp(&x)); return; }
-      o->s[0] = x;
-      for (int i = 0; i < na; i++) {
-        int a;
-        if (!norm_axis(c, axes[i], x.rank, &a, "axis")) return;
-        int64_t add, sum;
-        if (__builtin_add_overflow(pads[i], pads[na + i], &add)) { err(c, "pads overflow"); return; }
-        drk_dim_t d = x.d[a];
-        if (is_st(d)) {
-          if (__builtin_add_overflow(d.size, add, &sum) || sum < 0) { err(c, "pads shrink axis %d of %s below zero", a, fmt_shp(&x)); return; }
-          o->s[0].d[a] = dim_s(d.size + add);
-        } else if (add != 0) {
-          o->s[0].d[a] = dim_unk();
-        }
-      }
-      return;
-    }
-    case DRK_OP_RESIZE: {
-      if (x.rank < 0) return;
-      size_t nax = 0;
-      const int64_t *ax = drk_node_attr_ints(n, "axes", &nax);
-      if (ax && (int)nax > x.rank) { err(c, "'axes' has %zu entries for input %s", nax, fmt_shp(&x)); return; }
-      int naxes = ax ? (int)nax : x.rank;
-      int axv[MAXR];
-      for (int i = 0; i < naxes; i++) {
-        if (ax) { if (!norm_axis(c, ax[i], x.rank, &axv[i], "axis")) return; }
-        else axv[i] = i;
-      }
-      o->s[0] = x;
-      int64_t sizes[MAXK];
-      int nsz;
-      if (in(n, 3) && get_ints(c, in(n, 3), sizes, &nsz)) {
-        if (nsz != naxes) { err(c, "sizes has %d entries for %d axes", nsz, naxes); return; }
-        const char *pol = drk_node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
-        if (strcmp(pol, "stretch") == 0) {
-          for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_s(sizes[i]);
-          return;
-        }
-        double sc = strcmp(pol, "not_larger") == 0 ? INFINITY : 0;
-        for (int i = 0; i < naxes; i++) {
-          if (!is_st(x.d[axv[i]]) || x.d[axv[i]].size == 0) { for (int j = 0; j < naxes; j++) o->s[0].d[axv[j]] = dim_unk(); return; }
-          double r = (double)sizes[i] / (double)x.d[axv[i]].size;
-          sc = strcmp(pol, "not_larger") == 0 ? fmin(sc, r) : fmax(sc, r);
-        }
-        for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_dbl(floor(sc * (double)x.d[axv[i]].size + 0.5));
-        return;
-      }
-      if (in(n, 2) && in(n, 2)->kind == DRK_VALUE_CONST) {
-        drk_tensor_t t;
-        if (drk_tensor_from_const(&t, in(n, 2)) && drk_tensor_numel(&t) > 0) {
-          if (drk_tensor_numel(&t) != naxes) { err(c, "scales has %lld entries for %d axes", (long long)drk_tensor_numel(&t), naxes); return; }
-          for (int i = 0; i < naxes; i++) {
-            drk_dim_t d = x.d[axv[i]];
-            double s = drk_tensor_get_f64(&t, i);
-            if (is_st(d)) o->s[0].d[axv[i]] = dim_dbl(floor((double)d.size * s));
-            else if (s != 1.0) o->s[0].d[axv[i]] = dim_unk();
-          }
-          return;
-        }
-      }
-      for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_unk();
-      return;
-    }
-    case DRK_OP_DEPTH_TO_SPACE: case DRK_OP_SPACE_TO_DEPTH: {
-      if (x.rank < 0) return;
-      if (x.rank != 4) { err(c, "input %s must be 4-D", fmt_shp(&x)); return; }
-      int64_t b = drk_node_attr_int(n, "blocksize", 0);
-      if (b <= 0 || b > 65536) { err(c, "blocksize %lld is out of range", (long long)b); return; }
-      o->s[0] = x;
-      bool d2s = op == DRK_OP_DEPTH_TO_SPACE;
-      drk_dim_t ch = x.d[1];
-      if (is_st(ch)) {
-        if (d2s && ch.size % (b * b)) { err(c, "channels %lld are not a multiple of blocksize^2 = %lld", (long long)ch.size, (long long)(b * b)); return; }
-        o->s[0].d[1] = dim_s(d2s ? ch.size / (b * b) : ch.size * b * b);
-      } else {
-        o->s[0].d[1] = dim_unk();
-      }
-      for (int i = 2; i < 4; i++) {
-        drk_dim_t d = x.d[i];
-        if (!is_st(d)) { o->s[0].d[i] = dim_unk(); continue; }
-        if (!d2s && d.size % b) { err(c, "spatial dim %lld is not a multiple of blocksize %lld", (long long)d.size, (long long)b); return; }
-        o->s[0].d[i] = dim_s(d2s ? d.size * b : d.size / b);
-      }
-      return;
-    }
-    case DRK_OP_ONE_HOT: {
-      o->dt[0] = dt_in(n, 2, DRK_DT_F32);
-      if (x.rank < 0) return;
-      int r = x.rank + 1;
-      if (r > MAXR) return;
-      int a;
-      if (!norm_axis(c, drk_node_attr_int(n, "axis", -1), r, &a, "axis")) return;
-      int64_t depth[MAXK];
-      int nd;
-      drk_dim_t dd = dim_unk();
-      const drk_value_t *dv = in(n, 1);
-      if (dv && dv->kind == DRK_VALUE_CONST) {
-        drk_tensor_t t;
-        if (drk_tensor_from_const(&t, dv) && drk_tensor_numel(&t) == 1) dd = dim_s((int64_t)drk_tensor_get_f64(&t, 0));
-      } else if (get_ints(c, dv, depth, &nd) && nd == 1) {
-        dd = dim_s(depth[0]);
-      }
-      o->s[0].rank = r;
-      for (int i = 0, j = 0; i < r; i++) o->s[0].d[i] = i == a ? dd : x.d[j++];
-      return;
-    }
-    case DRK_OP_SHAPE: {
-      o->dt[0] = DRK_DT_I64;
-      if (x.rank < 0) { shp_rank(&o->s[0], 1); return; }
-      int64_t st = drk_node_attr_int(n, "start", 0), en = drk_node_attr_int(n, "end", x.rank);
-      if (st < 0) st += x.rank;
-      if (en < 0) en += x.rank;
-      st = st < 0 ? 0 : st > x.rank ? x.rank : st;
-      en = en < 0 ? 0 : en > x.rank ? x.rank : en;
-      int64_t len = en > st ? en - st : 0;
-      o->s[0].rank = 1;
-      o->s[0].d[0] = dim_s(len);
-      if (len <= MAXK) {
-        known_t kk;
-        kk.n = (int)len;
-        for (int i = 0; i < kk.n; i++) kk.e[i] = x.d[st + i];
-        set_known(c, n->outputs[0], &kk);
-      }
-      return;
-    }
-    case DRK_OP_SIZE: {
-      o->dt[0] = DRK_DT_I64;
-      o->s[0].rank = 0;
-      known_t kk;
-      kk.n = 1;
-      int64_t ne = shp_numel(&x);
-      kk.e[0] = ne >= 0 ? dim_s(ne) : (x.rank == 1 ? x.d[0] : dim_unk());
-      set_known(c, n->outputs[0], &kk);
-      return;
-    }
-    case DRK_OP_CONSTANT_OF_SHAPE: {
-      const drk_attr_t *va = drk_node_attr(n, "value");
-      o->dt[0] = va && va->kind == DRK_ATTR_TENSOR && va->tensor ? va->tensor->dtype : DRK_DT_F32;
-      const known_t *k = get_known(c, in(n, 0));
-      shp_t sh = shp_of(in(n, 0));
-      if (!k) {
-        if (sh.rank == 1 && is_st(sh.d[0]) && sh.d[0].size <= MAXR) shp_rank(&o->s[0], (int)sh.d[0].size);
-        return;
-      }
-      if (k->n > MAXR) { err(c, "rank %d is too large", k->n); return; }
-      o->s[0].rank = k->n;
-      for (int i = 0; i < k->n; i++) {
-        int64_t v;
-        if (kel_static(k->e[i], &v)) {
-          if (v < 0) { err(c, "negative dimension %lld", (long long)v); return; }
-          o->s[0].d[i] = dim_s(v);
-        } else {
-          o->s[0].d[i] = k->e[i];
-        }
-      }
-      return;
-    }
-    case DRK_OP_RANGE: {
-      o->dt[0] = dt_in(n, 0, DRK_DT_F32);
-      o->s[0].rank = 1;
-      o->s[0].d[0] = dim_unk();
-      double v[3];
-      for (int i = 0; i < 3; i++) {
-        const drk_value_t *iv = in(n, i);
-        int64_t kv[MAXK];
-        int nk;
-        drk_tensor_t t;
-        if (iv && iv->kind == DRK_VALUE_CONST && drk_tensor_from_const(&t, iv) && drk_tensor_numel(&t) == 1)
-          v[i] = drk_tensor_get_f64(&t, 0);
-        else if (get_ints(c, iv, kv, &nk) && nk == 1)
-          v[i] = (double)kv[0];
-        else
-          return;
-      }
-      if (v[2] == 0) { err(c, "delta must not be 0"); return; }
-      double cnt = ceil((v[1] - v[0]) / v[2]);
-      if (!(cnt < 9.0e15)) { if (cnt == cnt) err(c, "%g elements are too many", cnt); else err(c, "start, limit or delta is NaN"); return; }
-      o->s[0].d[0] = dim_s(cnt > 0 ? (int64_t)cnt : 0);
-      return;
-    }
+    case DRK_OP_LAYER_NORMALIZATION: infer_layer_norm(c, n, &x, o); return;
+    case DRK_OP_DROPOUT: infer_dropout(n, &x, o); return;
+    /* shape and data movement */
+    case DRK_OP_RESHAPE: infer_reshape(c, n, &x, o); return;
+    case DRK_OP_FLATTEN: infer_flatten(c, n, &x, o); return;
+    case DRK_OP_SQUEEZE: case DRK_OP_UNSQUEEZE: infer_squeeze(c, n, &x, o); return;
+    case DRK_OP_TRANSPOSE: infer_transpose(c, n, &x, o); return;
+    case DRK_OP_CONCAT: infer_concat(c, n, &x, o); return;
+    case DRK_OP_SPLIT: infer_split(c, n, &x, o); return;
+    case DRK_OP_SLICE: infer_slice(c, n, &x, o); return;
+    case DRK_OP_GATHER: infer_gather(c, n, &x, o); return;
+    case DRK_OP_GATHER_ELEMENTS: infer_gather_elements(c, n, &x, o); return;
+    case DRK_OP_GATHER_ND: infer_gather_nd(c, n, &x, o); return;
+    case DRK_OP_EXPAND: infer_expand(c, n, &x, o); return;
+    case DRK_OP_TILE: infer_tile(c, n, &x, o); return;
+    case DRK_OP_PAD: infer_pad(c, n, &x, o); return;
+    case DRK_OP_RESIZE: infer_resize(c, n, &x, o); return;
+    case DRK_OP_DEPTH_TO_SPACE: case DRK_OP_SPACE_TO_DEPTH: infer_depth_space(c, n, &x, o); return;
+    /* shape tensors and generators */
+    case DRK_OP_ONE_HOT: infer_one_hot(c, n, &x, o); return;
+    case DRK_OP_SHAPE: infer_shape(c, n, &x, o); return;
+    case DRK_OP_SIZE: infer_size(c, n, &x, o); return;
+    case DRK_OP_CONSTANT_OF_SHAPE: infer_constant_of_shape(c, n, o); return;
+    case DRK_OP_RANGE: infer_range(c, n, o); return;
     default:
       return; /* an op added to graph_ops.def without a rule here: results stay unknown */
   }
