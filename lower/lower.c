@@ -422,6 +422,66 @@ static bool lower_node(drk_lctx_t *c) {
   return drk_lower_move(c);
 }
 
+/* ---- per-kernel schedules ---- */
+/* The --schedules line of the kernels of node i's group, or NULL. A kernel is named after
+ * the node its lowering starts from (a fused group's anchor or last node), any node of the
+ * group. */
+static drk_sched_entry_t *node_schedule(const drk_lower_options_t *o, const drk_fusion_t *fu, size_t i) {
+  if (!o || !o->schedules) return NULL;
+  for (size_t k = 0; k < o->schedules->n; k++) {
+    size_t n = o->schedules->entries[k].node;
+    if (n < fu->n_nodes && fu->group[n] == fu->group[i]) return &o->schedules->entries[k];
+  }
+  return NULL;
+}
+
+/* The knobs of `used` that apply to kernels of schedule kind `kind` (knobs.def): a heuristic
+ * may consult a knob of a form it then does not take (the sm_90a matmul's before falling back
+ * to mma.sync), which is not part of the kernel's space. */
+static uint32_t knobs_of_kind(uint32_t used, const char *kind) {
+  uint32_t r = 0;
+  size_t kl = kind ? strlen(kind) : 0;
+  for (int i = 0; i < DRK_KNOB_COUNT; i++) {
+    if (!(used & (1u << i)) || !kl) continue;
+    for (const char *p = drk_knob_def((drk_knob_id_t)i)->kinds; *p;) {
+      size_t n = strcspn(p, " ");
+      if (n == kl && strncmp(p, kind, kl) == 0) r |= 1u << i;
+      p += n;
+      while (*p == ' ') p++;
+    }
+  }
+  return r;
+}
+
+/* Line e of --schedules against the kernels its node made (launches from first): one of them
+ * has e's name, the workload key is e's when given, and every knob e pins is in the kernel's
+ * space (a knob that would have no effect is an error, not silently dropped). */
+static bool check_schedule(drk_lctx_t *c, drk_sched_entry_t *e, size_t first, const char *wl) {
+  const drk_launch_t *la = NULL;
+  for (size_t k = first; k < c->n_launches && !la; k++)
+    if (strcmp(c->launches[k].kernel->name, e->name) == 0) la = &c->launches[k];
+  e->used = true;
+  if (!la) {
+    drk_diag_error(c->d, e->loc, "schedule for kernel '%s': node %zu lowers to '%s' instead", e->name, e->node,
+                   c->launches[first].kernel->name);
+    return false;
+  }
+  if (e->wl[0] && strcmp(e->wl, wl) != 0) {
+    drk_diag_error(c->d, e->loc, "schedule for kernel '%s' was made for workload %s; this model's kernel is workload %s "
+                   "(another shape, dtype or computation)", e->name, e->wl, wl);
+    return false;
+  }
+  uint32_t space = 0;
+  for (size_t k = first; k < c->n_launches; k++) space |= c->launches[k].knob_space;
+  for (int i = 0; i < DRK_KNOB_COUNT; i++)
+    if ((e->knobs.set & (1u << i)) && !(space & (1u << i))) {
+      drk_diag_error(c->d, e->loc, "schedule for kernel '%s': knob %s does not apply to it (a %s kernel)", e->name,
+                     drk_knob_def((drk_knob_id_t)i)->name, la->sched.kind ? la->sched.kind : "plain");
+      return false;
+    }
+  return true;
+}
+
 bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d) {
   drk_lctx_t c;
   memset(&c, 0, sizeof c);
@@ -442,6 +502,12 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
     c.node = n;
     c.node_index = i;
     c.n_kernels_node = 0;
+    /* the node's knobs: --schedule's, then its line of --schedules; record what it consults */
+    uint32_t used = 0;
+    drk_sched_entry_t *e = node_schedule(o, &fu, i);
+    c.o.knobs = o ? o->knobs : (drk_sched_knobs_t){0};
+    if (e) drk_sched_knobs_overlay(&c.o.knobs, &e->knobs);
+    c.o.knobs.used = &used;
     size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases, ns = c.n_scratch, ni = c.n_inplace;
     if (!(gr->kind == DRK_FUSION_SINGLE ? lower_node(&c) : drk_lower_fused(&c, &fu, fu.group[i]))) {
       ok = false;
@@ -450,8 +516,29 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
       c.n_aliases = na;
       c.n_scratch = ns;
       c.n_inplace = ni;
+      if (e) e->used = true; /* the node's own error says why */
+      continue;
     }
+    if (c.n_launches == nl) continue; /* aliases only */
+    char wl[33];
+    drk_lower_workload_key(g, &fu, fu.group[i], &c.o, wl);
+    for (size_t k = nl; k < c.n_launches; k++) {
+      drk_launch_t *la = &c.launches[k];
+      la->knob_space = knobs_of_kind(used, la->sched.kind);
+      memcpy(la->workload, wl, sizeof wl);
+    }
+    if (e && !check_schedule(&c, e, nl, wl)) ok = false;
   }
+  c.o.knobs.used = NULL;
+  if (o && o->schedules)
+    for (size_t k = 0; k < o->schedules->n; k++) {
+      const drk_sched_entry_t *e = &o->schedules->entries[k];
+      if (!e->used) {
+        drk_diag_error(d, e->loc, "schedule for kernel '%s': the model has no such kernel (--emit=schedules lists them)",
+                       e->name);
+        ok = false;
+      }
+    }
   int64_t *times = drk_arena_alloc(c.m->arena, sizeof(int64_t) * (g->n_nodes + 1));
   drk_fusion_node_times(&fu, times);
   for (size_t i = 0; i < c.n_scratch; i++) c.scratch[i].time = times[c.scratch[i].node];

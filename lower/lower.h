@@ -85,6 +85,8 @@ typedef struct drk_launch {
   int n_args;
   drk_larg_t *args; /* in kernel parameter order */
   drk_schedule_t sched;
+  uint32_t knob_space; /* bit per drk_knob_id_t: the knobs its node's lowering consulted */
+  char workload[33];   /* workload key of its node's computation (drk_lower_workload_key) */
   int n_tmas;
   drk_larg_tma_t *tmas; /* specs of the DRK_LARG_TMA arguments */
 } drk_launch_t;
@@ -127,32 +129,82 @@ typedef struct drk_lowered {
   struct drk_fusion *fusion;
 } drk_lowered_t;
 
-/* Schedule parameters a user or the search may pin, for every kernel of a kind; 0 = the
- * default heuristic. Text form (--schedule=): comma list of KEY=VALUE with keys
- *   mm.tile_n     64 | 128 | 256   N tile of the sm_90a TMA + wgmma matmul kernel
- *   mm.split_k    1..16            split-K of matmul kernels (1: none)
- *   mm.stages     2..8             ring stages of the sm_90a matmul kernel
- *   mm.persistent 0 | 1 | 2        sm_90a matmul: a tile per program (0), persistent
- *                                  ping-pong (1) or persistent cooperative (2); stored as
- *                                  value + 1
- *   mm.cluster    1 | 2            sm_90a matmul: programs per cluster along M sharing B by
- *                                  TMA multicast (1: none)
- *   mm.staged     0 | 1            sm_90a matmul: epilogue from the accumulator registers (0)
- *                                  or staged through shared memory (1); stored as value + 1
- *   mm.pair       0 | 1            sm_90a matmul: a fused group's paired MatMul (fuse.h) in
- *                                  the anchor's kernel (1) or in a kernel of its own (0);
- *                                  stored as value + 1
- *   attn.block_m  64 | 128         query rows per flash-attention program (16-bit inputs)
- *   flat.move_block 1024..8192     elements per program of flat groups with data movement
- *   rows.spt      1 | 2 | 4 | 8    consecutive elements per thread of row kernels over
- *                                  contiguous rows (default 4) */
+/* ---- schedules as data ----
+ * A schedule knob is a named parameter of a kernel's lowering that the heuristic chooses
+ * unless a schedule pins it. The knobs are defined once, in lower/knobs.def (name, the kernel
+ * kinds it applies to, its domain, what the heuristic picks). A drk_sched_knobs_t is a set of
+ * pinned values: zero-initialized, nothing is pinned. Text form: comma-separated KEY=VALUE, e.g. "mm.tile_n=128,mm.split_k=2" (--schedule= pins every kernel; a line of a
+ * schedules file pins one kernel). */
+typedef enum drk_knob_id {
+#define DRK_KNOB(ID, name, kinds, lo, hi, pow2, doc) DRK_KNOB_##ID,
+#include "lower/knobs.def"
+#undef DRK_KNOB
+  DRK_KNOB_COUNT
+} drk_knob_id_t;
+
+typedef struct drk_knob_def {
+  const char *name;  /* "mm.tile_n" */
+  const char *kinds; /* drk_schedule_t kinds it applies to, space-separated */
+  int lo, hi;
+  bool pow2;
+  const char *doc;
+} drk_knob_def_t;
+
+/* The definition of knob id (lower/knobs.def); NULL when id is out of range. */
+const drk_knob_def_t *drk_knob_def(drk_knob_id_t id);
+/* The knob named name (length len), or -1. */
+int drk_knob_find(const char *name, size_t len);
+
 typedef struct drk_sched_knobs {
-  int mm_tile_n, mm_split_k, mm_stages, mm_persistent, mm_cluster, mm_staged, mm_pair, attn_block_m, flat_move_block, rows_spt;
+  uint32_t set;           /* bit id: knob id is pinned to v[id] */
+  int v[DRK_KNOB_COUNT];
+  /* when not NULL, every knob the lowering consults (pinned or not) gets its bit set here: a
+   * kernel's knob space is what its lowering read (--emit=schedules) */
+  uint32_t *used;
 } drk_sched_knobs_t;
 
-/* Parses the --schedule text into *k (fields not named keep their value); false with a
- * message naming the bad item in err (size n). */
+/* Whether knob id is pinned in k (recording the consultation in k->used); *out gets its value. */
+bool drk_knob_pinned(const drk_sched_knobs_t *k, drk_knob_id_t id, int *out);
+/* The pinned value of knob id, or dflt when not pinned. */
+int drk_knob_or(const drk_sched_knobs_t *k, drk_knob_id_t id, int dflt);
+/* Pins knob id to v (no domain check: the caller checked it). */
+void drk_knob_set(drk_sched_knobs_t *k, drk_knob_id_t id, int v);
+/* over's pinned knobs replace base's. */
+void drk_sched_knobs_overlay(drk_sched_knobs_t *base, const drk_sched_knobs_t *over);
+
+/* Parses text (KEY=VALUE items separated by commas) into *k: knobs named are pinned,
+ * others keep their state. False with a message naming the bad item in err (size n): an
+ * unknown key (the known ones are listed), a value outside the knob's domain. */
 bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, size_t n);
+/* The pinned knobs of k as text ("mm.tile_n=128 mm.split_k=2"; "" when none) into buf. */
+void drk_sched_knobs_format(const drk_sched_knobs_t *k, char *buf, size_t n);
+
+/* Per-kernel schedules (--schedules=FILE, the text --emit=schedules prints): one line per
+ * kernel, `NAME [wl=KEY] [KIND] KNOB=VALUE ...`, '#' starts a comment. NAME is a kernel name
+ * of the model (k<node>_<what>); its knobs apply to the kernels its node lowers to. With wl=
+ * the kernel's workload key must match (a schedule made for another computation is an error,
+ * not silently applied). Lines may pin any subset of the kernel's knobs; the others keep the
+ * heuristic's choice (or --schedule's pins, which a line overrides). */
+typedef struct drk_sched_entry {
+  const char *name;     /* kernel name */
+  size_t node;          /* the node index its name starts with (k<node>_) */
+  char wl[40];          /* workload key, "" when not given */
+  drk_sched_knobs_t knobs;
+  drk_loc_t loc;        /* file and line, for errors */
+  bool used;            /* set by drk_lower_graph when the kernel exists */
+} drk_sched_entry_t;
+
+typedef struct drk_schedules {
+  size_t n;
+  drk_sched_entry_t *entries; /* malloc'ed, with their strings; drk_schedules_free */
+  char *text;                 /* the file's bytes (names point into it) */
+} drk_schedules_t;
+
+/* Parses a schedules file's text (path for locations). Errors (located at the line): a
+ * malformed line, an unknown knob or an illegal value, a name that is not a kernel name, two
+ * lines for one kernel. On failure *out is untouched. */
+bool drk_schedules_parse(const char *text, size_t len, const char *path, drk_schedules_t *out, drk_diag_t *d);
+void drk_schedules_free(drk_schedules_t *s);
 
 typedef struct drk_lower_options {
   int target_sm;   /* 80..90; 0 means 80 */
@@ -167,9 +219,12 @@ typedef struct drk_lower_options {
   bool fusion_set;
   int fusion_level;
   int max_group_depth;
-  /* Schedule knobs (`--schedule=`, drk_sched_knobs_parse): 0 leaves the heuristic's choice
-   * (lower/schedule.c). The search sets these; users may pin them. */
+  /* Schedule knobs pinned for every kernel (`--schedule=`, drk_sched_knobs_parse); unpinned
+   * knobs are the heuristic's (lower/schedule.c). */
   drk_sched_knobs_t knobs;
+  /* Per-kernel schedules (`--schedules=FILE`; NULL: none), over knobs; borrowed. Entries whose
+   * kernel does not exist, or whose workload key differs, are errors of drk_lower_graph. */
+  const drk_schedules_t *schedules;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot
@@ -186,6 +241,19 @@ bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_m
 /* Per value id: whether a launch of l takes it as a buffer or TMA argument (calloc'ed; NULL
  * when out of memory). */
 bool *drk_lowered_referenced(const drk_graph_t *g, const drk_lowered_t *l);
+
+/* The schedules of l's kernels in the text form drk_schedules_parse reads: per kernel its
+ * name, workload key, kind and the value of every knob its lowering consulted (the
+ * heuristic's pick, or the pinned value), preceded by a comment with each knob's domain. */
+void drk_lowered_print_schedules(const drk_lowered_t *l, FILE *out);
+/* The value schedule s has for knob id (what the lowering chose); -1 when s has none. */
+int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id);
+/* The workload key of fusion group gi of g lowered with options o: a hash (32 hex digits) of
+ * the computation, independent of the schedule: the members' ops, attributes, the dtypes and
+ * shapes of their values, how they connect, small constants' values, the lowering's target
+ * (target_sm, arch_specific, allow_tf32). Equal keys: the same kernel problem. */
+void drk_lower_workload_key(const drk_graph_t *g, const struct drk_fusion *f, int gi, const drk_lower_options_t *o,
+                            char out[33]);
 
 /* Prints the module with each kernel preceded by a comment line giving its node, launch and
  * schedule (the result still parses as .drkt). */

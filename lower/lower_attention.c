@@ -399,8 +399,9 @@ static void setup(ak_t *K) {
   for (int i = 0; i < at->nb; i++) progs *= at->batch[i];
   smem_plan_t sp;
   K->ns = 2;
-  int pin = c->o.knobs.attn_block_m; /* --schedule=attn.block_m (64 or 128) */
-  if (K->mma && !K->wg && (pin ? pin == 128 : progs >= WIDE_WAVES * lw_target_sms(&c->o))) {
+  int pin; /* attn.block_m (64 or 128) */
+  if (K->mma && !K->wg &&
+      (drk_knob_pinned(&c->o.knobs, DRK_KNOB_ATTN_BLOCK_M, &pin) ? pin == 128 : progs >= WIDE_WAVES * lw_target_sms(&c->o))) {
     K->BM = 128, K->warps = 8;
     if (plan_smem(K, &sp) > target_smem(c)) K->BM = 64, K->warps = 4;
   }

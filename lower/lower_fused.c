@@ -829,9 +829,9 @@ static int64_t padded(int64_t n, int64_t block) { return (n + block - 1) / block
  * groups with that many elements. */
 static drk_schedule_t flat_sched(const drk_lctx_t *c, int64_t n, bool moving) {
   drk_schedule_t s = drk_sched_flat(n);
-  int pin = c->o.knobs.flat_move_block;
+  int pin;
   if (!moving) return s;
-  if (pin) return n >= pin ? drk_sched_flat_block(pin) : s;
+  if (drk_knob_pinned(&c->o.knobs, DRK_KNOB_FLAT_MOVE_BLOCK, &pin)) return n >= pin ? drk_sched_flat_block(pin) : s;
   return s.block_elems > 1024 ? drk_sched_flat(1024) : s;
 }
 

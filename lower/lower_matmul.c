@@ -532,16 +532,17 @@ static void ws_fold(ws_batch_t ba, ws_batch_t bb, int64_t *M, int64_t *batch) {
  * epilogue runs on [64 x BN/2] halves after the staging, so BN = 256 does not spill). */
 static drk_schedule_t ws_pair_sched(drk_lctx_t *c, const mm_t *s, int64_t M, int64_t batch) {
   drk_schedule_t S = drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &c->o, false);
-  if (S.tile_n >= 128 || c->o.knobs.mm_tile_n) return S;
+  int pin;
+  if (S.tile_n >= 128 || drk_knob_pinned(&c->o.knobs, DRK_KNOB_MM_TILE_N, &pin)) return S;
   /* halves of at least one 64-column chunk: BN 128 where the heuristic (small problems) took 64 */
   drk_lower_options_t o = c->o;
-  o.knobs.mm_tile_n = 128;
+  drk_knob_set(&o.knobs, DRK_KNOB_MM_TILE_N, 128);
   return drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &o, false);
 }
 
 bool drk_lower_matmul_pairs(drk_lctx_t *c) {
   mm_t s;
-  if (c->o.knobs.mm_pair == 1 || !mm_setup(c, &s)) return false;
+  if (drk_knob_or(&c->o.knobs, DRK_KNOB_MM_PAIR, 1) == 0 || !mm_setup(c, &s)) return false;
   drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o, true);
   ws_batch_t ba, bb;
   if (!ws_eligible(c, &s, &W, &ba, &bb)) return false;

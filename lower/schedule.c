@@ -69,7 +69,7 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const dr
     s.rows = (int)rp;
     s.cols = (int)cols;
     s.warps = (int)(rp >= 4 ? 4 : rp);
-    int spt = kn && kn->rows_spt ? kn->rows_spt : 4;
+    int spt = drk_knob_or(kn, DRK_KNOB_ROWS_SPT, 4);
     s.spt = (int)(cols / 32 >= spt ? spt : cols / 32);
   } else {
     if (cols > 64) cols = 64;
@@ -137,7 +137,8 @@ int lw_target_sms(const drk_lower_options_t *o) {
 
 /* split-K of a general-kernel grid of bm x bn tiles: pinned (mm.split_k) or drk_sched_split_k */
 static int mm_split(const drk_lower_options_t *o, int64_t M, int64_t N, int64_t nb, int64_t bm, int64_t bn, int64_t nk) {
-  if (o->knobs.mm_split_k) return o->knobs.mm_split_k;
+  int pin;
+  if (drk_knob_pinned(&o->knobs, DRK_KNOB_MM_SPLIT_K, &pin)) return pin;
   return drk_sched_split_k(((M + bm - 1) / bm) * ((N + bn - 1) / bn) * nb, nk, lw_target_sms(o));
 }
 
@@ -240,13 +241,15 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
    * staged epilogue of the one-tile form beat it on every shape of the sweep (H200,
    * tests/bench/results/2026-11-30-h200-mm-staged.md: 2048x5632x2048 85.8 us vs 90.6
    * ping-pong); cooperative (mm.persistent=2) never won there */
-  bool coop = kn->mm_persistent == 3, pers = kn->mm_persistent == 2;
+  int form = drk_knob_or(kn, DRK_KNOB_MM_PERSISTENT, 0), tile_n = drk_knob_or(kn, DRK_KNOB_MM_TILE_N, 0),
+      split = drk_knob_or(kn, DRK_KNOB_MM_SPLIT_K, 0);
+  bool coop = form == 2, pers = form == 1;
   for (int i = 0; i < 3; i++) {
     if (pers && bns[i] > 128) continue; /* ping-pong: 2 x 64 x BN accumulators per thread */
-    if (kn->mm_tile_n ? bns[i] != kn->mm_tile_n : epilogue && bns[i] > 128) continue;
+    if (tile_n ? bns[i] != tile_n : epilogue && bns[i] > 128) continue;
     for (int sp = 1; sp <= 16; sp++) {
       if ((pers || coop) ? sp > 1 /* a pinned split is ignored */
-                         : kn->mm_split_k ? sp != kn->mm_split_k : sp > 1 && (nk / sp < 4 || nb * sp > 65535))
+                         : split ? sp != split : sp > 1 && (nk / sp < 4 || nb * sp > 65535))
         continue;
       double c = ws_cost(M, N, K, nb, bns[i], sp);
       if (best == 0 || c < best) best = c, best_bn = bns[i], best_sp = sp;
@@ -258,56 +261,112 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   s.tile_n = best_bn;
   s.tile_k = 64;
   int64_t stage = (int64_t)(s.tile_m + s.tile_n) * s.tile_k * 2, st = (200 * 1024) / stage;
-  s.stages = (int)(kn->mm_stages ? kn->mm_stages : st > 6 ? 6 : st);
+  s.stages = drk_knob_or(kn, DRK_KNOB_MM_STAGES, (int)(st > 6 ? 6 : st));
   s.split_k = best_sp;
   s.persistent = pers || coop ? lw_target_sms(o) : 0;
   s.coop = coop;
-  s.cluster = kn->mm_cluster ? kn->mm_cluster : 1;
-  s.staged = kn->mm_staged ? kn->mm_staged == 2 : true;
+  s.cluster = drk_knob_or(kn, DRK_KNOB_MM_CLUSTER, 1);
+  s.staged = drk_knob_or(kn, DRK_KNOB_MM_STAGED, 1) == 1;
   return s;
 }
 
+/* ---- knobs ---- */
+static const drk_knob_def_t knob_defs[DRK_KNOB_COUNT] = {
+#define DRK_KNOB(ID, name, kinds, lo, hi, pow2, doc) [DRK_KNOB_##ID] = {name, kinds, lo, hi, pow2, doc},
+#include "lower/knobs.def"
+#undef DRK_KNOB
+};
+
+const drk_knob_def_t *drk_knob_def(drk_knob_id_t id) {
+  return (int)id >= 0 && id < DRK_KNOB_COUNT ? &knob_defs[id] : NULL;
+}
+
+int drk_knob_find(const char *name, size_t len) {
+  for (int i = 0; i < DRK_KNOB_COUNT; i++)
+    if (strlen(knob_defs[i].name) == len && strncmp(knob_defs[i].name, name, len) == 0) return i;
+  return -1;
+}
+
+bool drk_knob_pinned(const drk_sched_knobs_t *k, drk_knob_id_t id, int *out) {
+  if (!k) return false;
+  if (k->used) *k->used |= 1u << id;
+  if (!(k->set & (1u << id))) return false;
+  *out = k->v[id];
+  return true;
+}
+
+int drk_knob_or(const drk_sched_knobs_t *k, drk_knob_id_t id, int dflt) {
+  int v;
+  return drk_knob_pinned(k, id, &v) ? v : dflt;
+}
+
+void drk_knob_set(drk_sched_knobs_t *k, drk_knob_id_t id, int v) {
+  k->set |= 1u << id;
+  k->v[id] = v;
+}
+
+void drk_sched_knobs_overlay(drk_sched_knobs_t *base, const drk_sched_knobs_t *over) {
+  for (int i = 0; i < DRK_KNOB_COUNT; i++)
+    if (over->set & (1u << i)) drk_knob_set(base, (drk_knob_id_t)i, over->v[i]);
+}
+
+static bool knob_legal(const drk_knob_def_t *kd, long v) {
+  return v >= kd->lo && v <= kd->hi && (!kd->pow2 || (v & (v - 1)) == 0);
+}
+
 bool drk_sched_knobs_parse(const char *text, drk_sched_knobs_t *k, char *err, size_t n) {
-  static const struct {
-    const char *key;
-    size_t off;
-    int lo, hi;
-    bool pow2;
-    int stored; /* added to the value when stored: 0 stands for "not pinned" */
-  } keys[] = {{"mm.tile_n", offsetof(drk_sched_knobs_t, mm_tile_n), 64, 256, true, 0},
-              {"mm.split_k", offsetof(drk_sched_knobs_t, mm_split_k), 1, 16, false, 0},
-              {"mm.stages", offsetof(drk_sched_knobs_t, mm_stages), 2, 8, false, 0},
-              {"mm.persistent", offsetof(drk_sched_knobs_t, mm_persistent), 0, 2, false, 1},
-              {"mm.cluster", offsetof(drk_sched_knobs_t, mm_cluster), 1, 2, false, 0},
-              {"mm.staged", offsetof(drk_sched_knobs_t, mm_staged), 0, 1, false, 1},
-              {"mm.pair", offsetof(drk_sched_knobs_t, mm_pair), 0, 1, false, 1},
-              {"flat.move_block", offsetof(drk_sched_knobs_t, flat_move_block), 1024, 8192, true, 0},
-              {"rows.spt", offsetof(drk_sched_knobs_t, rows_spt), 1, 8, true, 0},
-              {"attn.block_m", offsetof(drk_sched_knobs_t, attn_block_m), 64, 128, true, 0}};
   const char *p = text;
   while (*p) {
     size_t len = strcspn(p, ",");
     const char *eq = memchr(p, '=', len);
-    size_t i = 0, kl = eq ? (size_t)(eq - p) : len;
-    for (; i < sizeof keys / sizeof keys[0]; i++)
-      if (strlen(keys[i].key) == kl && strncmp(keys[i].key, p, kl) == 0) break;
-    if (!eq || i == sizeof keys / sizeof keys[0]) {
+    size_t kl = eq ? (size_t)(eq - p) : len;
+    int id = drk_knob_find(p, kl);
+    if (!eq || id < 0) {
       int w = snprintf(err, n, "'%.*s' is not KEY=VALUE with a known key (", (int)len, p);
-      for (size_t j = 0; j < sizeof keys / sizeof keys[0] && w >= 0 && (size_t)w < n; j++)
-        w += snprintf(err + w, n - (size_t)w, "%s%s", j ? ", " : "", keys[j].key);
+      for (int j = 0; j < DRK_KNOB_COUNT && w >= 0 && (size_t)w < n; j++)
+        w += snprintf(err + w, n - (size_t)w, "%s%s", j ? ", " : "", knob_defs[j].name);
       if (w >= 0 && (size_t)w < n) snprintf(err + w, n - (size_t)w, ")");
       return false;
     }
+    const drk_knob_def_t *kd = &knob_defs[id];
     char *end;
     long v = strtol(eq + 1, &end, 10);
-    if (end != p + len || end == eq + 1 || v < keys[i].lo || v > keys[i].hi || (keys[i].pow2 && (v & (v - 1)))) {
-      snprintf(err, n, "%s: %s%d..%d, not '%.*s'", keys[i].key, keys[i].pow2 ? "a power of two in " : "", keys[i].lo,
-               keys[i].hi, (int)(len - kl - 1), eq + 1);
+    if (end != p + len || end == eq + 1 || !knob_legal(kd, v)) {
+      snprintf(err, n, "%s: %s%d..%d, not '%.*s'", kd->name, kd->pow2 ? "a power of two in " : "", kd->lo, kd->hi,
+               (int)(len - kl - 1), eq + 1);
       return false;
     }
-    *(int *)((char *)k + keys[i].off) = (int)v + keys[i].stored;
+    drk_knob_set(k, (drk_knob_id_t)id, (int)v);
     p += len;
     if (*p == ',') p++;
   }
   return true;
+}
+
+void drk_sched_knobs_format(const drk_sched_knobs_t *k, char *buf, size_t n) {
+  size_t w = 0;
+  if (n) buf[0] = 0;
+  for (int i = 0; i < DRK_KNOB_COUNT && w < n; i++)
+    if (k->set & (1u << i)) {
+      int r = snprintf(buf + w, n - w, "%s%s=%d", w ? " " : "", knob_defs[i].name, k->v[i]);
+      if (r < 0) break;
+      w += (size_t)r;
+    }
+}
+
+int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
+  switch (id) {
+    case DRK_KNOB_MM_TILE_N: return s->tile_n ? s->tile_n : -1;
+    case DRK_KNOB_MM_SPLIT_K: return s->split_k ? s->split_k : 1;
+    case DRK_KNOB_MM_STAGES: return s->stages ? s->stages : -1;
+    case DRK_KNOB_MM_PERSISTENT: return s->persistent ? (s->coop ? 2 : 1) : 0;
+    case DRK_KNOB_MM_CLUSTER: return s->cluster > 1 ? s->cluster : 1;
+    case DRK_KNOB_MM_STAGED: return s->staged;
+    case DRK_KNOB_MM_PAIR: return s->pair;
+    case DRK_KNOB_FLAT_MOVE_BLOCK: return s->block_elems ? s->block_elems : -1;
+    case DRK_KNOB_ROWS_SPT: return s->spt ? s->spt : -1;
+    case DRK_KNOB_ATTN_BLOCK_M: return s->tile_m ? s->tile_m : -1;
+    case DRK_KNOB_COUNT: break;
+  }
+  return -1;
 }

@@ -44,7 +44,8 @@ static const char usage_text[] =
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
     "                          --gpu-architecture=sm_90. Known: %s\n"
     "  --emit=KIND             graph | tile | llvm | ptx | cubin | fatbin | hsaco | bundle | module\n"
-    "                          (default module)\n"
+    "                          | schedules (every kernel's workload key, knob space and schedule,\n"
+    "                          the text --schedules reads) (default module)\n"
     "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, fuse, or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
@@ -67,6 +68,8 @@ static const char usage_text[] =
     "                          sibling MatMuls of one input merged (q/k/v), 3 also attention\n"
     "                          (one flash kernel)\n"
     "  --max-graph-depth=N     most ops in one fused group (default 50)\n"
+    "  --schedules=FILE        per-kernel schedules: lines of --emit=schedules, edited (any\n"
+    "                          subset of a kernel's knobs; over --schedule's pins)\n"
     "  --schedule=K=V,...      pin schedule knobs of every kernel of a kind (default: the\n"
     "                          heuristic): mm.tile_n=64|128|256 (sm_90a matmul N tile),\n"
     "                          mm.split_k=1..16, mm.stages=2..8 (sm_90a matmul ring),\n"
@@ -98,6 +101,8 @@ typedef struct compile_options {
   bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
   int fusion_level, max_depth;
   drk_sched_knobs_t knobs; /* --schedule */
+  const char *schedules_path; /* --schedules=FILE */
+  drk_schedules_t schedules;  /* its lines, read by load_schedules (n == 0: none) */
 } compile_options_t;
 
 /* ---- the pass pipeline: a plain list of calls ---- */
@@ -229,6 +234,7 @@ static const struct {
     {"module", DRK_BUILD_MODULE, false, ".drkm"},
     {"hsaco", DRK_BUILD_HSACO, false, ".hsaco"},
     {"bundle", DRK_BUILD_BUNDLE, false, ".bundle"},
+    {"schedules", DRK_BUILD_SCHEDULES, true, ".sched"},
 };
 
 
@@ -275,6 +281,16 @@ static bool dump_wanted(const options_t *o, const char *pass) {
   return o->dump_after && (strcmp(o->dump_after, pass) == 0 || strcmp(o->dump_after, "all") == 0);
 }
 
+
+/* Reads --schedules=FILE into c->schedules (freed by the caller with drk_schedules_free). */
+static bool load_schedules(compile_options_t *c, drk_diag_t *d) {
+  if (!c->schedules_path) return true;
+  size_t n = 0;
+  char *text = drk_read_file(c->schedules_path, &n, d);
+  bool ok = text && drk_schedules_parse(text, n, c->schedules_path, &c->schedules, d);
+  free(text);
+  return ok;
+}
 
 /* Loads the model and binds the dims the user named with --bind. */
 static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t *d) {
@@ -479,7 +495,7 @@ static int compile(const options_t *o) {
     if (strcmp(emit_kinds[i].kind, o->emit) == 0) k = (int)i;
   if (k < 0) {
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: graph tile llvm ptx cubin fatbin "
-                    "hsaco bundle module)\n", o->emit);
+                    "hsaco bundle module schedules)\n", o->emit);
     return 2;
   }
   if (has_suffix(o->input, ".drkt")) {
@@ -504,7 +520,7 @@ static int compile(const options_t *o) {
   if (dump_wanted(o, "fuse")) {
     drk_fusion_t fu;
     drk_lower_options_t lo = {.fusion_set = o->c.fusion_set, .fusion_level = o->c.fusion_level,
-                              .max_group_depth = o->c.max_depth, .knobs = o->c.knobs};
+                              .max_group_depth = o->c.max_depth};
     drk_fusion_for_lowering(g, &lo, &fu);
     fprintf(stderr, "// ---- fusion groups ----\n");
     drk_fusion_print(g, &fu, stderr);
@@ -531,6 +547,7 @@ static int compile(const options_t *o) {
         .fusion_level = o->c.fusion_level,
         .max_group_depth = o->c.max_depth,
         .knobs = o->c.knobs,
+        .schedules = o->c.schedules.n ? &o->c.schedules : NULL,
         .command_line = o->command_line,
         .model_hash = hash_join,
         .model_hash_ctx = &hj,
@@ -677,7 +694,7 @@ static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets
                        drk_tensor_t *inputs, drk_tensor_t *out_outputs, drk_diag_t *d) {
   drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .fusion_set = ro->c.fusion_set,
                             .fusion_level = ro->c.fusion_level, .max_group_depth = ro->c.max_depth,
-                            .knobs = ro->c.knobs,
+                            .knobs = ro->c.knobs, .schedules = ro->c.schedules.n ? &ro->c.schedules : NULL,
                             .allow_tf32 = drk_precision_allow_tf32(
                                 &(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul}),
                             .command_line = "drkc run"};
@@ -849,6 +866,7 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
   static const char *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
+                           *const o_scheds[] = {"--schedules", NULL},
                            *const o_layout[] = {"--layout", NULL};
   const char *v;
   char *end;
@@ -882,6 +900,12 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
       usage_error("--schedule: %s", err);
       return -1;
     }
+  } else if ((v = opt_value(argc, argv, i, o_scheds))) {
+    if (!*v) {
+      usage_error("--schedules needs a file (%s)", "the text --emit=schedules prints");
+      return -1;
+    }
+    c->schedules_path = v;
   } else if ((v = opt_value(argc, argv, i, o_depth))) {
     c->max_depth = (int)strtol(v, &end, 10);
     if (!*v || *end || c->max_depth < 1) {
@@ -925,7 +949,11 @@ static int main_run(int argc, char **argv) {
     else ro.model = argv[i];
   }
   if (!ro.model) return usage_error("drkc run needs a MODEL%s", "");
-  return run_model(&ro);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  int rc = load_schedules(&ro.c, &d) ? run_model(&ro) : 1;
+  drk_schedules_free(&ro.c.schedules);
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -986,7 +1014,8 @@ int main(int argc, char **argv) {
     strcat(cmdline, argv[i]);
   }
   o.command_line = cmdline;
-  int rc = compile(&o);
+  int rc = load_schedules(&o.c, &d) ? compile(&o) : 1;
+  drk_schedules_free(&o.c.schedules);
   free(cmdline);
   return rc;
 }

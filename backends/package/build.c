@@ -29,12 +29,14 @@ static bool text_result(char *text, size_t len, void **out_data, size_t *out_siz
   return true;
 }
 
-static bool print_tile(const drk_lowered_t *l, void **out_data, size_t *out_size) {
+/* The text a printer of the lowered module writes (--emit=tile, --emit=schedules). */
+static bool print_lowered(const drk_lowered_t *l, void (*print)(const drk_lowered_t *, FILE *), void **out_data,
+                          size_t *out_size) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return false;
-  drk_lowered_print(l, f);
+  print(l, f);
   fclose(f);
   return text_result(buf, len, out_data, out_size);
 }
@@ -343,7 +345,7 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
    * one. With gfx942 in the set, the common sm_80 form, which the AMD backend maps to MFMA. */
   drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32, .fusion_set = o->fusion_set,
                             .fusion_level = o->fusion_level, .max_group_depth = o->max_group_depth,
-                            .knobs = o->knobs};
+                            .knobs = o->knobs, .schedules = o->schedules};
   for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
     if (nv & (1u << t)) {
       lo.target_sm = drk_target_info((drk_target_t)t)->number;
@@ -353,7 +355,8 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
   const char *first_nv = NULL;
   for (int t = 0; t < DRK_TARGET_COUNT && !first_nv; t++)
     if (nv & (1u << t)) first_nv = drk_target_info((drk_target_t)t)->name;
-  static const char *const stop_names[] = {"tile", "llvm", "ptx", "cubin", "fatbin", "hsaco", "bundle", "module"};
+  static const char *const stop_names[] = {"tile", "llvm", "ptx", "cubin", "fatbin", "hsaco", "bundle", "module",
+                                           "schedules"};
   const char *emit = stop_names[o->stop];
   if ((o->stop == DRK_BUILD_PTX || o->stop == DRK_BUILD_CUBIN || o->stop == DRK_BUILD_FATBIN) &&
       !need(nv != 0, "an NVIDIA", emit, d))
@@ -373,7 +376,10 @@ bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_da
   char nv_targets[256] = "";
   switch (o->stop) {
     case DRK_BUILD_TILE:
-      ok = print_tile(&l, out_data, out_size);
+      ok = print_lowered(&l, drk_lowered_print, out_data, out_size);
+      goto out;
+    case DRK_BUILD_SCHEDULES:
+      ok = print_lowered(&l, drk_lowered_print_schedules, out_data, out_size);
       goto out;
     case DRK_BUILD_LLVM:
       if (first_nv) {

@@ -30,6 +30,7 @@ typedef enum drk_build_stop {
   DRK_BUILD_HSACO,  /* gfx942 code object */
   DRK_BUILD_BUNDLE, /* clang offload bundle holding the gfx942 code object */
   DRK_BUILD_MODULE, /* module file */
+  DRK_BUILD_SCHEDULES, /* every kernel's workload key, knob space and schedule (text) */
 } drk_build_stop_t;
 
 typedef struct drk_build_options {
@@ -48,7 +49,8 @@ typedef struct drk_build_options {
   bool fusion_set;
   int fusion_level;         /* --fusion-aggressiveness=0..3 */
   int max_group_depth;      /* --max-graph-depth=N; < 1: default */
-  drk_sched_knobs_t knobs;  /* --schedule: pinned schedule knobs (0: heuristic) */
+  drk_sched_knobs_t knobs;  /* --schedule: knobs pinned for every kernel (none: heuristic) */
+  const drk_schedules_t *schedules; /* --schedules=FILE: per-kernel schedules (NULL: none) */
 } drk_build_options_t;
 #define DRK_BUILD_FUSION_OPTIONS 1
 

@@ -298,7 +298,7 @@ static int run_schedule(void) {
   s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &opp, false);
   if (s.persistent != 132 || s.split_k != 1 || s.tile_n > 128) fprintf(stderr, "FAIL schedule: persistent %d split %d BN %d\n", s.persistent, s.split_k, s.tile_n), bad++;
   opp.knobs = (drk_sched_knobs_t){0};
-  if (!drk_sched_knobs_parse("flat.move_block=2048", &opp.knobs, err, sizeof err) || opp.knobs.flat_move_block != 2048)
+  if (!drk_sched_knobs_parse("flat.move_block=2048", &opp.knobs, err, sizeof err) || drk_knob_or(&opp.knobs, DRK_KNOB_FLAT_MOVE_BLOCK, 0) != 2048)
     fprintf(stderr, "FAIL schedule: flat.move_block=2048 not parsed\n"), bad++;
   if (drk_sched_flat_block(2048).block_elems != 2048 || drk_sched_flat_block(2048).warps != 4)
     fprintf(stderr, "FAIL schedule: drk_sched_flat_block\n"), bad++;
@@ -315,10 +315,11 @@ static int run_schedule(void) {
             s.split_k, s.cluster, s.staged), bad++;
   s = drk_sched_mm_ws(4096, 4096, 4096, 1, DRK_DT_F16, &o, false);
   if (!s.staged || s.cluster != 1 || s.coop) fprintf(stderr, "FAIL schedule: default staged %d cluster %d coop %d\n", s.staged, s.cluster, s.coop), bad++;
-  /* mm.pair (stored + 1), rows.spt: pinned, then in the row schedule (capped at a chunk's 32 lanes) */
+  /* mm.pair, rows.spt: pinned, then in the row schedule (capped at a chunk's 32 lanes) */
   opp.knobs = (drk_sched_knobs_t){0};
-  if (!drk_sched_knobs_parse("mm.pair=0,rows.spt=8", &opp.knobs, err, sizeof err) || opp.knobs.mm_pair != 1 || opp.knobs.rows_spt != 8)
-    fprintf(stderr, "FAIL schedule: mm.pair=0,rows.spt=8 not parsed (%d %d)\n", opp.knobs.mm_pair, opp.knobs.rows_spt), bad++;
+  if (!drk_sched_knobs_parse("mm.pair=0,rows.spt=8", &opp.knobs, err, sizeof err) ||
+      drk_knob_or(&opp.knobs, DRK_KNOB_MM_PAIR, -1) != 0 || drk_knob_or(&opp.knobs, DRK_KNOB_ROWS_SPT, 0) != 8)
+    fprintf(stderr, "FAIL schedule: mm.pair=0,rows.spt=8 not parsed \n"), bad++;
   if (drk_sched_rows(2048, 2048, true, &opp.knobs).spt != 8 || drk_sched_rows(2048, 2048, true, NULL).spt != 4 ||
       drk_sched_rows(64, 64, true, &opp.knobs).spt != 2)
     fprintf(stderr, "FAIL schedule: rows.spt not applied\n"), bad++;
