@@ -262,6 +262,406 @@ static void check_dot(vctx_t *c, const drk_tile_op_t *op) {
     err(c, op->loc, "wgmma must run in a warp group starting at a multiple of 4 warps");
 }
 
+/* ---- elementwise ---- */
+static void check_ew_binary(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  const drk_tile_type_t *a = T(op, 0);
+  if (!is_value(a) || !drk_tile_type_equal(a, T(op, 1)) || !drk_tile_type_equal(a, R(op, 0)))
+    err(c, op->loc, "'%s' needs two operands and a result of one numeric type, got %s, %s -> %s", nm, ty(a), ty(T(op, 1)), ty(R(op, 0)));
+  else if ((op->code == DRK_TOP_AND || op->code == DRK_TOP_OR) && !is_int_dt(a->dtype) && a->dtype != DRK_DT_BOOL)
+    err(c, op->loc, "'%s' needs integer or bool operands", nm);
+  else if (op->code != DRK_TOP_AND && op->code != DRK_TOP_OR && a->dtype == DRK_DT_BOOL)
+    err(c, op->loc, "'%s' does not take bool operands", nm);
+}
+
+static void check_ew_unary(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  const drk_tile_type_t *a = T(op, 0);
+  bool sint_ok = op->code == DRK_TOP_NEG || op->code == DRK_TOP_ABS;
+  if (!is_value(a) || !drk_tile_type_equal(a, R(op, 0)))
+    err(c, op->loc, "'%s' result type %s must equal its operand type %s", nm, ty(R(op, 0)), ty(a));
+  else if (!drk_dtype_is_float(a->dtype) && !(sint_ok && drk_dtype_is_signed_int(a->dtype)))
+    err(c, op->loc, "'%s' does not take %s", nm, drk_dtype_name(a->dtype));
+}
+
+static void check_select(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *k = T(op, 0), *a = T(op, 1);
+  if (!is_value(a) || !drk_tile_type_equal(a, T(op, 2)) || !drk_tile_type_equal(a, R(op, 0)))
+    err(c, op->loc, "'select' needs two values and a result of one type, got %s, %s -> %s", ty(a), ty(T(op, 2)), ty(R(op, 0)));
+  else if (k->is_ptr || k->dtype != DRK_DT_BOOL || !same_frame(k, a))
+    err(c, op->loc, "'select' condition must be bool of the values' shape and layout, got %s", ty(k));
+}
+
+static void check_cmp(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  attr_ident(c, op, "pred", "eq ne lt le gt ge");
+  if (!is_value(a) || !drk_tile_type_equal(a, T(op, 1)))
+    err(c, op->loc, "'cmp' operands must have one numeric type, got %s and %s", ty(a), ty(T(op, 1)));
+  else if (r->is_ptr || r->dtype != DRK_DT_BOOL || !same_frame(a, r))
+    err(c, op->loc, "'cmp' gives bool of its operands' shape and layout, not %s", ty(r));
+}
+
+static void check_cast(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  if (!is_value(a) || !is_value(r) || !same_frame(a, r))
+    err(c, op->loc, "'cast' changes only the element type: %s -> %s", ty(a), ty(r));
+  if (drk_tile_op_attr(op, "rounding")) attr_ident(c, op, "rounding", "rn rz");
+}
+
+/* ---- values, shapes and layouts ---- */
+static void check_program_id(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  int64_t v = 0;
+  attr_int(c, op, "axis", 0, 2, &v);
+  if (!is_i32(R(op, 0))) err(c, op->loc, "'%s' gives an i32", nm);
+}
+
+static void check_constant(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_attr_t *a = drk_tile_op_attr(op, "value");
+  const drk_tile_type_t *r = R(op, 0);
+  if (!is_value(r)) err(c, op->loc, "'constant' gives a number or a tile of numbers, not %s", ty(r));
+  else if (!a || (a->kind != DRK_TA_INT && a->kind != DRK_TA_FLOAT)) err(c, op->loc, "attribute 'value' must be a number");
+  else if (a->kind == DRK_TA_FLOAT && !drk_dtype_is_float(r->dtype)) err(c, op->loc, "a float value needs a float type, not %s", ty(r));
+  else if (r->dtype == DRK_DT_BOOL && a->kind == DRK_TA_INT && a->i != 0 && a->i != 1) err(c, op->loc, "a bool constant is 0 or 1");
+}
+
+static void check_make_range(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t s = 0, e = 0;
+  const drk_tile_type_t *r = R(op, 0);
+  if (attr_int(c, op, "start", 0, INT32_MAX, &s) && attr_int(c, op, "end", 1, INT32_MAX, &e)) {
+    if (r->kind != DRK_TT_TILE || r->rank != 1 || r->is_ptr || r->dtype != DRK_DT_I32 || r->dims[0] != e - s)
+      err(c, op->loc, "'make_range' from %lld to %lld gives tile<%lldxi32, #L>, not %s", (long long)s, (long long)e,
+          (long long)(e - s), ty(r));
+  }
+}
+
+static void check_splat(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  if (a->kind != DRK_TT_SCALAR || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr)
+    err(c, op->loc, "'splat' makes a tile of its scalar's type: %s -> %s", ty(a), ty(r));
+}
+
+static void check_broadcast(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  bool ok = a->kind == DRK_TT_TILE && r->kind == DRK_TT_TILE && a->dtype == r->dtype && a->is_ptr == r->is_ptr &&
+            a->rank == r->rank && drk_tile_layout_equal(a->layout, r->layout);
+  for (int i = 0; ok && i < a->rank; i++) ok = a->dims[i] == r->dims[i] || a->dims[i] == 1;
+  if (!ok) err(c, op->loc, "'broadcast' expands size-1 dimensions, keeping element type and layout: %s -> %s", ty(a), ty(r));
+}
+
+static void check_expand_dims(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE) { err(c, op->loc, "'expand_dims' works on tiles"); return; }
+  if (!attr_int(c, op, "axis", 0, a->rank, &v)) return;
+  bool ok = r->rank == a->rank + 1 && r->dims[v] == 1 && a->dtype == r->dtype && a->is_ptr == r->is_ptr;
+  for (int i = 0, j = 0; ok && i < r->rank; i++)
+    if (i != v) ok = r->dims[i] == a->dims[j++];
+  if (!ok) { err(c, op->loc, "'expand_dims' axis %lld: %s -> %s inserts a size-1 dimension", (long long)v, ty(a), ty(r)); return; }
+  if (a->layout->kind != DRK_TL_SLICE || a->layout->dim != v || !drk_tile_layout_equal(a->layout->parent, r->layout))
+    err(c, op->loc, "'expand_dims' operand layout #%s must be slice{parent = #%s, dim = %lld}", a->layout->name, r->layout->name, (long long)v);
+}
+
+static void check_reshape(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr ||
+      drk_tile_type_numel(a) != drk_tile_type_numel(r))
+    err(c, op->loc, "'reshape' keeps element type and count: %s -> %s", ty(a), ty(r));
+}
+
+static void check_convert_layout(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr ||
+      !drk_tile_type_same_shape(a, r))
+    err(c, op->loc, "'convert_layout' keeps shape and element type: %s -> %s", ty(a), ty(r));
+  if (drk_tile_op_attr(op, "scratch") && attr_int(c, op, "scratch", 0, c->k->smem, &v) &&
+      v + smem_bytes(a) > c->k->smem)
+    err(c, op->loc, "'convert_layout' scratch [%lld, %lld) exceeds smem(%lld)", (long long)v, (long long)(v + smem_bytes(a)), (long long)c->k->smem);
+}
+
+static void check_reduce(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  attr_ident(c, op, "combiner", "sum max min");
+  if (a->kind != DRK_TT_TILE || a->is_ptr) { err(c, op->loc, "'reduce' works on tiles of numbers"); return; }
+  if (!attr_int(c, op, "axis", 0, a->rank - 1, &v)) return;
+  if (a->rank == 1) {
+    if (!is_scalar(r) || r->dtype != a->dtype) err(c, op->loc, "'reduce' of a rank-1 tile gives a %s scalar, not %s", drk_dtype_name(a->dtype), ty(r));
+  } else {
+    bool ok = r->kind == DRK_TT_TILE && !r->is_ptr && r->dtype == a->dtype && r->rank == a->rank - 1;
+    for (int i = 0, j = 0; ok && i < a->rank; i++)
+      if (i != v) ok = r->dims[j++] == a->dims[i];
+    if (!ok) err(c, op->loc, "'reduce' along axis %lld removes that dimension: %s -> %s", (long long)v, ty(a), ty(r));
+    else if (r->layout->kind != DRK_TL_SLICE || r->layout->dim != v || !drk_tile_layout_equal(r->layout->parent, a->layout))
+      err(c, op->loc, "'reduce' result layout #%s must be slice{parent = #%s, dim = %lld}", r->layout->name, a->layout->name, (long long)v);
+  }
+  if (drk_tile_op_attr(op, "scratch")) attr_int(c, op, "scratch", 0, c->k->smem, &v);
+}
+
+/* ---- memory: global, shared, async copies, TMA, mbarriers ---- */
+static void check_addptr(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *p = T(op, 0), *o = T(op, 1);
+  if (!is_ptrish(p)) { err(c, op->loc, "'addptr' operand 0 must be a pointer or pointer tile, got %s", ty(p)); return; }
+  if (o->is_ptr || (o->dtype != DRK_DT_I32 && o->dtype != DRK_DT_I64) || !same_frame(p, o))
+    err(c, op->loc, "'addptr' offsets must be i32 or i64 of the pointers' shape and layout, got %s for %s", ty(o), ty(p));
+  else if (!drk_tile_type_equal(p, R(op, 0))) err(c, op->loc, "'addptr' result must have the pointer type %s", ty(p));
+}
+
+static void check_load_store(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  const drk_tile_type_t *p = T(op, 0);
+  if (!is_ptrish(p)) { err(c, op->loc, "'%s' operand 0 must be a pointer or pointer tile, got %s", nm, ty(p)); return; }
+  drk_tile_type_t want = *p;
+  want.is_ptr = false;
+  bool ld = op->code == DRK_TOP_LOAD;
+  const drk_tile_type_t *val = ld ? R(op, 0) : T(op, 1);
+  if (!drk_tile_type_equal(val, &want)) {
+    err(c, op->loc, "'%s' %s has type %s, expected %s for pointers %s", nm, ld ? "result" : "value", ty(val), ty(&want), ty(p));
+    return;
+  }
+  int mi = ld ? 1 : 2;
+  if (op->n_operands > mi) {
+    const drk_tile_type_t *mk = T(op, mi);
+    if (mk->is_ptr || mk->dtype != DRK_DT_BOOL || !same_frame(mk, p))
+      err(c, op->loc, "'%s' mask must be bool with the pointers' shape and layout: %s for %s", nm, ty(mk), ty(p));
+  }
+  if (ld && op->n_operands > 2 && !drk_tile_type_equal(T(op, 2), &want))
+    err(c, op->loc, "'load' other value has type %s, expected %s", ty(T(op, 2)), ty(&want));
+  if (drk_tile_op_attr(op, "cache")) attr_ident(c, op, "cache", "ca cg cs");
+}
+
+static void check_cp_async(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *dst = T(op, 0), *src = T(op, 1);
+  if (dst->kind != DRK_TT_SMEM || src->kind != DRK_TT_TILE || !src->is_ptr || dst->dtype != src->dtype ||
+      !drk_tile_type_same_shape(dst, src))
+    err(c, op->loc, "'cp_async' copies a pointer tile into shared memory of the same shape and dtype: %s <- %s", ty(dst), ty(src));
+  else if (op->n_operands > 2 && (T(op, 2)->dtype != DRK_DT_BOOL || T(op, 2)->is_ptr || !same_frame(T(op, 2), src)))
+    err(c, op->loc, "'cp_async' mask must be bool with the pointers' shape and layout");
+  if (drk_tile_op_attr(op, "cache")) attr_ident(c, op, "cache", "ca cg");
+}
+
+static void check_wait(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  attr_int(c, op, "pending", 0, 63, &v);
+  if (op->code == DRK_TOP_WGMMA_WAIT) {
+    if (op->n_results != op->n_operands) err(c, op->loc, "'wgmma_wait' passes its operands through: %d operand(s), %d result(s)", op->n_operands, op->n_results);
+    for (int i = 0; c->ok && i < op->n_results; i++)
+      if (!drk_tile_type_equal(T(op, i), R(op, i))) err(c, op->loc, "'wgmma_wait' result %d must have its operand's type", i);
+  }
+}
+
+static void check_tma(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  int64_t v = 0;
+  const drk_tile_type_t *desc = T(op, 0), *buf = T(op, 1);
+  bool ld = op->code == DRK_TOP_TMA_LOAD;
+  int first = ld ? 3 : 2;
+  if (desc->kind != DRK_TT_TMADESC) { err(c, op->loc, "'%s' operand 0 must be a TMA descriptor, got %s", nm, ty(desc)); return; }
+  if (buf->kind != DRK_TT_SMEM || buf->dtype != desc->dtype || !drk_tile_type_same_shape(buf, desc) ||
+      !drk_tile_layout_equal(buf->layout, desc->layout)) {
+    err(c, op->loc, "'%s' shared buffer %s must match the descriptor box %s (shape, dtype, layout)", nm, ty(buf), ty(desc));
+    return;
+  }
+  if (ld && !is_mbar(T(op, 2))) { err(c, op->loc, "'tma_load' operand 2 must be an mbarrier (smem<i64, #S>), got %s", ty(T(op, 2))); return; }
+  if (op->n_operands - first != desc->rank) { err(c, op->loc, "'%s' needs %d coordinate(s) for a rank-%d box, got %d", nm, desc->rank, desc->rank, op->n_operands - first); return; }
+  for (int i = first; i < op->n_operands; i++)
+    if (!is_i32(T(op, i))) { err(c, op->loc, "'%s' coordinates are i32 scalars, got %s", nm, ty(T(op, i))); break; }
+  if (ld && drk_tile_op_attr(op, "multicast") && attr_int(c, op, "multicast", 1, 65535, &v) && v >> cluster_size(c->k))
+    err(c, op->loc, "'tma_load' multicast mask %lld names CTAs outside the kernel's cluster of %lld", (long long)v, (long long)cluster_size(c->k));
+}
+
+static void check_mbarrier(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  int64_t v = 0;
+  if (!is_mbar(T(op, 0))) {
+    err(c, op->loc, "'%s' needs an mbarrier in shared memory (smem<i64, #S>; index arrays with memdesc_index), got %s", nm, ty(T(op, 0)));
+    return;
+  }
+  if (op->code == DRK_TOP_MBARRIER_INIT) attr_int(c, op, "count", 1, 1023, &v);
+  if (op->code == DRK_TOP_MBARRIER_EXPECT_TX) attr_int(c, op, "bytes", 0, (1 << 20) - 1, &v);
+  if (op->code == DRK_TOP_MBARRIER_WAIT && !is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_wait' phase parity is an i32, got %s", ty(T(op, 1)));
+  if (op->code != DRK_TOP_MBARRIER_WAIT && op->n_operands > 1) {
+    if (op->code != DRK_TOP_MBARRIER_ARRIVE) err(c, op->loc, "'%s' takes one operand", nm);
+    else if (!is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_arrive' target CTA (its rank in the cluster) is an i32, got %s", ty(T(op, 1)));
+    else if (cluster_size(c->k) < 2) err(c, op->loc, "'mbarrier_arrive' on another CTA needs a kernel with a cluster");
+  }
+}
+
+static void check_local_alloc(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  const drk_tile_type_t *r = R(op, 0);
+  if (r->kind != DRK_TT_SMEM) { err(c, op->loc, "'local_alloc' gives a shared buffer, not %s", ty(r)); return; }
+  if (!attr_int(c, op, "offset", 0, INT32_MAX, &v)) return;
+  int64_t align = r->layout->swizzle ? (int64_t)r->layout->swizzle * 8 : (r->dtype == DRK_DT_I64 && r->rank <= 1 ? 8 : 16);
+  int64_t bytes = smem_bytes(r);
+  if (v % align) err(c, op->loc, "'local_alloc' offset %lld must be a multiple of %lld for %s", (long long)v, (long long)align, ty(r));
+  else if (bytes > c->k->smem - v)
+    err(c, op->loc, "'local_alloc' [%lld, %lld) exceeds the kernel's smem(%lld)", (long long)v, (long long)(v + bytes), (long long)c->k->smem);
+}
+
+static void check_memdesc_index(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  bool ok = a->kind == DRK_TT_SMEM && a->rank >= 1 && r->kind == DRK_TT_SMEM && r->rank == a->rank - 1 &&
+            r->dtype == a->dtype && drk_tile_layout_equal(a->layout, r->layout);
+  for (int i = 0; ok && i < r->rank; i++) ok = r->dims[i] == a->dims[i + 1];
+  if (!ok) err(c, op->loc, "'memdesc_index' drops the leading dimension of a shared buffer: %s -> %s", ty(a), ty(r));
+  else if (!is_i32(T(op, 1))) err(c, op->loc, "'memdesc_index' index is an i32, got %s", ty(T(op, 1)));
+}
+
+static void check_local_load_store(vctx_t *c, const drk_tile_op_t *op) {
+  const char *nm = drk_tile_op_name(op->code);
+  const drk_tile_type_t *s = T(op, 0), *t = op->code == DRK_TOP_LOCAL_LOAD ? R(op, 0) : T(op, 1);
+  if (s->kind != DRK_TT_SMEM || t->kind != DRK_TT_TILE || t->is_ptr || s->dtype != t->dtype || !drk_tile_type_same_shape(s, t))
+    err(c, op->loc, "'%s' moves a tile of the buffer's shape and dtype: %s and %s", nm, ty(s), ty(t));
+  else if (s->layout->rank != s->rank)
+    err(c, op->loc, "'%s': shared layout #%s must have the buffer's rank %d (index stages first)", nm, s->layout->name, s->rank);
+}
+
+/* ---- control flow, barriers, warp specialization ---- */
+static void check_for(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *lb = T(op, 0);
+  if (!is_int_scalar(lb) || (lb->dtype != DRK_DT_I32 && lb->dtype != DRK_DT_I64) || !drk_tile_type_equal(lb, T(op, 1)) ||
+      !drk_tile_type_equal(lb, T(op, 2))) {
+    err(c, op->loc, "'for' bounds and step must be i32 or i64 scalars of one type");
+    return;
+  }
+  int n = op->n_operands - 3;
+  if (op->n_results != n) { err(c, op->loc, "'for' has %d carried value(s) but %d result(s)", n, op->n_results); return; }
+  const drk_tile_region_t *body = op->regions[0];
+  if (body->n_args != n + 1) { err(c, op->loc, "'for' body takes the induction variable and %d carried value(s): %d argument(s), got %d", n, n + 1, body->n_args); return; }
+  if (!drk_tile_type_equal(&body->args[0]->type, lb)) err(c, op->loc, "'for' induction variable must have the bounds' type %s", ty(lb));
+  for (int i = 0; i < n; i++) {
+    if (!drk_tile_type_equal(T(op, 3 + i), R(op, i)) || !drk_tile_type_equal(T(op, 3 + i), &body->args[1 + i]->type)) {
+      err(c, op->loc, "'for' carried value %d: init %s, argument %s and result %s must have one type", i, ty(T(op, 3 + i)),
+          ty(&body->args[1 + i]->type), ty(R(op, i)));
+      break;
+    }
+  }
+}
+
+static void check_if(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *k = T(op, 0);
+  if (!is_scalar(k) || k->dtype != DRK_DT_BOOL) err(c, op->loc, "'if' condition must be a bool scalar, got %s", ty(k));
+  for (int i = 0; i < op->n_regions; i++)
+    if (op->regions[i]->n_args) err(c, op->loc, "'if' regions take no arguments");
+  if (op->n_results && op->n_regions < 2) err(c, op->loc, "'if' with results needs an else region");
+}
+
+static void check_barrier(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t id = 0, th = 0;
+  bool has_id = drk_tile_op_attr(op, "id") != NULL, has_th = drk_tile_op_attr(op, "threads") != NULL;
+  if (has_id) attr_int(c, op, "id", 0, 15, &id);
+  if (has_th && attr_int(c, op, "threads", 32, c->k->block, &th) && th % 32)
+    err(c, op->loc, "'barrier' threads must be a multiple of 32");
+  if (has_th && !has_id) err(c, op->loc, "'barrier' with a thread count needs a named barrier id");
+  if (attr_ident(c, op, "scope", "cta cluster") == 1) { /* every thread of every CTA of the cluster */
+    if (has_id || has_th) err(c, op->loc, "a cluster 'barrier' takes no id or thread count");
+    else if (c->wg) err(c, op->loc, "a cluster 'barrier' must be at the top level, outside warp groups");
+    else if (cluster_size(c->k) < 2) err(c, op->loc, "a cluster 'barrier' needs a kernel with a cluster");
+    return;
+  }
+  if (c->ok && c->wg && (!has_id || id == 0 || !has_th))
+    err(c, op->loc, "a 'barrier' inside a warp_group needs a named barrier id (1..15) and a thread count");
+}
+
+static void check_warp_group(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t fw = 0, nw = 0, maxw = c->k->block / 32;
+  if (op->parent != c->k->body) { err(c, op->loc, "'warp_group' must be at the top level of the kernel body"); return; }
+  const drk_tile_attr_t *role = drk_tile_op_attr(op, "role");
+  if (role && role->kind != DRK_TA_IDENT) err(c, op->loc, "attribute 'role' must be an identifier");
+  if (!attr_int(c, op, "first_warp", 0, 63, &fw) || !attr_int(c, op, "num_warps", 1, 64, &nw)) return;
+  if (fw + nw > maxw) { err(c, op->loc, "warp group warps [%lld, %lld) exceed the block's %lld warps", (long long)fw, (long long)(fw + nw), (long long)maxw); return; }
+  uint64_t mask = (nw >= 64 ? ~0ull : ((1ull << nw) - 1)) << fw;
+  if (c->wg_mask & mask) err(c, op->loc, "warp group warps [%lld, %lld) overlap another warp group", (long long)fw, (long long)(fw + nw));
+  c->wg_mask |= mask;
+  if (op->regions[0]->n_args) err(c, op->loc, "'warp_group' region takes no arguments");
+}
+
+static void check_setmaxnreg(vctx_t *c, const drk_tile_op_t *op) {
+  int64_t v = 0;
+  if (!c->wg || op->parent != c->wg->regions[0]) { err(c, op->loc, "'setmaxnreg' belongs directly in a warp_group region"); return; }
+  if (attr_int(c, op, "regs", 24, 256, &v) && v % 8) err(c, op->loc, "'setmaxnreg' regs must be a multiple of 8");
+  attr_ident(c, op, "action", "inc dec");
+  if (drk_tile_op_attr_int(c->wg, "num_warps", 0) % 4 || drk_tile_op_attr_int(c->wg, "first_warp", 0) % 4)
+    err(c, op->loc, "'setmaxnreg' needs a warp group of whole warpgroups (multiples of 4 warps)");
+}
+
+/* Types, shapes, layouts and attribute values, by op (counts and attribute names are
+ * already checked). */
+static void check_op_types(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_op_info_t *info = drk_tile_op_info(op->code);
+  if (info->flags & DRK_TOPF_EWB) { check_ew_binary(c, op); return; }
+  if (info->flags & DRK_TOPF_EWU) { check_ew_unary(c, op); return; }
+  switch (op->code) {
+  case DRK_TOP_PROGRAM_ID:
+  case DRK_TOP_NUM_PROGRAMS: check_program_id(c, op); break;
+  case DRK_TOP_CONSTANT: check_constant(c, op); break;
+  case DRK_TOP_MAKE_RANGE: check_make_range(c, op); break;
+  case DRK_TOP_SPLAT: check_splat(c, op); break;
+  case DRK_TOP_BROADCAST: check_broadcast(c, op); break;
+  case DRK_TOP_EXPAND_DIMS: check_expand_dims(c, op); break;
+  case DRK_TOP_RESHAPE: check_reshape(c, op); break;
+  case DRK_TOP_CONVERT_LAYOUT: check_convert_layout(c, op); break;
+  case DRK_TOP_ADDPTR: check_addptr(c, op); break;
+  case DRK_TOP_LOAD:
+  case DRK_TOP_STORE: check_load_store(c, op); break;
+  case DRK_TOP_CP_ASYNC: check_cp_async(c, op); break;
+  case DRK_TOP_CP_ASYNC_WAIT:
+  case DRK_TOP_TMA_STORE_WAIT:
+  case DRK_TOP_WGMMA_WAIT: check_wait(c, op); break;
+  case DRK_TOP_TMA_LOAD:
+  case DRK_TOP_TMA_STORE: check_tma(c, op); break;
+  case DRK_TOP_MBARRIER_INIT:
+  case DRK_TOP_MBARRIER_ARRIVE:
+  case DRK_TOP_MBARRIER_EXPECT_TX:
+  case DRK_TOP_MBARRIER_WAIT: check_mbarrier(c, op); break;
+  case DRK_TOP_FENCE: attr_ident(c, op, "kind", "proxy_async mbarrier_init"); break;
+  case DRK_TOP_LOCAL_ALLOC: check_local_alloc(c, op); break;
+  case DRK_TOP_MEMDESC_INDEX: check_memdesc_index(c, op); break;
+  case DRK_TOP_LOCAL_LOAD:
+  case DRK_TOP_LOCAL_STORE: check_local_load_store(c, op); break;
+  case DRK_TOP_DOT: check_dot(c, op); break;
+  case DRK_TOP_SELECT: check_select(c, op); break;
+  case DRK_TOP_CMP: check_cmp(c, op); break;
+  case DRK_TOP_CAST: check_cast(c, op); break;
+  case DRK_TOP_REDUCE: check_reduce(c, op); break;
+  case DRK_TOP_FOR: check_for(c, op); break;
+  case DRK_TOP_IF: check_if(c, op); break;
+  case DRK_TOP_BARRIER: check_barrier(c, op); break;
+  case DRK_TOP_WARP_GROUP: check_warp_group(c, op); break;
+  case DRK_TOP_SETMAXNREG: check_setmaxnreg(c, op); break;
+  default: break;
+  }
+}
+
+/* ---- structure ---- */
+/* Operand, result and region counts, operands defined and in scope, nothing null. */
+static void check_counts(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_op_info_t *info = drk_tile_op_info(op->code);
+  const char *nm = info->name;
+  if (op->n_operands < info->min_operands || (info->max_operands >= 0 && op->n_operands > info->max_operands)) {
+    if (info->max_operands == info->min_operands) err(c, op->loc, "'%s' takes %d operand(s), got %d", nm, info->min_operands, op->n_operands);
+    else if (info->max_operands < 0) err(c, op->loc, "'%s' takes at least %d operand(s), got %d", nm, info->min_operands, op->n_operands);
+    else err(c, op->loc, "'%s' takes %d to %d operands, got %d", nm, info->min_operands, info->max_operands, op->n_operands);
+  }
+  if (info->n_results >= 0 && op->n_results != info->n_results)
+    err(c, op->loc, "'%s' has %d result(s), got %d", nm, info->n_results, op->n_results);
+  if (op->n_regions < info->min_regions || op->n_regions > info->max_regions)
+    err(c, op->loc, "'%s' takes %d to %d region(s), got %d", nm, info->min_regions, info->max_regions, op->n_regions);
+  for (int i = 0; i < op->n_operands; i++) {
+    const drk_tile_value_t *v = op->operands[i];
+    if (!v) { err(c, op->loc, "'%s' operand %d is null", nm, i); continue; }
+    if (v->id >= c->m->next_value_id) { err(c, op->loc, "'%s' operand %d is not from this module", nm, i); continue; }
+    if (c->state[v->id] == 2) err(c, op->loc, "value '%%%s' is used outside its region", v->name);
+    else if (c->state[v->id] == 0) err(c, op->loc, "value '%%%s' is used before its definition", v->name);
+  }
+  for (int i = 0; i < op->n_results; i++)
+    if (!op->results[i]) err(c, op->loc, "'%s' result %d is null", nm, i);
+  for (int i = 0; i < op->n_regions; i++)
+    if (!op->regions[i]) err(c, op->loc, "'%s' region %d is null", nm, i);
+}
+
 static void check_op(vctx_t *c, const drk_tile_op_t *op);
 
 static void check_region(vctx_t *c, const drk_tile_region_t *r, const drk_tile_op_t *owner) {
@@ -305,357 +705,7 @@ static void check_region(vctx_t *c, const drk_tile_region_t *r, const drk_tile_o
       if (r->ops[i]->results[j]) c->state[r->ops[i]->results[j]->id] = 2;
 }
 
-static void check_op(vctx_t *c, const drk_tile_op_t *op) {
-  const drk_tile_op_info_t *info = drk_tile_op_info(op->code);
-  const char *nm = info->name;
-  bool before = c->ok;
-  c->ok = true;
-  /* Counts first: everything after indexes operands, results and regions freely. */
-  if (op->n_operands < info->min_operands || (info->max_operands >= 0 && op->n_operands > info->max_operands)) {
-    if (info->max_operands == info->min_operands) err(c, op->loc, "'%s' takes %d operand(s), got %d", nm, info->min_operands, op->n_operands);
-    else if (info->max_operands < 0) err(c, op->loc, "'%s' takes at least %d operand(s), got %d", nm, info->min_operands, op->n_operands);
-    else err(c, op->loc, "'%s' takes %d to %d operands, got %d", nm, info->min_operands, info->max_operands, op->n_operands);
-  }
-  if (info->n_results >= 0 && op->n_results != info->n_results)
-    err(c, op->loc, "'%s' has %d result(s), got %d", nm, info->n_results, op->n_results);
-  if (op->n_regions < info->min_regions || op->n_regions > info->max_regions)
-    err(c, op->loc, "'%s' takes %d to %d region(s), got %d", nm, info->min_regions, info->max_regions, op->n_regions);
-  for (int i = 0; i < op->n_operands; i++) {
-    const drk_tile_value_t *v = op->operands[i];
-    if (!v) { err(c, op->loc, "'%s' operand %d is null", nm, i); continue; }
-    if (v->id >= c->m->next_value_id) { err(c, op->loc, "'%s' operand %d is not from this module", nm, i); continue; }
-    if (c->state[v->id] == 2) err(c, op->loc, "value '%%%s' is used outside its region", v->name);
-    else if (c->state[v->id] == 0) err(c, op->loc, "value '%%%s' is used before its definition", v->name);
-  }
-  for (int i = 0; i < op->n_results; i++)
-    if (!op->results[i]) err(c, op->loc, "'%s' result %d is null", nm, i);
-  for (int i = 0; i < op->n_regions; i++)
-    if (!op->regions[i]) err(c, op->loc, "'%s' region %d is null", nm, i);
-  if (!c->ok) goto done;
-  check_attr_spec(c, op);
-  for (int i = 0; i < op->n_results; i++) check_def(c, op->results[i]->loc, op->results[i], "result");
-  if (!c->ok) goto regions;
-
-  int64_t v = 0;
-  if (info->flags & DRK_TOPF_EWB) {
-    const drk_tile_type_t *a = T(op, 0);
-    if (!is_value(a) || !drk_tile_type_equal(a, T(op, 1)) || !drk_tile_type_equal(a, R(op, 0)))
-      err(c, op->loc, "'%s' needs two operands and a result of one numeric type, got %s, %s -> %s", nm, ty(a), ty(T(op, 1)), ty(R(op, 0)));
-    else if ((op->code == DRK_TOP_AND || op->code == DRK_TOP_OR) && !is_int_dt(a->dtype) && a->dtype != DRK_DT_BOOL)
-      err(c, op->loc, "'%s' needs integer or bool operands", nm);
-    else if (op->code != DRK_TOP_AND && op->code != DRK_TOP_OR && a->dtype == DRK_DT_BOOL)
-      err(c, op->loc, "'%s' does not take bool operands", nm);
-    goto regions;
-  }
-  if (info->flags & DRK_TOPF_EWU) {
-    const drk_tile_type_t *a = T(op, 0);
-    bool sint_ok = op->code == DRK_TOP_NEG || op->code == DRK_TOP_ABS;
-    if (!is_value(a) || !drk_tile_type_equal(a, R(op, 0)))
-      err(c, op->loc, "'%s' result type %s must equal its operand type %s", nm, ty(R(op, 0)), ty(a));
-    else if (!drk_dtype_is_float(a->dtype) && !(sint_ok && drk_dtype_is_signed_int(a->dtype)))
-      err(c, op->loc, "'%s' does not take %s", nm, drk_dtype_name(a->dtype));
-    goto regions;
-  }
-
-  switch (op->code) {
-  case DRK_TOP_PROGRAM_ID:
-  case DRK_TOP_NUM_PROGRAMS:
-    attr_int(c, op, "axis", 0, 2, &v);
-    if (!is_i32(R(op, 0))) err(c, op->loc, "'%s' gives an i32", nm);
-    break;
-  case DRK_TOP_CONSTANT: {
-    const drk_tile_attr_t *a = drk_tile_op_attr(op, "value");
-    const drk_tile_type_t *r = R(op, 0);
-    if (!is_value(r)) err(c, op->loc, "'constant' gives a number or a tile of numbers, not %s", ty(r));
-    else if (!a || (a->kind != DRK_TA_INT && a->kind != DRK_TA_FLOAT)) err(c, op->loc, "attribute 'value' must be a number");
-    else if (a->kind == DRK_TA_FLOAT && !drk_dtype_is_float(r->dtype)) err(c, op->loc, "a float value needs a float type, not %s", ty(r));
-    else if (r->dtype == DRK_DT_BOOL && a->kind == DRK_TA_INT && a->i != 0 && a->i != 1) err(c, op->loc, "a bool constant is 0 or 1");
-    break;
-  }
-  case DRK_TOP_MAKE_RANGE: {
-    int64_t s = 0, e = 0;
-    const drk_tile_type_t *r = R(op, 0);
-    if (attr_int(c, op, "start", 0, INT32_MAX, &s) && attr_int(c, op, "end", 1, INT32_MAX, &e)) {
-      if (r->kind != DRK_TT_TILE || r->rank != 1 || r->is_ptr || r->dtype != DRK_DT_I32 || r->dims[0] != e - s)
-        err(c, op->loc, "'make_range' from %lld to %lld gives tile<%lldxi32, #L>, not %s", (long long)s, (long long)e,
-            (long long)(e - s), ty(r));
-    }
-    break;
-  }
-  case DRK_TOP_SPLAT: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    if (a->kind != DRK_TT_SCALAR || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr)
-      err(c, op->loc, "'splat' makes a tile of its scalar's type: %s -> %s", ty(a), ty(r));
-    break;
-  }
-  case DRK_TOP_BROADCAST: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    bool ok = a->kind == DRK_TT_TILE && r->kind == DRK_TT_TILE && a->dtype == r->dtype && a->is_ptr == r->is_ptr &&
-              a->rank == r->rank && drk_tile_layout_equal(a->layout, r->layout);
-    for (int i = 0; ok && i < a->rank; i++) ok = a->dims[i] == r->dims[i] || a->dims[i] == 1;
-    if (!ok) err(c, op->loc, "'broadcast' expands size-1 dimensions, keeping element type and layout: %s -> %s", ty(a), ty(r));
-    break;
-  }
-  case DRK_TOP_EXPAND_DIMS: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE) { err(c, op->loc, "'expand_dims' works on tiles"); break; }
-    if (!attr_int(c, op, "axis", 0, a->rank, &v)) break;
-    bool ok = r->rank == a->rank + 1 && r->dims[v] == 1 && a->dtype == r->dtype && a->is_ptr == r->is_ptr;
-    for (int i = 0, j = 0; ok && i < r->rank; i++)
-      if (i != v) ok = r->dims[i] == a->dims[j++];
-    if (!ok) { err(c, op->loc, "'expand_dims' axis %lld: %s -> %s inserts a size-1 dimension", (long long)v, ty(a), ty(r)); break; }
-    if (a->layout->kind != DRK_TL_SLICE || a->layout->dim != v || !drk_tile_layout_equal(a->layout->parent, r->layout))
-      err(c, op->loc, "'expand_dims' operand layout #%s must be slice{parent = #%s, dim = %lld}", a->layout->name, r->layout->name, (long long)v);
-    break;
-  }
-  case DRK_TOP_RESHAPE: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr ||
-        drk_tile_type_numel(a) != drk_tile_type_numel(r))
-      err(c, op->loc, "'reshape' keeps element type and count: %s -> %s", ty(a), ty(r));
-    break;
-  }
-  case DRK_TOP_CONVERT_LAYOUT: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    if (a->kind != DRK_TT_TILE || r->kind != DRK_TT_TILE || a->dtype != r->dtype || a->is_ptr != r->is_ptr ||
-        !drk_tile_type_same_shape(a, r))
-      err(c, op->loc, "'convert_layout' keeps shape and element type: %s -> %s", ty(a), ty(r));
-    if (drk_tile_op_attr(op, "scratch") && attr_int(c, op, "scratch", 0, c->k->smem, &v) &&
-        v + smem_bytes(a) > c->k->smem)
-      err(c, op->loc, "'convert_layout' scratch [%lld, %lld) exceeds smem(%lld)", (long long)v, (long long)(v + smem_bytes(a)), (long long)c->k->smem);
-    break;
-  }
-  case DRK_TOP_ADDPTR: {
-    const drk_tile_type_t *p = T(op, 0), *o = T(op, 1);
-    if (!is_ptrish(p)) { err(c, op->loc, "'addptr' operand 0 must be a pointer or pointer tile, got %s", ty(p)); break; }
-    if (o->is_ptr || (o->dtype != DRK_DT_I32 && o->dtype != DRK_DT_I64) || !same_frame(p, o))
-      err(c, op->loc, "'addptr' offsets must be i32 or i64 of the pointers' shape and layout, got %s for %s", ty(o), ty(p));
-    else if (!drk_tile_type_equal(p, R(op, 0))) err(c, op->loc, "'addptr' result must have the pointer type %s", ty(p));
-    break;
-  }
-  case DRK_TOP_LOAD:
-  case DRK_TOP_STORE: {
-    const drk_tile_type_t *p = T(op, 0);
-    if (!is_ptrish(p)) { err(c, op->loc, "'%s' operand 0 must be a pointer or pointer tile, got %s", nm, ty(p)); break; }
-    drk_tile_type_t want = *p;
-    want.is_ptr = false;
-    bool ld = op->code == DRK_TOP_LOAD;
-    const drk_tile_type_t *val = ld ? R(op, 0) : T(op, 1);
-    if (!drk_tile_type_equal(val, &want)) {
-      err(c, op->loc, "'%s' %s has type %s, expected %s for pointers %s", nm, ld ? "result" : "value", ty(val), ty(&want), ty(p));
-      break;
-    }
-    int mi = ld ? 1 : 2;
-    if (op->n_operands > mi) {
-      const drk_tile_type_t *mk = T(op, mi);
-      if (mk->is_ptr || mk->dtype != DRK_DT_BOOL || !same_frame(mk, p))
-        err(c, op->loc, "'%s' mask must be bool with the pointers' shape and layout: %s for %s", nm, ty(mk), ty(p));
-    }
-    if (ld && op->n_operands > 2 && !drk_tile_type_equal(T(op, 2), &want))
-      err(c, op->loc, "'load' other value has type %s, expected %s", ty(T(op, 2)), ty(&want));
-    if (drk_tile_op_attr(op, "cache")) attr_ident(c, op, "cache", "ca cg cs");
-    break;
-  }
-  case DRK_TOP_CP_ASYNC: {
-    const drk_tile_type_t *dst = T(op, 0), *src = T(op, 1);
-    if (dst->kind != DRK_TT_SMEM || src->kind != DRK_TT_TILE || !src->is_ptr || dst->dtype != src->dtype ||
-        !drk_tile_type_same_shape(dst, src))
-      err(c, op->loc, "'cp_async' copies a pointer tile into shared memory of the same shape and dtype: %s <- %s", ty(dst), ty(src));
-    else if (op->n_operands > 2 && (T(op, 2)->dtype != DRK_DT_BOOL || T(op, 2)->is_ptr || !same_frame(T(op, 2), src)))
-      err(c, op->loc, "'cp_async' mask must be bool with the pointers' shape and layout");
-    if (drk_tile_op_attr(op, "cache")) attr_ident(c, op, "cache", "ca cg");
-    break;
-  }
-  case DRK_TOP_CP_ASYNC_WAIT:
-  case DRK_TOP_TMA_STORE_WAIT:
-  case DRK_TOP_WGMMA_WAIT:
-    attr_int(c, op, "pending", 0, 63, &v);
-    if (op->code == DRK_TOP_WGMMA_WAIT) {
-      if (op->n_results != op->n_operands) err(c, op->loc, "'wgmma_wait' passes its operands through: %d operand(s), %d result(s)", op->n_operands, op->n_results);
-      for (int i = 0; c->ok && i < op->n_results; i++)
-        if (!drk_tile_type_equal(T(op, i), R(op, i))) err(c, op->loc, "'wgmma_wait' result %d must have its operand's type", i);
-    }
-    break;
-  case DRK_TOP_TMA_LOAD:
-  case DRK_TOP_TMA_STORE: {
-    const drk_tile_type_t *desc = T(op, 0), *buf = T(op, 1);
-    bool ld = op->code == DRK_TOP_TMA_LOAD;
-    int first = ld ? 3 : 2;
-    if (desc->kind != DRK_TT_TMADESC) { err(c, op->loc, "'%s' operand 0 must be a TMA descriptor, got %s", nm, ty(desc)); break; }
-    if (buf->kind != DRK_TT_SMEM || buf->dtype != desc->dtype || !drk_tile_type_same_shape(buf, desc) ||
-        !drk_tile_layout_equal(buf->layout, desc->layout)) {
-      err(c, op->loc, "'%s' shared buffer %s must match the descriptor box %s (shape, dtype, layout)", nm, ty(buf), ty(desc));
-      break;
-    }
-    if (ld && !is_mbar(T(op, 2))) { err(c, op->loc, "'tma_load' operand 2 must be an mbarrier (smem<i64, #S>), got %s", ty(T(op, 2))); break; }
-    if (op->n_operands - first != desc->rank) { err(c, op->loc, "'%s' needs %d coordinate(s) for a rank-%d box, got %d", nm, desc->rank, desc->rank, op->n_operands - first); break; }
-    for (int i = first; i < op->n_operands; i++)
-      if (!is_i32(T(op, i))) { err(c, op->loc, "'%s' coordinates are i32 scalars, got %s", nm, ty(T(op, i))); break; }
-    if (ld && drk_tile_op_attr(op, "multicast") && attr_int(c, op, "multicast", 1, 65535, &v) && v >> cluster_size(c->k))
-      err(c, op->loc, "'tma_load' multicast mask %lld names CTAs outside the kernel's cluster of %lld", (long long)v, (long long)cluster_size(c->k));
-    break;
-  }
-  case DRK_TOP_MBARRIER_INIT:
-  case DRK_TOP_MBARRIER_ARRIVE:
-  case DRK_TOP_MBARRIER_EXPECT_TX:
-  case DRK_TOP_MBARRIER_WAIT:
-    if (!is_mbar(T(op, 0))) {
-      err(c, op->loc, "'%s' needs an mbarrier in shared memory (smem<i64, #S>; index arrays with memdesc_index), got %s", nm, ty(T(op, 0)));
-      break;
-    }
-    if (op->code == DRK_TOP_MBARRIER_INIT) attr_int(c, op, "count", 1, 1023, &v);
-    if (op->code == DRK_TOP_MBARRIER_EXPECT_TX) attr_int(c, op, "bytes", 0, (1 << 20) - 1, &v);
-    if (op->code == DRK_TOP_MBARRIER_WAIT && !is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_wait' phase parity is an i32, got %s", ty(T(op, 1)));
-    if (op->code != DRK_TOP_MBARRIER_WAIT && op->n_operands > 1) {
-      if (op->code != DRK_TOP_MBARRIER_ARRIVE) err(c, op->loc, "'%s' takes one operand", nm);
-      else if (!is_i32(T(op, 1))) err(c, op->loc, "'mbarrier_arrive' target CTA (its rank in the cluster) is an i32, got %s", ty(T(op, 1)));
-      else if (cluster_size(c->k) < 2) err(c, op->loc, "'mbarrier_arrive' on another CTA needs a kernel with a cluster");
-    }
-    break;
-  case DRK_TOP_FENCE: attr_ident(c, op, "kind", "proxy_async mbarrier_init"); break;
-  case DRK_TOP_LOCAL_ALLOC: {
-    const drk_tile_type_t *r = R(op, 0);
-    if (r->kind != DRK_TT_SMEM) { err(c, op->loc, "'local_alloc' gives a shared buffer, not %s", ty(r)); break; }
-    if (!attr_int(c, op, "offset", 0, INT32_MAX, &v)) break;
-    int64_t align = r->layout->swizzle ? (int64_t)r->layout->swizzle * 8 : (r->dtype == DRK_DT_I64 && r->rank <= 1 ? 8 : 16);
-    int64_t bytes = smem_bytes(r);
-    if (v % align) err(c, op->loc, "'local_alloc' offset %lld must be a multiple of %lld for %s", (long long)v, (long long)align, ty(r));
-    else if (bytes > c->k->smem - v)
-      err(c, op->loc, "'local_alloc' [%lld, %lld) exceeds the kernel's smem(%lld)", (long long)v, (long long)(v + bytes), (long long)c->k->smem);
-    break;
-  }
-  case DRK_TOP_MEMDESC_INDEX: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    bool ok = a->kind == DRK_TT_SMEM && a->rank >= 1 && r->kind == DRK_TT_SMEM && r->rank == a->rank - 1 &&
-              r->dtype == a->dtype && drk_tile_layout_equal(a->layout, r->layout);
-    for (int i = 0; ok && i < r->rank; i++) ok = r->dims[i] == a->dims[i + 1];
-    if (!ok) err(c, op->loc, "'memdesc_index' drops the leading dimension of a shared buffer: %s -> %s", ty(a), ty(r));
-    else if (!is_i32(T(op, 1))) err(c, op->loc, "'memdesc_index' index is an i32, got %s", ty(T(op, 1)));
-    break;
-  }
-  case DRK_TOP_LOCAL_LOAD:
-  case DRK_TOP_LOCAL_STORE: {
-    const drk_tile_type_t *s = T(op, 0), *t = op->code == DRK_TOP_LOCAL_LOAD ? R(op, 0) : T(op, 1);
-    if (s->kind != DRK_TT_SMEM || t->kind != DRK_TT_TILE || t->is_ptr || s->dtype != t->dtype || !drk_tile_type_same_shape(s, t))
-      err(c, op->loc, "'%s' moves a tile of the buffer's shape and dtype: %s and %s", nm, ty(s), ty(t));
-    else if (s->layout->rank != s->rank)
-      err(c, op->loc, "'%s': shared layout #%s must have the buffer's rank %d (index stages first)", nm, s->layout->name, s->rank);
-    break;
-  }
-  case DRK_TOP_DOT: check_dot(c, op); break;
-  case DRK_TOP_SELECT: {
-    const drk_tile_type_t *k = T(op, 0), *a = T(op, 1);
-    if (!is_value(a) || !drk_tile_type_equal(a, T(op, 2)) || !drk_tile_type_equal(a, R(op, 0)))
-      err(c, op->loc, "'select' needs two values and a result of one type, got %s, %s -> %s", ty(a), ty(T(op, 2)), ty(R(op, 0)));
-    else if (k->is_ptr || k->dtype != DRK_DT_BOOL || !same_frame(k, a))
-      err(c, op->loc, "'select' condition must be bool of the values' shape and layout, got %s", ty(k));
-    break;
-  }
-  case DRK_TOP_CMP: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    attr_ident(c, op, "pred", "eq ne lt le gt ge");
-    if (!is_value(a) || !drk_tile_type_equal(a, T(op, 1)))
-      err(c, op->loc, "'cmp' operands must have one numeric type, got %s and %s", ty(a), ty(T(op, 1)));
-    else if (r->is_ptr || r->dtype != DRK_DT_BOOL || !same_frame(a, r))
-      err(c, op->loc, "'cmp' gives bool of its operands' shape and layout, not %s", ty(r));
-    break;
-  }
-  case DRK_TOP_CAST: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    if (!is_value(a) || !is_value(r) || !same_frame(a, r))
-      err(c, op->loc, "'cast' changes only the element type: %s -> %s", ty(a), ty(r));
-    if (drk_tile_op_attr(op, "rounding")) attr_ident(c, op, "rounding", "rn rz");
-    break;
-  }
-  case DRK_TOP_REDUCE: {
-    const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
-    attr_ident(c, op, "combiner", "sum max min");
-    if (a->kind != DRK_TT_TILE || a->is_ptr) { err(c, op->loc, "'reduce' works on tiles of numbers"); break; }
-    if (!attr_int(c, op, "axis", 0, a->rank - 1, &v)) break;
-    if (a->rank == 1) {
-      if (!is_scalar(r) || r->dtype != a->dtype) err(c, op->loc, "'reduce' of a rank-1 tile gives a %s scalar, not %s", drk_dtype_name(a->dtype), ty(r));
-    } else {
-      bool ok = r->kind == DRK_TT_TILE && !r->is_ptr && r->dtype == a->dtype && r->rank == a->rank - 1;
-      for (int i = 0, j = 0; ok && i < a->rank; i++)
-        if (i != v) ok = r->dims[j++] == a->dims[i];
-      if (!ok) err(c, op->loc, "'reduce' along axis %lld removes that dimension: %s -> %s", (long long)v, ty(a), ty(r));
-      else if (r->layout->kind != DRK_TL_SLICE || r->layout->dim != v || !drk_tile_layout_equal(r->layout->parent, a->layout))
-        err(c, op->loc, "'reduce' result layout #%s must be slice{parent = #%s, dim = %lld}", r->layout->name, a->layout->name, (long long)v);
-    }
-    if (drk_tile_op_attr(op, "scratch")) attr_int(c, op, "scratch", 0, c->k->smem, &v);
-    break;
-  }
-  case DRK_TOP_FOR: {
-    const drk_tile_type_t *lb = T(op, 0);
-    if (!is_int_scalar(lb) || (lb->dtype != DRK_DT_I32 && lb->dtype != DRK_DT_I64) || !drk_tile_type_equal(lb, T(op, 1)) ||
-        !drk_tile_type_equal(lb, T(op, 2))) {
-      err(c, op->loc, "'for' bounds and step must be i32 or i64 scalars of one type");
-      break;
-    }
-    int n = op->n_operands - 3;
-    if (op->n_results != n) { err(c, op->loc, "'for' has %d carried value(s) but %d result(s)", n, op->n_results); break; }
-    const drk_tile_region_t *body = op->regions[0];
-    if (body->n_args != n + 1) { err(c, op->loc, "'for' body takes the induction variable and %d carried value(s): %d argument(s), got %d", n, n + 1, body->n_args); break; }
-    if (!drk_tile_type_equal(&body->args[0]->type, lb)) err(c, op->loc, "'for' induction variable must have the bounds' type %s", ty(lb));
-    for (int i = 0; i < n; i++) {
-      if (!drk_tile_type_equal(T(op, 3 + i), R(op, i)) || !drk_tile_type_equal(T(op, 3 + i), &body->args[1 + i]->type)) {
-        err(c, op->loc, "'for' carried value %d: init %s, argument %s and result %s must have one type", i, ty(T(op, 3 + i)),
-            ty(&body->args[1 + i]->type), ty(R(op, i)));
-        break;
-      }
-    }
-    break;
-  }
-  case DRK_TOP_IF: {
-    const drk_tile_type_t *k = T(op, 0);
-    if (!is_scalar(k) || k->dtype != DRK_DT_BOOL) err(c, op->loc, "'if' condition must be a bool scalar, got %s", ty(k));
-    for (int i = 0; i < op->n_regions; i++)
-      if (op->regions[i]->n_args) err(c, op->loc, "'if' regions take no arguments");
-    if (op->n_results && op->n_regions < 2) err(c, op->loc, "'if' with results needs an else region");
-    break;
-  }
-  case DRK_TOP_BARRIER: {
-    int64_t id = 0, th = 0;
-    bool has_id = drk_tile_op_attr(op, "id") != NULL, has_th = drk_tile_op_attr(op, "threads") != NULL;
-    if (has_id) attr_int(c, op, "id", 0, 15, &id);
-    if (has_th && attr_int(c, op, "threads", 32, c->k->block, &th) && th % 32)
-      err(c, op->loc, "'barrier' threads must be a multiple of 32");
-    if (has_th && !has_id) err(c, op->loc, "'barrier' with a thread count needs a named barrier id");
-    if (attr_ident(c, op, "scope", "cta cluster") == 1) { /* every thread of every CTA of the cluster */
-      if (has_id || has_th) err(c, op->loc, "a cluster 'barrier' takes no id or thread count");
-      else if (c->wg) err(c, op->loc, "a cluster 'barrier' must be at the top level, outside warp groups");
-      else if (cluster_size(c->k) < 2) err(c, op->loc, "a cluster 'barrier' needs a kernel with a cluster");
-      break;
-    }
-    if (c->ok && c->wg && (!has_id || id == 0 || !has_th))
-      err(c, op->loc, "a 'barrier' inside a warp_group needs a named barrier id (1..15) and a thread count");
-    break;
-  }
-  case DRK_TOP_WARP_GROUP: {
-    int64_t fw = 0, nw = 0, maxw = c->k->block / 32;
-    if (op->parent != c->k->body) { err(c, op->loc, "'warp_group' must be at the top level of the kernel body"); break; }
-    const drk_tile_attr_t *role = drk_tile_op_attr(op, "role");
-    if (role && role->kind != DRK_TA_IDENT) err(c, op->loc, "attribute 'role' must be an identifier");
-    if (!attr_int(c, op, "first_warp", 0, 63, &fw) || !attr_int(c, op, "num_warps", 1, 64, &nw)) break;
-    if (fw + nw > maxw) { err(c, op->loc, "warp group warps [%lld, %lld) exceed the block's %lld warps", (long long)fw, (long long)(fw + nw), (long long)maxw); break; }
-    uint64_t mask = (nw >= 64 ? ~0ull : ((1ull << nw) - 1)) << fw;
-    if (c->wg_mask & mask) err(c, op->loc, "warp group warps [%lld, %lld) overlap another warp group", (long long)fw, (long long)(fw + nw));
-    c->wg_mask |= mask;
-    if (op->regions[0]->n_args) err(c, op->loc, "'warp_group' region takes no arguments");
-    break;
-  }
-  case DRK_TOP_SETMAXNREG: {
-    if (!c->wg || op->parent != c->wg->regions[0]) { err(c, op->loc, "'setmaxnreg' belongs directly in a warp_group region"); break; }
-    if (attr_int(c, op, "regs", 24, 256, &v) && v % 8) err(c, op->loc, "'setmaxnreg' regs must be a multiple of 8");
-    attr_ident(c, op, "action", "inc dec");
-    if (drk_tile_op_attr_int(c->wg, "num_warps", 0) % 4 || drk_tile_op_attr_int(c->wg, "first_warp", 0) % 4)
-      err(c, op->loc, "'setmaxnreg' needs a warp group of whole warpgroups (multiples of 4 warps)");
-    break;
-  }
-  default: break;
-  }
-
-regions:
+static void check_op_regions(vctx_t *c, const drk_tile_op_t *op) {
   for (int i = 0; i < op->n_regions; i++) {
     const drk_tile_op_t *saved_wg = c->wg;
     int saved_warps = c->warps;
@@ -671,7 +721,19 @@ regions:
     c->wg = saved_wg;
     c->warps = saved_warps;
   }
-done:
+}
+
+static void check_op(vctx_t *c, const drk_tile_op_t *op) {
+  bool before = c->ok;
+  c->ok = true;
+  /* Counts first: everything after indexes operands, results and regions freely. */
+  check_counts(c, op);
+  if (c->ok) {
+    check_attr_spec(c, op);
+    for (int i = 0; i < op->n_results; i++) check_def(c, op->results[i]->loc, op->results[i], "result");
+    if (c->ok) check_op_types(c, op);
+    check_op_regions(c, op);
+  }
   for (int i = 0; i < op->n_results; i++)
     if (op->results[i]) c->state[op->results[i]->id] = 1;
   c->ok = c->ok && before;
