@@ -605,11 +605,31 @@ typedef struct rblock {
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_allocator_t *alloc,
-                                      drk_modfile_t **out_m, char *err, size_t n) {
-#define BAD(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_FORMAT; } while (0)
-  const uint8_t *d = data;
-  if (!alloc) alloc = &default_alloc;
+/* What the reader has learned of the file so far; each phase below checks one layer of it
+ * and reports into err (n bytes) with the first problem it finds. */
+typedef struct rctx {
+  const uint8_t *d;
+  size_t size;
+  char *err;
+  size_t n;
+  uint32_t version, nsec;
+  uint64_t table;                 /* offset of the section table */
+  rsec_t one[SEC_KIND_COUNT];     /* the section of each known kind (IMAGE_DATA aside) */
+  int seen[SEC_KIND_COUNT];
+  uint32_t n_image_data;
+  const rsec_t *S, *P;            /* STRINGS; PRECISION, or NULL */
+  uint32_t prec_version;
+  size_t nk, np, nt, ntma, nw, ni, npk, npn; /* record counts */
+  size_t nin, nout;               /* tensors by direction */
+} rctx_t;
+
+#define BAD(...) do { set_err(r->err, r->n, __VA_ARGS__); return DRK_MODFILE_ERR_FORMAT; } while (0)
+#define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= r->S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)r->S->size); (dst) = (const char *)r->S->p + r_; } while (0)
+
+/* The header: magic, format version, checksum, file size, where the section table lies. */
+static drk_modfile_result_t read_header(rctx_t *r) {
+  const uint8_t *d = r->d;
+  size_t size = r->size;
   if (!d || size < 12) BAD("file is truncated: %zu bytes, the module header alone is %u", size, HEADER_SIZE);
   if (memcmp(d, DRK_MODFILE_MAGIC, 8) != 0) BAD("not a drkc module (bad magic)");
   uint32_t version = get32(d + 8);
@@ -623,7 +643,7 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
       while (l < 16 && d[40 + l]) ok &= d[40 + l] >= 0x20 && d[40 + l] < 0x7f, l++;
       if (ok && l && l < 16) memcpy(writer, d + 40, l + 1);
     }
-    set_err(err, n, "module format version %u (written by %s), but this drkc %s reads format version %u; "
+    set_err(r->err, r->n, "module format version %u (written by %s), but this drkc %s reads format version %u; "
             "recompile the model with this drkc or use the runtime of the drkc that wrote it",
             version, writer, DRK_VERSION_STRING, DRK_MODFILE_FORMAT_VERSION);
     return DRK_MODFILE_ERR_VERSION;
@@ -638,12 +658,18 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   if (nsec > MAX_SECTIONS || table < HEADER_SIZE || !in_range(table, (uint64_t)nsec * SECTION_ENTRY_SIZE, size)) BAD("section table (%u entries at %llu) lies outside the file", nsec, (unsigned long long)table);
   if (table + (uint64_t)nsec * SECTION_ENTRY_SIZE != size) BAD("section table does not end the file");
   if (CRC_MISMATCH(get32(d + 56), drk_modfile_crc32(0, d + table, (size_t)nsec * SECTION_ENTRY_SIZE))) BAD("section table checksum mismatch (file corrupted)");
+  r->version = version;
+  r->table = table;
+  r->nsec = nsec;
+  return DRK_MODFILE_OK;
+}
 
-  rsec_t one[SEC_KIND_COUNT] = {{0}};
-  int seen[SEC_KIND_COUNT] = {0};
-  uint32_t n_image_data = 0;
-  uint64_t prev_end = HEADER_SIZE;
-  for (uint32_t i = 0; i < nsec; i++) {
+/* The section table: alignment, bounds, file order, zero padding and checksum of every
+ * section; at most one of each known kind, and every required one present. */
+static drk_modfile_result_t read_sections(rctx_t *r) {
+  const uint8_t *d = r->d;
+  uint64_t table = r->table, prev_end = HEADER_SIZE;
+  for (uint32_t i = 0; i < r->nsec; i++) {
     const uint8_t *e = d + table + (size_t)i * SECTION_ENTRY_SIZE;
     uint32_t kind = get32(e), align = get32(e + 4);
     uint64_t off = get64(e + 8), sz = get64(e + 16);
@@ -659,47 +685,184 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
     if (get32(e + 28)) BAD("section %u (%s): reserved field is not zero", i, kn);
     uint32_t crc = drk_modfile_crc32(0, d + off, (size_t)sz);
     if (CRC_MISMATCH(get32(e + 24), crc)) BAD("section %u (%s): checksum mismatch, stored 0x%08x, computed 0x%08x (file corrupted)", i, kn, get32(e + 24), crc);
-    if (kind == SEC_IMAGE_DATA) { n_image_data++; continue; }
+    if (kind == SEC_IMAGE_DATA) { r->n_image_data++; continue; }
     if (kind == 0 || kind >= SEC_KIND_COUNT) continue; /* unknown: not needed by this reader */
-    if (seen[kind]++) BAD("section %s appears twice", kn);
-    one[kind] = (rsec_t){kind, d + off, sz};
+    if (r->seen[kind]++) BAD("section %s appears twice", kn);
+    r->one[kind] = (rsec_t){kind, d + off, sz};
   }
   for (uint64_t b = prev_end; b < table; b++)
     if (d[b]) BAD("non-zero padding byte at offset %llu (file corrupted)", (unsigned long long)b);
   for (int k = SEC_STRINGS; k <= SEC_IMAGE_TABLE; k++)
-    if (!seen[k]) BAD("section %s is missing", sec_names[k]);
-  const rsec_t *S = &one[SEC_STRINGS];
+    if (!r->seen[k]) BAD("section %s is missing", sec_names[k]);
+  return DRK_MODFILE_OK;
+}
+
+/* Section sizes: the string table's ends, the fixed-size sections, whole records in the
+ * tables (their counts), and the PRECISION header. */
+static drk_modfile_result_t read_counts(rctx_t *r) {
+  const rsec_t *one = r->one;
+  const rsec_t *S = r->S = &one[SEC_STRINGS];
   if (!S->size || S->p[S->size - 1] || S->p[0]) BAD("STRINGS section is not a NUL-terminated string table");
   if (one[SEC_PROVENANCE].size != PROV_SIZE) BAD("PROVENANCE section has %llu bytes, expected %u", (unsigned long long)one[SEC_PROVENANCE].size, PROV_SIZE);
   if (one[SEC_PLAN].size != PLAN_SIZE) BAD("PLAN section has %llu bytes, expected %u", (unsigned long long)one[SEC_PLAN].size, PLAN_SIZE);
   static const struct { int kind; uint32_t rec; } recs[] = {{SEC_KERNELS, KERNEL_REC}, {SEC_PARAMS, PARAM_REC}, {SEC_TENSORS, TENSOR_REC}, {SEC_TMAS, TMA_REC}, {SEC_WEIGHT_TABLE, WEIGHT_REC}, {SEC_IMAGE_TABLE, IMAGE_REC}};
   for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++)
     if (one[recs[i].kind].size % recs[i].rec) BAD("%s section size %llu is not a multiple of its %u-byte record", sec_names[recs[i].kind], (unsigned long long)one[recs[i].kind].size, recs[i].rec);
-  size_t nk = (size_t)(one[SEC_KERNELS].size / KERNEL_REC), np = (size_t)(one[SEC_PARAMS].size / PARAM_REC);
-  size_t nt = (size_t)(one[SEC_TENSORS].size / TENSOR_REC), ntma = (size_t)(one[SEC_TMAS].size / TMA_REC);
-  size_t nw = (size_t)(one[SEC_WEIGHT_TABLE].size / WEIGHT_REC), ni = (size_t)(one[SEC_IMAGE_TABLE].size / IMAGE_REC);
-  if (ni != n_image_data) BAD("IMAGE_TABLE lists %zu images but the file has %u IMAGE_DATA sections", ni, n_image_data);
+  r->nk = (size_t)(one[SEC_KERNELS].size / KERNEL_REC), r->np = (size_t)(one[SEC_PARAMS].size / PARAM_REC);
+  r->nt = (size_t)(one[SEC_TENSORS].size / TENSOR_REC), r->ntma = (size_t)(one[SEC_TMAS].size / TMA_REC);
+  r->nw = (size_t)(one[SEC_WEIGHT_TABLE].size / WEIGHT_REC), r->ni = (size_t)(one[SEC_IMAGE_TABLE].size / IMAGE_REC);
+  if (r->ni != r->n_image_data) BAD("IMAGE_TABLE lists %zu images but the file has %u IMAGE_DATA sections", r->ni, r->n_image_data);
   /* PRECISION (optional): a version this reader does not know is skipped like an unknown
    * section, since running needs none of it; the known one must be exactly its records. */
-  const rsec_t *P = seen[SEC_PRECISION] ? &one[SEC_PRECISION] : NULL;
-  uint32_t prec_version = 0;
-  size_t npk = 0, npn = 0;
+  const rsec_t *P = r->P = r->seen[SEC_PRECISION] ? &one[SEC_PRECISION] : NULL;
   if (P) {
     if (P->size < 4) BAD("PRECISION section has %llu bytes, too few for its version", (unsigned long long)P->size);
-    prec_version = get32(P->p);
-    if (!prec_version) BAD("PRECISION section has version 0");
+    r->prec_version = get32(P->p);
+    if (!r->prec_version) BAD("PRECISION section has version 0");
   }
-  if (prec_version == DRK_MODFILE_PRECISION_VERSION) {
+  if (r->prec_version == DRK_MODFILE_PRECISION_VERSION) {
     if (P->size < PREC_HEADER) BAD("PRECISION section is truncated: %llu bytes, its header alone is %u", (unsigned long long)P->size, PREC_HEADER);
     uint32_t ck = get32(P->p + 4), cn = get32(P->p + 8);
     if (get32(P->p + 12)) BAD("PRECISION section: reserved header field is not zero");
-    if (ck != nk) BAD("PRECISION section describes %u kernels, the KERNELS section has %zu", ck, nk);
+    if (ck != r->nk) BAD("PRECISION section describes %u kernels, the KERNELS section has %zu", ck, r->nk);
     uint64_t want = PREC_HEADER + (uint64_t)ck * PREC_KERNEL_REC + (uint64_t)cn * PREC_NODE_REC;
     if (P->size != want) BAD("PRECISION section has %llu bytes, but %u kernel and %u node records take %llu (truncated or corrupted)", (unsigned long long)P->size, ck, cn, (unsigned long long)want);
-    npk = ck, npn = cn;
+    r->npk = ck, r->npn = cn;
   }
+  return DRK_MODFILE_OK;
+}
 
-#define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)S->size); (dst) = (const char *)S->p + r_; } while (0)
+/* ---- reader: records into the block's arrays ---- */
+static drk_modfile_result_t read_provenance(const rctx_t *r, drk_modfile_t *m) {
+  const uint8_t *p = r->one[SEC_PROVENANCE].p;
+  STR(get32(p), m->prov.drkc_version);
+  STR(get32(p + 4), m->prov.command_line);
+  STR(get32(p + 8), m->prov.model_hash);
+  STR(get32(p + 12), m->prov.targets);
+  m->arena_size = get64(r->one[SEC_PLAN].p);
+  m->weights_offset = get64(r->one[SEC_PLAN].p + 8);
+  m->weights = r->one[SEC_WEIGHTS].p;
+  m->weights_size = r->one[SEC_WEIGHTS].size;
+  return DRK_MODFILE_OK;
+}
+
+static drk_modfile_result_t read_params(const rctx_t *r, drk_modfile_param_t *ps) {
+  for (size_t i = 0; i < r->np; i++) {
+    const uint8_t *p = r->one[SEC_PARAMS].p + i * PARAM_REC;
+    drk_modfile_param_t *pa = &ps[i];
+    pa->kind = (drk_modfile_param_kind_t)get32(p);
+    if (pa->kind == DRK_MODFILE_PARAM_TMA) pa->tma = get32(p + 4);
+    if (pa->kind == DRK_MODFILE_PARAM_SCALAR) pa->scalar_size = get32(p + 4), memcpy(pa->scalar, p + 24, 8);
+    if (pa->kind == DRK_MODFILE_PARAM_BUFFER) pa->offset = get64(p + 8), pa->size = get64(p + 16);
+    if (pa->kind == DRK_MODFILE_PARAM_SCALAR && pa->scalar_size > 8) BAD("parameter %zu: scalar size %u", i, pa->scalar_size);
+  }
+  return DRK_MODFILE_OK;
+}
+
+static drk_modfile_result_t read_kernels(const rctx_t *r, drk_modfile_kernel_t *ks, drk_modfile_param_t *ps) {
+  for (size_t i = 0; i < r->nk; i++) {
+    const uint8_t *p = r->one[SEC_KERNELS].p + i * KERNEL_REC;
+    drk_modfile_kernel_t *k = &ks[i];
+    STR(get32(p), k->name);
+    k->slot = get32(p + 4);
+    for (int dd = 0; dd < 3; dd++) k->grid[dd] = get32(p + 8 + 4 * dd), k->block[dd] = get32(p + 20 + 4 * dd), k->cluster[dd] = get32(p + 32 + 4 * dd);
+    k->dyn_smem = get32(p + 44);
+    uint64_t fp = get32(p + 48), kp = get32(p + 52);
+    if (fp + kp > r->np) BAD("kernel %zu ('%s'): parameters [%llu, +%llu) outside the %zu-entry table", i, k->name, (unsigned long long)fp, (unsigned long long)kp, r->np);
+    k->params = ps + fp;
+    k->n_params = (uint32_t)kp;
+  }
+  return DRK_MODFILE_OK;
+}
+
+/* Inputs first, then outputs, each in file order. */
+static drk_modfile_result_t read_tensors(rctx_t *r, drk_modfile_tensor_t *ts) {
+  for (size_t i = 0; i < r->nt; i++) {
+    uint32_t io = get32(r->one[SEC_TENSORS].p + i * TENSOR_REC + 4);
+    if (io > 1) BAD("tensor %zu: direction %u is neither input (0) nor output (1)", i, io);
+    if (io) r->nout++; else r->nin++;
+  }
+  size_t ii = 0, oi = r->nin;
+  for (size_t i = 0; i < r->nt; i++) {
+    const uint8_t *p = r->one[SEC_TENSORS].p + i * TENSOR_REC;
+    drk_modfile_tensor_t *t = &ts[get32(p + 4) ? oi++ : ii++];
+    STR(get32(p), t->name);
+    t->dtype = (int32_t)get32(p + 8);
+    t->rank = get32(p + 12);
+    if (t->rank > DRK_MODFILE_MAX_RANK) BAD("tensor %zu ('%s'): rank %u > %d", i, t->name, t->rank, DRK_MODFILE_MAX_RANK);
+    for (uint32_t dd = 0; dd < t->rank; dd++) t->dims[dd] = (int64_t)get64(p + 16 + 8 * dd);
+    t->offset = get64(p + 80);
+    t->size = get64(p + 88);
+  }
+  return DRK_MODFILE_OK;
+}
+
+static void read_tmas(const rctx_t *r, drk_modfile_tma_t *tm) {
+  for (size_t i = 0; i < r->ntma; i++) {
+    const uint8_t *p = r->one[SEC_TMAS].p + i * TMA_REC;
+    drk_modfile_tma_t *t = &tm[i];
+    t->data_type = get32(p), t->rank = get32(p + 4), t->interleave = get32(p + 8), t->swizzle = get32(p + 12);
+    t->l2_promotion = get32(p + 16), t->oob_fill = get32(p + 20), t->offset = get64(p + 24);
+    for (int dd = 0; dd < 5; dd++) t->dims[dd] = get64(p + 32 + 8 * dd), t->box[dd] = get32(p + 104 + 4 * dd), t->elem_strides[dd] = get32(p + 124 + 4 * dd);
+    for (int dd = 0; dd < 4; dd++) t->strides[dd] = get64(p + 72 + 8 * dd);
+  }
+}
+
+static drk_modfile_result_t read_weights(const rctx_t *r, drk_modfile_weight_t *ws) {
+  for (size_t i = 0; i < r->nw; i++) {
+    const uint8_t *p = r->one[SEC_WEIGHT_TABLE].p + i * WEIGHT_REC;
+    STR(get32(p), ws[i].name);
+    ws[i].offset = get64(p + 8);
+    ws[i].size = get64(p + 16);
+  }
+  return DRK_MODFILE_OK;
+}
+
+static drk_modfile_result_t read_images(const rctx_t *r, drk_modfile_image_t *is) {
+  for (size_t i = 0; i < r->ni; i++) {
+    const uint8_t *p = r->one[SEC_IMAGE_TABLE].p + i * IMAGE_REC;
+    drk_modfile_image_t *im = &is[i];
+    im->kind = (drk_modfile_image_kind_t)get32(p);
+    im->slot = get32(p + 4);
+    STR(get32(p + 8), im->targets);
+    uint32_t si = get32(p + 12);
+    if (si >= r->nsec) BAD("image %zu: data section %u of %u", i, si, r->nsec);
+    const uint8_t *e = r->d + r->table + (size_t)si * SECTION_ENTRY_SIZE;
+    if (get32(e) != SEC_IMAGE_DATA) BAD("image %zu: section %u is not IMAGE_DATA", i, si);
+    im->data = r->d + get64(e + 8);
+    im->size = get64(e + 16);
+  }
+  return DRK_MODFILE_OK;
+}
+
+static drk_modfile_result_t read_precision(const rctx_t *r, drk_modfile_kernel_prec_t *kp, drk_modfile_node_prec_t *np_) {
+  for (size_t i = 0; i < r->npk; i++) {
+    const uint8_t *p = r->P->p + PREC_HEADER + i * PREC_KERNEL_REC;
+    kp[i] = (drk_modfile_kernel_prec_t){get32(p), get32(p + 4), get16(p + 8), get16(p + 10), get16(p + 12), get16(p + 14)};
+  }
+  for (size_t i = 0; i < r->npn; i++) {
+    const uint8_t *p = r->P->p + PREC_HEADER + r->npk * PREC_KERNEL_REC + i * PREC_NODE_REC;
+    drk_modfile_node_prec_t *q = &np_[i];
+    STR(get32(p), q->name);
+    STR(get32(p + 4), q->onnx);
+    STR(get32(p + 8), q->op);
+    q->kernel = get32(p + 12), q->n_kernels = get32(p + 16), q->compute = p[20], q->from = p[21];
+    if (p[22] || p[23]) BAD("PRECISION section: node record %zu ('%s'): reserved bytes are not zero", i, q->name);
+  }
+  return DRK_MODFILE_OK;
+}
+#undef BAD
+#undef STR
+
+drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_allocator_t *alloc,
+                                      drk_modfile_t **out_m, char *err, size_t n) {
+  if (!alloc) alloc = &default_alloc;
+  rctx_t rc = {.d = data, .size = size, .err = err, .n = n}, *r = &rc;
+  drk_modfile_result_t res;
+  if ((res = read_header(r)) || (res = read_sections(r)) || (res = read_counts(r))) return res;
+
+  /* One block holds the drk_modfile_t and all its arrays (drk_modfile_free frees it). */
+  size_t nk = r->nk, np = r->np, nt = r->nt, ntma = r->ntma, nw = r->nw, ni = r->ni, npk = r->npk, npn = r->npn;
   size_t total = align16(sizeof(rblock_t)) + align16(nk * sizeof(drk_modfile_kernel_t)) + align16(np * sizeof(drk_modfile_param_t)) +
                  align16(nt * sizeof(drk_modfile_tensor_t)) + align16(ntma * sizeof(drk_modfile_tma_t)) +
                  align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t)) +
@@ -722,120 +885,35 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   drk_modfile_image_t *is = (void *)cur; cur += align16(ni * sizeof *is);
   drk_modfile_kernel_prec_t *kp = (void *)cur; cur += align16(npk * sizeof *kp);
   drk_modfile_node_prec_t *np_ = (void *)cur;
-  drk_modfile_result_t res = DRK_MODFILE_ERR_FORMAT;
-#undef BAD
-#define BAD(...) do { set_err(err, n, __VA_ARGS__); goto fail; } while (0)
-#undef STR
-#define STR(ref, dst) do { uint32_t r_ = (ref); if (r_ >= S->size) BAD("string reference %u outside the %llu-byte string table", r_, (unsigned long long)S->size); (dst) = (const char *)S->p + r_; } while (0)
-  m->format_version = version;
-  const uint8_t *p = one[SEC_PROVENANCE].p;
-  STR(get32(p), m->prov.drkc_version);
-  STR(get32(p + 4), m->prov.command_line);
-  STR(get32(p + 8), m->prov.model_hash);
-  STR(get32(p + 12), m->prov.targets);
-  m->arena_size = get64(one[SEC_PLAN].p);
-  m->weights_offset = get64(one[SEC_PLAN].p + 8);
-  m->weights = one[SEC_WEIGHTS].p;
-  m->weights_size = one[SEC_WEIGHTS].size;
-  for (size_t i = 0; i < np; i++) {
-    p = one[SEC_PARAMS].p + i * PARAM_REC;
-    drk_modfile_param_t *pa = &ps[i];
-    pa->kind = (drk_modfile_param_kind_t)get32(p);
-    if (pa->kind == DRK_MODFILE_PARAM_TMA) pa->tma = get32(p + 4);
-    if (pa->kind == DRK_MODFILE_PARAM_SCALAR) pa->scalar_size = get32(p + 4), memcpy(pa->scalar, p + 24, 8);
-    if (pa->kind == DRK_MODFILE_PARAM_BUFFER) pa->offset = get64(p + 8), pa->size = get64(p + 16);
-    if (pa->kind == DRK_MODFILE_PARAM_SCALAR && pa->scalar_size > 8) BAD("parameter %zu: scalar size %u", i, pa->scalar_size);
-  }
-  for (size_t i = 0; i < nk; i++) {
-    p = one[SEC_KERNELS].p + i * KERNEL_REC;
-    drk_modfile_kernel_t *k = &ks[i];
-    STR(get32(p), k->name);
-    k->slot = get32(p + 4);
-    for (int dd = 0; dd < 3; dd++) k->grid[dd] = get32(p + 8 + 4 * dd), k->block[dd] = get32(p + 20 + 4 * dd), k->cluster[dd] = get32(p + 32 + 4 * dd);
-    k->dyn_smem = get32(p + 44);
-    uint64_t fp = get32(p + 48), kp = get32(p + 52);
-    if (fp + kp > np) BAD("kernel %zu ('%s'): parameters [%llu, +%llu) outside the %zu-entry table", i, k->name, (unsigned long long)fp, (unsigned long long)kp, np);
-    k->params = ps + fp;
-    k->n_params = (uint32_t)kp;
-  }
-  size_t nin = 0, nout = 0;
-  for (size_t i = 0; i < nt; i++) {
-    uint32_t io = get32(one[SEC_TENSORS].p + i * TENSOR_REC + 4);
-    if (io > 1) BAD("tensor %zu: direction %u is neither input (0) nor output (1)", i, io);
-    if (io) nout++; else nin++;
-  }
-  /* Inputs first, then outputs, each in file order. */
-  size_t ii = 0, oi = nin;
-  for (size_t i = 0; i < nt; i++) {
-    p = one[SEC_TENSORS].p + i * TENSOR_REC;
-    drk_modfile_tensor_t *t = &ts[get32(p + 4) ? oi++ : ii++];
-    STR(get32(p), t->name);
-    t->dtype = (int32_t)get32(p + 8);
-    t->rank = get32(p + 12);
-    if (t->rank > DRK_MODFILE_MAX_RANK) BAD("tensor %zu ('%s'): rank %u > %d", i, t->name, t->rank, DRK_MODFILE_MAX_RANK);
-    for (uint32_t dd = 0; dd < t->rank; dd++) t->dims[dd] = (int64_t)get64(p + 16 + 8 * dd);
-    t->offset = get64(p + 80);
-    t->size = get64(p + 88);
-  }
-  for (size_t i = 0; i < ntma; i++) {
-    p = one[SEC_TMAS].p + i * TMA_REC;
-    drk_modfile_tma_t *t = &tm[i];
-    t->data_type = get32(p), t->rank = get32(p + 4), t->interleave = get32(p + 8), t->swizzle = get32(p + 12);
-    t->l2_promotion = get32(p + 16), t->oob_fill = get32(p + 20), t->offset = get64(p + 24);
-    for (int dd = 0; dd < 5; dd++) t->dims[dd] = get64(p + 32 + 8 * dd), t->box[dd] = get32(p + 104 + 4 * dd), t->elem_strides[dd] = get32(p + 124 + 4 * dd);
-    for (int dd = 0; dd < 4; dd++) t->strides[dd] = get64(p + 72 + 8 * dd);
-  }
-  for (size_t i = 0; i < nw; i++) {
-    p = one[SEC_WEIGHT_TABLE].p + i * WEIGHT_REC;
-    STR(get32(p), ws[i].name);
-    ws[i].offset = get64(p + 8);
-    ws[i].size = get64(p + 16);
-  }
-  for (size_t i = 0; i < ni; i++) {
-    p = one[SEC_IMAGE_TABLE].p + i * IMAGE_REC;
-    drk_modfile_image_t *im = &is[i];
-    im->kind = (drk_modfile_image_kind_t)get32(p);
-    im->slot = get32(p + 4);
-    STR(get32(p + 8), im->targets);
-    uint32_t si = get32(p + 12);
-    if (si >= nsec) BAD("image %zu: data section %u of %u", i, si, nsec);
-    const uint8_t *e = d + table + (size_t)si * SECTION_ENTRY_SIZE;
-    if (get32(e) != SEC_IMAGE_DATA) BAD("image %zu: section %u is not IMAGE_DATA", i, si);
-    im->data = d + get64(e + 8);
-    im->size = get64(e + 16);
-  }
+
+  m->format_version = r->version;
+  if ((res = read_provenance(r, m)) || (res = read_params(r, ps)) || (res = read_kernels(r, ks, ps)) ||
+      (res = read_tensors(r, ts)))
+    goto fail;
+  read_tmas(r, tm);
+  if ((res = read_weights(r, ws)) || (res = read_images(r, is))) goto fail;
   m->kernels = ks, m->n_kernels = (uint32_t)nk;
-  m->inputs = ts, m->n_inputs = (uint32_t)nin;
-  m->outputs = ts + nin, m->n_outputs = (uint32_t)nout;
+  m->inputs = ts, m->n_inputs = (uint32_t)r->nin;
+  m->outputs = ts + r->nin, m->n_outputs = (uint32_t)r->nout;
   m->tmas = tm, m->n_tmas = (uint32_t)ntma;
   m->weight_entries = ws, m->n_weight_entries = (uint32_t)nw;
   m->images = is, m->n_images = (uint32_t)ni;
-  m->precision_version = prec_version;
-  if (prec_version == DRK_MODFILE_PRECISION_VERSION) {
-    for (size_t i = 0; i < npk; i++) {
-      p = P->p + PREC_HEADER + i * PREC_KERNEL_REC;
-      kp[i] = (drk_modfile_kernel_prec_t){get32(p), get32(p + 4), get16(p + 8), get16(p + 10), get16(p + 12), get16(p + 14)};
-    }
-    for (size_t i = 0; i < npn; i++) {
-      p = P->p + PREC_HEADER + npk * PREC_KERNEL_REC + i * PREC_NODE_REC;
-      drk_modfile_node_prec_t *q = &np_[i];
-      STR(get32(p), q->name);
-      STR(get32(p + 4), q->onnx);
-      STR(get32(p + 8), q->op);
-      q->kernel = get32(p + 12), q->n_kernels = get32(p + 16), q->compute = p[20], q->from = p[21];
-      if (p[22] || p[23]) BAD("PRECISION section: node record %zu ('%s'): reserved bytes are not zero", i, q->name);
-    }
+  m->precision_version = r->prec_version;
+  if (r->prec_version == DRK_MODFILE_PRECISION_VERSION) {
+    if ((res = read_precision(r, kp, np_))) goto fail;
     m->kernel_precision = kp, m->node_precision = np_, m->n_node_precision = (uint32_t)npn;
   }
   char verr[400];
-  if (drk_modfile_validate(m, verr, sizeof verr)) BAD("inconsistent module: %s", verr);
+  if (drk_modfile_validate(m, verr, sizeof verr)) {
+    set_err(err, n, "inconsistent module: %s", verr);
+    res = DRK_MODFILE_ERR_FORMAT;
+    goto fail;
+  }
   *out_m = m;
   return DRK_MODFILE_OK;
 fail:
   alloc->free(alloc->user, blk, total);
   return res;
-#undef BAD
-#undef STR
 }
 
 void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m) {
