@@ -104,11 +104,19 @@ bool drk_shape_equal(const drk_shape_t *a, const drk_shape_t *b) {
   return true;
 }
 
+/* An open-addressing set of names (at most half full), in the graph's arena; the strings are
+ * the values' own (or the arena copies the functions below return). */
+typedef struct drk_name_set {
+  const char **slots;
+  size_t cap, n;
+} drk_name_set_t;
+
 drk_graph_t *drk_graph_create(const char *name) {
   drk_arena_t *a = drk_arena_create();
   drk_graph_t *g = drk_arena_alloc(a, sizeof *g);
   g->arena = a;
   g->name = drk_arena_strdup(a, name ? name : "main");
+  g->names = drk_arena_alloc(a, sizeof *g->names); /* every value's name from the start */
   return g;
 }
 
@@ -150,16 +158,102 @@ drk_shape_t drk_graph_shape_static(drk_graph_t *g, int rank, const int64_t *size
   return s;
 }
 
+/* ---- value names ---- */
+static size_t name_slot(const drk_name_set_t *ns, const char *s) {
+  size_t mask = ns->cap - 1, h = (size_t)drk_hash_fnv1a(s, strlen(s), 0) & mask;
+  while (ns->slots[h] && strcmp(ns->slots[h], s) != 0) h = (h + 1) & mask;
+  return h;
+}
+
+static void name_set_add(drk_graph_t *g, const char *s) {
+  drk_name_set_t *ns = g->names;
+  if (!s) return;
+  if (2 * (ns->n + 1) > ns->cap) {
+    const char **old = ns->slots;
+    size_t oc = ns->cap;
+    ns->cap = oc ? 2 * oc : 1024;
+    ns->slots = drk_arena_alloc(g->arena, sizeof *ns->slots * ns->cap);
+    ns->n = 0;
+    for (size_t i = 0; i < oc; i++)
+      if (old[i]) ns->slots[name_slot(ns, old[i])] = old[i], ns->n++;
+  }
+  size_t h = name_slot(ns, s);
+  if (!ns->slots[h]) ns->slots[h] = s, ns->n++;
+}
+
+static void name_set_add_node(drk_graph_t *g, const drk_node_t *n) {
+  for (int j = 0; j < n->n_outputs; j++)
+    if (n->outputs[j]) name_set_add(g, n->outputs[j]->name);
+  for (int j = 0; j < n->n_attrs; j++)
+    if (n->attrs[j].kind == DRK_ATTR_TENSOR && n->attrs[j].tensor) name_set_add(g, n->attrs[j].tensor->name);
+}
+
+/* A graph not made by drk_graph_create (none today) gets its index from what it holds. */
+static drk_name_set_t *names_index(drk_graph_t *g) {
+  if (g->names) return g->names;
+  g->names = drk_arena_alloc(g->arena, sizeof *g->names);
+  for (size_t i = 0; i < g->n_inputs; i++) name_set_add(g, g->inputs[i]->name);
+  for (size_t i = 0; i < g->n_consts; i++) name_set_add(g, g->consts[i]->name);
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i]) name_set_add(g, g->outputs[i]->name);
+  for (size_t i = 0; i < g->n_nodes; i++) name_set_add_node(g, g->nodes[i]);
+  return g->names;
+}
+
+bool drk_graph_name_taken(drk_graph_t *g, const char *name) {
+  drk_name_set_t *ns = names_index(g);
+  return ns->slots[name_slot(ns, name)] != NULL;
+}
+
+void drk_graph_reserve_name(drk_graph_t *g, const char *name) {
+  names_index(g);
+  if (!drk_graph_name_taken(g, name)) name_set_add(g, drk_arena_strdup(g->arena, name));
+}
+
+const char *drk_graph_unique_name(drk_graph_t *g, const char *base) {
+  const char *s = base ? base : "v";
+  if (drk_graph_name_taken(g, s)) {
+    /* base_1, base_2, ...: the first free one (a number already taken by a value of the
+     * model, "x_1" next to "x", is skipped) */
+    for (unsigned long k = 1;; k++) {
+      s = drk_arena_printf(g->arena, "%s_%lu", base ? base : "v", k);
+      if (!drk_graph_name_taken(g, s)) break;
+    }
+  } else {
+    s = drk_arena_strdup(g->arena, s);
+  }
+  name_set_add(g, s);
+  return s;
+}
+
+const char *drk_graph_unique_namef(drk_graph_t *g, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[512];
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) buf[0] = 0;
+  if (n < (int)sizeof buf) return drk_graph_unique_name(g, buf);
+  va_start(ap, fmt);
+  char *big = drk_arena_alloc(g->arena, (size_t)n + 1);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return drk_graph_unique_name(g, big);
+}
+
 static drk_value_t *new_value(drk_graph_t *g, const char *name, drk_value_kind_t kind, drk_dtype_t t,
                               drk_shape_t s) {
   drk_value_t *v = drk_arena_alloc(g->arena, sizeof *v);
   v->id = g->next_value_id++;
-  v->name = name ? drk_arena_strdup(g->arena, name) : drk_arena_printf(g->arena, "v%u", v->id);
+  if (name) v->name = drk_arena_strdup(g->arena, name);
+  else if (g->names) v->name = drk_graph_unique_namef(g, "v%u", v->id);
+  else v->name = drk_arena_printf(g->arena, "v%u", v->id);
   v->kind = kind;
   v->dtype = t;
   v->shape = s;
   v->def_index = -1;
   v->loc = drk_loc_none;
+  if (g->names) name_set_add(g, v->name);
   return v;
 }
 

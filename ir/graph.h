@@ -146,6 +146,7 @@ typedef struct drk_graph {
   size_t n_blobs, cap_blobs;
   struct drk_blob *blobs;
   uint32_t next_value_id, next_node_id;
+  struct drk_name_set *names; /* every value name made so far (drk_graph_unique_name) */
 } drk_graph_t;
 
 /* A memory region constants may point into; released with the graph. */
@@ -186,6 +187,24 @@ void drk_graph_add_output(drk_graph_t *g, drk_value_t *v);
  * The input leaves g->inputs (later inputs move up one index). Errors name the input. */
 bool drk_graph_freeze_input(drk_graph_t *g, const char *name, drk_dtype_t t, int rank, const int64_t *dims,
                             const void *data, size_t nbytes, drk_diag_t *d);
+
+/* Names for values a pass or an importer adds. Value names must be unique in a graph and the
+ * builder does not check (the verifier does), so every pass that makes up a name takes it
+ * from here: base itself when no value of g has it and no earlier call returned or reserved
+ * it, else "<base>_1", "<base>_2", ... (the first free one). The name is reserved at once, so
+ * two calls with one base never return the same name, even before a value carries it.
+ * The index behind it records the name of every value made through this builder from
+ * drk_graph_create on (also of values since dropped, so it never depends on g->nodes being
+ * complete while a pass rebuilds it); a value renamed by hand must take its new name from
+ * here. Returns arena memory of g. */
+const char *drk_graph_unique_name(drk_graph_t *g, const char *base);
+/* printf form of drk_graph_unique_name: the base is the formatted text. */
+const char *drk_graph_unique_namef(drk_graph_t *g, const char *fmt, ...) DRK_PRINTF(2, 3);
+/* Marks name as used without a value (an importer claiming the names of values it will
+ * create later, so fresh names made before then cannot take them). */
+void drk_graph_reserve_name(drk_graph_t *g, const char *name);
+/* Whether name is a value's name in g or was returned or reserved by the functions above. */
+bool drk_graph_name_taken(drk_graph_t *g, const char *name);
 
 /* Appends a node with n_outputs fresh result values (dtype F32, unknown rank until set by
  * the caller or shape inference). out_names may be NULL or hold NULLs. */

@@ -361,10 +361,16 @@ bool drk_graph_verify(const drk_graph_t *g, drk_diag_t *d) {
     }
   }
   qsort(all, m, sizeof *all, cmp_name);
-  for (size_t i = 1; i < m; i++)
-    if (strcmp(all[i]->name ? all[i]->name : "", all[i - 1]->name ? all[i - 1]->name : "") == 0 &&
-        all[i] != all[i - 1])
-      VERR(&c, value_loc(g, all[i]), "duplicate value name '%%%s'", all[i]->name);
+  /* one message per name, however many values share it (a pass that named a value after a
+   * weight several groups share would otherwise repeat it once per group) */
+  for (size_t i = 1; i < m;) {
+    size_t j = i, dup = 1;
+    for (; j < m && strcmp(all[j]->name ? all[j]->name : "", all[i - 1]->name ? all[i - 1]->name : "") == 0; j++)
+      if (all[j] != all[j - 1]) dup++;
+    if (dup > 1)
+      VERR(&c, value_loc(g, all[i]), "duplicate value name '%%%s' (%zu values have it)", all[i]->name, dup);
+    i = j + 1;
+  }
   free(all);
   free(c.defined);
   return c.ok;

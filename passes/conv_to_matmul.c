@@ -64,21 +64,21 @@ static void rewrite(drk_graph_t *g, drk_node_t *n) {
   int64_t N = x->shape.dims[0].size, C = x->shape.dims[1].size, OC = w->shape.dims[0].size, S = 1;
   for (int i = 2; i < r; i++) S *= x->shape.dims[i].size;
   const char *base = y->name;
-  drk_value_t *w2 = drk_graph_add_const(g, drk_arena_printf(g->arena, "%s_w2d", base), w->dtype,
+  drk_value_t *w2 = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s_w2d", base), w->dtype,
                                         drk_graph_shape_static(g, 2, (int64_t[]){OC, C}), w->data, w->nbytes);
-  drk_value_t *xs = add1(g, DRK_OP_RESHAPE, x, shape_const(g, drk_arena_printf(g->arena, "%s_xshape", base), 3, (int64_t[]){N, C, S}),
-                         drk_arena_printf(g->arena, "%s_x3d", base), x, 3, (int64_t[]){N, C, S}, n->loc);
-  drk_value_t *mm = add1(g, DRK_OP_MATMUL, w2, xs, drk_arena_printf(g->arena, "%s_mm", base), y, 3,
+  drk_value_t *xs = add1(g, DRK_OP_RESHAPE, x, shape_const(g, drk_graph_unique_namef(g, "%s_xshape", base), 3, (int64_t[]){N, C, S}),
+                         drk_graph_unique_namef(g, "%s_x3d", base), x, 3, (int64_t[]){N, C, S}, n->loc);
+  drk_value_t *mm = add1(g, DRK_OP_MATMUL, w2, xs, drk_graph_unique_namef(g, "%s_mm", base), y, 3,
                          (int64_t[]){N, OC, S}, n->loc);
   if (b) {
-    drk_value_t *b2 = drk_graph_add_const(g, drk_arena_printf(g->arena, "%s_b2d", base), b->dtype,
+    drk_value_t *b2 = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s_b2d", base), b->dtype,
                                           drk_graph_shape_static(g, 2, (int64_t[]){OC, 1}), b->data, b->nbytes);
-    mm = add1(g, DRK_OP_ADD, mm, b2, drk_arena_printf(g->arena, "%s_bias", base), y, 3, (int64_t[]){N, OC, S}, n->loc);
+    mm = add1(g, DRK_OP_ADD, mm, b2, drk_graph_unique_namef(g, "%s_bias", base), y, 3, (int64_t[]){N, OC, S}, n->loc);
   }
   int64_t yd[8];
   for (int i = 0; i < r; i++) yd[i] = y->shape.dims[i].size;
-  drk_value_t *ys = shape_const(g, drk_arena_printf(g->arena, "%s_yshape", base), r, yd);
-  const char *tmp = drk_arena_printf(g->arena, "%s_y", base);
+  drk_value_t *ys = shape_const(g, drk_graph_unique_namef(g, "%s_yshape", base), r, yd);
+  const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
   drk_node_t *rs = drk_graph_add_node(g, DRK_OP_RESHAPE, 2, (drk_value_t *[]){mm, ys}, 1, &tmp, n->loc);
   /* the Conv's result (its name, its users, maybe a graph output) becomes the Reshape's */
   rs->outputs[0] = y;

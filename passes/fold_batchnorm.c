@@ -68,7 +68,10 @@ static bool fold_one(drk_graph_t *g, drk_node_t *conv, drk_node_t *bn) {
   for (int64_t i = 0; i < oc * per; i++) store(wt, wd, wbytes, i, nw[i]);
   for (int64_t c = 0; c < oc; c++) store(bt, bd, bbytes, c, nb[c]);
   free(nw), free(nb);
-  const char *wn = drk_arena_printf(g->arena, "%s_bnfold", w->name), *bn_name = drk_arena_printf(g->arena, "%s_bnfold_bias", bn->outputs[0]->name);
+  /* a weight two Convs share (an exporter deduplicating identical initializers) is folded
+   * once per Conv: unique names */
+  const char *wn = drk_graph_unique_namef(g, "%s_bnfold", w->name),
+             *bn_name = drk_graph_unique_namef(g, "%s_bnfold_bias", bn->outputs[0]->name);
   drk_value_t *w2 = drk_graph_add_const(g, wn, wt, w->shape, wd, wbytes);
   drk_value_t *b2 = drk_graph_add_const(g, bn_name, bt, drk_graph_shape_static(g, 1, &oc), bd, bbytes);
   w2->loc = w->loc, b2->loc = bn->loc;

@@ -59,23 +59,6 @@ static void replace_uses(drk_graph_t *g, drk_value_t *old, drk_value_t *nv) {
     if (g->outputs[i] == old) g->outputs[i] = nv;
 }
 
-static bool name_taken(const drk_graph_t *g, const char *name) {
-  for (size_t i = 0; i < g->n_inputs; i++)
-    if (strcmp(g->inputs[i]->name, name) == 0) return true;
-  for (size_t i = 0; i < g->n_consts; i++)
-    if (strcmp(g->consts[i]->name, name) == 0) return true;
-  for (size_t i = 0; i < g->n_nodes; i++)
-    for (int j = 0; j < g->nodes[i]->n_outputs; j++)
-      if (g->nodes[i]->outputs[j] && strcmp(g->nodes[i]->outputs[j]->name, name) == 0) return true;
-  return false;
-}
-
-static const char *fresh_name(drk_graph_t *g, const char *base) {
-  const char *s = drk_arena_printf(g->arena, "%s", base);
-  for (int k = 1; name_taken(g, s); k++) s = drk_arena_printf(g->arena, "%s_%d", base, k);
-  return s;
-}
-
 /* Replaces value v (a node result) by a constant with the same name. */
 static void replace_by_const(fctx_t *c, drk_value_t *v, drk_dtype_t dt, int rank, const int64_t *dims,
                              const void *data, size_t nbytes) {
@@ -190,7 +173,7 @@ static bool fold_shape_like(fctx_t *c, drk_node_t *n) {
 }
 
 static void set_shape_input(fctx_t *c, drk_node_t *n, int idx, const int64_t *vals, int64_t count) {
-  const char *nm = fresh_name(c->g, drk_arena_printf(c->g->arena, "%s_shape", n->outputs[0]->name));
+  const char *nm = drk_graph_unique_namef(c->g, "%s_shape", n->outputs[0]->name);
   int64_t dims[1] = {count};
   drk_value_t *k = drk_graph_add_const_copy(c->g, nm, DRK_DT_I64, drk_graph_shape_static(c->g, 1, dims), vals,
                                             sizeof(int64_t) * (size_t)count);

@@ -77,43 +77,13 @@ typedef struct lctx {
   drk_value_t **nhwc_in; /* per original value id: its channels-last form for the convs */
   relaid_t *rl;          /* constants permuted so far (weights, biases) */
   size_t n_rl, cap_rl;
-  const char **names; /* open-addressing set of every value name (a power of two, half full) */
-  size_t cap_names, n_names;
   drk_layout_stats_t st;
 } lctx_t;
 
 /* ---- names ---- */
-static size_t name_hash(const char *s) { return (size_t)drk_hash_fnv1a(s, strlen(s), 0); }
-static bool name_has(const lctx_t *L, const char *s) {
-  if (!L->cap_names) return false;
-  for (size_t i = name_hash(s) & (L->cap_names - 1);; i = (i + 1) & (L->cap_names - 1)) {
-    if (!L->names[i]) return false;
-    if (strcmp(L->names[i], s) == 0) return true;
-  }
-}
-static void name_add(lctx_t *L, const char *s) {
-  if (2 * (L->n_names + 1) > L->cap_names) { /* grow: at most half full */
-    const char **old = L->names;
-    size_t oc = L->cap_names;
-    L->cap_names = oc ? 2 * oc : 256;
-    L->names = calloc(L->cap_names, sizeof *L->names);
-    DRK_ASSERT(L->names);
-    L->n_names = 0;
-    for (size_t k = 0; k < oc; k++)
-      if (old[k]) name_add(L, old[k]);
-    free(old);
-  }
-  size_t i = name_hash(s) & (L->cap_names - 1);
-  while (L->names[i]) i = (i + 1) & (L->cap_names - 1);
-  L->names[i] = s;
-  L->n_names++;
-}
-/* "<base>.<suffix>", with a number added until unused; recorded as used */
+/* "<base>.<suffix>" (or with "_N" added, drk_graph_unique_name) */
 static const char *fresh(lctx_t *L, const char *base, const char *suffix) {
-  const char *s = drk_arena_printf(L->g->arena, "%s.%s", base, suffix);
-  for (int k = 1; name_has(L, s); k++) s = drk_arena_printf(L->g->arena, "%s.%s%d", base, suffix, k);
-  name_add(L, s);
-  return s;
+  return drk_graph_unique_namef(L->g, "%s.%s", base, suffix);
 }
 
 /* ---- permutations ---- */
@@ -693,11 +663,6 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   drk_node_t **orig = malloc(sizeof *orig * n_orig);
   DRK_ASSERT(L.sk && L.nhwc_in && orig);
   memcpy(orig, g->nodes, sizeof *orig * n_orig);
-  for (size_t i = 0; i < g->n_inputs; i++) name_add(&L, g->inputs[i]->name);
-  for (size_t i = 0; i < g->n_consts; i++) name_add(&L, g->consts[i]->name);
-  for (size_t i = 0; i < n_orig; i++)
-    for (int k = 0; k < orig[i]->n_outputs; k++)
-      if (orig[i]->outputs[k] && !name_has(&L, orig[i]->outputs[k]->name)) name_add(&L, orig[i]->outputs[k]->name);
 
   /* nodes are pushed again in order; new ones where the node they replace or feed was */
   g->n_nodes = 0;
@@ -720,7 +685,6 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   free(orig);
   free(L.sk);
   free(L.nhwc_in);
-  free(L.names);
   free(L.rl);
   return true;
 }

@@ -24,7 +24,10 @@
  * a Slice's result); the merged block goes where the first MatMul on x was (its first member,
  * or one that did not qualify), which keeps the topological order since it reads only x and
  * constants. Member MatMuls and Adds are left out of g->nodes and marked dead; run
- * drk_pass_eliminate_dead (drops the old weights) and drk_pass_infer_shapes after it. */
+ * drk_pass_eliminate_dead (drops the old weights) and drk_pass_infer_shapes after it.
+ * New values are named after the first member's ("<w>_merged", ...) through
+ * drk_graph_unique_name: one bias or weight can be every group's (an exporter keeps a single
+ * initializer for identical ones, e.g. the all-zero biases of a freshly initialised model). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,27 +152,27 @@ static void emit(drk_graph_t *g, member_t *m, int cnt) {
   dims[r - 1] = total;
   drk_loc_t loc = m[0].mm->loc;
   const char *base = y0->name;
-  drk_value_t *w = concat_const(g, drk_arena_printf(g->arena, "%s_merged", m[0].w->name), m, cnt, false, K, total);
-  const char *name = drk_arena_printf(g->arena, "%s_merged", base);
+  drk_value_t *w = concat_const(g, drk_graph_unique_namef(g, "%s_merged", m[0].w->name), m, cnt, false, K, total);
+  const char *name = drk_graph_unique_namef(g, "%s_merged", base);
   drk_node_t *mm = drk_graph_add_node(g, DRK_OP_MATMUL, 2, (drk_value_t *[]){x, w}, 1, &name, loc);
   drk_value_t *v = mm->outputs[0];
   v->dtype = y0->dtype;
   v->shape = drk_graph_shape_static(g, r, dims);
   if (m[0].add) {
-    drk_value_t *b = concat_const(g, drk_arena_printf(g->arena, "%s_merged", m[0].b->name), m, cnt, true, 1, total);
-    name = drk_arena_printf(g->arena, "%s_merged", m[0].y->name);
+    drk_value_t *b = concat_const(g, drk_graph_unique_namef(g, "%s_merged", m[0].b->name), m, cnt, true, 1, total);
+    name = drk_graph_unique_namef(g, "%s_merged", m[0].y->name);
     drk_node_t *add = drk_graph_add_node(g, DRK_OP_ADD, 2, (drk_value_t *[]){v, b}, 1, &name, m[0].add->loc);
     add->outputs[0]->dtype = v->dtype;
     add->outputs[0]->shape = v->shape;
     v = add->outputs[0];
   }
-  drk_value_t *axes = i64_const(g, drk_arena_printf(g->arena, "%s_merged_axes", base), -1);
+  drk_value_t *axes = i64_const(g, drk_graph_unique_namef(g, "%s_merged_axes", base), -1);
   int64_t off = 0;
   for (int i = 0; i < cnt; i++) {
     drk_value_t *y = m[i].y;
-    drk_value_t *st = i64_const(g, drk_arena_printf(g->arena, "%s_starts", y->name), off);
-    drk_value_t *en = i64_const(g, drk_arena_printf(g->arena, "%s_ends", y->name), off + m[i].n);
-    const char *tmp = drk_arena_printf(g->arena, "%s_slice", y->name);
+    drk_value_t *st = i64_const(g, drk_graph_unique_namef(g, "%s_starts", y->name), off);
+    drk_value_t *en = i64_const(g, drk_graph_unique_namef(g, "%s_ends", y->name), off + m[i].n);
+    const char *tmp = drk_graph_unique_namef(g, "%s_slice", y->name);
     drk_node_t *s = drk_graph_add_node(g, DRK_OP_SLICE, 4, (drk_value_t *[]){v, st, en, axes}, 1, &tmp, m[i].mm->loc);
     /* the replaced value (its name, its users) becomes the Slice's result */
     s->outputs[0] = y;

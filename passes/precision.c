@@ -121,9 +121,6 @@ typedef struct pctx {
   unsigned char *keep; /* per node id */
   bool *is_out;        /* per value id: a graph output */
   drk_value_t **casts; /* per value id x CD_N */
-  /* value names, for fresh unique ones */
-  const char **names;
-  size_t names_cap, names_n;
 } pctx_t;
 
 static int cd_index(const pctx_t *c, drk_dtype_t t) {
@@ -135,42 +132,9 @@ static int cd_index(const pctx_t *c, drk_dtype_t t) {
 
 /* ---- names ---- */
 
-static size_t name_slot(const pctx_t *c, const char *s) {
-  size_t mask = c->names_cap - 1, h = (size_t)drk_hash_fnv1a(s, strlen(s), 0) & mask;
-  while (c->names[h] && strcmp(c->names[h], s) != 0) h = (h + 1) & mask;
-  return h;
-}
-
-static void name_add(pctx_t *c, const char *s) {
-  if (!s) return;
-  if (2 * (c->names_n + 1) > c->names_cap) {
-    const char **old = c->names;
-    size_t oc = c->names_cap;
-    c->names_cap = oc ? oc * 2 : 256;
-    c->names = calloc(c->names_cap, sizeof *c->names);
-    DRK_ASSERT(c->names);
-    c->names_n = 0;
-    for (size_t i = 0; i < oc; i++)
-      if (old[i]) {
-        c->names[name_slot(c, old[i])] = old[i];
-        c->names_n++;
-      }
-    free(old);
-  }
-  size_t h = name_slot(c, s);
-  if (!c->names[h]) {
-    c->names[h] = s;
-    c->names_n++;
-  }
-}
-
-/* "<base>.<dtype>", or with a number added until unused; recorded as used. */
+/* "<base>.<dtype>" (or with "_N" added: drk_graph_unique_name) */
 static const char *fresh_name(pctx_t *c, const char *base, drk_dtype_t t) {
-  const char *s = drk_arena_printf(c->g->arena, "%s.%s", base, drk_dtype_name(t));
-  for (int k = 1; c->names[name_slot(c, s)]; k++)
-    s = drk_arena_printf(c->g->arena, "%s.%s%d", base, drk_dtype_name(t), k);
-  name_add(c, s);
-  return s;
+  return drk_graph_unique_namef(c->g, "%s.%s", base, drk_dtype_name(t));
 }
 
 /* ---- graph queries ---- */
@@ -655,10 +619,7 @@ static void fp8_find(pctx_t *c, bool head) {
 
 /* "<base>.<suffix>", or with a number added until unused; recorded as used. */
 static const char *fresh_named(pctx_t *c, const char *base, const char *suffix) {
-  const char *s = drk_arena_printf(c->g->arena, "%s.%s", base, suffix);
-  for (int k = 1; c->names[name_slot(c, s)]; k++) s = drk_arena_printf(c->g->arena, "%s.%s%d", base, suffix, k);
-  name_add(c, s);
-  return s;
+  return drk_graph_unique_namef(c->g, "%s.%s", base, suffix);
 }
 
 static drk_value_t *f8_node(pctx_t *c, drk_op_t op, int ni, drk_value_t **in, const char *base, const char *suffix,
@@ -941,20 +902,15 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   /* original dtypes, names, uses */
   for (size_t i = 0; i < g->n_inputs; i++) {
     c.orig[g->inputs[i]->id] = g->inputs[i]->dtype;
-    name_add(&c, g->inputs[i]->name);
   }
   for (size_t i = 0; i < g->n_consts; i++) {
     c.orig[g->consts[i]->id] = g->consts[i]->dtype;
-    name_add(&c, g->consts[i]->name);
   }
   size_t total = 0;
   for (size_t i = 0; i < g->n_nodes; i++) {
     drk_node_t *n = g->nodes[i];
     for (int j = 0; j < n->n_outputs; j++)
-      if (n->outputs[j]) {
-        if (n->outputs[j]->id < c.nv) c.orig[n->outputs[j]->id] = n->outputs[j]->dtype;
-        name_add(&c, n->outputs[j]->name);
-      }
+      if (n->outputs[j] && n->outputs[j]->id < c.nv) c.orig[n->outputs[j]->id] = n->outputs[j]->dtype;
     if (!live(n)) continue;
     for (int j = 0; j < n->n_inputs; j++)
       if (n->inputs[j] && n->inputs[j]->id < c.nv) {
@@ -992,7 +948,6 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   free(c.keep);
   free(c.is_out);
   free(c.casts);
-  free(c.names);
   return true;
 }
 

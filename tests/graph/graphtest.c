@@ -297,7 +297,17 @@ static void test_verifier_builder(void) {
   drk_node_t *c = drk_graph_add_node(g, DRK_OP_RELU, 1, &x, 1, (const char *const[]){"x"}, l0);
   c->outputs[0]->shape = x->shape;
   drk_graph_add_output(g, c->outputs[0]);
-  expect_verify(g, "dup.onnx: node 'first' (#0): error: duplicate value name '%x'", "dup");
+  expect_verify(g, "dup.onnx: node 'first' (#0): error: duplicate value name '%x' (2 values have it)", "dup");
+  {
+    /* a name three values share is one error, not one per extra value */
+    drk_node_t *c2 = drk_graph_add_node(g, DRK_OP_RELU, 1, &x, 1, (const char *const[]){"x"}, l0);
+    c2->outputs[0]->shape = x->shape;
+    drk_diag_t d3;
+    drk_diag_init(&d3, NULL);
+    CHECK(!drk_graph_verify(g, &d3) && d3.n_errors == 1, "dup x3: %d errors", d3.n_errors);
+    CHECK(strstr(d3.first, "(3 values have it)") != NULL, "dup x3: '%s'", d3.first);
+    c2->dead = true;
+  }
   c->outputs[0]->name = "y";
   expect_verify(g, NULL, "dup fixed");
   drk_graph_t *other = drk_graph_create("other");
@@ -339,8 +349,43 @@ static void test_garbage(void) {
   drk_graph_destroy(g);
 }
 
+/* drk_graph_unique_name: free names as they are, taken ones numbered past every value's name
+ * (also of values made after the first call, of parsed graphs, and of reserved names), and two
+ * calls never return one name. */
+static void test_unique_name(void) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  static const char txt[] = "graph @u(%x: f32[2]) -> (%y) {\n  %b: f32[2] = const [1.0, 2.0]\n"
+                            "  %b_1: f32[2] = const [3.0, 4.0]\n  %y: f32[2] = Add(%x, %b)\n  return %y\n}\n";
+  drk_graph_t *g = drk_graph_parse(txt, strlen(txt), "u.drkg", &d);
+  CHECK(g != NULL, "unique: parse: %s", d.first);
+  if (!g) return;
+  CHECK(strcmp(drk_graph_unique_name(g, "fresh"), "fresh") == 0, "unique: a free name is kept");
+  CHECK(strcmp(drk_graph_unique_name(g, "fresh"), "fresh_1") == 0, "unique: a returned name is taken");
+  CHECK(strcmp(drk_graph_unique_name(g, "b"), "b_2") == 0, "unique: skips the model's own b_1");
+  CHECK(strcmp(drk_graph_unique_namef(g, "%s_%s", "y", "merged"), "y_merged") == 0, "unique: printf form");
+  CHECK(strcmp(drk_graph_unique_namef(g, "%s_%s", "y", "merged"), "y_merged_1") == 0, "unique: printf form again");
+  int64_t two = 2;
+  drk_node_t *n = drk_graph_add_node(g, DRK_OP_RELU, 1, &g->outputs[0], 1, (const char *const[]){"later"}, drk_loc_none);
+  n->outputs[0]->shape = drk_graph_shape_static(g, 1, &two);
+  CHECK(drk_graph_name_taken(g, "later"), "unique: a value added after the first call is known");
+  CHECK(strcmp(drk_graph_unique_name(g, "later"), "later_1") == 0, "unique: and numbered past");
+  drk_graph_reserve_name(g, "claimed");
+  CHECK(strcmp(drk_graph_unique_name(g, "claimed"), "claimed_1") == 0, "unique: a reserved name is taken");
+  /* the index grows past its first table without losing names */
+  char buf[32];
+  for (int i = 0; i < 3000; i++) {
+    snprintf(buf, sizeof buf, "many%d", i);
+    drk_graph_add_const_copy(g, buf, DRK_DT_F32, drk_graph_shape_static(g, 1, &two), (float[]){0, 0}, 8);
+  }
+  CHECK(strcmp(drk_graph_unique_name(g, "many17"), "many17_1") == 0, "unique: after growing");
+  CHECK(!drk_graph_name_taken(g, "many3000"), "unique: not taken");
+  drk_graph_destroy(g);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--selftest") == 0) {
+    test_unique_name();
     test_attrs_roundtrip();
     test_elided();
     test_verifier_builder();
