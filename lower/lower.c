@@ -483,6 +483,14 @@ static bool check_schedule(drk_lctx_t *c, drk_sched_entry_t *e, size_t first, co
 }
 
 bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d) {
+  drk_lower_options_t dflt = {0};
+  drk_fusion_t fu;
+  drk_fusion_for_lowering(g, o ? o : &dflt, &fu);
+  return drk_lower_graph_fused(g, o, &fu, out, d);
+}
+
+bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, drk_fusion_t *fusion, drk_lowered_t *out,
+                           drk_diag_t *d) {
   drk_lctx_t c;
   memset(&c, 0, sizeof c);
   c.g = g;
@@ -490,8 +498,8 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
   if (o) c.o = *o;
   if (!c.o.target_sm) c.o.target_sm = 80;
   c.m = drk_tile_module_create(g->source ? g->source : g->name);
-  drk_fusion_t fu;
-  drk_fusion_for_lowering(g, &c.o, &fu);
+  drk_fusion_t fu = *fusion;
+  memset(fusion, 0, sizeof *fusion);
   bool ok = true;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];

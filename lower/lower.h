@@ -231,6 +231,12 @@ typedef struct drk_lower_options {
  * be lowered gets its own; lowering goes on past errors to list them all) and leaves *out
  * untouched. o may be NULL (defaults). */
 bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d);
+/* drk_lower_graph over partition *fusion (drk_fusion_for_lowering of g with the same options:
+ * the pipeline's fuse stage), which it takes: *fusion is emptied, and freed with the result
+ * (or on failure). */
+struct drk_fusion;
+bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, struct drk_fusion *fusion,
+                           drk_lowered_t *out, drk_diag_t *d);
 void drk_lowered_destroy(drk_lowered_t *l);
 
 /* The memory plan of g as lowered into l: the lowering's aliases, node times (a fused kernel

@@ -13,24 +13,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/package/build.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
-#include "frontend/frontend.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
-#include "lower/fuse.h"
-#include "lower/lower.h"
-#include "passes/passes.h"
-#include "passes/precision.h"
+#include "pipeline/pipeline.h"
 
 static const char usage_text[] =
-    "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=PASS] [--bind=DIMS]\n"
+    "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
     "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M]\n"
-    "                  [--layout=L] [--report] [-v]\n"
+    "                  [--layout=L] [--report] [--time-stages] [-v] [-q]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--target=LIST (default: the GPU's own arch)]\n"
@@ -43,10 +38,10 @@ static const char usage_text[] =
     "  -o OUT                  output file (default: stdout for text kinds, INPUT.drkm for modules)\n"
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
     "                          --gpu-architecture=sm_90. Known: %s\n"
-    "  --emit=KIND             graph | tile | llvm | ptx | cubin | fatbin | hsaco | bundle | module\n"
-    "                          | schedules (every kernel's workload key, knob space and schedule,\n"
-    "                          the text --schedules reads) (default module)\n"
-    "  --dump-after=PASS       print the IR after PASS to stderr (PASS: %s, fuse, or all)\n"
+    "  --emit=KIND             %s (default module; schedules: every kernel's\n"
+    "                          workload key, knob space and schedule, the text --schedules reads)\n"
+    "  --dump-after=STAGE      print the IR after a stage of the pipeline to stderr (STAGE: %s,\n"
+    "                          or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
@@ -83,7 +78,11 @@ static const char usage_text[] =
     "                          attn.block_m=64|128 (flash attention rows per program),\n"
     "                          rows.spt=1|2|4|8 (row kernels: elements per thread and step)\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
+    "  --time-stages           print the wall time of every pipeline stage to stderr\n"
+    "  --jobs=N, -j N          kernels compiled at once (default: one per CPU)\n"
+    "  --no-cache              do not use the compiled-kernel cache\n"
     "  -v                      say what each stage does\n"
+    "  -q                      no progress line (drawn on a terminal for compiles over a second)\n"
     "\n"
     "drkc run: inputs are ONNX TensorProto files (input_0.pb ... in graph-input order) or .npy;\n"
     "inputs not given are drawn at random from --seed. Outputs go to OUT/output_0.pb ... (and\n"
@@ -92,151 +91,19 @@ static const char usage_text[] =
     "prints the relative error of every output with PASS/FAIL (with --device=cpu: the interpreter\n"
     "on the model after --precision against the model as given).\n";
 
-/* Options that shape the compiled code, shared by `drkc` and `drkc run`. */
-typedef struct compile_options {
-  const char *bind;
-  drk_precision_t precision;
-  drk_matmul_precision_t matmul;
-  drk_layout_t layout; /* --layout */
-  bool fusion_set; /* --fusion-aggressiveness or --max-graph-depth given */
-  int fusion_level, max_depth;
-  drk_sched_knobs_t knobs; /* --schedule */
-  const char *schedules_path; /* --schedules=FILE */
-  drk_schedules_t schedules;  /* its lines, read by load_schedules (n == 0: none) */
-} compile_options_t;
-
-/* ---- the pass pipeline: a plain list of calls ---- */
+/* The driver's own options; everything that shapes the compile is in c, the one options
+ * struct every stage of the pipeline reads (pipeline/pipeline.h). */
 typedef struct options {
   const char *input;
   const char *output;
   const char *targets_arg;
-  unsigned targets;
   const char *emit;
-  const char *dump_after;
-  compile_options_t c;
-  const char *shapes_from;
   const char *freeze[32]; /* --freeze-input NAME=FILE */
-  int n_freeze;
-  bool report;
-  int verbose;
-  const char *command_line;
+  const char *schedules_path; /* --schedules=FILE */
+  drk_schedules_t schedules;  /* its lines (load_schedules) */
+  bool quiet;                 /* -q: no progress line */
+  drk_compile_options_t c;
 } options_t;
-
-typedef bool (*graph_pass_fn)(drk_graph_t *g, const options_t *o, drk_diag_t *d);
-
-static bool pass_verify(drk_graph_t *g, const options_t *o, drk_diag_t *d) { return drk_graph_verify(g, d); }
-static bool pass_canonicalize(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  return drk_pass_pipeline_canonicalize(g, d);
-}
-
-/* The precision policy for the targets being compiled for: fp8 needs every target to have it
- * (sm_89, sm_90, gfx942: targets.def); the first one without it is named in the warning. */
-static drk_precision_options_t precision_options(const options_t *o) {
-  drk_precision_options_t po = {.precision = o->c.precision, .matmul = o->c.matmul, .target_sm = 80,
-                                .target_has_fp8 = true};
-  bool nv = false;
-  for (int t = 0; t < DRK_TARGET_COUNT; t++) {
-    if (!(o->targets & (1u << t))) continue;
-    const drk_target_info_t *ti = drk_target_info((drk_target_t)t);
-    if (ti->vendor == DRK_VENDOR_NV && !nv) {
-      po.target_sm = ti->number;
-      nv = true;
-    }
-    if (!ti->has_fp8 && po.target_has_fp8) {
-      po.target_has_fp8 = false;
-      po.target_name = ti->name;
-    }
-  }
-  return po;
-}
-
-static bool pass_fold_batchnorm(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  size_t n = 0;
-  drk_pass_fold_batchnorm(g, &n);
-  if (o->verbose && n) fprintf(stderr, "drkc: folded %zu BatchNormalization nodes into convolutions\n", n);
-  return true;
-}
-
-static bool pass_conv_to_matmul(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  size_t n = 0;
-  if (!drk_pass_conv_to_matmul(g, &n)) return false;
-  if (!n) return true;
-  drk_pass_eliminate_dead(g);
-  if (o->verbose) fprintf(stderr, "drkc: %zu pointwise convolutions run as matrix products\n", n);
-  return drk_pass_infer_shapes(g, d);
-}
-
-/* Sibling MatMuls of one activation as one (q/k/v projections): only where matmul epilogues
- * fuse (--fusion-aggressiveness >= 2, the default), so levels 0 and 1 keep a kernel per MatMul
- * of the model. */
-static bool pass_merge_matmul(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  if ((o->c.fusion_set ? o->c.fusion_level : DRK_FUSION_DEFAULT_LEVEL) < 2) return true;
-  size_t groups = 0, n = 0;
-  if (!drk_pass_merge_matmul(g, &groups, &n)) return false;
-  if (!groups) return true;
-  drk_pass_eliminate_dead(g);
-  if (o->verbose) fprintf(stderr, "drkc: %zu MatMuls sharing a left operand merged into %zu\n", n, groups);
-  return drk_pass_infer_shapes(g, d);
-}
-
-static bool pass_precision(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  drk_precision_options_t po = precision_options(o);
-  return drk_pass_apply_precision(g, &po, d);
-}
-
-/* --layout: NHWC convolutions (auto: on NVIDIA-only target lists) */
-static bool pass_layout(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  drk_layout_options_t lo = {.layout = o->c.layout, .nvidia_only = o->targets != 0};
-  for (int t = 0; t < DRK_TARGET_COUNT; t++)
-    if ((o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV) lo.nvidia_only = false;
-  drk_layout_stats_t st;
-  drk_pass_layout_nhwc(g, &lo, &st);
-  if (!st.convs) return true;
-  drk_pass_eliminate_dead(g);
-  if (o->verbose)
-    fprintf(stderr, "drkc: layout %s: %zu convolutions and %zu pools in NHWC, %zu layout transposes\n",
-            drk_layout_name(o->c.layout), st.convs, st.pools, st.transposes);
-  return drk_pass_infer_shapes(g, d);
-}
-
-static const struct {
-  const char *name;
-  graph_pass_fn run;
-} graph_passes[] = {
-    {"verify", pass_verify},
-    {"canonicalize", pass_canonicalize}, /* infer shapes, fold constants, DCE */
-    {"verify-canonical", pass_verify},
-    /* the optimizations start here; `drkc run --check` takes its reference before them */
-    {"fold-batchnorm", pass_fold_batchnorm},
-    {"conv-to-matmul", pass_conv_to_matmul},
-    {"merge-matmul", pass_merge_matmul}, /* --fusion-aggressiveness >= 2 */
-    {"precision", pass_precision}, /* --precision, --matmul-precision */
-    {"verify-precision", pass_verify},
-    {"layout", pass_layout}, /* --layout */
-    {"verify-layout", pass_verify},
-};
-
-#define FIRST_OPTIMIZATION "fold-batchnorm"
-
-/* --emit kinds: where the pipeline stops, and whether the result is text. */
-static const struct {
-  const char *kind;
-  int stop; /* drk_build_stop_t; -1: graph IR */
-  bool text;
-  const char *ext;
-} emit_kinds[] = {
-    {"graph", -1, true, ".drkg"},
-    {"tile", DRK_BUILD_TILE, true, ".drkt"},
-    {"llvm", DRK_BUILD_LLVM, true, ".ll"},
-    {"ptx", DRK_BUILD_PTX, true, ".ptx"},
-    {"cubin", DRK_BUILD_CUBIN, false, ".cubin"},
-    {"fatbin", DRK_BUILD_FATBIN, false, ".fatbin"},
-    {"module", DRK_BUILD_MODULE, false, ".drkm"},
-    {"hsaco", DRK_BUILD_HSACO, false, ".hsaco"},
-    {"bundle", DRK_BUILD_BUNDLE, false, ".bundle"},
-    {"schedules", DRK_BUILD_SCHEDULES, true, ".sched"},
-};
-
 
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "drkc: error: ");
@@ -265,133 +132,41 @@ static const char *opt_value(int argc, char **argv, int *i, const char *const *n
   return NULL;
 }
 
-static const char *pass_names(void) {
-  static char buf[256];
+/* The names of the stages with an IR to print, comma-separated (--help, --dump-after). */
+static const char *stage_names(void) {
+  static char buf[512];
   if (!buf[0]) {
-    strcat(buf, "import");
-    for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) {
-      strcat(buf, ", ");
-      strcat(buf, graph_passes[i].name);
+    size_t n;
+    const drk_stage_t *st = drk_pipeline_stages(&n);
+    for (size_t i = 0; i < n; i++) {
+      size_t len = strlen(buf);
+      if (st[i].dump) snprintf(buf + len, sizeof buf - len, "%s%s", len ? ", " : "", st[i].name);
     }
   }
   return buf;
 }
 
-static bool dump_wanted(const options_t *o, const char *pass) {
-  return o->dump_after && (strcmp(o->dump_after, pass) == 0 || strcmp(o->dump_after, "all") == 0);
+static const char *emit_names(void) {
+  static char buf[256];
+  if (!buf[0]) {
+    size_t n;
+    const drk_emit_kind_t *k = drk_emit_kinds(&n);
+    for (size_t i = 0; i < n; i++) {
+      size_t len = strlen(buf);
+      snprintf(buf + len, sizeof buf - len, "%s%s", i ? " | " : "", k[i].kind);
+    }
+  }
+  return buf;
 }
 
-
-/* Reads --schedules=FILE into c->schedules (freed by the caller with drk_schedules_free). */
-static bool load_schedules(compile_options_t *c, drk_diag_t *d) {
-  if (!c->schedules_path) return true;
+/* Reads --schedules=FILE into o->schedules (freed by the caller with drk_schedules_free). */
+static bool load_schedules(const char *path, drk_schedules_t *out, drk_diag_t *d) {
+  if (!path) return true;
   size_t n = 0;
-  char *text = drk_read_file(c->schedules_path, &n, d);
-  bool ok = text && drk_schedules_parse(text, n, c->schedules_path, &c->schedules, d);
+  char *text = drk_read_file(path, &n, d);
+  bool ok = text && drk_schedules_parse(text, n, path, out, d);
   free(text);
   return ok;
-}
-
-/* Loads the model and binds the dims the user named with --bind. */
-static drk_graph_t *load_bound(const char *path, const options_t *o, drk_diag_t *d) {
-  drk_graph_t *g = drk_frontend_load(path, d);
-  if (!g) return NULL;
-  if (o->c.bind && !drk_graph_bind_dims(g, o->c.bind, d)) {
-    drk_graph_destroy(g);
-    return NULL;
-  }
-  if (dump_wanted(o, "import")) {
-    fprintf(stderr, "// ---- after import ----\n");
-    drk_graph_print_ex(g, stderr, 4096);
-  }
-  return g;
-}
-
-/* The graph passes from `first` up to (not including) `stop` (NULL: to the end); destroys g
- * on failure. */
-static bool run_graph_passes_range(drk_graph_t *g, const options_t *o, const char *first, const char *stop,
-                                   drk_diag_t *d) {
-  bool on = first == NULL;
-  for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) {
-    if (stop && strcmp(graph_passes[i].name, stop) == 0) break;
-    if (!on && strcmp(graph_passes[i].name, first) != 0) continue;
-    on = true;
-    if (o->verbose) fprintf(stderr, "drkc: pass %s\n", graph_passes[i].name);
-    if (!graph_passes[i].run(g, o, d)) {
-      drk_graph_destroy(g);
-      return false;
-    }
-    if (dump_wanted(o, graph_passes[i].name)) {
-      fprintf(stderr, "// ---- after %s ----\n", graph_passes[i].name);
-      drk_graph_print_ex(g, stderr, 4096);
-    }
-  }
-  return true;
-}
-
-static bool run_graph_passes(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  return run_graph_passes_range(g, o, NULL, NULL, d);
-}
-
-/* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so
- * the compiled (static-shape) model matches the data. */
-static bool bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_diag_t *d) {
-  char spec[4096] = "";
-  size_t len = 0;
-  for (size_t i = 0; i < g->n_inputs; i++) {
-    const drk_value_t *v = g->inputs[i];
-    for (int k = 0; k < v->shape.rank && k < inputs[i].rank; k++) {
-      const char *sym = v->shape.dims[k].sym;
-      if (!sym) continue;
-      char item[256];
-      int n = snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", sym, (long long)inputs[i].dims[k]);
-      if (strstr(spec, item + (len ? 1 : 0)) || n >= (int)sizeof item || len + (size_t)n >= sizeof spec) continue;
-      memcpy(spec + len, item, (size_t)n + 1);
-      len += (size_t)n;
-    }
-  }
-  return len == 0 || drk_graph_bind_dims(g, spec, d);
-}
-
-static bool read_input_file(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d);
-static bool file_exists(const char *p);
-
-/* Binds symbolic input dims to the shapes of the tensors in dir (input_N.pb or .npy). */
-static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
-  drk_tensor_t *ts = calloc(g->n_inputs + 1, sizeof *ts);
-  bool ok = true;
-  for (size_t i = 0; ok && i < g->n_inputs; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
-    if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
-    ok = read_input_file(path, g->inputs[i]->dtype, &ts[i], d);
-  }
-  ok = ok && bind_from_inputs(g, ts, d);
-  for (size_t i = 0; i < g->n_inputs; i++) drk_tensor_free(&ts[i]);
-  free(ts);
-  return ok;
-}
-
-/* --freeze-input NAME=FILE: the graph is specialized on that input's value. */
-static bool freeze_inputs(drk_graph_t *g, const options_t *o, drk_diag_t *d) {
-  for (int i = 0; i < o->n_freeze; i++) {
-    const char *eq = strchr(o->freeze[i], '=');
-    if (!eq || eq == o->freeze[i] || !eq[1]) {
-      drk_diag_error(d, drk_loc_none, "--freeze-input needs NAME=FILE, got '%s'", o->freeze[i]);
-      return false;
-    }
-    char *name = strndup(o->freeze[i], (size_t)(eq - o->freeze[i]));
-    const drk_value_t *v = NULL;
-    for (size_t k = 0; k < g->n_inputs; k++)
-      if (strcmp(g->inputs[k]->name, name) == 0) v = g->inputs[k];
-    drk_tensor_t t = {0};
-    bool ok = v ? read_input_file(eq + 1, v->dtype, &t, d) : true;
-    ok = ok && drk_graph_freeze_input(g, name, t.dtype, v ? t.rank : 0, t.dims, t.data, t.nbytes, d);
-    drk_tensor_free(&t);
-    free(name);
-    if (!ok) return false;
-  }
-  return true;
 }
 
 static FILE *open_output(const char *path) {
@@ -454,7 +229,7 @@ static int write_result(const options_t *o, const void *data, size_t size, bool 
   bool ok = fwrite(data, 1, size, f) == size;
   ok &= f == stdout ? fflush(f) == 0 : fclose(f) == 0;
   if (!ok) fprintf(stderr, "drkc: error: writing '%s' failed\n", path ? path : "<stdout>");
-  else if (o->verbose && path) fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
+  else if (o->c.verbose && path) fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
   free(dflt);
   return ok ? 0 : 1;
 }
@@ -487,21 +262,18 @@ static const char *hash_join(void *p) {
   return h->done && h->ok ? h->hash : NULL;
 }
 
-static int compile(const options_t *o) {
+/* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
+static int compile(options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  int k = -1;
-  for (size_t i = 0; i < DRK_ARRAY_LEN(emit_kinds); i++)
-    if (strcmp(emit_kinds[i].kind, o->emit) == 0) k = (int)i;
-  if (k < 0) {
-    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: graph tile llvm ptx cubin fatbin "
-                    "hsaco bundle module schedules)\n", o->emit);
+  const drk_emit_kind_t *ek = drk_emit_kind_find(o->emit);
+  if (!ek) {
+    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s)\n", o->emit, emit_names());
     return 2;
   }
   if (has_suffix(o->input, ".drkt")) {
     if (strcmp(o->emit, "graph") == 0) {
-      fprintf(stderr, "drkc: error: --emit=graph needs a graph (.onnx or .drkg); '%s' is a tile module\n",
-              o->input);
+      fprintf(stderr, "drkc: error: --emit=graph needs a graph (.onnx or .drkg); '%s' is a tile module\n", o->input);
       return 1;
     }
     return compile_tile_module(o, &d);
@@ -510,57 +282,32 @@ static int compile(const options_t *o) {
     fprintf(stderr, "drkc: error: '%s': unknown input kind (expected .onnx, .drkg or .drkt)\n", o->input);
     return 1;
   }
-  drk_graph_t *g = load_bound(o->input, o, &d);
-  if (!g) return 1;
-  if ((o->shapes_from && !bind_from_dir(g, o->shapes_from, &d)) || !freeze_inputs(g, o, &d)) {
-    drk_graph_destroy(g);
-    return 1;
-  }
-  if (!run_graph_passes(g, o, &d)) return 1;
-  if (dump_wanted(o, "fuse")) {
-    drk_fusion_t fu;
-    drk_lower_options_t lo = {.fusion_set = o->c.fusion_set, .fusion_level = o->c.fusion_level,
-                              .max_group_depth = o->c.max_depth};
-    drk_fusion_for_lowering(g, &lo, &fu);
-    fprintf(stderr, "// ---- fusion groups ----\n");
-    drk_fusion_print(g, &fu, stderr);
-    drk_fusion_destroy(&fu);
-  }
-  int rc = 1;
-  if (emit_kinds[k].stop == -1) {
-    FILE *f = open_output(o->output);
-    if (f) {
-      drk_graph_print(g, f);
-      rc = close_output(f);
-    }
-  } else {
-    hash_job_t hj = {.path = o->input};
+  if (!load_schedules(o->schedules_path, &o->schedules, &d)) return 1;
+  o->c.schedules = o->schedules.n ? &o->schedules : NULL;
+  hash_job_t hj = {.path = o->input};
+  bool module = strcmp(ek->kind, "module") == 0;
+  if (module) {
     hj.started = pthread_create(&hj.thread, NULL, hash_main, &hj) == 0;
     if (!hj.started) hash_main(&hj), hj.done = true; /* no thread: hash here */
-    drk_build_options_t bo = {
-        .targets = o->targets,
-        .stop = (drk_build_stop_t)emit_kinds[k].stop,
-        .allow_tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = o->c.precision,
-                                                                           .matmul = o->c.matmul}),
-        .report = o->report ? stderr : NULL,
-        .fusion_set = o->c.fusion_set,
-        .fusion_level = o->c.fusion_level,
-        .max_group_depth = o->c.max_depth,
-        .knobs = o->c.knobs,
-        .schedules = o->c.schedules.n ? &o->c.schedules : NULL,
-        .command_line = o->command_line,
-        .model_hash = hash_join,
-        .model_hash_ctx = &hj,
-        .verbose = o->verbose,
-    };
-    void *data;
-    size_t size;
-    bool built = drk_build(g, &bo, &data, &size, &d);
-    hash_join(&hj);
-    if (built && hj.ok) rc = write_result(o, data, size, emit_kinds[k].text, emit_kinds[k].ext);
-    if (built) free(data);
+    o->c.model_hash = hash_join;
+    o->c.model_hash_ctx = &hj;
   }
-  drk_graph_destroy(g);
+  drk_pipeline_t *p = drk_pipeline_create(&o->c, o->input, NULL, ek->kind, &d);
+  const char *last = ek->after;
+  if (o->c.report && drk_pipeline_stage_index(last) < drk_pipeline_stage_index("plan-memory") &&
+      strcmp(ek->kind, "graph") != 0)
+    last = "plan-memory";
+  void *data = NULL;
+  size_t size = 0;
+  int rc = 1;
+  if (p && drk_pipeline_run_to(p, last) && drk_pipeline_output(p, ek->kind, &data, &size)) {
+    hash_join(&hj);
+    if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext);
+    free(data);
+  }
+  hash_join(&hj);
+  if (p && o->c.time_stages) drk_pipeline_print_times(p, stderr);
+  drk_pipeline_destroy(p);
   return rc;
 }
 
@@ -575,7 +322,9 @@ typedef struct run_options {
   uint64_t seed;
   bool npy, check;
   const char *target; /* --target for --device=cuda: default the device's own */
-  compile_options_t c;
+  const char *schedules_path;
+  drk_schedules_t schedules;
+  drk_compile_options_t c;
 } run_options_t;
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -688,22 +437,16 @@ static bool device_targets(drk_runtime_t *rt, unsigned *out_targets, drk_diag_t 
   return true;
 }
 
-/* Compiles g for the runtime's device, runs it on `inputs` and returns its outputs (caller
- * frees each). */
-static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets, const run_options_t *ro,
-                       drk_tensor_t *inputs, drk_tensor_t *out_outputs, drk_diag_t *d) {
-  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .fusion_set = ro->c.fusion_set,
-                            .fusion_level = ro->c.fusion_level, .max_group_depth = ro->c.max_depth,
-                            .knobs = ro->c.knobs, .schedules = ro->c.schedules.n ? &ro->c.schedules : NULL,
-                            .allow_tf32 = drk_precision_allow_tf32(
-                                &(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul}),
-                            .command_line = "drkc run"};
+/* Runs the rest of pipeline p (compiling g for the runtime's device) and the module on
+ * `inputs`; returns its outputs (caller frees each). */
+static bool run_on_gpu(drk_pipeline_t *p, const drk_graph_t *g, drk_runtime_t *rt, drk_tensor_t *inputs,
+                       drk_tensor_t *out_outputs, drk_diag_t *d) {
   void *bytes = NULL;
   size_t size = 0;
   drk_module_t *m = NULL;
   drk_session_t *s = NULL;
   size_t no = g->n_outputs, bound = 0;
-  bool ok = drk_build(g, &bo, &bytes, &size, d) &&
+  bool ok = drk_pipeline_run_to(p, "package") && drk_pipeline_output(p, "module", &bytes, &size) &&
             rt_ok(drk_module_load_memory(NULL, bytes, size, &m), "loading the module", d) &&
             rt_ok(drk_session_create(rt, m, &s), "preparing the module", d);
   for (size_t i = 0; ok && i < g->n_inputs; i++)
@@ -727,7 +470,7 @@ static bool run_on_gpu(const drk_graph_t *g, drk_runtime_t *rt, unsigned targets
   return ok;
 }
 
-static int run_model(const run_options_t *ro) {
+static int run_model(run_options_t *ro) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   bool gpu = strcmp(ro->device, "cuda") == 0 || strncmp(ro->device, "cuda:", 5) == 0;
@@ -735,12 +478,19 @@ static int run_model(const run_options_t *ro) {
     fprintf(stderr, "drkc: error: unknown device '%s' (cpu, cuda, cuda:N)\n", ro->device);
     return 2;
   }
-  options_t o = {.c = ro->c};
+  if (!load_schedules(ro->schedules_path, &ro->schedules, &d)) return 1;
+  drk_compile_options_t *o = &ro->c;
+  o->schedules = ro->schedules.n ? &ro->schedules : NULL;
+  o->command_line = "drkc run";
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
-  drk_target_parse_list("sm_90", &o.targets, &quiet); /* CPU runs apply the policy as for sm_90 */
-  drk_graph_t *g = load_bound(ro->model, &o, &d);
-  if (!g) return 1;
+  drk_target_parse_list("sm_90", &o->targets, &quiet); /* CPU runs apply the policy as for sm_90 */
+  drk_pipeline_t *p = drk_pipeline_create(o, ro->model, NULL, "module", &d);
+  drk_graph_t *g = p && drk_pipeline_run_to(p, "import") ? drk_pipeline_graph(p) : NULL;
+  if (!g) {
+    drk_pipeline_destroy(p);
+    return 1;
+  }
   int rc = 1;
   size_t ni = g->n_inputs, no = g->n_outputs;
   drk_tensor_t *inputs = calloc(ni + 1, sizeof *inputs);
@@ -784,28 +534,22 @@ static int run_model(const run_options_t *ro) {
   }
   /* The optimizations (BN folding, the precision policy) come after the reference (the
    * model as given) is taken. */
-  if (!bind_from_inputs(g, inputs, &d) || !run_graph_passes_range(g, &o, NULL, FIRST_OPTIMIZATION, &d)) {
-    g = NULL;
-    goto done;
-  }
+  if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, "verify-canonical")) goto done;
   drk_tensor_t *ref = NULL;
   drk_runtime_t *rt = NULL;
   bool ran = false;
   if (gpu) {
     drk_runtime_options_t rto = {.device = ro->device[4] == ':' ? atoi(ro->device + 5) : 0};
     if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) ||
-        !(ro->target ? drk_target_parse_list(ro->target, &o.targets, &d) : device_targets(rt, &o.targets, &d)))
+        !(ro->target ? drk_target_parse_list(ro->target, &o->targets, &d) : device_targets(rt, &o->targets, &d)))
       goto gpu_done;
   }
   if (ro->check) {
     ref = calloc(no + 1, sizeof *ref);
     if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
   }
-  if (!run_graph_passes_range(g, &o, FIRST_OPTIMIZATION, NULL, &d)) {
-    g = NULL;
-    goto gpu_done;
-  }
-  ran = gpu ? run_on_gpu(g, rt, o.targets, ro, inputs, outputs, &d) : drk_interp_run(g, inputs, outputs, &d);
+  if (!drk_pipeline_run_to(p, "verify-layout")) goto gpu_done;
+  ran = gpu ? run_on_gpu(p, g, rt, inputs, outputs, &d) : drk_interp_run(g, inputs, outputs, &d);
   if (ran && ref) {
     int failed = 0;
     for (size_t i = 0; i < no; i++) {
@@ -856,14 +600,14 @@ done:
   for (size_t i = 0; i < loaded; i++) drk_tensor_free(&inputs[i]);
   free(inputs);
   free(outputs);
-  drk_graph_destroy(g);
+  drk_pipeline_destroy(p);
   return rc;
 }
 
 /* Parses one of the compile options at argv[*i]: 1 taken, 0 not one of them, -1 bad value
  * (reported). */
-static int parse_compile_option(int argc, char **argv, int *i, compile_options_t *c) {
-  static const char *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
+static int parse_compile_option(int argc, char **argv, int *i, drk_compile_options_t *c, const char **schedules_path) {
+  static const char *const o_jobs[] = {"--jobs", "-j", NULL}, *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
@@ -872,6 +616,16 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
   char *end;
   if ((v = opt_value(argc, argv, i, o_bind))) {
     c->bind = v;
+  } else if (strcmp(argv[*i], "--time-stages") == 0) {
+    c->time_stages = true;
+  } else if (strcmp(argv[*i], "--no-cache") == 0) {
+    c->no_cache = true;
+  } else if ((v = opt_value(argc, argv, i, o_jobs))) {
+    c->jobs = (int)strtol(v, &end, 10);
+    if (!*v || *end || c->jobs < 1) {
+      usage_error("--jobs: a number >= 1, not '%s'", v);
+      return -1;
+    }
   } else if ((v = opt_value(argc, argv, i, o_mmp))) {
     if (!drk_matmul_precision_parse(v, &c->matmul)) {
       usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
@@ -905,7 +659,7 @@ static int parse_compile_option(int argc, char **argv, int *i, compile_options_t
       usage_error("--schedules needs a file (%s)", "the text --emit=schedules prints");
       return -1;
     }
-    c->schedules_path = v;
+    *schedules_path = v;
   } else if ((v = opt_value(argc, argv, i, o_depth))) {
     c->max_depth = (int)strtol(v, &end, 10);
     if (!*v || *end || c->max_depth < 1) {
@@ -942,17 +696,15 @@ static int main_run(int argc, char **argv) {
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
     else if ((v = opt_value(argc, argv, &i, o_target))) ro.target = v;
-    else if ((k = parse_compile_option(argc, argv, &i, &ro.c))) {
+    else if ((k = parse_compile_option(argc, argv, &i, &ro.c, &ro.schedules_path))) {
       if (k < 0) return 2;
     } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
     else if (ro.model) return usage_error("more than one model given ('%s')", argv[i]);
     else ro.model = argv[i];
   }
   if (!ro.model) return usage_error("drkc run needs a MODEL%s", "");
-  drk_diag_t d;
-  drk_diag_init(&d, stderr);
-  int rc = load_schedules(&ro.c, &d) ? run_model(&ro) : 1;
-  drk_schedules_free(&ro.c.schedules);
+  int rc = run_model(&ro);
+  drk_schedules_free(&ro.schedules);
   return rc;
 }
 
@@ -967,25 +719,26 @@ int main(int argc, char **argv) {
     const char *v;
     int k;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf(usage_text, drk_target_known_list(), pass_names());
+      printf(usage_text, drk_target_known_list(), emit_names(), stage_names());
       return 0;
     }
     if (strcmp(argv[i], "--version") == 0) {
       printf("drkc %s\n", DRK_VERSION_STRING);
       return 0;
     }
-    if (strcmp(argv[i], "-v") == 0) o.verbose = 1;
+    if (strcmp(argv[i], "-v") == 0) o.c.verbose = 1;
+    else if (strcmp(argv[i], "-q") == 0) o.quiet = true;
     else if ((v = opt_value(argc, argv, &i, o_target))) o.targets_arg = v;
     else if ((v = opt_value(argc, argv, &i, o_emit))) o.emit = v;
-    else if ((v = opt_value(argc, argv, &i, o_dump))) o.dump_after = v;
+    else if ((v = opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
     else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
-    else if ((v = opt_value(argc, argv, &i, o_shapes))) o.shapes_from = v;
+    else if ((v = opt_value(argc, argv, &i, o_shapes))) o.c.shapes_from = v;
     else if ((v = opt_value(argc, argv, &i, o_freeze))) {
-      if (o.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return usage_error("too many --freeze-input options%s", "");
-      o.freeze[o.n_freeze++] = v;
+      if (o.c.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return usage_error("too many --freeze-input options%s", "");
+      o.freeze[o.c.n_freeze++] = v;
     }
-    else if (strcmp(argv[i], "--report") == 0) o.report = true;
-    else if ((k = parse_compile_option(argc, argv, &i, &o.c))) {
+    else if (strcmp(argv[i], "--report") == 0) o.c.report = stderr;
+    else if ((k = parse_compile_option(argc, argv, &i, &o.c, &o.schedules_path))) {
       if (k < 0) return 2;
     }
     else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
@@ -993,16 +746,18 @@ int main(int argc, char **argv) {
     else o.input = argv[i];
   }
   if (!o.input) return usage_error("no input file%s", "");
+  o.c.freeze = o.freeze;
+  o.c.progress = !o.quiet && !o.c.verbose;
 
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  if (!drk_target_parse_list(o.targets_arg, &o.targets, &d)) return 1;
-  if (o.dump_after && strcmp(o.dump_after, "all") != 0 && strcmp(o.dump_after, "import") != 0 &&
-      strcmp(o.dump_after, "fuse") != 0) {
-    bool known = false;
-    for (size_t i = 0; i < DRK_ARRAY_LEN(graph_passes); i++) known |= strcmp(graph_passes[i].name, o.dump_after) == 0;
-    if (!known) {
-      fprintf(stderr, "drkc: error: unknown pass '%s' for --dump-after (passes: %s, all)\n", o.dump_after, pass_names());
+  if (!drk_target_parse_list(o.targets_arg, &o.c.targets, &d)) return 1;
+  if (o.c.dump_after && strcmp(o.c.dump_after, "all") != 0) {
+    int si = drk_pipeline_stage_index(o.c.dump_after);
+    size_t n;
+    if (si < 0 || !drk_pipeline_stages(&n)[si].dump) {
+      fprintf(stderr, "drkc: error: %s '%s' for --dump-after (stages with an IR to print: %s, all)\n",
+              si < 0 ? "unknown stage" : "nothing to print after stage", o.c.dump_after, stage_names());
       return 2;
     }
   }
@@ -1013,9 +768,9 @@ int main(int argc, char **argv) {
     if (i) strcat(cmdline, " ");
     strcat(cmdline, argv[i]);
   }
-  o.command_line = cmdline;
-  int rc = load_schedules(&o.c, &d) ? compile(&o) : 1;
-  drk_schedules_free(&o.c.schedules);
+  o.c.command_line = cmdline;
+  int rc = compile(&o);
+  drk_schedules_free(&o.schedules);
   free(cmdline);
   return rc;
 }

@@ -1,61 +1,14 @@
-/* The back half of the pipeline (see build.h): lower, plan, generate, pack. */
-#include "build.h"
+/* Packaging, the pipeline's last stage (package.h): the fat binary of the NVIDIA targets'
+ * code, and the module file describing the launches, the arena plan, the weights and the
+ * code images. */
+#include "backends/package/package.h"
 
-#include <llvm-c/Core.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/nvptx/nvptx.h"
-#include "backends/package/build_amd.h"
 #include "backends/package/build_precision.h"
 #include "backends/package/fatbin.h"
-#include "backends/package/module.h"
-#include "backends/targets.h"
-#include "lower/lower.h"
-#include "passes/plan_memory.h"
 #include "passes/precision.h"
-
-/* One NVIDIA target's code. */
-typedef struct nv_code {
-  const drk_target_info_t *t;
-  char *ptx;
-  void *cubin;
-  size_t cubin_size;
-} nv_code_t;
-
-static bool text_result(char *text, size_t len, void **out_data, size_t *out_size) {
-  *out_data = text;
-  *out_size = len;
-  return true;
-}
-
-/* The text a printer of the lowered module writes (--emit=tile, --emit=schedules). */
-static bool print_lowered(const drk_lowered_t *l, void (*print)(const drk_lowered_t *, FILE *), void **out_data,
-                          size_t *out_size) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return false;
-  print(l, f);
-  fclose(f);
-  return text_result(buf, len, out_data, out_size);
-}
-
-static bool print_llvm(const drk_lowered_t *l, const char *arch, void **out_data, size_t *out_size,
-                       drk_diag_t *d) {
-  LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod;
-  bool ok = drk_nvptx_lower_module(ctx, l->module, arch, &mod, d);
-  if (ok) {
-    char *s = LLVMPrintModuleToString(mod);
-    char *copy = strdup(s);
-    LLVMDisposeMessage(s);
-    LLVMDisposeModule(mod);
-    ok = text_result(copy, strlen(copy), out_data, out_size);
-  }
-  LLVMContextDispose(ctx);
-  return ok;
-}
 
 static uint64_t param_scalar(drk_modfile_param_t *p, const drk_larg_t *a) {
   p->kind = DRK_MODFILE_PARAM_SCALAR;
@@ -126,10 +79,7 @@ static char *targets_string(unsigned set) {
   return strdup(buf);
 }
 
-/* --report: what the compiler did with the model. */
-static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_diag_t *d) {
-  drk_mem_plan_t pl, *plan = &pl;
-  if (!drk_lowered_plan_memory(g, l, plan, d)) return false;
+void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan) {
   size_t nodes = 0, mix[DRK_DT_COUNT] = {0};
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
@@ -148,15 +98,12 @@ static bool report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, drk_
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
   fprintf(out, "\n");
-  drk_mem_plan_free(plan);
-  return true;
 }
 
-static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_build_options_t *o,
-                        const drk_modfile_image_t *images, uint32_t n_images,
+bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,
+                        const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
                         void **out_data, size_t *out_size, drk_diag_t *d) {
-  drk_mem_plan_t plan;
-  if (!drk_lowered_plan_memory(g, l, &plan, d)) return false;
+  const drk_mem_plan_t plan = *pl;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
   size_t n_params = 0, n_tmas = 0;
@@ -218,8 +165,7 @@ static bool pack_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
     ws[i] = (drk_modfile_weight_t){g->consts[i]->name, plan.offset[g->consts[i]->id], plan.size[g->consts[i]->id]};
 
   char hash[72] = "sha256:unknown";
-  const char *mh = o->model_hash ? o->model_hash(o->model_hash_ctx) : NULL;
-  if (mh) snprintf(hash, sizeof hash, "%s", mh);
+  if (o->model_hash) snprintf(hash, sizeof hash, "%s", o->model_hash);
   drk_modfile_t mf = {
       .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
       .arena_size = plan.arena_size ? plan.arena_size : 256,
@@ -254,183 +200,40 @@ done:
   free(ps);
   free(tmas);
   free(ks);
-  drk_mem_plan_free(&plan);
   return ok;
 }
 
-/* The NVIDIA half: a cubin per NVIDIA target (or the PTX/cubin --emit asked for), packed into
- * a fat binary with PTX of the newest portable target. Returns the fat binary in *out_fb
- * and the image's target list, or, when o->stop ends here, the result in out_data. */
-static bool build_nvidia(const drk_lowered_t *l, const drk_build_options_t *o, unsigned nv, void **out_fb,
-                         size_t *out_fb_size, char *image_targets, void **out_data, size_t *out_size, bool *out_done,
-                         drk_diag_t *d) {
-  nv_code_t code[DRK_TARGET_COUNT];
-  size_t n_code = 0;
-  bool ok = false;
-  memset(code, 0, sizeof code);
-  *out_done = false;
-  for (int t = 0; t < DRK_TARGET_COUNT; t++) {
-    if (!(nv & (1u << t))) continue;
-    nv_code_t *c = &code[n_code++];
-    c->t = drk_target_info((drk_target_t)t);
-    bool need_cubin = o->stop != DRK_BUILD_PTX;
-    if (!drk_nvptx_compile_tile_module(l->module, c->t->name, &c->ptx, need_cubin ? &c->cubin : NULL,
-                                       need_cubin ? &c->cubin_size : NULL, d))
-      goto done;
-    if (o->stop == DRK_BUILD_PTX || o->stop == DRK_BUILD_CUBIN) {
-      /* The first NVIDIA target's code is the result. */
-      if (o->stop == DRK_BUILD_PTX) {
-        *out_data = c->ptx;
-        *out_size = strlen(c->ptx);
-        c->ptx = NULL;
-      } else {
-        *out_data = c->cubin;
-        *out_size = c->cubin_size;
-        c->cubin = NULL;
-      }
-      *out_done = ok = true;
-      goto done;
-    }
-  }
-  {
-    drk_fatbin_image_t imgs[DRK_TARGET_COUNT + 1];
-    size_t n_img = 0;
-    char arch[32];
-    image_targets[0] = 0;
-    for (size_t i = 0; i < n_code; i++) {
-      imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_ELF, (unsigned)code[i].t->number, code[i].t->arch_specific,
-                                           false, code[i].cubin, code[i].cubin_size};
-      if (image_targets[0]) strcat(image_targets, ",");
-      strcat(image_targets, code[i].t->name);
-    }
-    /* Arch-specific PTX (compute_90a) cannot be JIT-compiled for later GPUs: prefer the
-     * newest portable target. */
-    const nv_code_t *newest = &code[n_code - 1];
-    for (size_t i = n_code; i-- > 0;)
-      if (!code[i].t->arch_specific) {
-        newest = &code[i];
-        break;
-      }
-    imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_PTX, (unsigned)newest->t->number, newest->t->arch_specific,
-                                         false, newest->ptx, strlen(newest->ptx)};
-    drk_fatbin_format_arch((unsigned)newest->t->number, newest->t->arch_specific, arch, sizeof arch);
-    strcat(image_targets, ",compute_");
-    strcat(image_targets, arch + 3);
-    char err[512];
-    if (drk_fatbin_build(imgs, n_img, out_fb, out_fb_size, err, sizeof err) != 0) {
-      drk_diag_error(d, drk_loc_none, "building the fat binary: %s", err);
-      goto done;
-    }
-    ok = true;
-  }
-done:
+
+bool drk_package_fatbin(const drk_nv_code_t *code, size_t n_code, void **out_fb, size_t *out_fb_size,
+                        char *image_targets, size_t cap, drk_diag_t *d) {
+  drk_fatbin_image_t imgs[DRK_TARGET_COUNT + 1];
+  size_t n_img = 0;
+  char arch[32];
+  DRK_ASSERT(n_code > 0 && n_code <= DRK_TARGET_COUNT);
+  image_targets[0] = 0;
   for (size_t i = 0; i < n_code; i++) {
-    free(code[i].ptx);
-    free(code[i].cubin);
+    imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_ELF, (unsigned)code[i].t->number, code[i].t->arch_specific, false,
+                                         code[i].cubin, code[i].cubin_size};
+    size_t len = strlen(image_targets);
+    snprintf(image_targets + len, cap - len, "%s%s", len ? "," : "", code[i].t->name);
   }
-  return ok;
-}
-
-static bool need(bool have, const char *what, const char *emit, drk_diag_t *d) {
-  if (!have) drk_diag_error(d, drk_loc_none, "--emit=%s needs %s target (e.g. %s)", emit, what,
-                            strcmp(what, "an NVIDIA") == 0 ? "--target=sm_90" : "--target=gfx942");
-  return have;
-}
-
-bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
-               drk_diag_t *d) {
-  unsigned amd = o->targets & (1u << DRK_TARGET_GFX942), nv = o->targets & ~amd;
-  /* Tile kernels are lowered once for all targets of the module (one plan serves every
-   * image): for the oldest NVIDIA target, Hopper-only kernels only when sm_90a is the only
-   * one. With gfx942 in the set, the common sm_80 form, which the AMD backend maps to MFMA. */
-  drk_lower_options_t lo = {.target_sm = 80, .allow_tf32 = o->allow_tf32, .fusion_set = o->fusion_set,
-                            .fusion_level = o->fusion_level, .max_group_depth = o->max_group_depth,
-                            .knobs = o->knobs, .schedules = o->schedules};
-  for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
-    if (nv & (1u << t)) {
-      lo.target_sm = drk_target_info((drk_target_t)t)->number;
-      lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
+  /* Arch-specific PTX (compute_90a) cannot be JIT-compiled for later GPUs: prefer the newest
+   * portable target. */
+  const drk_nv_code_t *newest = &code[n_code - 1];
+  for (size_t i = n_code; i-- > 0;)
+    if (!code[i].t->arch_specific) {
+      newest = &code[i];
       break;
     }
-  const char *first_nv = NULL;
-  for (int t = 0; t < DRK_TARGET_COUNT && !first_nv; t++)
-    if (nv & (1u << t)) first_nv = drk_target_info((drk_target_t)t)->name;
-  static const char *const stop_names[] = {"tile", "llvm", "ptx", "cubin", "fatbin", "hsaco", "bundle", "module",
-                                           "schedules"};
-  const char *emit = stop_names[o->stop];
-  if ((o->stop == DRK_BUILD_PTX || o->stop == DRK_BUILD_CUBIN || o->stop == DRK_BUILD_FATBIN) &&
-      !need(nv != 0, "an NVIDIA", emit, d))
-    return false;
-  if ((o->stop == DRK_BUILD_HSACO || o->stop == DRK_BUILD_BUNDLE) && !need(amd != 0, "the gfx942", emit, d))
-    return false;
-
-  drk_lowered_t l;
-  if (!drk_lower_graph(g, &lo, &l, d)) return false;
-  if (o->report && !report(o->report, g, &l, d)) {
-    drk_lowered_destroy(&l);
+  imgs[n_img++] = (drk_fatbin_image_t){DRK_FATBIN_PTX, (unsigned)newest->t->number, newest->t->arch_specific, false,
+                                       newest->ptx, strlen(newest->ptx)};
+  drk_fatbin_format_arch((unsigned)newest->t->number, newest->t->arch_specific, arch, sizeof arch);
+  size_t len = strlen(image_targets);
+  snprintf(image_targets + len, cap - len, ",compute_%s", arch + 3);
+  char err[512];
+  if (drk_fatbin_build(imgs, n_img, out_fb, out_fb_size, err, sizeof err) != 0) {
+    drk_diag_error(d, drk_loc_none, "building the fat binary: %s", err);
     return false;
   }
-  bool ok = false, done = false;
-  void *fb = NULL, *hsaco = NULL, *bundle = NULL;
-  size_t fb_size = 0, hsaco_size = 0, bundle_size = 0;
-  char nv_targets[256] = "";
-  switch (o->stop) {
-    case DRK_BUILD_TILE:
-      ok = print_lowered(&l, drk_lowered_print, out_data, out_size);
-      goto out;
-    case DRK_BUILD_SCHEDULES:
-      ok = print_lowered(&l, drk_lowered_print_schedules, out_data, out_size);
-      goto out;
-    case DRK_BUILD_LLVM:
-      if (first_nv) {
-        ok = print_llvm(&l, first_nv, out_data, out_size, d);
-      } else {
-        char *text;
-        ok = drk_build_amd_llvm(l.module, "gfx942", &text, d) && text_result(text, strlen(text), out_data, out_size);
-      }
-      goto out;
-    default:
-      break;
-  }
-  if (nv && o->stop != DRK_BUILD_HSACO && o->stop != DRK_BUILD_BUNDLE) {
-    if (!build_nvidia(&l, o, nv, &fb, &fb_size, nv_targets, out_data, out_size, &done, d)) goto out;
-    if (done) {
-      ok = true;
-      goto out;
-    }
-    if (o->stop == DRK_BUILD_FATBIN) {
-      *out_data = fb;
-      *out_size = fb_size;
-      fb = NULL;
-      ok = true;
-      goto out;
-    }
-  }
-  if (amd) {
-    if (!drk_build_amd(l.module, "gfx942", &hsaco, &hsaco_size, &bundle, &bundle_size, d)) goto out;
-    if (o->verbose) drk_build_amd_report(l.module, hsaco, hsaco_size, stderr);
-    if (o->stop == DRK_BUILD_HSACO || o->stop == DRK_BUILD_BUNDLE) {
-      bool h = o->stop == DRK_BUILD_HSACO;
-      *out_data = h ? hsaco : bundle;
-      *out_size = h ? hsaco_size : bundle_size;
-      if (h) hsaco = NULL;
-      else bundle = NULL;
-      ok = true;
-      goto out;
-    }
-  }
-  {
-    /* One code slot, one image per platform: the runtime picks the one for its device. */
-    drk_modfile_image_t imgs[2];
-    uint32_t n = 0;
-    if (fb) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_FATBIN, 0, nv_targets, fb, fb_size};
-    if (bundle) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", bundle, bundle_size};
-    ok = pack_module(g, &l, o, imgs, n, out_data, out_size, d);
-  }
-out:
-  free(fb);
-  free(hsaco);
-  free(bundle);
-  drk_lowered_destroy(&l);
-  return ok;
+  return true;
 }

@@ -1,62 +1,52 @@
-/* From a canonical graph to a module file: the back half of the drkc pipeline.
+/* Packaging: the last stage of the pipeline (pipeline/pipeline.h).
  *
- * Requires a graph after drk_pass_pipeline_canonicalize with static shapes. Runs, as a plain
- * list of calls: lower to tile IR (lower/lower.h), plan memory
- * (passes/plan_memory.h), generate code for every requested NVIDIA target (tile IR -> LLVM
- * -> PTX -> ptxas -> cubin) and for gfx942 (tile IR -> LLVM AMDGPU -> code object -> offload
- * bundle), pack a fat binary (a cubin per target plus PTX of the newest portable one for
- * forward compatibility), and describe everything as a module (backends/package/module.h)
- * whose one plan serves every image.
- * Each stage can stop the pipeline early for --emit (tile, llvm, ptx, cubin, fatbin).
+ * drk_package_fatbin packs a cubin per NVIDIA target plus PTX of the newest portable one (for
+ * forward compatibility) into one fat binary; drk_package_module describes the launches, the
+ * arena plan, the weights and the code images (a fat binary, a gfx942 offload bundle) as a
+ * module file (backends/package/module.h, docs/module-format.md) whose one plan serves every
+ * image.
  *
- * Errors are reported through d (located at the node or tile op that caused them); the
- * function then returns false and writes nothing to its out parameters. */
-#ifndef DRK_BUILD_H
-#define DRK_BUILD_H
+ * Errors are reported through d; the functions then return false and write nothing to their
+ * out parameters. */
+#ifndef DRK_PACKAGE_H
+#define DRK_PACKAGE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
+#include "backends/package/module.h"
+#include "backends/targets.h"
 #include "ir/graph.h"
 #include "lower/lower.h"
+#include "passes/plan_memory.h"
 
-typedef enum drk_build_stop {
-  DRK_BUILD_TILE,   /* print the lowered tile module */
-  DRK_BUILD_LLVM,   /* LLVM IR for the first NVIDIA target (or gfx942 if it is the only one) */
-  DRK_BUILD_PTX,    /* PTX text of the first NVIDIA target */
-  DRK_BUILD_CUBIN,  /* cubin of the first NVIDIA target */
-  DRK_BUILD_FATBIN, /* fat binary of all NVIDIA targets */
-  DRK_BUILD_HSACO,  /* gfx942 code object */
-  DRK_BUILD_BUNDLE, /* clang offload bundle holding the gfx942 code object */
-  DRK_BUILD_MODULE, /* module file */
-  DRK_BUILD_SCHEDULES, /* every kernel's workload key, knob space and schedule (text) */
-} drk_build_stop_t;
+/* One NVIDIA target's code (codegen's result). */
+typedef struct drk_nv_code {
+  const drk_target_info_t *t;
+  char *ptx;
+  void *cubin;
+  size_t cubin_size;
+} drk_nv_code_t;
 
-typedef struct drk_build_options {
-  unsigned targets;         /* bit set over drk_target_t (backends/targets.h) */
-  drk_build_stop_t stop;
-  bool allow_tf32;          /* --matmul-precision=high */
+/* The fat binary of code[0..n) (malloc'ed; free()) and its image list in image_targets (cap
+ * bytes): "sm_87,sm_90a,compute_87". */
+bool drk_package_fatbin(const drk_nv_code_t *code, size_t n, void **out_fb, size_t *out_fb_size, char *image_targets,
+                        size_t cap, drk_diag_t *d);
+
+typedef struct drk_package_options {
+  unsigned targets;         /* bit set over drk_target_t: the module's target list */
   const char *command_line; /* provenance */
-  /* provenance: the model file's hash ("sha256:<hex>", drk_modfile_sha256_string), asked for
-   * once the module is packed (drkc joins a thread that hashed the file while the build
-   * ran); NULL function or result: "sha256:unknown" */
-  const char *(*model_hash)(void *ctx);
-  void *model_hash_ctx;
-  bool verbose;             /* per-kernel register/spill report on stderr */
-  FILE *report;             /* --report: kernels, planned memory, precision mix (NULL: none) */
-  /* fusion (lower/fuse.h): as in drk_lower_options_t; !fusion_set: the defaults */
-  bool fusion_set;
-  int fusion_level;         /* --fusion-aggressiveness=0..3 */
-  int max_group_depth;      /* --max-graph-depth=N; < 1: default */
-  drk_sched_knobs_t knobs;  /* --schedule: knobs pinned for every kernel (none: heuristic) */
-  const drk_schedules_t *schedules; /* --schedules=FILE: per-kernel schedules (NULL: none) */
-} drk_build_options_t;
-#define DRK_BUILD_FUSION_OPTIONS 1
+  const char *model_hash;   /* provenance: "sha256:<hex>"; NULL: "sha256:unknown" */
+} drk_package_options_t;
 
-/* Runs the pipeline on g up to o->stop. On success *out_data (malloc'ed; free()) and
- * *out_size hold the result: text for TILE/LLVM/PTX, bytes otherwise. */
-bool drk_build(const drk_graph_t *g, const drk_build_options_t *o, void **out_data, size_t *out_size,
-               drk_diag_t *d);
+/* The module file of g lowered into l with memory plan plan and code images[0..n_images)
+ * (malloc'ed; free()). */
+bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan,
+                        const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
+                        void **out_data, size_t *out_size, drk_diag_t *d);
+
+/* --report: kernels, planned memory and the precision mix. */
+void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan);
 
 #endif

@@ -44,7 +44,7 @@ expect compute-spelling 0 'Relu' -- "$W/ok.drkg" --emit=graph -arch=compute_89
 expect emit-graph 0 '%z: f32\[N, 4\] = Relu\(%s\)' -- "$W/ok.drkg" --emit=graph
 expect emit-unknown 2 "unknown --emit kind 'bogus'" -- "$W/ok.drkg" --emit=bogus
 expect dump-after 0 '// ---- after canonicalize ----' -- "$W/ok.drkg" --emit=graph --dump-after=canonicalize
-expect dump-after-unknown 2 "unknown pass 'schedule'" -- "$W/ok.drkg" --emit=graph --dump-after=schedule
+expect dump-after-unknown 2 "unknown stage 'schedule' for --dump-after" -- "$W/ok.drkg" --emit=graph --dump-after=schedule
 "$PY" - "$W/conv.drkg" <<'P'
 import sys
 w = ", ".join("%.3f" % (((i * 7) % 11 - 5) / 8) for i in range(72))

@@ -1,22 +1,19 @@
 /* GPU test of fusion: every whole model at every fusion level, built into a module by
- * drk_build (backends/package/build.h), run by libdrkrt and compared with the interpreter.
+ * the pipeline's back half (drk_pipeline_build, pipeline/pipeline.h), run by libdrkrt and
+ * compared with the interpreter.
  *
  *   test_fuse_gpu MODELS_DIR NAME...   (MODELS_DIR/NAME/model.onnx; bert/gpt bound to
  *                                       batch=2,seq=64)
  *
  * Exits 77 when no CUDA driver or device is present. Inputs are random (fixed seed, never all
  * zeros); outputs are poisoned (NaN) before each run, so an element a kernel fails to write
- * fails the comparison. Tolerance: rel L2 <= 1e-4 for f32, 1e-2 for f16/bf16.
- *
- * The fusion level reaches drk_build through drk_build_options_t once build.h defines
- * DRK_BUILD_FUSION_OPTIONS (fields fusion_set, fusion_level, max_group_depth, passed on to
- * drk_lower_options_t); until then every run uses the default level and the test says so. */
+ * fails the comparison. Tolerance: rel L2 <= 1e-4 for f32, 1e-2 for f16/bf16. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/package/build.h"
+#include "pipeline/pipeline.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
 #include "frontend/onnx/onnx_import.h"
@@ -50,17 +47,13 @@ static bool run_level(drk_runtime_t *rt, unsigned targets, const drk_graph_t *g,
                       const drk_tensor_t *ref, int level, const char *name) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  drk_build_options_t bo = {.targets = targets, .stop = DRK_BUILD_MODULE, .command_line = "test_fuse_gpu"};
-#ifdef DRK_BUILD_FUSION_OPTIONS
-  bo.fusion_set = true;
-  bo.fusion_level = level;
-  bo.max_group_depth = 0;
-#endif
+  drk_compile_options_t co = {.targets = targets, .command_line = "test_fuse_gpu", .fusion_set = true,
+                              .fusion_level = level};
   void *bytes = NULL;
   size_t size = 0;
   drk_module_t *m = NULL;
   drk_session_t *s = NULL;
-  bool ok = drk_build(g, &bo, &bytes, &size, &d) && st_ok(drk_module_load_memory(NULL, bytes, size, &m), "load") &&
+  bool ok = drk_pipeline_build((drk_graph_t *)g, &co, "module", &bytes, &size, &d) && st_ok(drk_module_load_memory(NULL, bytes, size, &m), "load") &&
             st_ok(drk_session_create(rt, m, &s), "session");
   size_t no = g->n_outputs;
   drk_tensor_t *out = calloc(no + 1, sizeof *out);
@@ -118,9 +111,6 @@ int main(int argc, char **argv) {
     drk_runtime_destroy(rt);
     return 77;
   }
-#ifndef DRK_BUILD_FUSION_OPTIONS
-  printf("note: drk_build_options_t has no fusion options yet: every level runs the default fusion\n");
-#endif
   int failed = 0;
   for (int a = 2; a < argc; a++) {
     const char *name = argv[a];

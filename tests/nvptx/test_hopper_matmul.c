@@ -1,5 +1,5 @@
 /* The generated sm_90a matmul (warp-specialized TMA + mbarrier + wgmma, lower/lower_matmul.c)
- * end to end: a one-MatMul graph from the builder API -> drk_build (tile IR, LLVM, ptxas,
+ * end to end: a one-MatMul graph from the builder API -> drk_pipeline_build (tile IR, LLVM, ptxas,
  * fat binary, module with TMA descriptor specs) -> libdrkrt (tensor maps encoded at session
  * creation) -> compared with a CPU f64 reference (rel L2 <= 1e-2), with TFLOP/s from the
  * runtime's per-kernel profiling times.
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "backends/nvptx/nvptx.h"
-#include "backends/package/build.h"
+#include "pipeline/pipeline.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
 #include "ir/graph.h"
@@ -73,11 +73,11 @@ static int prepare(const char *dir) {
     drk_diag_t d;
     drk_diag_init(&d, stderr);
     bool ok = drk_pass_pipeline_canonicalize(g, &d);
-    drk_build_options_t bo = {.targets = 1u << DRK_TARGET_SM90A, .stop = DRK_BUILD_TILE};
+    drk_compile_options_t bo = {.targets = 1u << DRK_TARGET_SM90A};
     void *data = NULL;
     size_t size = 0;
     /* the schedule must be the warp-specialized one */
-    ok = ok && drk_build(g, &bo, &data, &size, &d);
+    ok = ok && drk_pipeline_build(g, &bo, "tile", &data, &size, &d);
     if (ok && !strstr(data, "mma = wgmma")) {
       fprintf(stderr, "FAIL %s: not lowered to the sm_90a wgmma kernel\n", name);
       ok = false;
@@ -85,8 +85,7 @@ static int prepare(const char *dir) {
     free(data);
     data = NULL;
     /* ptxas: no spills, and the wgmma pipeline is not serialized */
-    bo.stop = DRK_BUILD_PTX;
-    if (ok && drk_build(g, &bo, &data, &size, &d)) {
+    if (ok && drk_pipeline_build(g, &bo, "ptx", &data, &size, &d)) {
       void *cub = NULL;
       size_t cn = 0;
       char *log = NULL;
@@ -109,9 +108,8 @@ static int prepare(const char *dir) {
     }
     free(data);
     data = NULL;
-    bo.stop = DRK_BUILD_MODULE;
     bo.verbose = true;
-    ok = ok && drk_build(g, &bo, &data, &size, &d);
+    ok = ok && drk_pipeline_build(g, &bo, "module", &data, &size, &d);
     snprintf(path, sizeof path, "%s/%s.drkm", dir, name);
     FILE *f = ok ? fopen(path, "wb") : NULL;
     if (f) {

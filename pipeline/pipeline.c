@@ -1,0 +1,571 @@
+/* The compile pipeline's stage table and the state the stages pass on (pipeline.h).
+ *
+ * A stage reads what earlier stages left in drk_pipeline_t and adds its own part: import the
+ * graph, the graph passes rewrite it in place, fuse the partition, lower the tile module and
+ * launch plan, plan-memory the arena, codegen each target's code, package the fat binary,
+ * bundle and module. Stages never look past their inputs, so a caller can stop after any of
+ * them and take an output (drk_pipeline_output). */
+#include "pipeline/pipeline.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <llvm-c/Core.h>
+
+#include "backends/nvptx/nvptx.h"
+#include "backends/package/package.h"
+#include "backends/package/build_amd.h"
+#include "backends/package/module.h"
+#include "backends/targets.h"
+#include "frontend/frontend.h"
+#include "frontend/onnx/tensor_io.h"
+#include "ir/tensor.h"
+#include "lower/fuse.h"
+#include "passes/plan_memory.h"
+
+struct drk_pipeline {
+  const drk_compile_options_t *o;
+  drk_diag_t *d;
+  const char *path;
+  drk_graph_t *g;
+  bool owns_graph;
+  const drk_emit_kind_t *emit;
+  int next;    /* the next stage to run */
+  bool failed;
+  drk_fusion_t fusion;
+  bool fused;
+  drk_lowered_t l;
+  bool lowered;
+  drk_mem_plan_t plan;
+  bool planned;
+  drk_nv_code_t code[DRK_TARGET_COUNT]; /* NVIDIA targets in target order */
+  size_t n_code;
+  char *llvm;  /* --emit=llvm */
+  void *hsaco, *bundle, *fatbin, *module;
+  size_t hsaco_size, bundle_size, fatbin_size, module_size;
+  char image_targets[256]; /* the fat binary's images, "sm_90a,compute_90a" */
+  double ms[32];           /* wall time per stage */
+};
+
+/* ---- helpers ---- */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static unsigned nvidia_targets(const drk_compile_options_t *o) {
+  return o->targets & ~(1u << DRK_TARGET_GFX942);
+}
+
+static int fusion_level(const drk_compile_options_t *o) {
+  return o->fusion_set ? o->fusion_level : DRK_FUSION_DEFAULT_LEVEL;
+}
+
+/* The lowering's options: tile kernels are lowered once for every target of the module (one
+ * plan serves every image): for the oldest NVIDIA target, with Hopper-only kernels only when
+ * sm_90a is the only one; with gfx942 in the set, the common sm_80 form, which the AMD backend
+ * maps to MFMA. */
+static drk_lower_options_t lower_options(const drk_compile_options_t *o) {
+  drk_lower_options_t lo = {.target_sm = 80,
+                            .allow_tf32 = drk_precision_allow_tf32(
+                                &(drk_precision_options_t){.precision = o->precision, .matmul = o->matmul}),
+                            .fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
+                            .max_group_depth = o->max_depth, .knobs = o->knobs, .schedules = o->schedules};
+  unsigned amd = o->targets & (1u << DRK_TARGET_GFX942), nv = nvidia_targets(o);
+  for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
+    if (nv & (1u << t)) {
+      lo.target_sm = drk_target_info((drk_target_t)t)->number;
+      lo.arch_specific = drk_target_info((drk_target_t)t)->arch_specific;
+      break;
+    }
+  return lo;
+}
+
+static void dump_graph(const drk_pipeline_t *p, FILE *out) { drk_graph_print_ex(p->g, out, 4096); }
+
+/* ---- import ---- */
+static bool read_input_file(const char *path, drk_dtype_t expect, drk_tensor_t *out, drk_diag_t *d) {
+  size_t n = strlen(path);
+  if (n > 4 && strcmp(path + n - 4, ".npy") == 0) return drk_tensor_read_npy(path, out, d);
+  return drk_tensor_read_pb_expect(path, expect, out, d);
+}
+
+static bool file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+/* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so the
+ * compiled (static-shape) model matches the data. */
+bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_diag_t *d) {
+  char spec[4096] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    for (int k = 0; k < v->shape.rank && k < inputs[i].rank; k++) {
+      const char *sym = v->shape.dims[k].sym;
+      if (!sym) continue;
+      char item[256];
+      int n = snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", sym, (long long)inputs[i].dims[k]);
+      if (strstr(spec, item + (len ? 1 : 0)) || n >= (int)sizeof item || len + (size_t)n >= sizeof spec) continue;
+      memcpy(spec + len, item, (size_t)n + 1);
+      len += (size_t)n;
+    }
+  }
+  return len == 0 || drk_graph_bind_dims(g, spec, d);
+}
+
+/* --shapes-from=DIR: symbolic input dims bound to the shapes of DIR/input_N.pb (or .npy). */
+static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
+  drk_tensor_t *ts = calloc(g->n_inputs + 1, sizeof *ts);
+  bool ok = ts != NULL;
+  for (size_t i = 0; ok && i < g->n_inputs; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+    if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
+    ok = read_input_file(path, g->inputs[i]->dtype, &ts[i], d);
+  }
+  ok = ok && drk_pipeline_bind_from_inputs(g, ts, d);
+  for (size_t i = 0; ts && i < g->n_inputs; i++) drk_tensor_free(&ts[i]);
+  free(ts);
+  return ok;
+}
+
+/* --freeze-input NAME=FILE: the graph is specialized on that input's value. */
+static bool freeze_inputs(drk_graph_t *g, const drk_compile_options_t *o, drk_diag_t *d) {
+  for (int i = 0; i < o->n_freeze; i++) {
+    const char *eq = strchr(o->freeze[i], '=');
+    if (!eq || eq == o->freeze[i] || !eq[1]) {
+      drk_diag_error(d, drk_loc_none, "--freeze-input needs NAME=FILE, got '%s'", o->freeze[i]);
+      return false;
+    }
+    char *name = strndup(o->freeze[i], (size_t)(eq - o->freeze[i]));
+    const drk_value_t *v = NULL;
+    for (size_t k = 0; k < g->n_inputs; k++)
+      if (strcmp(g->inputs[k]->name, name) == 0) v = g->inputs[k];
+    drk_tensor_t t = {0};
+    bool ok = v ? read_input_file(eq + 1, v->dtype, &t, d) : true;
+    ok = ok && drk_graph_freeze_input(g, name, t.dtype, v ? t.rank : 0, t.dims, t.data, t.nbytes, d);
+    drk_tensor_free(&t);
+    free(name);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+static bool st_import(drk_pipeline_t *p) {
+  if (p->g) return true; /* created over a graph */
+  p->g = drk_frontend_load(p->path, p->d);
+  p->owns_graph = true;
+  if (!p->g) return false;
+  return (!p->o->bind || drk_graph_bind_dims(p->g, p->o->bind, p->d)) &&
+         (!p->o->shapes_from || bind_from_dir(p->g, p->o->shapes_from, p->d)) && freeze_inputs(p->g, p->o, p->d);
+}
+
+/* ---- graph passes ---- */
+static bool st_verify(drk_pipeline_t *p) { return drk_graph_verify(p->g, p->d); }
+static bool st_canonicalize(drk_pipeline_t *p) { return drk_pass_pipeline_canonicalize(p->g, p->d); }
+
+static bool st_fold_batchnorm(drk_pipeline_t *p) {
+  size_t n = 0;
+  drk_pass_fold_batchnorm(p->g, &n);
+  if (p->o->verbose && n) fprintf(stderr, "drkc: folded %zu BatchNormalization nodes into convolutions\n", n);
+  return true;
+}
+
+static bool st_conv_to_matmul(drk_pipeline_t *p) {
+  size_t n = 0;
+  if (!drk_pass_conv_to_matmul(p->g, &n)) return false;
+  if (!n) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu pointwise convolutions run as matrix products\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* Sibling MatMuls of one activation as one (q/k/v projections): only where matmul epilogues
+ * fuse (fusion level >= 2, the default), so levels 0 and 1 keep a kernel per MatMul. */
+static bool st_merge_matmul(drk_pipeline_t *p) {
+  if (fusion_level(p->o) < 2) return true;
+  size_t groups = 0, n = 0;
+  if (!drk_pass_merge_matmul(p->g, &groups, &n)) return false;
+  if (!groups) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu MatMuls sharing a left operand merged into %zu\n", n, groups);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* The precision policy for the targets: fp8 needs every target to have it (sm_89, sm_90,
+ * gfx942: targets.def); the first one without it is named in the warning. */
+static bool st_precision(drk_pipeline_t *p) {
+  drk_precision_options_t po = {.precision = p->o->precision, .matmul = p->o->matmul, .target_sm = 80,
+                                .target_has_fp8 = true};
+  bool nv = false;
+  for (int t = 0; t < DRK_TARGET_COUNT; t++) {
+    if (!(p->o->targets & (1u << t))) continue;
+    const drk_target_info_t *ti = drk_target_info((drk_target_t)t);
+    if (ti->vendor == DRK_VENDOR_NV && !nv) {
+      po.target_sm = ti->number;
+      nv = true;
+    }
+    if (!ti->has_fp8 && po.target_has_fp8) {
+      po.target_has_fp8 = false;
+      po.target_name = ti->name;
+    }
+  }
+  return drk_pass_apply_precision(p->g, &po, p->d);
+}
+
+/* --layout: NHWC convolutions (auto: on NVIDIA-only target lists) */
+static bool st_layout(drk_pipeline_t *p) {
+  drk_layout_options_t lo = {.layout = p->o->layout, .nvidia_only = p->o->targets != 0};
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if ((p->o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV)
+      lo.nvidia_only = false;
+  drk_layout_stats_t st;
+  drk_pass_layout_nhwc(p->g, &lo, &st);
+  if (!st.convs) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose)
+    fprintf(stderr, "drkc: layout %s: %zu convolutions and %zu pools in NHWC, %zu layout transposes\n",
+            drk_layout_name(p->o->layout), st.convs, st.pools, st.transposes);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* ---- fuse, lower, plan ---- */
+static bool st_fuse(drk_pipeline_t *p) {
+  drk_lower_options_t lo = lower_options(p->o);
+  drk_fusion_for_lowering(p->g, &lo, &p->fusion);
+  p->fused = true;
+  return true;
+}
+
+static void dump_fuse(const drk_pipeline_t *p, FILE *out) {
+  fprintf(out, "// ---- fusion groups ----\n");
+  drk_fusion_print(p->g, &p->fusion, out);
+}
+
+static bool st_lower(drk_pipeline_t *p) {
+  drk_lower_options_t lo = lower_options(p->o);
+  p->fused = false; /* the lowering takes the partition */
+  if (!drk_lower_graph_fused(p->g, &lo, &p->fusion, &p->l, p->d)) return false;
+  p->lowered = true;
+  return true;
+}
+
+static void dump_lower(const drk_pipeline_t *p, FILE *out) { drk_lowered_print(&p->l, out); }
+
+static bool st_plan_memory(drk_pipeline_t *p) {
+  if (!drk_lowered_plan_memory(p->g, &p->l, &p->plan, p->d)) return false;
+  p->planned = true;
+  if (p->o->report) drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+  return true;
+}
+
+static void dump_plan(const drk_pipeline_t *p, FILE *out) {
+  fprintf(out, "// ---- memory plan: arena %llu bytes (weights %llu) ----\n", (unsigned long long)p->plan.arena_size,
+          (unsigned long long)p->plan.weights_size);
+  for (size_t i = 0; i < p->g->n_inputs; i++)
+    fprintf(out, "// input %%%s at %llu\n", p->g->inputs[i]->name, (unsigned long long)p->plan.offset[p->g->inputs[i]->id]);
+  for (size_t i = 0; i < p->g->n_outputs; i++)
+    fprintf(out, "// output %%%s at %llu\n", p->g->outputs[i]->name,
+            (unsigned long long)p->plan.offset[p->g->outputs[i]->id]);
+}
+
+/* ---- codegen ---- */
+static bool wants(const drk_pipeline_t *p, const char *kind) { return strcmp(p->emit->kind, kind) == 0; }
+
+static bool codegen_llvm(drk_pipeline_t *p) {
+  unsigned nv = nvidia_targets(p->o);
+  if (!nv) return drk_build_amd_llvm(p->l.module, "gfx942", &p->llvm, p->d);
+  const char *arch = NULL;
+  for (int t = 0; t < DRK_TARGET_COUNT && !arch; t++)
+    if (nv & (1u << t)) arch = drk_target_info((drk_target_t)t)->name;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod;
+  bool ok = drk_nvptx_lower_module(ctx, p->l.module, arch, &mod, p->d);
+  if (ok) {
+    char *s = LLVMPrintModuleToString(mod);
+    p->llvm = strdup(s);
+    LLVMDisposeMessage(s);
+    LLVMDisposeModule(mod);
+  }
+  LLVMContextDispose(ctx);
+  return ok;
+}
+
+/* Per NVIDIA target PTX and a cubin (--emit=ptx, cubin: the first target only, ptx without
+ * ptxas); gfx942's code object and offload bundle. */
+static bool st_codegen(drk_pipeline_t *p) {
+  if (wants(p, "llvm")) return codegen_llvm(p);
+  unsigned nv = nvidia_targets(p->o), amd = p->o->targets & (1u << DRK_TARGET_GFX942);
+  bool first_only = wants(p, "ptx") || wants(p, "cubin");
+  if (!wants(p, "hsaco") && !wants(p, "bundle"))
+    for (int t = 0; t < DRK_TARGET_COUNT; t++) {
+      if (!(nv & (1u << t)) || (first_only && p->n_code)) continue;
+      drk_nv_code_t *c = &p->code[p->n_code++];
+      c->t = drk_target_info((drk_target_t)t);
+      bool cubin = !wants(p, "ptx");
+      if (!drk_nvptx_compile_tile_module(p->l.module, c->t->name, &c->ptx, cubin ? &c->cubin : NULL,
+                                         cubin ? &c->cubin_size : NULL, p->d))
+        return false;
+    }
+  if (amd && !first_only && !wants(p, "fatbin")) {
+    if (!drk_build_amd(p->l.module, "gfx942", &p->hsaco, &p->hsaco_size, &p->bundle, &p->bundle_size, p->d))
+      return false;
+    if (p->o->verbose) drk_build_amd_report(p->l.module, p->hsaco, p->hsaco_size, stderr);
+  }
+  return true;
+}
+
+/* ---- package ---- */
+static bool st_package(drk_pipeline_t *p) {
+  if (p->n_code && !drk_package_fatbin(p->code, p->n_code, &p->fatbin, &p->fatbin_size, p->image_targets,
+                                       sizeof p->image_targets, p->d))
+    return false;
+  if (!wants(p, "module")) return true;
+  drk_modfile_image_t imgs[2];
+  uint32_t n = 0;
+  if (p->fatbin) imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_FATBIN, 0, p->image_targets, p->fatbin, p->fatbin_size};
+  if (p->bundle)
+    imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
+  const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
+  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash};
+  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, p->d);
+}
+
+/* ---- the table ---- */
+static const drk_stage_t stages[] = {
+    {"import", "reads the model (.onnx, .drkg) into graph IR, binds --bind/--shapes-from dims, freezes "
+               "--freeze-input inputs", st_import, dump_graph},
+    {"verify", "requires a graph; guarantees a well-formed one (SSA, arities, attributes)", st_verify, dump_graph},
+    {"canonicalize", "infers dtypes and shapes, folds constants and shape chains, removes dead nodes",
+     st_canonicalize, dump_graph},
+    {"verify-canonical", "guarantees the canonical graph verifies; drkc run's reference is taken here", st_verify,
+     dump_graph},
+    {"fold-batchnorm", "folds inference BatchNormalization into the convolution before it", st_fold_batchnorm,
+     dump_graph},
+    {"conv-to-matmul", "pointwise convolutions become MatMuls", st_conv_to_matmul, dump_graph},
+    {"merge-matmul", "sibling MatMuls of one input become one (fusion level >= 2)", st_merge_matmul, dump_graph},
+    {"precision", "applies --precision/--matmul-precision: casts at the compute boundaries, the interface keeps "
+                  "its dtypes", st_precision, dump_graph},
+    {"verify-precision", "guarantees the precision rewrite verifies", st_verify, dump_graph},
+    {"layout", "chooses NHWC for 16-bit/f8 convolutions where every target is NVIDIA (--layout)", st_layout,
+     dump_graph},
+    {"verify-layout", "guarantees the layout rewrite verifies", st_verify, dump_graph},
+    {"fuse", "partitions the live nodes into kernel groups (--fusion-aggressiveness, --max-graph-depth)", st_fuse,
+     dump_fuse},
+    {"lower", "requires static shapes; guarantees a verified tile IR kernel per group and the launch plan, under "
+              "--schedule/--schedules", st_lower, dump_lower},
+    {"plan-memory", "places every value a kernel takes in one arena (liveness, in-place reuse, scratch)",
+     st_plan_memory, dump_plan},
+    {"codegen", "per target: tile IR -> LLVM -> PTX -> ptxas -> cubin (NVIDIA), code object (gfx942)", st_codegen,
+     NULL},
+    {"package", "the fat binary (a cubin per target + PTX), the offload bundle and the module file", st_package,
+     NULL},
+};
+
+const drk_stage_t *drk_pipeline_stages(size_t *out_n) {
+  *out_n = DRK_ARRAY_LEN(stages);
+  return stages;
+}
+
+int drk_pipeline_stage_index(const char *name) {
+  for (size_t i = 0; i < DRK_ARRAY_LEN(stages); i++)
+    if (strcmp(stages[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+static const drk_emit_kind_t emit_kinds[] = {
+    {"graph", "verify-layout", true, ".drkg", "graph IR after the graph passes"},
+    {"schedules", "lower", true, ".sched", "every kernel's workload key, knob space and schedule"},
+    {"tile", "lower", true, ".drkt", "the tile IR module with its launches"},
+    {"llvm", "codegen", true, ".ll", "LLVM IR for the first NVIDIA target (or gfx942)"},
+    {"ptx", "codegen", true, ".ptx", "PTX of the first NVIDIA target"},
+    {"cubin", "codegen", false, ".cubin", "cubin of the first NVIDIA target"},
+    {"hsaco", "codegen", false, ".hsaco", "gfx942 code object"},
+    {"fatbin", "package", false, ".fatbin", "fat binary of every NVIDIA target"},
+    {"bundle", "codegen", false, ".bundle", "clang offload bundle of the gfx942 code object"},
+    {"module", "package", false, ".drkm", "module file (the default)"},
+};
+
+const drk_emit_kind_t *drk_emit_kinds(size_t *out_n) {
+  *out_n = DRK_ARRAY_LEN(emit_kinds);
+  return emit_kinds;
+}
+
+const drk_emit_kind_t *drk_emit_kind_find(const char *kind) {
+  for (size_t i = 0; i < DRK_ARRAY_LEN(emit_kinds); i++)
+    if (strcmp(emit_kinds[i].kind, kind) == 0) return &emit_kinds[i];
+  return NULL;
+}
+
+/* ---- running ---- */
+drk_pipeline_t *drk_pipeline_create(const drk_compile_options_t *o, const char *path, drk_graph_t *g,
+                                    const char *emit, drk_diag_t *d) {
+  drk_pipeline_t *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->o = o;
+  p->d = d;
+  p->path = path;
+  p->g = g;
+  p->owns_graph = g != NULL;
+  p->emit = drk_emit_kind_find(emit ? emit : "module");
+  DRK_ASSERT(p->emit);
+  return p;
+}
+
+void drk_pipeline_destroy(drk_pipeline_t *p) {
+  if (!p) return;
+  if (p->fused) drk_fusion_destroy(&p->fusion);
+  if (p->planned) drk_mem_plan_free(&p->plan);
+  if (p->lowered) drk_lowered_destroy(&p->l);
+  for (size_t i = 0; i < p->n_code; i++) {
+    free(p->code[i].ptx);
+    free(p->code[i].cubin);
+  }
+  free(p->llvm);
+  free(p->hsaco);
+  free(p->bundle);
+  free(p->fatbin);
+  free(p->module);
+  if (p->owns_graph) drk_graph_destroy(p->g);
+  free(p);
+}
+
+static bool stage_needed(const drk_pipeline_t *p, const drk_stage_t *s);
+
+static bool dump_wanted(const drk_pipeline_t *p, const char *stage) {
+  const char *w = p->o->dump_after;
+  return w && (strcmp(w, stage) == 0 || strcmp(w, "all") == 0);
+}
+
+/* Whether the emit kind needs the stage at all: the AMD-only kinds skip nothing, the graph
+ * needs none of the back half (run_to stops there anyway). */
+static bool stage_needed(const drk_pipeline_t *p, const drk_stage_t *s) {
+  if (strcmp(s->name, "package") == 0) return wants(p, "fatbin") || wants(p, "module");
+  return true;
+}
+
+void drk_pipeline_print_times(const drk_pipeline_t *p, FILE *out) {
+  double total = 0;
+  for (int i = 0; i < p->next; i++) total += p->ms[i];
+  fprintf(out, "drkc: stage times (ms, wall):\n");
+  for (int i = 0; i < p->next; i++)
+    if (stage_needed(p, &stages[i]))
+      fprintf(out, "  %-18s %9.1f  %5.1f%%\n", stages[i].name, p->ms[i], total > 0 ? 100.0 * p->ms[i] / total : 0);
+  fprintf(out, "  %-18s %9.1f\n", "total", total);
+}
+
+/* --emit kinds a target list cannot give: an error naming a target that would. */
+static bool emit_possible(drk_pipeline_t *p) {
+  unsigned nv = nvidia_targets(p->o), amd = p->o->targets & (1u << DRK_TARGET_GFX942);
+  bool need_nv = wants(p, "ptx") || wants(p, "cubin") || wants(p, "fatbin"), need_amd = wants(p, "hsaco") || wants(p, "bundle");
+  if ((need_nv && !nv) || (need_amd && !amd)) {
+    drk_diag_error(p->d, drk_loc_none, "--emit=%s needs %s target (e.g. %s)", p->emit->kind,
+                   need_nv ? "an NVIDIA" : "the gfx942", need_nv ? "--target=sm_90" : "--target=gfx942");
+    return false;
+  }
+  return true;
+}
+
+/* The progress line (--progress on a TTY): the stage and the time, once a compile has taken
+ * a second. */
+static bool progress_line(const drk_pipeline_t *p, const char *stage, double t_start) {
+  double t = now_ms() - t_start;
+  if (!p->o->progress || t < 1000 || !isatty(2)) return false;
+  fprintf(stderr, "\rdrkc: %s ... %.1f s\033[K", stage, t / 1e3);
+  return true;
+}
+
+bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage) {
+  int last = drk_pipeline_stage_index(stage);
+  DRK_ASSERT(last >= 0);
+  if (p->next == 0 && !p->failed && !emit_possible(p)) p->failed = true;
+  bool drew = false;
+  double t_start = now_ms();
+  for (int i = 0; i < p->next; i++) t_start -= p->ms[i];
+  while (!p->failed && p->next <= last) {
+    const drk_stage_t *s = &stages[p->next];
+    if (p->o->verbose) fprintf(stderr, "drkc: stage %s\n", s->name);
+    drew |= progress_line(p, s->name, t_start);
+    double t0 = now_ms();
+    bool ok = !stage_needed(p, s) || s->run(p);
+    p->ms[p->next] = now_ms() - t0;
+    p->next++;
+    if (!ok) {
+      p->failed = true;
+      break;
+    }
+    if (s->dump && dump_wanted(p, s->name)) {
+      fprintf(stderr, "// ---- after %s ----\n", s->name);
+      s->dump(p, stderr);
+    }
+  }
+  if (drew) fprintf(stderr, "\r\033[K");
+  return !p->failed;
+}
+
+drk_graph_t *drk_pipeline_graph(drk_pipeline_t *p) { return p->failed ? NULL : p->g; }
+
+size_t drk_pipeline_kernel_count(const drk_pipeline_t *p) { return p->lowered ? p->l.n_launches : 0; }
+
+static bool take(void **slot, size_t size, void **out_data, size_t *out_size) {
+  if (!*slot) return false;
+  *out_data = *slot;
+  *out_size = size;
+  *slot = NULL;
+  return true;
+}
+
+/* The text a printer of the lowered module writes (--emit=tile, --emit=schedules). */
+static bool print_lowered(const drk_lowered_t *l, void (*print)(const drk_lowered_t *, FILE *), void **out_data,
+                          size_t *out_size) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return false;
+  print(l, f);
+  fclose(f);
+  *out_data = buf;
+  *out_size = len;
+  return true;
+}
+
+bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, size_t *out_size) {
+  if (p->failed) return false;
+  if (strcmp(kind, "graph") == 0) {
+    size_t n = 0;
+    char *s = drk_graph_print_string(p->g, SIZE_MAX, &n);
+    *out_data = s;
+    *out_size = n;
+    return s != NULL;
+  }
+  if (strcmp(kind, "tile") == 0) return p->lowered && print_lowered(&p->l, drk_lowered_print, out_data, out_size);
+  if (strcmp(kind, "schedules") == 0)
+    return p->lowered && print_lowered(&p->l, drk_lowered_print_schedules, out_data, out_size);
+  if (strcmp(kind, "llvm") == 0) return p->llvm && take((void **)&p->llvm, strlen(p->llvm), out_data, out_size);
+  if (strcmp(kind, "ptx") == 0)
+    return p->n_code && p->code[0].ptx && take((void **)&p->code[0].ptx, strlen(p->code[0].ptx), out_data, out_size);
+  if (strcmp(kind, "cubin") == 0) return p->n_code && take(&p->code[0].cubin, p->code[0].cubin_size, out_data, out_size);
+  if (strcmp(kind, "hsaco") == 0) return take(&p->hsaco, p->hsaco_size, out_data, out_size);
+  if (strcmp(kind, "bundle") == 0) return take(&p->bundle, p->bundle_size, out_data, out_size);
+  if (strcmp(kind, "fatbin") == 0) return take(&p->fatbin, p->fatbin_size, out_data, out_size);
+  if (strcmp(kind, "module") == 0) return take(&p->module, p->module_size, out_data, out_size);
+  return false;
+}
+
+bool drk_pipeline_build(drk_graph_t *g, const drk_compile_options_t *o, const char *emit, void **out_data,
+                        size_t *out_size, drk_diag_t *d) {
+  drk_pipeline_t *p = drk_pipeline_create(o, NULL, g, emit, d);
+  if (!p) return false;
+  p->owns_graph = false;
+  p->next = drk_pipeline_stage_index("fuse");
+  bool ok = drk_pipeline_run_to(p, p->emit->after) && drk_pipeline_output(p, p->emit->kind, out_data, out_size);
+  drk_pipeline_destroy(p);
+  return ok;
+}

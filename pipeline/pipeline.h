@@ -1,0 +1,123 @@
+/* The compile pipeline: one table of named stages, from a model file to a module.
+ *
+ *   import  verify  canonicalize  verify-canonical  fold-batchnorm  conv-to-matmul
+ *   merge-matmul  precision  verify-precision  layout  verify-layout      (graph IR)
+ *   fuse  lower  plan-memory                                              (tile IR + plan)
+ *   codegen                                           (per target: LLVM -> PTX -> cubin, gfx942)
+ *   package                                           (fat binary, offload bundle, module)
+ *
+ * Every stage says what it requires and guarantees (drk_stage_t.about, docs/architecture.md).
+ * What the driver offers is read from the table: --dump-after=STAGE (the stage's dump),
+ * --emit=KIND (the stage an output is taken after, drk_emit_kind_t), -v (each stage as it runs)
+ * and --time-stages (each stage's wall time). One options struct, drk_compile_options_t,
+ * reaches every stage.
+ *
+ * Usage:
+ *   drk_pipeline_t *p = drk_pipeline_create(&opts, "model.onnx", NULL, &diag);
+ *   if (drk_pipeline_run_to(p, "package")) drk_pipeline_output(p, "module", &data, &size);
+ *   drk_pipeline_destroy(p);
+ * A caller may stop in between (drkc run takes the interpreter's reference after
+ * verify-canonical, then runs the rest) and reach the graph with drk_pipeline_graph().
+ *
+ * Errors are reported through the diag given at creation (located at the node, the tile op or
+ * the file line that caused them); a stage that fails leaves the pipeline failed. */
+#ifndef DRK_PIPELINE_H
+#define DRK_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ir/graph.h"
+#include "lower/lower.h"
+#include "passes/passes.h"
+#include "passes/precision.h"
+
+typedef struct drk_compile_options {
+  /* what to compile for */
+  unsigned targets;              /* bit set over drk_target_t (backends/targets.h) */
+  drk_precision_t precision;     /* --precision */
+  drk_matmul_precision_t matmul; /* --matmul-precision */
+  drk_layout_t layout;           /* --layout */
+  bool fusion_set;               /* --fusion-aggressiveness / --max-graph-depth given */
+  int fusion_level, max_depth;
+  drk_sched_knobs_t knobs;           /* --schedule: knobs pinned for every kernel */
+  const drk_schedules_t *schedules;  /* --schedules=FILE (NULL: none); borrowed */
+  /* import */
+  const char *bind;              /* --bind=NAME=SIZE,... */
+  const char *shapes_from;       /* --shapes-from=DIR: bind dims to DIR/input_N.{pb,npy} */
+  const char *const *freeze;     /* --freeze-input=NAME=FILE entries */
+  int n_freeze;
+  /* codegen */
+  int jobs;                      /* kernels compiled at once (0: one per CPU) */
+  bool no_cache;                 /* --no-cache: no compiled-kernel cache */
+  /* what to say */
+  const char *dump_after;        /* stage name, or "all" */
+  FILE *report;                  /* --report (NULL: none) */
+  int verbose;                   /* -v: each stage; per-kernel register reports */
+  bool time_stages;              /* --time-stages: a table of stage times on stderr at the end */
+  bool progress;                 /* a progress line on stderr (the driver: a TTY and not -q) */
+  /* provenance */
+  const char *command_line;
+  /* the model file's hash ("sha256:<hex>"), asked for once the module is packed (drkc hashes
+   * the file on a thread while the pipeline runs); NULL function or result: "sha256:unknown" */
+  const char *(*model_hash)(void *ctx);
+  void *model_hash_ctx;
+} drk_compile_options_t;
+
+typedef struct drk_pipeline drk_pipeline_t;
+
+typedef struct drk_stage {
+  const char *name;
+  const char *about;   /* requires / guarantees, one sentence */
+  bool (*run)(drk_pipeline_t *p);
+  void (*dump)(const drk_pipeline_t *p, FILE *out); /* --dump-after; NULL: nothing to print */
+} drk_stage_t;
+
+/* The stages in order (*out_n of them). */
+const drk_stage_t *drk_pipeline_stages(size_t *out_n);
+/* Index of the stage named name, or -1. */
+int drk_pipeline_stage_index(const char *name);
+
+typedef struct drk_emit_kind {
+  const char *kind;  /* --emit=KIND */
+  const char *after; /* the stage it is taken after */
+  bool text;         /* text (stdout by default) or bytes (a file by default) */
+  const char *ext;   /* default file extension */
+  const char *about;
+} drk_emit_kind_t;
+
+const drk_emit_kind_t *drk_emit_kinds(size_t *out_n);
+const drk_emit_kind_t *drk_emit_kind_find(const char *kind);
+
+/* A pipeline over the model at path (.onnx, .drkg), or over graph g (taken: destroyed with the
+ * pipeline; its stages start after import). emit: the output wanted (NULL: module): codegen
+ * then makes only what it needs (the first NVIDIA target's PTX for --emit=ptx). o and d must
+ * outlive the pipeline. */
+drk_pipeline_t *drk_pipeline_create(const drk_compile_options_t *o, const char *path, drk_graph_t *g,
+                                    const char *emit, drk_diag_t *d);
+void drk_pipeline_destroy(drk_pipeline_t *p);
+
+/* Runs the stages from the next one up to and including `stage`. False after a stage failed
+ * (now or before). */
+bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage);
+/* The graph (borrowed; NULL before import or after a failure). The caller may bind its dims
+ * between stages (drkc run binds them from its inputs after import). */
+drk_graph_t *drk_pipeline_graph(drk_pipeline_t *p);
+/* Output `kind` (drk_emit_kind_t) once its stage ran: malloc'ed (free()). */
+bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, size_t *out_size);
+/* --time-stages: the wall time of every stage run so far, as a table. */
+void drk_pipeline_print_times(const drk_pipeline_t *p, FILE *out);
+/* Binds the graph's symbolic input dims to the shapes of inputs (g->n_inputs tensors). */
+struct drk_tensor;
+bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const struct drk_tensor *inputs, drk_diag_t *d);
+/* How many kernels the lowering made (0 before lower). */
+size_t drk_pipeline_kernel_count(const drk_pipeline_t *p);
+
+/* The back half on graph g, which has been through the graph stages (or at least
+ * canonicalize): fuse, lower, plan-memory, codegen and package, as far as `emit` needs. g is
+ * borrowed. For tests and tools that build their graphs themselves. */
+bool drk_pipeline_build(drk_graph_t *g, const drk_compile_options_t *o, const char *emit, void **out_data,
+                        size_t *out_size, drk_diag_t *d);
+
+#endif
