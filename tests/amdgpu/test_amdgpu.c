@@ -21,17 +21,10 @@
 
 #include "backends/amdgpu/amdgpu.h"
 #include "backends/package/bundle.h"
+#include "tests/common/check.h"
 
-static int failures;
 /* lower-spills-ok: big tiles (gemm_sm80's 128x128 per 2 waves) may spill for now */
 static bool allow_spills;
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    if (!(c)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                           \
-    }                                                                       \
-  } while (0)
 
 typedef struct {
   LLVMContextRef ctx;
@@ -330,7 +323,7 @@ static int mode_build(const char *dir) {
   CHECK(drk_bundle_build(es, 2, 3, &bun, &bn, err, sizeof err) == -1);
   free(h1);
   free(h2);
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 static void *slurp(const char *path, size_t *n) {
@@ -354,7 +347,7 @@ static int mode_readbundle(const char *bundle, const char *hsaco) {
   CHECK(drk_bundle_find(b, bn, DRK_BUNDLE_HOST_X86_64, &got, err, sizeof err) == 0 && got.size == 0);
   free(b);
   free(h);
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 static drk_tile_module_t *parse_tile(const char *path, drk_diag_t *d) {
@@ -399,7 +392,7 @@ static int mode_lower(const char *path, const char *dir) {
   }
   LLVMContextDispose(ctx);
   drk_tile_module_destroy(tm);
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 static int mode_lower_error(const char *path, const char *text) {
@@ -417,7 +410,7 @@ static int mode_lower_error(const char *path, const char *text) {
   if (m) LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
   drk_tile_module_destroy(tm);
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 /* drk_amdgpu_xcd_remap on constants for every workgroup of an n0 x n1 x n2 grid: a
@@ -497,7 +490,7 @@ static int mode_xcd(const char *gemm, const char *vec) {
   drk_tile_module_destroy(tg);
   drk_tile_module_destroy(tv);
   if (!failures) printf("OK\n");
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 /* Loops kept rolled: latches carrying a loop id, and loop ids saying unroll.disable. */
@@ -515,7 +508,7 @@ static int mode_rolled(const char *path, const char *n_text) {
   CHECK(ids == (want > 0)); /* one metadata node for the flag, shared by the loop ids */
   free(ir);
   drk_tile_module_destroy(tm);
-  return failures ? 1 : 0;
+  return check_status("test_amdgpu");
 }
 
 int main(int argc, char **argv) {

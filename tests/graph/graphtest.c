@@ -17,18 +17,7 @@
 #include <string.h>
 
 #include "graph.h"
-
-static int failures;
-
-#define CHECK(c, ...)                                 \
-  do {                                                \
-    if (!(c)) {                                       \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      failures++;                                     \
-    }                                                 \
-  } while (0)
+#include "tests/common/check.h"
 
 typedef struct {
   char *buf;
@@ -391,7 +380,7 @@ int main(int argc, char **argv) {
     test_verifier_builder();
     test_garbage();
     if (!failures) printf("PASS selftest\n");
-    return failures ? 1 : 0;
+    return check_status("graphtest selftest");
   }
   if (argc == 3 && strcmp(argv[1], "--print") == 0) {
     drk_diag_t d;

@@ -11,16 +11,7 @@
 #include <time.h>
 
 #include "ir/interp.h"
-
-static int failures;
-
-#define CHECK(c)                                                                  \
-  do {                                                                            \
-    if (!(c)) {                                                                   \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);       \
-      failures++;                                                                 \
-    }                                                                             \
-  } while (0)
+#include "tests/common/check.h"
 
 static drk_tensor_t tf32(int rank, const int64_t *dims, const float *v) {
   drk_tensor_t t;
@@ -655,10 +646,6 @@ int main(int argc, char **argv) {
   test_cast_rounding();
   test_errors();
   test_run_graph();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("all interpreter checks passed\n");
-  return 0;
+  if (!failures) printf("all interpreter checks passed\n");
+  return check_status("interptest");
 }

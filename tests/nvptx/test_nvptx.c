@@ -13,15 +13,7 @@
 #include <string.h>
 
 #include "backends/nvptx/nvptx.h"
-
-static int failures;
-#define CHECK(c)                                                          \
-  do {                                                                    \
-    if (!(c)) {                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                         \
-    }                                                                     \
-  } while (0)
+#include "tests/common/check.h"
 
 typedef struct {
   LLVMContextRef ctx;

@@ -12,17 +12,7 @@
 
 #include "backends/nvptx/nvptx.h"
 #include "ir/tile.h"
-
-static int failures;
-#define CHECK(c, ...)                                      \
-  do {                                                     \
-    if (!(c)) {                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      failures++;                                          \
-    }                                                      \
-  } while (0)
+#include "tests/common/check.h"
 
 static void dump(const char *name, const char *ext, const char *text) {
   const char *dir = getenv("DRK_NVPTX_DUMP");

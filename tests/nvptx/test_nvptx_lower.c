@@ -18,17 +18,7 @@
 #include "backends/nvptx/nvptx.h"
 #include "ir/tensor.h"
 #include "ir/tile.h"
-
-static int failures;
-#define CHECK(c, ...)                                                        \
-  do {                                                                       \
-    if (!(c)) {                                                              \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-      failures++;                                                            \
-    }                                                                        \
-  } while (0)
+#include "tests/common/check.h"
 
 /* Built-in kernels covering ops/dtypes/layouts the example files do not. */
 static const char *const builtin_src =

@@ -13,16 +13,7 @@
 #include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"
-
-static int failures;
-
-#define CHECK(c)                                                             \
-  do {                                                                       \
-    if (!(c)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                            \
-    }                                                                        \
-  } while (0)
+#include "tests/common/check.h"
 
 static const char *shape_str(const drk_value_t *v) {
   static char bufs[4][512];
@@ -44,13 +35,10 @@ static const char *shape_str(const drk_value_t *v) {
   return b;
 }
 
-#define CHECK_SHAPE(v, want)                                                                  \
-  do {                                                                                        \
-    const char *got_ = shape_str(v);                                                          \
-    if (strcmp(got_, want) != 0) {                                                            \
-      fprintf(stderr, "%s:%d: %s: got %s, want %s\n", __FILE__, __LINE__, #v, got_, want);    \
-      failures++;                                                                             \
-    }                                                                                         \
+#define CHECK_SHAPE(v, want)                                                          \
+  do {                                                                                \
+    const char *got_ = shape_str(v);                                                  \
+    if (strcmp(got_, want) != 0) check_report(__FILE__, __LINE__, #v, ": got %s, want %s", got_, want); \
   } while (0)
 
 /* dims like "N,3,224": numbers are static, anything else a symbol; "" is a scalar. */
@@ -1217,5 +1205,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "");
     return 2;
   }
-  return failures ? 1 : 0;
+  return check_status("test_passes");
 }

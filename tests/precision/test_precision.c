@@ -20,16 +20,7 @@
 #include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
-
-static int failures;
-
-#define CHECK(c)                                                             \
-  do {                                                                       \
-    if (!(c)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                            \
-    }                                                                        \
-  } while (0)
+#include "tests/common/check.h"
 
 static drk_value_t *find_value(const drk_graph_t *g, const char *name) {
   for (size_t i = 0; i < g->n_inputs; i++)
@@ -45,14 +36,12 @@ static drk_value_t *find_value(const drk_graph_t *g, const char *name) {
   return NULL;
 }
 
-#define CHECK_DT(g, name, want)                                                                          \
-  do {                                                                                                   \
-    const drk_value_t *v_ = find_value(g, name);                                                         \
-    if (!v_ || v_->dtype != (want)) {                                                                    \
-      fprintf(stderr, "%s:%d: %%%s: dtype %s, want %s\n", __FILE__, __LINE__, name,                      \
-              v_ ? drk_dtype_name(v_->dtype) : "(missing)", drk_dtype_name(want));                       \
-      failures++;                                                                                        \
-    }                                                                                                    \
+#define CHECK_DT(g, name, want)                                                                \
+  do {                                                                                         \
+    const drk_value_t *v_ = find_value(g, name);                                               \
+    if (!v_ || v_->dtype != (want))                                                            \
+      check_report(__FILE__, __LINE__, #name, ": %%%s: dtype %s, want %s", name,               \
+                   v_ ? drk_dtype_name(v_->dtype) : "(missing)", drk_dtype_name(want));        \
   } while (0)
 
 static char *print_str(const drk_graph_t *g) {
@@ -690,9 +679,8 @@ static int run_unit(void) {
   test_medium_and_options();
   test_fp8_fallback();
   test_fp8();
-  if (failures) fprintf(stderr, "FAIL: %d checks\n", failures);
-  else printf("OK\n");
-  return failures ? 1 : 0;
+  if (!failures) printf("OK\n");
+  return check_status("test_precision");
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -145,7 +145,6 @@ int main(int argc, char **argv) {
   test_module_fini(&t);
   if (argc > 1 && run_with_fatbin(rt, argv[1], sm)) return 1;
   drk_runtime_destroy(rt);
-  if (g_failures) fprintf(stderr, "test_gpu_vadd: %d failures\n", g_failures);
-  else printf("test_gpu_vadd: ok\n");
-  return g_failures ? 1 : 0;
+  if (!failures) printf("test_gpu_vadd: ok\n");
+  return check_status("test_gpu_vadd");
 }

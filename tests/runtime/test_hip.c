@@ -36,7 +36,7 @@ static stats_t stats(const char *lib) {
   stats_fn f = NULL;
   if (h) *(void **)&f = dlsym(h, "fake_hip_stats");
   if (f) f(&s.launches, &s.graph_launches, &s.live, s.grid, s.block, &s.smem, &s.image);
-  else fprintf(stderr, "fake_hip_stats not found in %s\n", lib), g_failures++;
+  else fprintf(stderr, "fake_hip_stats not found in %s\n", lib), failures++;
   if (h) dlclose(h);
   return s;
 }
@@ -137,7 +137,7 @@ static void run_module(drk_runtime_t *rt, const char *lib, test_module_t *t, con
   drk_module_t *m = module_with(t, imgs, n, &bytes);
   drk_session_t *s = NULL;
   drk_status_t st = drk_session_create(rt, m, &s);
-  if (st) fprintf(stderr, "session: %s\n", drk_status_message(st)), g_failures++, drk_status_destroy(st);
+  if (st) fprintf(stderr, "session: %s\n", drk_status_message(st)), failures++, drk_status_destroy(st);
   if (s) {
     stats_t before = stats(lib);
     CHECK(!strcmp(before.image, want_image));
@@ -201,7 +201,7 @@ static void sessions(const char *lib, int graphs) {
   setenv("DRK_FAKE_HIP_DEVICE", "gfx942:sramecc+:xnack-", 1);
   drk_runtime_t *rt = NULL;
   drk_status_t st = create(DRK_DRIVER_AUTO, lib, 0, &rt); /* CUDA is missing: auto picks HIP */
-  if (st) { fprintf(stderr, "runtime: %s\n", drk_status_message(st)); drk_status_destroy(st); g_failures++; return; }
+  if (st) { fprintf(stderr, "runtime: %s\n", drk_status_message(st)); drk_status_destroy(st); failures++; return; }
   printf("runtime: %s driver, %s\n", drk_runtime_driver_name(rt), drk_runtime_device_name(rt));
   CHECK(!strcmp(drk_runtime_driver_name(rt), "HIP"));
   CHECK(!strcmp(drk_runtime_device_arch(rt), "gfx942:sramecc+:xnack-"));
@@ -269,7 +269,7 @@ static void sessions(const char *lib, int graphs) {
   printf("old hipDeviceProp_t layout (R0600 entry fails):\n");
   setenv("DRK_FAKE_HIP_PROPS", "r0000", 1);
   rt = NULL;
-  if ((st = create(DRK_DRIVER_HIP, lib, 0, &rt))) fprintf(stderr, "runtime: %s\n", drk_status_message(st)), drk_status_destroy(st), g_failures++;
+  if ((st = create(DRK_DRIVER_HIP, lib, 0, &rt))) fprintf(stderr, "runtime: %s\n", drk_status_message(st)), drk_status_destroy(st), failures++;
   CHECK(rt && !strcmp(drk_runtime_device_arch(rt), "gfx942:sramecc+:xnack-"));
   drk_runtime_destroy(rt);
   unsetenv("DRK_FAKE_HIP_PROPS");
@@ -314,7 +314,6 @@ int main(int argc, char **argv) {
   sessions(fake_lib, 1);
   printf("== HIP runtime without stream capture\n");
   sessions(fake_nograph_lib, 0);
-  if (g_failures) fprintf(stderr, "test_hip: %d failures\n", g_failures);
-  else printf("test_hip: ok\n");
-  return g_failures ? 1 : 0;
+  if (!failures) printf("test_hip: ok\n");
+  return check_status("test_hip");
 }

@@ -402,7 +402,6 @@ int main(int argc, char **argv) {
 
   free(a);
   test_module_fini(&t);
-  if (g_failures) fprintf(stderr, "test_module: %d failures\n", g_failures);
-  else printf("test_module: ok (%zu-byte module)\n", na);
-  return g_failures ? 1 : 0;
+  if (!failures) printf("test_module: ok (%zu-byte module)\n", na);
+  return check_status("test_module");
 }

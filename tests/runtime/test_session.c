@@ -158,7 +158,6 @@ int main(void) {
   test_layout(&mf);
   test_session(&mf);
   CHECK(live == 0);
-  if (g_failures) fprintf(stderr, "%d failure(s)\n", g_failures);
-  else printf("session: ok\n");
-  return g_failures != 0;
+  if (!failures) printf("session: ok\n");
+  return check_status("session");
 }

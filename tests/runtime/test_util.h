@@ -1,5 +1,6 @@
 /* Shared by the runtime tests: a hand-written vector-add/scale PTX (no tools needed), a
- * small module built around it, and check macros. Header-only; each test includes it once. */
+ * small module built around it, and the checks (tests/common/check.h). Header-only; each
+ * test includes it once. */
 #ifndef DRK_TEST_RUNTIME_UTIL_H
 #define DRK_TEST_RUNTIME_UTIL_H
 
@@ -9,22 +10,7 @@
 
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
-
-static int g_failures;
-#define CHECK(c)                                                                   \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);       \
-      g_failures++;                                                                \
-    }                                                                              \
-  } while (0)
-#define CHECK_CONTAINS(hay, needle)                                                         \
-  do {                                                                                      \
-    if (!strstr((hay), (needle))) {                                                         \
-      fprintf(stderr, "%s:%d: '%s' not found in: %s\n", __FILE__, __LINE__, (needle), (hay)); \
-      g_failures++;                                                                         \
-    }                                                                                       \
-  } while (0)
+#include "tests/common/check.h"
 
 /* vadd(a, b, c, n): c = a + b; vscale(x, y, s, n): y = x * s. f32, one element per thread. */
 static const char *const test_ptx_body =
