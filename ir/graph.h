@@ -1,4 +1,4 @@
-/* Graph IR: SSA dataflow of tensor ops (see docs/ir.md and ../shared/DESIGN.md).
+/* Graph IR: SSA dataflow of tensor ops (see docs/graph-ir.md and ../shared/DESIGN.md).
  *
  * A graph owns an arena; every value, node, attribute and string hangs off it and lives
  * until drk_graph_destroy(). Constant data (weights) is borrowed: either from an arena copy

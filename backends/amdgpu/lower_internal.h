@@ -1,12 +1,7 @@
-/* Private to backends/nvptx/lower*.c: the state of one tile-kernel lowering.
- *
- * A tile value becomes an array of per-thread LLVM values ("registers"). Which element of
- * the tile a register holds is given by a distribution (am_dist_t) computed from the
- * value's layout and shape: every layout drkc has (blocked, slice, mma_sync, wgmma,
- * dot_op) is a product over dimensions, so the coordinate of register r along dim d is
- * (thr[d] + off[d][r_d]) & (dims[d] - 1), with thr[d] an i32 that depends only on the
- * thread and off[d] compile-time constants; registers are numbered row-major over their
- * per-dim indices r_d. */
+/* Private to backends/amdgpu/lower*.c: the state of one tile-kernel lowering for AMD GPUs
+ * (gfx942). The target-independent part (context, distributions, axis facts, data movement)
+ * is backends/common/lower.h; this adds what only this target has: the kernel's LDS, lanes
+ * and waves of 64, and how dot accumulator layouts map onto MFMA instructions. */
 #ifndef DRK_BACKENDS_AMDGPU_LOWER_INTERNAL_H
 #define DRK_BACKENDS_AMDGPU_LOWER_INTERNAL_H
 

@@ -89,10 +89,10 @@ static const drk_value_t *base_of(const drk_lowered_t *l, const drk_value_t *v) 
 
 static bool overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { return a < b + bn && b < a + an; }
 
-/* The memory plan with the lowering's scratch (as backends/package/build.c makes it): a
- * scratch range lies in the activation area and overlaps no value live at its time (from its
- * definition to its last use, in node times; graph inputs and outputs to the end) nor another
- * scratch of the same time. */
+/* The memory plan with the lowering's scratch (as the pipeline makes it,
+ * drk_lowered_plan_memory): a scratch range lies in the activation area and overlaps no
+ * value live at its time (from its definition to its last use, in node times; graph inputs
+ * and outputs to the end) nor another scratch of the same time. */
 static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, const char *what) {
   if (!l->n_scratch) return true;
   drk_diag_t d;
@@ -136,8 +136,8 @@ static bool check_scratch_plan(const drk_graph_t *g, const drk_lowered_t *l, con
   return ok;
 }
 
-/* share[y->id] = base of x for each in-place candidate (y, x) the memory plan (as build.c
- * makes it) gave x's bytes; the number of such outputs, or -1 when planning fails. */
+/* share[y->id] = base of x for each in-place candidate (y, x) the memory plan (as the
+ * pipeline makes it) gave x's bytes; the number of such outputs, or -1 when planning fails. */
 static int inplace_shares(const drk_graph_t *g, const drk_lowered_t *l, const drk_value_t **share) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
