@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "backends/package/module.h"
 #include "backends/targets.h"
@@ -216,22 +218,55 @@ static char *default_output(const char *input, const char *ext) {
   return p;
 }
 
-static int write_result(const options_t *o, const void *data, size_t size, bool text, const char *ext) {
+/* Writes the result to -o (or the default file for byte kinds, stdout for text): into a
+ * temporary file of the target folder, renamed over the target once complete, so a failed
+ * write (disk full, a file size limit, a kill) never leaves a truncated module where a good one
+ * was. */
+static int write_result(const options_t *o, const void *data, size_t size, bool text, const char *ext,
+                        size_t kernels, double seconds) {
   char *dflt = NULL;
   const char *path = o->output;
   if (!path && !text) path = dflt = default_output(o->input, ext);
-  FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "wb") : stdout;
-  if (!f) {
-    fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(errno));
-    free(dflt);
-    return 1;
+  if (!path || strcmp(path, "-") == 0) {
+    bool ok = fwrite(data, 1, size, stdout) == size && fflush(stdout) == 0;
+    if (!ok) fprintf(stderr, "drkc: error: writing to standard output failed: %s\n", strerror(errno));
+    return ok ? 0 : 1;
   }
-  bool ok = fwrite(data, 1, size, f) == size;
-  ok &= f == stdout ? fflush(f) == 0 : fclose(f) == 0;
-  if (!ok) fprintf(stderr, "drkc: error: writing '%s' failed\n", path ? path : "<stdout>");
-  else if (o->c.verbose && path) fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
+  size_t n = strlen(path);
+  char *tmp = malloc(n + 16);
+  snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  bool ok = f != NULL;
+  if (!ok) fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(errno));
+  ok = ok && fwrite(data, 1, size, f) == size;
+  int err = errno;
+  if (f && fclose(f) != 0 && ok) ok = false, err = errno;
+  if (f && !ok) fprintf(stderr, "drkc: error: writing '%s' failed: %s (the previous file, if any, is kept)\n", path,
+                        strerror(err));
+  if (ok) {
+    mode_t um = umask(0);
+    umask(um);
+    chmod(tmp, 0666 & ~um); /* mkstemp makes 0600; a plain fopen would have made this */
+    if (rename(tmp, path) != 0) {
+      fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(errno));
+      ok = false;
+    }
+  }
+  if (!ok && fd >= 0) unlink(tmp);
+  if (ok && !o->quiet && !text)
+    fprintf(stderr, "drkc: wrote %s: %zu kernels, %.1f MB, %.1f s\n", path, kernels, (double)size / 1e6, seconds);
+  else if (ok && o->c.verbose)
+    fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
+  free(tmp);
   free(dflt);
   return ok ? 0 : 1;
+}
+
+/* -o naming the input would destroy the model: refused before compiling. */
+static bool output_is_input(const char *out, const char *in) {
+  struct stat a, b;
+  return out && stat(out, &a) == 0 && stat(in, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 /* The model file's SHA-256 (provenance) on a thread of its own while the build runs: for
@@ -282,8 +317,14 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: '%s': unknown input kind (expected .onnx, .drkg or .drkt)\n", o->input);
     return 1;
   }
+  if (output_is_input(o->output, o->input)) {
+    fprintf(stderr, "drkc: error: -o %s is the input model; name another output file\n", o->output);
+    return 1;
+  }
   if (!load_schedules(o->schedules_path, &o->schedules, &d)) return 1;
   o->c.schedules = o->schedules.n ? &o->schedules : NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   hash_job_t hj = {.path = o->input};
   bool module = strcmp(ek->kind, "module") == 0;
   if (module) {
@@ -302,7 +343,9 @@ static int compile(options_t *o) {
   int rc = 1;
   if (p && drk_pipeline_run_to(p, last) && drk_pipeline_output(p, ek->kind, &data, &size)) {
     hash_join(&hj);
-    if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext, drk_pipeline_kernel_count(p), sec);
     free(data);
   }
   hash_join(&hj);
