@@ -301,6 +301,8 @@ drk_tile_op_t *drk_tile_build_warp_group_end(drk_tile_builder_t *b);
 /* Prints m in its textual form. print(parse(print(m))) == print(m), byte for byte. */
 void drk_tile_print(const drk_tile_module_t *m, FILE *out);
 void drk_tile_kernel_print(const drk_tile_module_t *m, const drk_tile_kernel_t *k, FILE *out);
+/* One layout definition line ("#name = kind{...}\n"), as drk_tile_print writes it. */
+void drk_tile_layout_print(const drk_tile_layout_t *l, FILE *out);
 /* Parses the textual form; on error reports `file:line:col: error: ...` through d and
  * returns NULL (nothing leaks). Reentrant. The result is syntactically well formed (names
  * resolve, layouts are valid) but must still be verified. */

@@ -70,7 +70,7 @@ static void print_int_list(const char *key, const int *v, int n, FILE *out) {
   fputc(']', out);
 }
 
-static void print_layout(const drk_tile_layout_t *l, FILE *out) {
+void drk_tile_layout_print(const drk_tile_layout_t *l, FILE *out) {
   fprintf(out, "#%s = %s{", l->name, drk_tile_layout_kind_name(l->kind));
   switch (l->kind) {
   case DRK_TL_BLOCKED:
@@ -167,7 +167,7 @@ void drk_tile_kernel_print(const drk_tile_module_t *m, const drk_tile_kernel_t *
 }
 
 void drk_tile_print(const drk_tile_module_t *m, FILE *out) {
-  for (size_t i = 0; i < m->n_layouts; i++) print_layout(m->layouts[i], out);
+  for (size_t i = 0; i < m->n_layouts; i++) drk_tile_layout_print(m->layouts[i], out);
   for (size_t i = 0; i < m->n_kernels; i++) {
     if (i || m->n_layouts) fputc('\n', out);
     drk_tile_kernel_print(m, m->kernels[i], out);
