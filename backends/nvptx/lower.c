@@ -18,9 +18,11 @@
 #include "backends/nvptx/lower_internal.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <llvm-c/Analysis.h>
 
@@ -328,28 +330,263 @@ bool drk_nvptx_lower_module(LLVMContextRef ctx, const drk_tile_module_t *m, cons
   return true;
 }
 
-bool drk_nvptx_compile_tile_module(const drk_tile_module_t *m, const char *arch, char **out_ptx,
-                                   void **out_cubin, size_t *out_cubin_size, drk_diag_t *d) {
+/* ---- a module compiled one kernel at a time, on worker threads ----
+ * Each kernel gets its own LLVM context and module (LLVM contexts are not shared between
+ * threads), so the workers share nothing but the tile module, which they only read, the
+ * cache (thread-safe) and libdevice's bytes (read-only). What a kernel reports is kept in
+ * its job and replayed into the caller's diag in kernel order, so the output does not depend
+ * on the job count or on which thread finished first. Only kernels that compile are cached:
+ * the lowering reports no warnings, so a hit loses nothing (a warning added later must go
+ * into the entry too). */
+typedef struct nv_kjob {
+  const drk_tile_kernel_t *k;
+  char *ptx; /* its PTX, as a module of this kernel alone prints (malloc'ed) */
+  size_t ptx_len;
+  char *early, *late; /* formatted messages: of the lowering; of libdevice, the verifier, codegen */
+  size_t early_n, late_n;
+  drk_diag_t ed, ld; /* their counts and first errors */
+  bool lowered, ok;
+} nv_kjob_t;
+
+typedef struct nv_batch {
+  const drk_tile_module_t *m;
+  const drk_nvptx_arch_t *ar;
+  drk_kcache_t *cache;
+  const char *libdevice; /* libdevice's hash, or "none" */
+  nv_kjob_t *jobs;
+  atomic_bool lower_failed; /* then no kernel needs code: the compile fails */
+} nv_batch_t;
+
+/* The canonical text of kernel k's PTX (see drk_nvptx_compile_tile_module_opts) -> key. */
+static void kernel_key(const nv_batch_t *b, const drk_tile_kernel_t *k, uint8_t key[32]) {
+  const drk_tile_module_t *m = b->m;
+  char *text = NULL, *lays = NULL;
+  size_t n = 0, ln = 0;
+  FILE *f = open_memstream(&text, &n);
+  if (!f) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  drk_tile_kernel_print(m, k, f);
+  fclose(f);
+  /* the layouts the kernel names (#name, the lexer's identifiers), with their parents */
+  bool *used = calloc(m->n_layouts ? m->n_layouts : 1, 1);
+  if (!used) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  for (const char *p = text; (p = strchr(p, '#')) != NULL;) {
+    const char *q = ++p;
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || *q == '_')) continue;
+    while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_' || *q == '.') q++;
+    for (size_t i = 0; i < m->n_layouts; i++)
+      if (strlen(m->layouts[i]->name) == (size_t)(q - p) && !strncmp(m->layouts[i]->name, p, (size_t)(q - p)))
+        used[i] = true;
+    p = q;
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 0; i < m->n_layouts; i++)
+      if (used[i] && m->layouts[i]->parent)
+        for (size_t j = 0; j < m->n_layouts; j++)
+          if (m->layouts[j] == m->layouts[i]->parent && !used[j]) used[j] = grew = true;
+  }
+  f = open_memstream(&lays, &ln);
+  if (!f) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  for (size_t i = 0; i < m->n_layouts; i++)
+    if (used[i]) drk_tile_layout_print(m->layouts[i], f);
+  fclose(f);
+  unsigned maj, min, pat;
+  LLVMGetVersion(&maj, &min, &pat);
+  char llvm[48];
+  snprintf(llvm, sizeof llvm, "%u.%u.%u", maj, min, pat);
+  drk_kcache_key_t kk;
+  drk_kcache_key_init(&kk, DRK_KCACHE_PTX);
+  drk_kcache_key_add_str(&kk, "compiler", drk_kcache_compiler_id());
+  drk_kcache_key_add_str(&kk, "llvm", llvm);
+  drk_kcache_key_add_str(&kk, "arch", b->ar->name);
+  drk_kcache_key_add_str(&kk, "features", b->ar->features);
+  drk_kcache_key_add_str(&kk, "opt", "3");
+  drk_kcache_key_add_str(&kk, "libdevice", b->libdevice);
+  drk_kcache_key_add(&kk, "layouts", lays, ln);
+  drk_kcache_key_add(&kk, "kernel", text, n);
+  drk_kcache_key_finish(&kk, key);
+  free(used);
+  free(text);
+  free(lays);
+}
+
+static FILE *memstream(char **buf, size_t *n) {
+  FILE *f = open_memstream(buf, n);
+  if (!f) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  return f;
+}
+
+/* drk_codegen_parallel's task: kernel i from cache, or lowered and compiled. */
+static void kernel_task(void *ctx, int i) {
+  nv_batch_t *b = ctx;
+  nv_kjob_t *j = &b->jobs[i];
+  uint8_t key[32];
+  if (b->cache) {
+    kernel_key(b, j->k, key);
+    void *data;
+    size_t n;
+    if (drk_kcache_get(b->cache, DRK_KCACHE_PTX, key, &data, &n)) {
+      j->ptx = data, j->ptx_len = n;
+      j->lowered = j->ok = true;
+      return;
+    }
+  }
+  FILE *ef = memstream(&j->early, &j->early_n);
+  drk_diag_init(&j->ed, ef);
+  LLVMContextRef lctx = LLVMContextCreate();
+  LLVMModuleRef mod = drk_nvptx_module_create(lctx, b->m->source ? b->m->source : "tile", &j->ed);
+  if (mod) {
+    drk_nvptx_cg_t cg = {lctx, mod, LLVMCreateBuilderInContext(lctx), b->ar};
+    j->lowered = drk_nvptx_lower_kernel(&cg, b->m, j->k, &j->ed);
+    LLVMDisposeBuilder(cg.b);
+  }
+  fclose(ef);
+  j->ed.out = NULL;
+  if (!j->lowered) atomic_store(&b->lower_failed, true);
+  if (j->lowered && !atomic_load(&b->lower_failed)) {
+    FILE *lf = memstream(&j->late, &j->late_n);
+    drk_diag_init(&j->ld, lf);
+    bool ok = nv_link_libdevice_needed(mod, &j->ld);
+    char *msg = NULL;
+    if (ok && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+      drk_diag_error(&j->ld, drk_loc_none, "nvptx: internal error: lowering produced invalid LLVM IR: %.2000s",
+                     msg ? msg : "?");
+      ok = false;
+    }
+    LLVMDisposeMessage(msg);
+    drk_nvptx_opts_t po = {.opt_level = 3, .no_verify = true};
+    if (ok) ok = drk_nvptx_compile_module_opts(mod, b->ar->name, &po, &j->ptx, &j->ptx_len, &j->ld);
+    fclose(lf);
+    j->ld.out = NULL;
+    j->ok = ok;
+    if (ok && b->cache) drk_kcache_put(b->cache, DRK_KCACHE_PTX, key, j->ptx, j->ptx_len);
+  }
+  if (mod) LLVMDisposeModule(mod);
+  LLVMContextDispose(lctx);
+}
+
+/* Adds what one job reported to d, as if it had been reported there. */
+static void diag_replay(drk_diag_t *d, const drk_diag_t *from, const char *text, size_t n) {
+  if (from->n_errors && !d->n_errors) memcpy(d->first, from->first, sizeof d->first);
+  d->n_errors += from->n_errors;
+  d->n_warnings += from->n_warnings;
+  if (d->out && n) fwrite(text, 1, n, d->out);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The one-module path: for a module without kernels (no kernel PTX to join). */
+static bool compile_whole(const drk_tile_module_t *m, const char *arch, char **out_ptx, size_t *out_len,
+                          drk_diag_t *d) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
-  bool ok = false;
+  bool ok = drk_nvptx_lower_module(ctx, m, arch, &mod, d) && drk_nvptx_compile_module(mod, arch, out_ptx, out_len, d);
+  if (mod) LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+  return ok;
+}
+
+bool drk_nvptx_compile_tile_module_opts(const drk_tile_module_t *m, const char *arch, const drk_codegen_opts_t *o,
+                                        char **out_ptx, void **out_cubin, size_t *out_cubin_size, drk_diag_t *d) {
+  const drk_nvptx_arch_t *ar = drk_nvptx_arch_find(arch, d);
+  if (!ar) return false;
+  /* what the workers would otherwise race to initialise */
+  drk_nvptx_init();
+  (void)drk_kcache_compiler_id();
+  drk_kcache_t *cache = drk_kcache_open(o);
+  const nv_libdevice_t *lib = nv_libdevice_get(NULL);
+  size_t nk = m->n_kernels;
+  nv_batch_t b = {.m = m, .ar = ar, .cache = cache, .libdevice = lib ? lib->hash : "none"};
+  atomic_init(&b.lower_failed, false);
+  b.jobs = calloc(nk ? nk : 1, sizeof *b.jobs);
+  if (!b.jobs) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  for (size_t i = 0; i < nk; i++) b.jobs[i].k = m->kernels[i];
+  int jobs = drk_codegen_jobs(o, (int)nk);
   char *ptx = NULL;
-  size_t n = 0;
-  if (!drk_nvptx_lower_module(ctx, m, arch, &mod, d)) goto done;
-  if (!drk_nvptx_compile_module(mod, arch, &ptx, &n, d)) goto done;
+  size_t ptx_len = 0;
+  bool ok = true;
+  double t0 = now_s(), t1;
+  if (nk == 0) {
+    ok = compile_whole(m, arch, &ptx, &ptx_len, d);
+  } else {
+    drk_codegen_parallel((int)nk, jobs, kernel_task, &b, o ? o->progress : NULL, o ? o->progress_ctx : NULL);
+    for (size_t i = 0; i < nk; i++) {
+      diag_replay(d, &b.jobs[i].ed, b.jobs[i].early, b.jobs[i].early_n);
+      ok &= b.jobs[i].lowered;
+    }
+    for (size_t i = 0; ok && i < nk; i++)
+      if (!b.jobs[i].ok) {
+        diag_replay(d, &b.jobs[i].ld, b.jobs[i].late, b.jobs[i].late_n);
+        ok = false;
+      }
+  }
+  bool whole = false;
+  if (ok && nk) {
+    const char **parts = malloc(nk * sizeof *parts);
+    if (!parts) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+    bool lib_used = false;
+    for (size_t i = 0; i < nk; i++) {
+      parts[i] = b.jobs[i].ptx;
+      /* libdevice's tables and helpers are module-scope variables and functions: lines
+       * that start with these ('\t' indents instructions) */
+      lib_used |= strstr(parts[i], "\n.global ") || strstr(parts[i], "\n.const ") || strstr(parts[i], "\n.func ");
+    }
+    size_t n_lib = 0;
+    const char *const *lib_order = lib_used && lib ? nv_libdevice_order(lib, &n_lib) : NULL;
+    char *jbuf = NULL;
+    size_t jn = 0;
+    FILE *jf = memstream(&jbuf, &jn);
+    drk_diag_t jd;
+    drk_diag_init(&jd, jf);
+    ok = drk_nvptx_ptx_join(parts, nk, lib_order, n_lib, &ptx, &ptx_len, &jd);
+    fclose(jf);
+    if (!ok) {
+      /* Parts that do not join (a helper the optimizer specialised differently for two
+       * kernels' modules) come from the one-module path: the same PTX, serially. */
+      whole = true;
+      ok = compile_whole(m, arch, &ptx, &ptx_len, d);
+      if (o && o->stats) snprintf(o->stats->whole_reason, sizeof o->stats->whole_reason, "%.*s", (int)strcspn(jbuf, "\n"), jbuf);
+    }
+    free(jbuf);
+    free(parts);
+  }
+  t1 = now_s();
+  void *cub = NULL;
+  size_t cn = 0;
+  if (ok && out_cubin) ok = drk_nvptx_ptxas_cached(ptx, ptx_len, arch, cache, &cub, &cn, d);
+  if (o && o->stats) {
+    drk_codegen_stats_t *s = o->stats;
+    s->jobs = jobs;
+    s->kernels += (int)nk;
+    s->whole_modules += whole;
+    s->lower_s += t1 - t0;
+    s->assemble_s += now_s() - t1;
+    drk_kcache_stats_add(cache, s);
+  }
+  for (size_t i = 0; i < nk; i++) {
+    free(b.jobs[i].ptx);
+    free(b.jobs[i].early);
+    free(b.jobs[i].late);
+  }
+  free(b.jobs);
+  drk_kcache_close(cache);
+  if (!ok) {
+    free(ptx);
+    return false;
+  }
   if (out_cubin) {
-    void *cub = NULL;
-    size_t cn = 0;
-    if (!drk_nvptx_ptxas(ptx, arch, &cub, &cn, NULL, d)) goto done;
     *out_cubin = cub;
     if (out_cubin_size) *out_cubin_size = cn;
   }
   *out_ptx = ptx;
-  ptx = NULL;
-  ok = true;
-done:
-  free(ptx);
-  if (mod) LLVMDisposeModule(mod);
-  LLVMContextDispose(ctx);
-  return ok;
+  return true;
+}
+
+bool drk_nvptx_compile_tile_module(const drk_tile_module_t *m, const char *arch, char **out_ptx,
+                                   void **out_cubin, size_t *out_cubin_size, drk_diag_t *d) {
+  return drk_nvptx_compile_tile_module_opts(m, arch, NULL, out_ptx, out_cubin, out_cubin_size, d);
 }

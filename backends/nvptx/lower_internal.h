@@ -30,8 +30,29 @@ LLVMValueRef nv_math1(gpu_lc_t *g, const drk_tile_op_t *op, LLVMTypeRef ct, LLVM
 LLVMValueRef nv_f8_encode_hw(gpu_lc_t *g, drk_dtype_t t, LLVMValueRef f);
 LLVMValueRef nv_fptrunc_rz(gpu_lc_t *g, LLVMValueRef x, drk_dtype_t to);
 /* Links libdevice into mod when it declares __nv_* functions; false + error if needed and
- * missing. */
+ * missing. Thread-safe (one module per thread). */
 bool nv_link_libdevice(LLVMModuleRef mod, drk_diag_t *d);
+/* The same bringing in only the functions mod needs (lazily read bitcode): the same code,
+ * much faster for a module of one kernel; libdevice's tables may come in another order. */
+bool nv_link_libdevice_needed(LLVMModuleRef mod, drk_diag_t *d);
+/* Whether mod declares __nv_* functions. */
+bool nv_needs_libdevice(LLVMModuleRef mod);
+/* The libdevice bitcode of $DRK_LIBDEVICE / $CUDA_HOME / /usr/local/cuda, read once per process
+ * and path; borrowed for the life of the process. */
+typedef struct nv_libdevice {
+  char *path;
+  void *data;
+  size_t size;
+  char hash[72];       /* "sha256:<hex>" of the bytes: part of kernel cache keys */
+  char **order;        /* see nv_libdevice_order */
+  size_t n_order;
+} nv_libdevice_t;
+/* NULL when not found (*out_error untouched) or unreadable (*out_error, borrowed: "path: why"). */
+const nv_libdevice_t *nv_libdevice_get(char **out_error);
+/* The names of the global variables, then of the functions, a module has after linking all
+ * of lib into it, in the module's order (computed once, by linking into an empty module):
+ * drk_nvptx_ptx_join's lib_order. */
+const char *const *nv_libdevice_order(const nv_libdevice_t *lib, size_t *out_n);
 /* Any-type full-warp shuffle (xor). */
 LLVMValueRef nv_shfl_xor(nv_lc_t *lc, LLVMValueRef v, unsigned mask);
 

@@ -14,6 +14,9 @@
  * propagate NaN. Integer division and remainder truncate (C), by zero is undefined. */
 #include "backends/nvptx/lower_internal.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include <llvm-c/BitReader.h>
 #include <llvm-c/Linker.h>
 
+#include "backends/package/module.h"
 #include "ir/tensor.h"
 
 static LLVMValueRef libdevice_call(nv_lc_t *lc, const char *name, LLVMTypeRef t, LLVMValueRef a) {
@@ -133,7 +137,10 @@ LLVMValueRef nv_shfl_xor(nv_lc_t *lc, LLVMValueRef v, unsigned mask) {
   return it == t ? x : LLVMBuildBitCast(B, x, t, "");
 }
 
-/* ---- libdevice ---- */
+/* ---- libdevice ----
+ * The bitcode is read once per process and path (parallel code generation links it into
+ * every kernel's module: each worker parses the shared, read-only bytes in its own context);
+ * entries are never freed, so a borrowed nv_libdevice_t stays valid. */
 static char *dupstr(const char *s) {
   size_t n = strlen(s) + 1;
   char *p = malloc(n);
@@ -162,45 +169,155 @@ static char *libdevice_path(void) {
   return NULL;
 }
 
-bool nv_link_libdevice(LLVMModuleRef mod, drk_diag_t *d) {
-  bool need = false;
+typedef struct ld_entry {
+  struct ld_entry *next;
+  nv_libdevice_t lib;
+  char *error; /* the file could not be read: the message */
+  bool order_done;
+} ld_entry_t;
+
+static pthread_mutex_t ld_mu = PTHREAD_MUTEX_INITIALIZER;
+static ld_entry_t *ld_list;
+
+/* The entry for path (read on first use), under ld_mu. */
+static ld_entry_t *ld_entry(const char *path) {
+  for (ld_entry_t *e = ld_list; e; e = e->next)
+    if (strcmp(e->lib.path, path) == 0) return e;
+  ld_entry_t *e = calloc(1, sizeof *e);
+  if (!e) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  e->lib.path = dupstr(path);
+  errno = 0;
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    data = malloc((size_t)n + 1);
+    if (!data) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+    if (fread(data, 1, (size_t)n, f) != (size_t)n) free(data), data = NULL;
+  }
+  if (data) {
+    e->lib.data = data, e->lib.size = (size_t)n;
+    char h[72];
+    drk_modfile_sha256_string(data, (size_t)n, h);
+    snprintf(e->lib.hash, sizeof e->lib.hash, "%s", h);
+  } else {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s: %s", path, errno ? strerror(errno) : "read error");
+    e->error = dupstr(msg);
+  }
+  if (f) fclose(f);
+  e->next = ld_list;
+  ld_list = e;
+  return e;
+}
+
+const nv_libdevice_t *nv_libdevice_get(char **out_error) {
+  char *path = libdevice_path();
+  if (!path) return NULL;
+  pthread_mutex_lock(&ld_mu);
+  ld_entry_t *e = ld_entry(path);
+  pthread_mutex_unlock(&ld_mu);
+  free(path);
+  if (e->error) {
+    if (out_error) *out_error = e->error;
+    return NULL;
+  }
+  return &e->lib;
+}
+
+/* Links lib into mod. All of it (what the one-module path has always done; the optimizer
+ * drops what no kernel calls), or with needed_only only the functions mod declares and
+ * what they reach: the bitcode is read lazily and every other function made linkonce_odr,
+ * which the linker only brings in when something it links refers to it. A kernel's math
+ * then costs the few functions it uses instead of all ~350 of them. The code is the same
+ * either way (libdevice's functions are alwaysinline); the order of its tables in the
+ * module may differ, which drk_nvptx_ptx_join puts back (nv_libdevice_order). */
+static bool ld_link(LLVMModuleRef mod, const nv_libdevice_t *lib, bool needed_only, drk_diag_t *d) {
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  /* the buffer only points at the shared bytes; a lazily read module owns it */
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(lib->data, lib->size, lib->path, 0);
+  LLVMModuleRef m = NULL;
+  bool bad = needed_only ? LLVMGetBitcodeModuleInContext2(ctx, buf, &m) : LLVMParseBitcodeInContext2(ctx, buf, &m);
+  if (!needed_only) LLVMDisposeMemoryBuffer(buf);
+  if (bad) {
+    drk_diag_error(d, drk_loc_none, "nvptx: cannot parse libdevice %s", lib->path);
+    return false;
+  }
+  if (needed_only)
+    for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
+      size_t n;
+      const char *nm = LLVMGetValueName2(f, &n);
+      LLVMValueRef df = LLVMGetNamedFunction(mod, nm);
+      if (!LLVMIsDeclaration(f) && !(df && LLVMIsDeclaration(df)) && LLVMGetLinkage(f) == LLVMExternalLinkage)
+        LLVMSetLinkage(f, LLVMLinkOnceODRLinkage);
+    }
+  LLVMSetTarget(m, LLVMGetTarget(mod));
+  LLVMSetDataLayout(m, LLVMGetDataLayoutStr(mod));
+  if (LLVMLinkModules2(mod, m)) {
+    drk_diag_error(d, drk_loc_none, "nvptx: linking libdevice %s failed", lib->path);
+    return false;
+  }
+  return true;
+}
+
+static void names_push(nv_libdevice_t *lib, size_t *cap, const char *nm) {
+  if (lib->n_order == *cap) {
+    *cap = *cap ? 2 * *cap : 64;
+    lib->order = realloc(lib->order, *cap * sizeof *lib->order);
+    if (!lib->order) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  }
+  lib->order[lib->n_order++] = dupstr(nm);
+}
+
+const char *const *nv_libdevice_order(const nv_libdevice_t *lib, size_t *out_n) {
+  ld_entry_t *e = (ld_entry_t *)((char *)lib - offsetof(ld_entry_t, lib));
+  pthread_mutex_lock(&ld_mu);
+  if (!e->order_done) {
+    /* The order globals and functions take when all of libdevice is linked into a module,
+     * as the one-module path links it: what the PTX of a whole module lists them in. */
+    LLVMContextRef ctx = LLVMContextCreate();
+    drk_diag_t q;
+    drk_diag_init(&q, NULL);
+    LLVMModuleRef mod = drk_nvptx_module_create(ctx, "order", &q);
+    size_t cap = 0, n;
+    if (mod && ld_link(mod, lib, false, &q)) {
+      for (LLVMValueRef g = LLVMGetFirstGlobal(mod); g; g = LLVMGetNextGlobal(g))
+        names_push(&e->lib, &cap, LLVMGetValueName2(g, &n));
+      for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+        names_push(&e->lib, &cap, LLVMGetValueName2(f, &n));
+    }
+    if (mod) LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    e->order_done = true;
+  }
+  pthread_mutex_unlock(&ld_mu);
+  *out_n = e->lib.n_order;
+  return (const char *const *)e->lib.order;
+}
+
+bool nv_needs_libdevice(LLVMModuleRef mod) {
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
     size_t n;
     const char *nm = LLVMGetValueName2(f, &n);
-    if (LLVMIsDeclaration(f) && n > 5 && strncmp(nm, "__nv_", 5) == 0) need = true;
+    if (LLVMIsDeclaration(f) && n > 5 && strncmp(nm, "__nv_", 5) == 0) return true;
   }
-  if (!need) return true;
-  char *path = libdevice_path();
-  if (!path) {
-    drk_diag_error(d, drk_loc_none,
-                   "nvptx: math functions need CUDA's libdevice, not found (set DRK_LIBDEVICE or "
-                   "CUDA_HOME; looked in /usr/local/cuda/nvvm/libdevice/libdevice.10.bc)");
+  return false;
+}
+
+static bool link_libdevice(LLVMModuleRef mod, bool needed_only, drk_diag_t *d) {
+  if (!nv_needs_libdevice(mod)) return true;
+  char *err = NULL;
+  const nv_libdevice_t *lib = nv_libdevice_get(&err);
+  if (!lib) {
+    if (err)
+      drk_diag_error(d, drk_loc_none, "nvptx: cannot read libdevice %s", err);
+    else
+      drk_diag_error(d, drk_loc_none,
+                     "nvptx: math functions need CUDA's libdevice, not found (set DRK_LIBDEVICE or "
+                     "CUDA_HOME; looked in /usr/local/cuda/nvvm/libdevice/libdevice.10.bc)");
     return false;
   }
-  LLVMMemoryBufferRef buf = NULL;
-  char *msg = NULL;
-  if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buf, &msg)) {
-    drk_diag_error(d, drk_loc_none, "nvptx: cannot read libdevice %s: %s", path, msg ? msg : "?");
-    LLVMDisposeMessage(msg);
-    free(path);
-    return false;
-  }
-  LLVMModuleRef lib = NULL;
-  if (LLVMParseBitcodeInContext2(LLVMGetModuleContext(mod), buf, &lib)) {
-    drk_diag_error(d, drk_loc_none, "nvptx: cannot parse libdevice %s", path);
-    LLVMDisposeMemoryBuffer(buf);
-    free(path);
-    return false;
-  }
-  LLVMDisposeMemoryBuffer(buf);
-  LLVMSetTarget(lib, LLVMGetTarget(mod));
-  LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(mod));
-  if (LLVMLinkModules2(mod, lib)) {
-    drk_diag_error(d, drk_loc_none, "nvptx: linking libdevice %s failed", path);
-    free(path);
-    return false;
-  }
-  free(path);
+  if (!ld_link(mod, lib, needed_only, d)) return false;
   /* Only kernels stay visible: the optimizer then drops the unused libdevice functions. */
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
     if (!LLVMIsDeclaration(f) && LLVMGetFunctionCallConv(f) != DRK_NVPTX_CC_KERNEL)
@@ -211,3 +328,6 @@ bool nv_link_libdevice(LLVMModuleRef mod, drk_diag_t *d) {
       LLVMSetLinkage(g, LLVMInternalLinkage);
   return true;
 }
+
+bool nv_link_libdevice(LLVMModuleRef mod, drk_diag_t *d) { return link_libdevice(mod, false, d); }
+bool nv_link_libdevice_needed(LLVMModuleRef mod, drk_diag_t *d) { return link_libdevice(mod, true, d); }

@@ -16,6 +16,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "backends/common/kcache.h"
 #include "ir/support.h"
 
 #define DRK_NVPTX_TRIPLE "nvptx64-nvidia-cuda"
@@ -71,6 +72,21 @@ bool drk_nvptx_compile_module_opts(LLVMModuleRef m, const char *arch, const drk_
 bool drk_nvptx_compile_module(LLVMModuleRef m, const char *arch, char **out_ptx,
                               size_t *out_len, drk_diag_t *d);
 
+/* One module's PTX from the PTX of its kernels, each compiled alone (emit.c): ptx[i] is what
+ * drk_nvptx_compile_module prints for a module holding only kernel i (and the libdevice
+ * helpers it calls). Writes what it prints for the module of all n (> 0) kernels in that
+ * order, byte for byte: the header once (all must have the same); the module-scope
+ * declarations of all once (function declarations, the kernels' own variables in order of
+ * first appearance, then libdevice's variables); every kernel with its labels renumbered as
+ * function i; then each helper function once, numbered from n. lib_order names libdevice's
+ * variables and functions in the order a module that links it has them (the order of the
+ * rest is that of first appearance). A name that several kernels declare or define must be
+ * declared or defined the same way; false + an internal error naming it otherwise (the
+ * optimizer can specialise a shared helper for its callers; then only one module of all
+ * kernels gives the same PTX). *out_ptx is malloc'ed (free()). */
+bool drk_nvptx_ptx_join(const char *const *ptx, size_t n, const char *const *lib_order, size_t n_lib,
+                        char **out_ptx, size_t *out_len, drk_diag_t *d);
+
 /* ---- PTX -> cubin (ptxas subprocess) ---- */
 /* Path of ptxas: $DRK_PTXAS, $CUDA_HOME/bin/ptxas, /usr/local/cuda/bin/ptxas, then $PATH.
  * Returns a malloc'ed path, or NULL + "ptxas not found (looked in ...)". */
@@ -80,6 +96,13 @@ char *drk_nvptx_ptxas_find(drk_diag_t *d);
  * includes the register/spill/smem report of -v. On failure the diagnostic quotes the log. */
 bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t *out_size,
                      char **out_log, drk_diag_t *d);
+/* What `<exe> --version` prints (all of it: the release and build lines), run once per
+ * process and path; NULL + error when it does not run. Borrowed for the process's life. */
+const char *drk_nvptx_ptxas_version(const char *exe, drk_diag_t *d);
+/* drk_nvptx_ptxas without the log, through cache c (may be NULL: always runs ptxas): a hit
+ * returns the cubin stored for this PTX, arch, ptxas version and options; a run stores it. */
+bool drk_nvptx_ptxas_cached(const char *ptx, size_t ptx_len, const char *arch, drk_kcache_t *c, void **out_cubin,
+                            size_t *out_size, drk_diag_t *d);
 
 /* Resource usage parsed from a `ptxas -v` log for kernel `name` (NULL: the first one). */
 typedef struct drk_nvptx_usage {
@@ -251,7 +274,23 @@ bool drk_nvptx_lower_kernel(drk_nvptx_cg_t *cg, const drk_tile_module_t *m, cons
 bool drk_nvptx_lower_module(LLVMContextRef ctx, const drk_tile_module_t *m, const char *arch,
                             LLVMModuleRef *out_mod, drk_diag_t *d);
 /* lower -> PTX (*out_ptx, free()) -> with out_cubin != NULL also ptxas (*out_cubin,
- * *out_cubin_size, free()); out_cubin NULL: PTX only. Uses its own LLVM context. */
+ * *out_cubin_size, free()); out_cubin NULL: PTX only.
+ *
+ * Every kernel is lowered into its own LLVM module in its own LLVM context, linked with
+ * libdevice, verified and compiled to PTX, on o->jobs worker threads (backends/common/
+ * kcache.h: drk_codegen_opts_t; NULL: the defaults); the kernels' PTX is then joined into
+ * one text (drk_nvptx_ptx_join), byte for byte what drk_nvptx_lower_module +
+ * drk_nvptx_compile_module print, whatever the job count. Each kernel's PTX and the
+ * module's cubin come from the cache when it has them, keyed on the kernel's tile IR text
+ * (with the layouts it names), the arch and features, the compiler (drk_kcache_compiler_id),
+ * LLVM's version and libdevice's SHA-256; the cubin on the PTX, the arch, ptxas's version
+ * and options. m is only read, from several threads. Diagnostics go to d in kernel order,
+ * as the one-module path reports them: every kernel's lowering errors; then, when all
+ * lowered, the first later failure (libdevice, verifier, LLVM codegen) only. The ptxas log
+ * (-v) is not returned. */
+bool drk_nvptx_compile_tile_module_opts(const drk_tile_module_t *m, const char *arch, const drk_codegen_opts_t *o,
+                                        char **out_ptx, void **out_cubin, size_t *out_cubin_size, drk_diag_t *d);
+/* The same with the default options (NULL). */
 bool drk_nvptx_compile_tile_module(const drk_tile_module_t *m, const char *arch, char **out_ptx,
                                    void **out_cubin, size_t *out_cubin_size, drk_diag_t *d);
 

@@ -1,15 +1,20 @@
 /* PTX -> cubin through the ptxas program (the CUDA toolkit has no library for it that we
  * may link). Runs `ptxas -arch=<arch> -O3 -v --split-compile=0 -o <tmp>.cubin <tmp>.ptx` as a subprocess
- * (backends/common/subprocess.c). Also parses the -v resource report.
+ * (backends/common/subprocess.c), or takes the cubin from the kernel cache (keyed on the PTX,
+ * the arch, `ptxas --version` and the options). Also parses the -v resource report.
  *
  * ptxas is looked for in $DRK_PTXAS, $CUDA_HOME/bin, /usr/local/cuda/bin and $PATH. */
 #define _GNU_SOURCE /* memmem */
 #include "backends/nvptx/nvptx.h"
 #include "backends/common/subprocess.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 char *drk_nvptx_ptxas_find(drk_diag_t *d) {
   char buf[4096], looked[2048] = "";
@@ -46,19 +51,20 @@ char *drk_nvptx_ptxas_find(drk_diag_t *d) {
   return NULL;
 }
 
-bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t *out_size,
-                     char **out_log, drk_diag_t *d) {
-  if (!drk_nvptx_arch_find(arch, d)) return false;
-  char *exe = drk_nvptx_ptxas_find(d);
-  if (!exe) return false;
+/* The options of a run for arch_opt ("-arch=sm_90a"): --split-compile=0 makes ptxas optimize
+ * on every CPU (the full LLaMA decoder's 84 kernels on 2 busy cores: 13.7 -> 10.2 s, 8.4 s
+ * with 4 threads; same -v report, one block per kernel). A ptxas that fails with it (an
+ * older one does not know the option) runs again without it (plain), and that run's errors
+ * are the ones reported. */
+#define PTXAS_SPLIT(arch_opt) {arch_opt, "-O3", "-v", "--split-compile=0", NULL}
+#define PTXAS_PLAIN(arch_opt) {arch_opt, "-O3", "-v", NULL}
+
+static bool ptxas_run(const char *exe, const char *ptx, const char *arch, void **out_cubin, size_t *out_size,
+                      char **out_log, drk_diag_t *d) {
   char arch_opt[64], for_arch[80];
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
   snprintf(for_arch, sizeof for_arch, " for %s", arch);
-  /* --split-compile=0: ptxas optimizes on every CPU (the full LLaMA decoder's 84 kernels on
-   * 2 busy cores: 13.7 -> 10.2 s, 8.4 s with 4 threads; same -v report, one block per
-   * kernel). A ptxas that fails with it (an older one does not know the option) runs again
-   * without it, and that run's errors are the ones reported. */
-  const char *const split[] = {arch_opt, "-O3", "-v", "--split-compile=0", NULL}, *const plain[] = {arch_opt, "-O3", "-v", NULL};
+  const char *const split[] = PTXAS_SPLIT(arch_opt), *const plain[] = PTXAS_PLAIN(arch_opt);
   drk_subprocess_tool_t tool = {exe, "ptxas", "ptxas", ".cubin", "cubin", for_arch, split};
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
@@ -67,8 +73,127 @@ bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t
     tool.opts = plain;
     ok = drk_subprocess_run_elf(&tool, ptx, strlen(ptx), out_cubin, out_size, out_log, d);
   }
+  return ok;
+}
+
+bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t *out_size,
+                     char **out_log, drk_diag_t *d) {
+  if (!drk_nvptx_arch_find(arch, d)) return false;
+  char *exe = drk_nvptx_ptxas_find(d);
+  if (!exe) return false;
+  bool ok = ptxas_run(exe, ptx, arch, out_cubin, out_size, out_log, d);
   free(exe);
   return ok;
+}
+
+/* ---- the version, once per process and path ---- */
+typedef struct ver_entry {
+  struct ver_entry *next;
+  char *exe, *version;
+} ver_entry_t;
+
+static pthread_mutex_t ver_mu = PTHREAD_MUTEX_INITIALIZER;
+static ver_entry_t *ver_list; /* never freed: versions are borrowed for the process's life */
+
+/* stdout+stderr of `exe --version` (malloc'ed), or NULL when it does not run or fails. */
+static char *run_version(const char *exe) {
+  int fds[2];
+  if (pipe(fds) != 0) return NULL;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]), close(fds[1]);
+    return NULL;
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1), dup2(fds[1], 2);
+    close(fds[0]), close(fds[1]);
+    char *const argv[] = {(char *)exe, "--version", NULL};
+    execv(exe, argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t n = 0, cap = 1024;
+  char *b = malloc(cap);
+  if (!b) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+  for (;;) {
+    if (cap - n < 2 && !(b = realloc(b, cap *= 2))) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+    ssize_t r = read(fds[0], b + n, cap - n - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fds[0]);
+  b[n] = 0;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || n == 0) {
+    free(b);
+    return NULL;
+  }
+  while (n && (b[n - 1] == '\n' || b[n - 1] == ' ')) b[--n] = 0;
+  return b;
+}
+
+const char *drk_nvptx_ptxas_version(const char *exe, drk_diag_t *d) {
+  pthread_mutex_lock(&ver_mu);
+  ver_entry_t *e = ver_list;
+  while (e && strcmp(e->exe, exe) != 0) e = e->next;
+  if (!e) {
+    char *v = run_version(exe);
+    if (v) {
+      e = malloc(sizeof *e);
+      if (!e) drk_fatal_internal(__FILE__, __LINE__, "out of memory");
+      e->exe = drk_subprocess_strdup(exe), e->version = v, e->next = ver_list;
+      ver_list = e;
+    }
+  }
+  pthread_mutex_unlock(&ver_mu);
+  if (!e) {
+    drk_diag_error(d, drk_loc_none, "ptxas (%s) --version failed", exe);
+    return NULL;
+  }
+  return e->version;
+}
+
+bool drk_nvptx_ptxas_cached(const char *ptx, size_t ptx_len, const char *arch, drk_kcache_t *c, void **out_cubin,
+                            size_t *out_size, drk_diag_t *d) {
+  if (!drk_nvptx_arch_find(arch, d)) return false;
+  char *exe = drk_nvptx_ptxas_find(d);
+  if (!exe) return false;
+  uint8_t key[32];
+  bool keyed = false;
+  if (c) {
+    /* Without a version the cubin could come from another ptxas: no cache then. */
+    drk_diag_t q;
+    drk_diag_init(&q, NULL);
+    const char *ver = drk_nvptx_ptxas_version(exe, &q);
+    if (ver) {
+      char arch_opt[64];
+      snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+      const char *const opts[] = PTXAS_SPLIT(arch_opt);
+      drk_kcache_key_t k;
+      drk_kcache_key_init(&k, DRK_KCACHE_CUBIN);
+      drk_kcache_key_add_str(&k, "ptxas", ver);
+      for (int i = 0; opts[i]; i++) drk_kcache_key_add_str(&k, "option", opts[i]);
+      drk_kcache_key_add(&k, "ptx", ptx, ptx_len);
+      drk_kcache_key_finish(&k, key);
+      keyed = true;
+      if (drk_kcache_get(c, DRK_KCACHE_CUBIN, key, out_cubin, out_size)) {
+        free(exe);
+        return true;
+      }
+    }
+  }
+  void *cub = NULL;
+  size_t cn = 0;
+  bool ok = ptxas_run(exe, ptx, arch, &cub, &cn, NULL, d);
+  free(exe);
+  if (!ok) return false;
+  if (keyed) drk_kcache_put(c, DRK_KCACHE_CUBIN, key, cub, cn);
+  *out_cubin = cub;
+  *out_size = cn;
+  return true;
 }
 
 /* Reads the integer before `unit` in a line like "ptxas info : Used 40 registers, ...". */
