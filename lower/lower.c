@@ -514,7 +514,11 @@ bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, d
     uint32_t used = 0;
     drk_sched_entry_t *e = node_schedule(o, &fu, i);
     c.o.knobs = o ? o->knobs : (drk_sched_knobs_t){0};
+    char wl[33];
+    drk_lower_workload_key(g, &fu, fu.group[i], &c.o, wl);
+    drk_sched_knobs_t tuned = {0};
     if (e) drk_sched_knobs_overlay(&c.o.knobs, &e->knobs);
+    else if (o && o->lookup && o->lookup(o->lookup_ctx, wl, &tuned)) drk_sched_knobs_overlay(&c.o.knobs, &tuned);
     c.o.knobs.used = &used;
     size_t nk = c.m->n_kernels, nl = c.n_launches, na = c.n_aliases, ns = c.n_scratch, ni = c.n_inplace;
     if (!(gr->kind == DRK_FUSION_SINGLE ? lower_node(&c) : drk_lower_fused(&c, &fu, fu.group[i]))) {
@@ -528,8 +532,6 @@ bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, d
       continue;
     }
     if (c.n_launches == nl) continue; /* aliases only */
-    char wl[33];
-    drk_lower_workload_key(g, &fu, fu.group[i], &c.o, wl);
     for (size_t k = nl; k < c.n_launches; k++) {
       drk_launch_t *la = &c.launches[k];
       la->knob_space = knobs_of_kind(used, la->sched.kind);

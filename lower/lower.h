@@ -225,6 +225,11 @@ typedef struct drk_lower_options {
   /* Per-kernel schedules (`--schedules=FILE`; NULL: none), over knobs; borrowed. Entries whose
    * kernel does not exist, or whose workload key differs, are errors of drk_lower_graph. */
   const drk_schedules_t *schedules;
+  /* Tuned schedules (drkc --db): asked for every kernel without a --schedules line, by its
+   * workload key and kind-independent knob set; true and *out filled when a tuned record
+   * exists (its knobs replace --schedule's). NULL: none. */
+  bool (*lookup)(void *ctx, const char *workload, drk_sched_knobs_t *out);
+  void *lookup_ctx;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot

@@ -367,7 +367,7 @@ static int64_t plan_smem(const ak_t *K, smem_plan_t *sp) {
 }
 
 /* The target's multiprocessors and the dynamic shared memory one program may use: the
- * module's oldest NVIDIA target (build.c), sm_80 also standing for gfx942 (64 KB of LDS). */
+ * module's oldest NVIDIA target (pipeline/pipeline.c, lower_options), sm_80 also standing for gfx942 (64 KB of LDS). */
 static int64_t target_smem(const drk_lctx_t *c) {
   int sm = c->o.target_sm ? c->o.target_sm : 80;
   return sm == 86 || sm == 89 ? 99 * 1024 : sm == 87 ? 163 * 1024 : sm == 90 ? 227 * 1024 : 64 * 1024;

@@ -512,6 +512,8 @@ bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage) {
 
 drk_graph_t *drk_pipeline_graph(drk_pipeline_t *p) { return p->failed ? NULL : p->g; }
 
+const drk_lowered_t *drk_pipeline_lowered(const drk_pipeline_t *p) { return p->lowered ? &p->l : NULL; }
+
 size_t drk_pipeline_kernel_count(const drk_pipeline_t *p) { return p->lowered ? p->l.n_launches : 0; }
 
 static bool take(void **slot, size_t size, void **out_data, size_t *out_size) {

@@ -111,6 +111,9 @@ void drk_pipeline_print_times(const drk_pipeline_t *p, FILE *out);
 /* Binds the graph's symbolic input dims to the shapes of inputs (g->n_inputs tensors). */
 struct drk_tensor;
 bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const struct drk_tensor *inputs, drk_diag_t *d);
+/* The lowering's result (kernels, launches with their schedules, knob spaces and workload
+ * keys), borrowed; NULL before lower. */
+const drk_lowered_t *drk_pipeline_lowered(const drk_pipeline_t *p);
 /* How many kernels the lowering made (0 before lower). */
 size_t drk_pipeline_kernel_count(const drk_pipeline_t *p);
 
