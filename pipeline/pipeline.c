@@ -16,6 +16,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "backends/common/kcache.h"
 #include "backends/nvptx/nvptx.h"
 #include "backends/package/package.h"
 #include "backends/package/build_amd.h"
@@ -49,6 +50,10 @@ struct drk_pipeline {
   size_t hsaco_size, bundle_size, fatbin_size, module_size;
   char image_targets[256]; /* the fat binary's images, "sm_90a,compute_90a" */
   double ms[32];           /* wall time per stage */
+  double t_start;          /* when the stage running now began (progress line) */
+  bool drew;               /* a progress line is on the terminal */
+  const char *target_now;  /* codegen: the target being compiled */
+  drk_codegen_stats_t stats;
 };
 
 /* ---- helpers ---- */
@@ -298,8 +303,20 @@ static bool codegen_llvm(drk_pipeline_t *p) {
   return ok;
 }
 
+static bool progress_line(const drk_pipeline_t *p, const char *stage, double t_start);
+
+/* codegen's progress: kernels compiled of the target's total */
+static void codegen_progress(void *ctx, int done, int total) {
+  drk_pipeline_t *p = ctx;
+  char what[96];
+  snprintf(what, sizeof what, "codegen %s: kernels %d/%d%s", p->target_now, done, total,
+           done == total && total ? ", ptxas" : "");
+  p->drew |= progress_line(p, what, p->t_start);
+}
+
 /* Per NVIDIA target PTX and a cubin (--emit=ptx, cubin: the first target only, ptx without
- * ptxas); gfx942's code object and offload bundle. */
+ * ptxas), kernels compiled in parallel and cached (backends/common/kcache.h); gfx942's code
+ * object and offload bundle. */
 static bool st_codegen(drk_pipeline_t *p) {
   if (wants(p, "llvm")) return codegen_llvm(p);
   unsigned nv = nvidia_targets(p->o), amd = p->o->targets & (1u << DRK_TARGET_GFX942);
@@ -310,10 +327,14 @@ static bool st_codegen(drk_pipeline_t *p) {
       drk_nv_code_t *c = &p->code[p->n_code++];
       c->t = drk_target_info((drk_target_t)t);
       bool cubin = !wants(p, "ptx");
-      if (!drk_nvptx_compile_tile_module(p->l.module, c->t->name, &c->ptx, cubin ? &c->cubin : NULL,
-                                         cubin ? &c->cubin_size : NULL, p->d))
+      drk_codegen_opts_t co = {.jobs = p->o->jobs, .no_cache = p->o->no_cache, .progress = codegen_progress,
+                               .progress_ctx = p, .stats = &p->stats};
+      p->target_now = c->t->name;
+      if (!drk_nvptx_compile_tile_module_opts(p->l.module, c->t->name, &co, &c->ptx, cubin ? &c->cubin : NULL,
+                                              cubin ? &c->cubin_size : NULL, p->d))
         return false;
     }
+  if (p->o->verbose && p->n_code) drk_codegen_stats_print(&p->stats, stderr);
   if (amd && !first_only && !wants(p, "fatbin")) {
     if (!drk_build_amd(p->l.module, "gfx942", &p->hsaco, &p->hsaco_size, &p->bundle, &p->bundle_size, p->d))
       return false;
@@ -486,13 +507,14 @@ bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage) {
   int last = drk_pipeline_stage_index(stage);
   DRK_ASSERT(last >= 0);
   if (p->next == 0 && !p->failed && !emit_possible(p)) p->failed = true;
-  bool drew = false;
+  p->drew = false;
   double t_start = now_ms();
   for (int i = 0; i < p->next; i++) t_start -= p->ms[i];
+  p->t_start = t_start;
   while (!p->failed && p->next <= last) {
     const drk_stage_t *s = &stages[p->next];
     if (p->o->verbose) fprintf(stderr, "drkc: stage %s\n", s->name);
-    drew |= progress_line(p, s->name, t_start);
+    p->drew |= progress_line(p, s->name, t_start);
     double t0 = now_ms();
     bool ok = !stage_needed(p, s) || s->run(p);
     p->ms[p->next] = now_ms() - t0;
@@ -506,7 +528,7 @@ bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage) {
       s->dump(p, stderr);
     }
   }
-  if (drew) fprintf(stderr, "\r\033[K");
+  if (p->drew) fprintf(stderr, "\r\033[K");
   return !p->failed;
 }
 
