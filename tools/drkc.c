@@ -23,6 +23,7 @@
 #include "ir/interp.h"
 #include "ir/tile.h"
 #include "pipeline/pipeline.h"
+#include "tools/drkc.h"
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
@@ -107,7 +108,7 @@ typedef struct options {
   drk_compile_options_t c;
 } options_t;
 
-static int usage_error(const char *fmt, const char *arg) {
+int drkc_usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "drkc: error: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n(drkc --help for usage)\n");
@@ -120,7 +121,7 @@ static bool has_suffix(const char *s, const char *suf) {
 }
 
 /* Matches "--name=value", "--name value", "-name=value" (nvcc style); returns the value. */
-static const char *opt_value(int argc, char **argv, int *i, const char *const *names) {
+const char *drkc_opt_value(int argc, char **argv, int *i, const char *const *names) {
   const char *a = argv[*i];
   for (const char *const *n = names; *n; n++) {
     size_t len = strlen(*n);
@@ -649,7 +650,7 @@ done:
 
 /* Parses one of the compile options at argv[*i]: 1 taken, 0 not one of them, -1 bad value
  * (reported). */
-static int parse_compile_option(int argc, char **argv, int *i, drk_compile_options_t *c, const char **schedules_path) {
+int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options_t *c, const char **schedules_path) {
   static const char *const o_jobs[] = {"--jobs", "-j", NULL}, *const o_bind[] = {"--bind", NULL}, *const o_mmp[] = {"--matmul-precision", NULL},
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
@@ -657,56 +658,56 @@ static int parse_compile_option(int argc, char **argv, int *i, drk_compile_optio
                            *const o_layout[] = {"--layout", NULL};
   const char *v;
   char *end;
-  if ((v = opt_value(argc, argv, i, o_bind))) {
+  if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
     c->bind = v;
   } else if (strcmp(argv[*i], "--time-stages") == 0) {
     c->time_stages = true;
   } else if (strcmp(argv[*i], "--no-cache") == 0) {
     c->no_cache = true;
-  } else if ((v = opt_value(argc, argv, i, o_jobs))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_jobs))) {
     c->jobs = (int)strtol(v, &end, 10);
     if (!*v || *end || c->jobs < 1) {
-      usage_error("--jobs: a number >= 1, not '%s'", v);
+      drkc_usage_error("--jobs: a number >= 1, not '%s'", v);
       return -1;
     }
-  } else if ((v = opt_value(argc, argv, i, o_mmp))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_mmp))) {
     if (!drk_matmul_precision_parse(v, &c->matmul)) {
-      usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
+      drkc_usage_error("--matmul-precision: highest, high or medium, not '%s'", v);
       return -1;
     }
-  } else if ((v = opt_value(argc, argv, i, o_prec))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_prec))) {
     if (!drk_precision_parse(v, &c->precision)) {
-      usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
+      drkc_usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
       return -1;
     }
-  } else if ((v = opt_value(argc, argv, i, o_layout))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_layout))) {
     if (!drk_layout_parse(v, &c->layout)) {
-      usage_error("--layout: auto, nchw or nhwc, not '%s'", v);
+      drkc_usage_error("--layout: auto, nchw or nhwc, not '%s'", v);
       return -1;
     }
-  } else if ((v = opt_value(argc, argv, i, o_fusion))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_fusion))) {
     c->fusion_level = (int)strtol(v, &end, 10);
     if (!*v || *end || c->fusion_level < 0 || c->fusion_level > 3) {
-      usage_error("--fusion-aggressiveness: 0, 1, 2 or 3, not '%s'", v);
+      drkc_usage_error("--fusion-aggressiveness: 0, 1, 2 or 3, not '%s'", v);
       return -1;
     }
     c->fusion_set = true;
-  } else if ((v = opt_value(argc, argv, i, o_sched))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_sched))) {
     char err[256];
     if (!drk_sched_knobs_parse(v, &c->knobs, err, sizeof err)) {
-      usage_error("--schedule: %s", err);
+      drkc_usage_error("--schedule: %s", err);
       return -1;
     }
-  } else if ((v = opt_value(argc, argv, i, o_scheds))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_scheds))) {
     if (!*v) {
-      usage_error("--schedules needs a file (%s)", "the text --emit=schedules prints");
+      drkc_usage_error("--schedules needs a file (%s)", "the text --emit=schedules prints");
       return -1;
     }
     *schedules_path = v;
-  } else if ((v = opt_value(argc, argv, i, o_depth))) {
+  } else if ((v = drkc_opt_value(argc, argv, i, o_depth))) {
     c->max_depth = (int)strtol(v, &end, 10);
     if (!*v || *end || c->max_depth < 1) {
-      usage_error("--max-graph-depth: a number >= 1, not '%s'", v);
+      drkc_usage_error("--max-graph-depth: a number >= 1, not '%s'", v);
       return -1;
     }
     if (!c->fusion_set) c->fusion_level = 2;
@@ -725,27 +726,27 @@ static int main_run(int argc, char **argv) {
   for (int i = 2; i < argc; i++) {
     const char *v;
     int k;
-    if ((v = opt_value(argc, argv, &i, o_device))) ro.device = v;
-    else if ((v = opt_value(argc, argv, &i, o_indir))) ro.input_dir = v;
-    else if ((v = opt_value(argc, argv, &i, o_outdir))) ro.output_dir = v;
-    else if ((v = opt_value(argc, argv, &i, o_seed))) {
+    if ((v = drkc_opt_value(argc, argv, &i, o_device))) ro.device = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_indir))) ro.input_dir = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_outdir))) ro.output_dir = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_seed))) {
       char *end;
       ro.seed = strtoull(v, &end, 10);
-      if (!*v || *end) return usage_error("--seed needs a number, got '%s'", v);
-    } else if ((v = opt_value(argc, argv, &i, o_input))) {
-      if (!strchr(v, '=')) return usage_error("--input needs NAME=FILE, got '%s'", v);
-      if (ro.n_named == (int)DRK_ARRAY_LEN(ro.named_inputs)) return usage_error("too many --input options%s", "");
+      if (!*v || *end) return drkc_usage_error("--seed needs a number, got '%s'", v);
+    } else if ((v = drkc_opt_value(argc, argv, &i, o_input))) {
+      if (!strchr(v, '=')) return drkc_usage_error("--input needs NAME=FILE, got '%s'", v);
+      if (ro.n_named == (int)DRK_ARRAY_LEN(ro.named_inputs)) return drkc_usage_error("too many --input options%s", "");
       ro.named_inputs[ro.n_named++] = v;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
-    else if ((v = opt_value(argc, argv, &i, o_target))) ro.target = v;
-    else if ((k = parse_compile_option(argc, argv, &i, &ro.c, &ro.schedules_path))) {
+    else if ((v = drkc_opt_value(argc, argv, &i, o_target))) ro.target = v;
+    else if ((k = drkc_parse_compile_option(argc, argv, &i, &ro.c, &ro.schedules_path))) {
       if (k < 0) return 2;
-    } else if (argv[i][0] == '-') return usage_error("unknown option '%s' for 'drkc run'", argv[i]);
-    else if (ro.model) return usage_error("more than one model given ('%s')", argv[i]);
+    } else if (argv[i][0] == '-') return drkc_usage_error("unknown option '%s' for 'drkc run'", argv[i]);
+    else if (ro.model) return drkc_usage_error("more than one model given ('%s')", argv[i]);
     else ro.model = argv[i];
   }
-  if (!ro.model) return usage_error("drkc run needs a MODEL%s", "");
+  if (!ro.model) return drkc_usage_error("drkc run needs a MODEL%s", "");
   int rc = run_model(&ro);
   drk_schedules_free(&ro.schedules);
   return rc;
@@ -771,24 +772,24 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[i], "-v") == 0) o.c.verbose = 1;
     else if (strcmp(argv[i], "-q") == 0) o.quiet = true;
-    else if ((v = opt_value(argc, argv, &i, o_target))) o.targets_arg = v;
-    else if ((v = opt_value(argc, argv, &i, o_emit))) o.emit = v;
-    else if ((v = opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
-    else if ((v = opt_value(argc, argv, &i, o_out))) o.output = v;
-    else if ((v = opt_value(argc, argv, &i, o_shapes))) o.c.shapes_from = v;
-    else if ((v = opt_value(argc, argv, &i, o_freeze))) {
-      if (o.c.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return usage_error("too many --freeze-input options%s", "");
+    else if ((v = drkc_opt_value(argc, argv, &i, o_target))) o.targets_arg = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_emit))) o.emit = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_out))) o.output = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_shapes))) o.c.shapes_from = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_freeze))) {
+      if (o.c.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return drkc_usage_error("too many --freeze-input options%s", "");
       o.freeze[o.c.n_freeze++] = v;
     }
     else if (strcmp(argv[i], "--report") == 0) o.c.report = stderr;
-    else if ((k = parse_compile_option(argc, argv, &i, &o.c, &o.schedules_path))) {
+    else if ((k = drkc_parse_compile_option(argc, argv, &i, &o.c, &o.schedules_path))) {
       if (k < 0) return 2;
     }
-    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option '%s'", argv[i]);
-    else if (o.input) return usage_error("more than one input given ('%s')", argv[i]);
+    else if (argv[i][0] == '-' && argv[i][1]) return drkc_usage_error("unknown option '%s'", argv[i]);
+    else if (o.input) return drkc_usage_error("more than one input given ('%s')", argv[i]);
     else o.input = argv[i];
   }
-  if (!o.input) return usage_error("no input file%s", "");
+  if (!o.input) return drkc_usage_error("no input file%s", "");
   o.c.freeze = o.freeze;
   o.c.progress = !o.quiet && !o.c.verbose;
 
