@@ -304,7 +304,7 @@ bool drk_nvptx_ptx_join(const char *const *ptx, size_t n, const char *const *lib
       if (!join_add(&j, it)) goto done;
     }
   }
-  qsort(j.items, j.n_items, sizeof *j.items, item_cmp);
+  if (j.n_items > 1) qsort(j.items, j.n_items, sizeof *j.items, item_cmp);
   for (size_t k = 0; k < j.n_items; k++)
     if (j.items[k].group < 3) buf_put(&decls, j.items[k].text, j.items[k].n);
   buf_put(&out, hdr0 ? hdr0 : "", hdr0_n);
