@@ -45,8 +45,10 @@
 #include "passes/precision.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ir/tensor.h"
 #include "passes/passes.h"
@@ -435,10 +437,39 @@ static drk_dtype_t node_cd(const pctx_t *c, const drk_node_t *n) {
   return c->T;
 }
 
+typedef struct convert_job {
+  const drk_value_t *v;
+  drk_dtype_t t;
+  uint16_t *buf;
+  int64_t lo, hi;
+} convert_job_t;
+
+static void *convert_range(void *p) {
+  convert_job_t *j = p;
+  for (int64_t i = j->lo; i < j->hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, i));
+  return NULL;
+}
+
+/* Big weights convert on several threads (each element on its own: the result does not
+ * depend on the split); a thread that cannot start leaves its range to this one. */
 static void convert_const(pctx_t *c, drk_value_t *v, drk_dtype_t t) {
   int64_t n = const_numel(v);
   uint16_t *buf = drk_arena_alloc(c->g->arena, (size_t)(n > 0 ? n : 1) * 2);
-  for (int64_t i = 0; i < n; i++) buf[i] = to_half(t, f32_at(v, i));
+  enum { MAX_THREADS = 8 };
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = n < (1 << 20) ? 1 : (int)(cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus);
+  convert_job_t jobs[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  bool started[MAX_THREADS] = {false};
+  for (int k = 0; k < nt; k++) {
+    jobs[k] = (convert_job_t){v, t, buf, n * k / nt, n * (k + 1) / nt};
+    if (k) started[k] = pthread_create(&th[k], NULL, convert_range, &jobs[k]) == 0;
+  }
+  convert_range(&jobs[0]);
+  for (int k = 1; k < nt; k++) {
+    if (started[k]) pthread_join(th[k], NULL);
+    else convert_range(&jobs[k]);
+  }
   v->data = buf;
   v->nbytes = (size_t)n * 2;
   v->dtype = t;
