@@ -497,3 +497,32 @@ bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d) {
 bool drk_op_is_view(drk_op_t op) {
   return drk_op_aliases_input(op) || op == DRK_OP_TRANSPOSE || op == DRK_OP_EXPAND || op == DRK_OP_SLICE;
 }
+
+/* Follows v through the ops that pass integer values on unchanged (casts, views) to the
+ * Gathers that index with it, taking the smallest size of their indexed axes. */
+static int64_t index_bound(const drk_graph_t *g, const drk_value_t *v, int64_t bound, int depth) {
+  if (depth > 8) return bound;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_inputs; j++) {
+      if (n->inputs[j] != v) continue;
+      if ((n->op == DRK_OP_GATHER || n->op == DRK_OP_GATHER_ELEMENTS) && j == 1 && n->inputs[0] &&
+          n->inputs[0]->shape.rank > 0) {
+        int64_t axis = drk_node_attr_int(n, "axis", 0);
+        int r = n->inputs[0]->shape.rank;
+        if (axis >= -r && axis < r && !n->inputs[0]->shape.dims[drk_axis_norm(axis, r)].sym) {
+          int64_t size = n->inputs[0]->shape.dims[drk_axis_norm(axis, r)].size;
+          if (size > 0 && size < bound) bound = size;
+        }
+      } else if (j == 0 && (n->op == DRK_OP_CAST || drk_op_aliases_input(n->op)) && n->n_outputs == 1) {
+        bound = index_bound(g, n->outputs[0], bound, depth + 1);
+      }
+    }
+  }
+  return bound;
+}
+
+int64_t drk_graph_index_bound(const drk_graph_t *g, const drk_value_t *v, int64_t dflt) {
+  return index_bound(g, v, dflt, 0);
+}

@@ -260,4 +260,9 @@ bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d);
  * (index maps): the aliases (drk_op_aliases_input), Transpose, Expand and Slice. */
 bool drk_op_is_view(drk_op_t op);
 
+/* For an integer value v (a graph input): the largest exclusive bound its elements may take
+ * as indices, the smallest indexed axis of the Gathers that read it (through casts and
+ * views), capped at dflt. Random test inputs stay in range with it (token type ids: 2). */
+int64_t drk_graph_index_bound(const drk_graph_t *g, const drk_value_t *v, int64_t dflt);
+
 #endif

@@ -379,8 +379,9 @@ static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
 }
 
 /* Random input for a graph input with a static shape: floats uniform in [-1, 1), integers in
- * [0, 4), bools fair coins. */
-static bool random_input(const drk_value_t *v, uint64_t *rng, drk_tensor_t *out, drk_diag_t *d) {
+ * [0, 4) or below the smallest axis a Gather indexes with them (token type ids: [0, 2)),
+ * bools fair coins. */
+static bool random_input(const drk_graph_t *g, const drk_value_t *v, uint64_t *rng, drk_tensor_t *out, drk_diag_t *d) {
   int64_t dims[DRK_MAX_RANK];
   if (v->shape.rank < 0 || v->shape.rank > DRK_MAX_RANK) {
     drk_diag_error(d, drk_loc_none, "input '%s' has unknown rank: give it with --input %s=FILE", v->name, v->name);
@@ -398,7 +399,7 @@ static bool random_input(const drk_value_t *v, uint64_t *rng, drk_tensor_t *out,
     drk_diag_error(d, drk_loc_none, "input '%s': cannot allocate", v->name);
     return false;
   }
-  int64_t n = drk_tensor_numel(out);
+  int64_t n = drk_tensor_numel(out), bound = drk_graph_index_bound(g, v, 4);
   for (int64_t i = 0; i < n; i++) {
     uint64_t r = rng_next(rng);
     if (drk_dtype_is_float(v->dtype))
@@ -406,7 +407,7 @@ static bool random_input(const drk_value_t *v, uint64_t *rng, drk_tensor_t *out,
     else if (v->dtype == DRK_DT_BOOL)
       drk_tensor_set_i64(out, i, (int64_t)(r & 1));
     else
-      drk_tensor_set_i64(out, i, (int64_t)(r % 4));
+      drk_tensor_set_i64(out, i, (int64_t)(r % (uint64_t)bound));
   }
   return true;
 }
@@ -572,7 +573,7 @@ static int run_model(run_options_t *ro) {
       }
     }
     bool ok = src ? read_input_file(src, v->dtype, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
-                  : random_input(v, &rng, &inputs[i], &d);
+                  : random_input(g, v, &rng, &inputs[i], &d);
     if (!ok) goto done;
     loaded++;
   }

@@ -23,6 +23,7 @@ typedef struct request {
   int kind;
   int warmup, iters;
   uint64_t seed;
+  int64_t bound[DRK_TUNE_MAX_INPUTS]; /* integer inputs: values in [0, bound) */
   char path[4096];
   char kernel[128];
 } request_t;
@@ -160,9 +161,11 @@ static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
   return z ^ (z >> 31);
 }
 
-/* Fresh inputs for module m from seed: floats uniform in [-1, 1), integers in [0, 4) (token
- * ids and indices stay in range), bools fair coins. */
-static bool make_inputs(const drk_module_t *m, uint64_t seed, drk_tensor_t **out, char *msg, size_t n) {
+/* Fresh inputs for module m from seed: floats uniform in [-1, 1), integers in [0, bound) (the
+ * parent reads the bounds off the graph: token ids and indices stay in range), bools fair
+ * coins. */
+static bool make_inputs(const drk_module_t *m, uint64_t seed, const int64_t *bound, drk_tensor_t **out, char *msg,
+                        size_t n) {
   size_t ni = drk_module_num_inputs(m);
   drk_tensor_t *in = calloc(ni + 1, sizeof *in);
   for (size_t i = 0; i < ni; i++) {
@@ -178,7 +181,10 @@ static bool make_inputs(const drk_module_t *m, uint64_t seed, drk_tensor_t **out
     for (int64_t e = 0; e < k; e++) {
       uint64_t r = rng_next(&seed);
       if (drk_dtype_is_float(t)) drk_tensor_set_f64(&in[i], e, (double)(r >> 11) * 0x1.0p-52 - 1.0);
-      else drk_tensor_set_i64(&in[i], e, (int64_t)(t == DRK_DT_BOOL ? (r & 1) : (r % 4)));
+      else {
+        uint64_t b = i < DRK_TUNE_MAX_INPUTS && bound[i] > 0 ? (uint64_t)bound[i] : 4;
+        drk_tensor_set_i64(&in[i], e, (int64_t)(t == DRK_DT_BOOL ? (r & 1) : (r % b)));
+      }
     }
   }
   *out = in;
@@ -261,7 +267,7 @@ static void measure(drk_runtime_t *rt, loaded_t *ref, const nvml_t *nv, const re
     snprintf(r->msg, sizeof r->msg, "the candidate's interface differs from the reference's");
     goto done;
   }
-  if (!make_inputs(ref->m, rq->seed, &in, r->msg, sizeof r->msg) || !bind_inputs(ref, in, r->msg, sizeof r->msg) ||
+  if (!make_inputs(ref->m, rq->seed, rq->bound, &in, r->msg, sizeof r->msg) || !bind_inputs(ref, in, r->msg, sizeof r->msg) ||
       !bind_inputs(&c, in, r->msg, sizeof r->msg) || st_fail(drk_session_run(ref->s), "the reference run", r->msg, sizeof r->msg))
     goto done;
   for (size_t i = 0; i < c.no; i++) memset(c.out[i].data, 0xff, c.out[i].nbytes); /* poison */
@@ -309,7 +315,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       measure(rt, &ref, &nv, &rq, &r);
     } else {
       drk_tensor_t *ins = NULL;
-      r.ok = make_inputs(ref.m, rq.seed, &ins, r.msg, sizeof r.msg) && bind_inputs(&ref, ins, r.msg, sizeof r.msg);
+      r.ok = make_inputs(ref.m, rq.seed, rq.bound, &ins, r.msg, sizeof r.msg) && bind_inputs(&ref, ins, r.msg, sizeof r.msg);
       double *ms = calloc(ref.nk + 1, sizeof *ms);
       /* per kernel: median over iters of each kernel's own time */
       float *kt = calloc(ref.nk + 1, sizeof *kt);
@@ -401,6 +407,7 @@ static bool ask(drk_tune_worker_t *w, const request_t *rq, drk_tune_result_t *r)
 drk_tune_result_t drk_tune_worker_measure(drk_tune_worker_t *w, const char *path, const char *kernel, int warmup,
                                           int iters, uint64_t seed) {
   request_t rq = {.kind = REQ_MEASURE, .warmup = warmup, .iters = iters, .seed = seed};
+  memcpy(rq.bound, w->bound, sizeof rq.bound);
   snprintf(rq.path, sizeof rq.path, "%s", path);
   snprintf(rq.kernel, sizeof rq.kernel, "%s", kernel);
   drk_tune_result_t r = {0};
@@ -411,6 +418,7 @@ drk_tune_result_t drk_tune_worker_measure(drk_tune_worker_t *w, const char *path
 bool drk_tune_worker_profile_reference(drk_tune_worker_t *w, double *out_ms, size_t n, int iters, char *msg,
                                        size_t msg_size) {
   request_t rq = {.kind = REQ_PROFILE, .warmup = 3, .iters = iters, .seed = 1};
+  memcpy(rq.bound, w->bound, sizeof rq.bound);
   drk_tune_result_t r = {0};
   uint64_t nk = 0;
   bool ok = ask(w, &rq, &r) && read_all(w->from_child, &nk, sizeof nk, w->timeout_s); /* the worker always sends nk */

@@ -32,7 +32,11 @@ typedef struct drk_tune_result {
   char msg[256];
 } drk_tune_result_t;
 
+#define DRK_TUNE_MAX_INPUTS 16
+
 typedef struct drk_tune_worker {
+  /* per graph input: integer values are drawn in [0, bound) (drk_graph_index_bound); 0: 4 */
+  int64_t bound[DRK_TUNE_MAX_INPUTS];
   pid_t pid;
   int to_child, from_child;
   char ref_path[4096];
