@@ -1,9 +1,12 @@
-/* LLVM module -> PTX text, in memory.
+/* LLVM module -> PTX text, in memory; and one module's PTX joined from its kernels' PTX.
  *
  * Requires a module built for DRK_NVPTX_TRIPLE (drk_nvptx_module_create). Verifies it,
  * runs LLVM's default<On> pipeline on a clone with the NVPTX target machine (which adds
  * NVVMReflect, address-space inference and the other NVPTX passes), then emits PTX
- * (backends/common/emit.c). */
+ * (backends/common/emit.c). drk_nvptx_ptx_join works on the text alone: it relies on how
+ * LLVM 22's NVPTX printer lays a module out (described below), checks what it relies on
+ * and reports an internal error where a part does not look like that, never guessing;
+ * tests/kcache compares its output with the one-module PTX. */
 #include "backends/nvptx/nvptx.h"
 #include "backends/common/target.h"
 

@@ -14,7 +14,10 @@
  * named barriers, cp.async, Hopper ops through lower_hopper.c) and the public entry points,
  * through the gpu_target_t hooks of backends/common/lower.h (which holds the driver,
  * blocked layouts, axis analysis, data movement and control flow); lower_math.c the math
- * functions (libdevice), lower_mem.c the cross-warp round of reductions and dot. */
+ * functions (libdevice), lower_mem.c the cross-warp round of reductions and dot.
+ * drk_nvptx_compile_tile_module_opts compiles a module one kernel at a time on worker
+ * threads, through the kernel cache (backends/common/kcache.h), with the same PTX as the
+ * one-module path (drk_nvptx_lower_module); see "a module compiled one kernel at a time". */
 #include "backends/nvptx/lower_internal.h"
 
 #include <stdarg.h>

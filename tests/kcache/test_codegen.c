@@ -16,6 +16,8 @@
  *                                   (payloads of several sizes): no get returns other bytes
  *                                   than the put of that key
  *   test_codegen one ARCH FILE...   prints the one-module PTX of the joined FILEs (a tool)
+ *   test_codegen time ARCH JOBS FILE...  compiles them uncached with JOBS workers and prints
+ *                                   the stats (a tool; DRK_TIME_CUBIN=1: with ptxas)
  *   test_codegen errors ARCH        a kernel that does not lower: its error comes once, in
  *                                   kernel order, whatever the job count
  * Every cache lives in a fresh directory under $TMPDIR (never the user's). */
@@ -534,7 +536,27 @@ static int run_one(const char *arch, int n, char **files) {
   return ok ? 0 : 1;
 }
 
+/* time ARCH JOBS FILE...: PTX (and with ptxas the cubin) without the cache; prints the stats */
+static int run_time(const char *arch, int jobs, int n, char **files) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tile_module_t *m = load_joined(n, files, &d);
+  if (!m) return 1;
+  drk_codegen_stats_t st;
+  memset(&st, 0, sizeof st);
+  drk_codegen_opts_t o = {.jobs = jobs, .no_cache = true, .stats = &st};
+  char *ptx = NULL;
+  void *cub = NULL;
+  size_t cn = 0;
+  bool ok = drk_nvptx_compile_tile_module_opts(m, arch, &o, &ptx, getenv("DRK_TIME_CUBIN") ? &cub : NULL, &cn, &d);
+  if (ok) drk_codegen_stats_print(&st, stdout);
+  free(ptx), free(cub);
+  drk_tile_module_destroy(m);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 5 && !strcmp(argv[1], "time")) return run_time(argv[2], atoi(argv[3]), argc - 4, argv + 4);
   if (argc >= 4 && !strcmp(argv[1], "one")) return run_one(argv[2], argc - 3, argv + 3);
   if (argc >= 4 && !strcmp(argv[1], "ptx")) return run_ptx(argv[2], argc - 3, argv + 3);
   if (argc == 2 && !strcmp(argv[1], "cache")) return run_cache();
