@@ -286,8 +286,11 @@ bool drk_nvptx_lower_module(LLVMContextRef ctx, const drk_tile_module_t *m, cons
  * LLVM's version and libdevice's SHA-256; the cubin on the PTX, the arch, ptxas's version
  * and options. m is only read, from several threads. Diagnostics go to d in kernel order,
  * as the one-module path reports them: every kernel's lowering errors; then, when all
- * lowered, the first later failure (libdevice, verifier, LLVM codegen) only. The ptxas log
- * (-v) is not returned. */
+ * lowered, the first later failure (libdevice, verifier, LLVM codegen) only. Parts that do
+ * not join (see drk_nvptx_ptx_join) make it compile the module as one module instead, with
+ * the same result (o->stats->whole_modules, whole_reason). The ptxas log (-v) is not
+ * returned. The cache is on by default (also for the wrapper below): the defaults are
+ * those of drkc. */
 bool drk_nvptx_compile_tile_module_opts(const drk_tile_module_t *m, const char *arch, const drk_codegen_opts_t *o,
                                         char **out_ptx, void **out_cubin, size_t *out_cubin_size, drk_diag_t *d);
 /* The same with the default options (NULL). */
