@@ -202,7 +202,7 @@ static drk_name_set_t *names_index(drk_graph_t *g) {
 
 bool drk_graph_name_taken(drk_graph_t *g, const char *name) {
   drk_name_set_t *ns = names_index(g);
-  return ns->slots[name_slot(ns, name)] != NULL;
+  return ns->cap && ns->slots[name_slot(ns, name)] != NULL; /* cap 0: a graph without values yet */
 }
 
 void drk_graph_reserve_name(drk_graph_t *g, const char *name) {

@@ -74,10 +74,15 @@ void drk_onnx_set_known(drk_onnx_ctx_t *c, const drk_value_t *v) {
   c->dtype_known[v->id] = true;
 }
 
+/* Not a name of the model (every node output is reserved before the nodes are imported, see
+ * drk_onnx_import_buffer) nor one made earlier: the graph's name index decides. */
 const char *drk_onnx_fresh_name(drk_onnx_ctx_t *c, const char *hint) {
   for (;;) {
     const char *s = drk_arena_printf(c->scratch, "%s__%u", hint && *hint ? hint : "t", c->fresh++);
-    if (!drk_onnx_map_get(&c->values, s)) return s;
+    if (!drk_onnx_map_get(&c->values, s) && !drk_graph_name_taken(c->g, s)) {
+      drk_graph_reserve_name(c->g, s);
+      return s;
+    }
   }
 }
 
@@ -515,6 +520,11 @@ static drk_graph_t *import_model(drk_onnx_ctx_t *c, const void *data, size_t siz
     if (!drk_onnx_apply_type(c, v, vi, floc)) goto fail;
     drk_onnx_map_put(&c->values, v->name, v);
   }
+  /* the names later nodes define: a helper value made by an earlier node's rewrite must not
+   * take one (the model may name a value "x_k__0" itself) */
+  for (size_t i = 0; i < gp->n_node; i++)
+    for (size_t k = 0; k < gp->node[i]->n_output; k++)
+      if (gp->node[i]->output[k] && *gp->node[i]->output[k]) drk_graph_reserve_name(g, gp->node[i]->output[k]);
   for (size_t i = 0; i < gp->n_node; i++)
     if (!drk_onnx_import_node(c, gp->node[i], (int)i)) goto fail;
   if (gp->n_output == 0) {

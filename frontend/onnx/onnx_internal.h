@@ -15,7 +15,7 @@
 #define DRK_ONNX_MIN_IR 3
 #define DRK_ONNX_MAX_IR 10
 #define DRK_ONNX_MIN_OPSET 1
-#define DRK_ONNX_MAX_OPSET 21
+#define DRK_ONNX_MAX_OPSET 25
 /* Ranks beyond this are rejected as corrupt (no real model comes near). */
 #define DRK_ONNX_MAX_RANK 64
 

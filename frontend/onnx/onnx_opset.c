@@ -7,6 +7,7 @@
  * Requires: the import context of onnx_import.c (values defined so far, value_info).
  * Guarantees: each created node carries loc {file, node_name, node_index}; node outputs get
  * the model's value_info type, else a trivially known dtype; nothing else is inferred. */
+#include <math.h>
 #include <string.h>
 
 #include "ir/tensor.h"
@@ -436,6 +437,282 @@ static bool rw_selu(nb_t *b) {
   return true;
 }
 
+/* ---- ops of opsets 22-25 without a graph IR op of their own: imported as the primitive ops
+ * their ONNX definitions spell out (the forms the exporters write at opset <= 22) ---- */
+
+/* A helper node of one result whose dtype is like's (when known). */
+static drk_value_t *emit_like(nb_t *b, drk_op_t op, int n_in, drk_value_t *const *ins, const char *what,
+                              const drk_value_t *like) {
+  drk_node_t *n = emit(b, op, n_in, ins, what);
+  if (like && drk_onnx_is_known(b->c, like)) {
+    n->outputs[0]->dtype = like->dtype;
+    drk_onnx_set_known(b->c, n->outputs[0]);
+  }
+  return n->outputs[0];
+}
+
+static drk_value_t *emit_cast(nb_t *b, drk_value_t *x, drk_dtype_t t, const char *what) {
+  drk_node_t *n = emit(b, DRK_OP_CAST, 1, &x, what);
+  drk_node_set_int(b->c->g, n, "to", drk_dtype_to_onnx(t));
+  n->outputs[0]->dtype = t;
+  drk_onnx_set_known(b->c, n->outputs[0]);
+  return n->outputs[0];
+}
+
+/* x as like's dtype: a Cast when like's dtype is known, else CastLike. */
+static drk_value_t *cast_like(nb_t *b, drk_value_t *x, drk_value_t *like, const char *what) {
+  if (drk_onnx_is_known(b->c, like)) return emit_cast(b, x, like->dtype, what);
+  drk_value_t *ins[2] = {x, like};
+  return emit(b, DRK_OP_CAST_LIKE, 2, ins, what)->outputs[0];
+}
+
+/* A constant tensor of like's dtype (f32 + CastLike when that is not known at import). */
+static drk_value_t *tensor_like(nb_t *b, const char *what, int rank, const int64_t *dims, const double *vals,
+                                drk_value_t *like) {
+  drk_dtype_t t = drk_onnx_is_known(b->c, like) && drk_dtype_is_float(like->dtype) ? like->dtype : DRK_DT_F32;
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  drk_tensor_t tmp = {.dtype = t, .rank = 0, .nbytes = drk_dtype_nbytes(t, n), .owned = false};
+  tmp.data = drk_arena_alloc(b->c->scratch, tmp.nbytes + 8);
+  for (int64_t i = 0; i < n; i++) drk_tensor_set_f64(&tmp, i, vals[i]);
+  drk_value_t *k = add_const(b, what, t, rank, dims, tmp.data, tmp.nbytes);
+  if (t == like->dtype && drk_onnx_is_known(b->c, like)) return k;
+  return cast_like(b, k, like, what);
+}
+
+static bool static_dim(const drk_value_t *v, int i, int64_t *out) {
+  if (!v || v->shape.rank <= i || v->shape.dims[i].sym || v->shape.dims[i].size < 0) return false;
+  *out = v->shape.dims[i].size;
+  return true;
+}
+
+/* RMSNormalization (opset 23): Y = Cast(X / Sqrt(ReduceMean(X * X, axes) + epsilon), T) * scale,
+ * axes = [axis, rank), computed in stash_type (default f32). */
+static bool dc_rms_normalization(nb_t *b) {
+  int64_t axis, stash;
+  double eps;
+  if (!take_int(b, "axis", -1, &axis, NULL) || !take_float(b, "epsilon", 1e-5, &eps, NULL) ||
+      !take_int(b, "stash_type", 1, &stash, NULL))
+    return false;
+  drk_value_t *x = b->in[0], *scale = in_at(b, 1);
+  if (!scale) return fail(b, "'RMSNormalization' is missing required input #1 (scale)");
+  drk_dtype_t st;
+  if (!drk_dtype_from_onnx((int)stash, &st) || !drk_dtype_is_float(st))
+    return fail(b, "unsupported 'stash_type' %lld of 'RMSNormalization' (a float dtype is needed)", (long long)stash);
+  int r = x->shape.rank;
+  int64_t axes[DRK_ONNX_MAX_RANK], na = 0;
+  if (axis < 0) {
+    if (r >= 0 && axis < -r) return fail(b, "'RMSNormalization': axis %lld out of range for rank %d", (long long)axis, r);
+    if (-axis > DRK_ONNX_MAX_RANK) return fail(b, "'RMSNormalization': axis %lld out of range", (long long)axis);
+    for (int64_t a = axis; a < 0; a++) axes[na++] = a;
+  } else {
+    if (r < 0)
+      return fail(b, "unsupported 'RMSNormalization' with axis %lld on an input of unknown rank (a negative axis or "
+                     "the rank from value_info is needed)", (long long)axis);
+    if (axis >= r) return fail(b, "'RMSNormalization': axis %lld out of range for rank %d", (long long)axis, r);
+    for (int64_t a = axis; a < r; a++) axes[na++] = a;
+  }
+  bool need_cast = !drk_onnx_is_known(b->c, x) || x->dtype != st;
+  drk_value_t *xs = need_cast ? emit_cast(b, x, st, "stash") : x;
+  drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){xs, xs}, "sq", xs);
+  drk_value_t *ax = add_const(b, "axes", DRK_DT_I64, 1, &na, axes, sizeof(int64_t) * (size_t)na);
+  drk_node_t *mean = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, ax}, "mean");
+  drk_node_set_int(b->c->g, mean, "keepdims", 1);
+  mean->outputs[0]->dtype = st;
+  drk_onnx_set_known(b->c, mean->outputs[0]);
+  drk_value_t *e = const_like(b, "eps", eps, xs);
+  drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean->outputs[0], e}, "ms", xs);
+  drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", xs);
+  drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){xs, rms}, "norm", xs);
+  if (need_cast) nrm = cast_like(b, nrm, x, "unstash");
+  b->op = DRK_OP_MUL;
+  b->n_in = 0;
+  set_input(b, 0, nrm);
+  set_input(b, 1, scale);
+  return true;
+}
+
+/* Swish (opset 24): Y = X * Sigmoid(alpha * X). */
+static bool dc_swish(nb_t *b) {
+  double alpha;
+  if (!take_float(b, "alpha", 1.0, &alpha, NULL)) return false;
+  drk_value_t *x = b->in[0], *ax = x;
+  if (alpha != 1.0) ax = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){x, const_like(b, "alpha", alpha, x)}, "ax", x);
+  drk_value_t *sg = emit_like(b, DRK_OP_SIGMOID, 1, &ax, "sig", x);
+  b->op = DRK_OP_MUL;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  set_input(b, 1, sg);
+  return true;
+}
+
+/* Attention (opsets 23-24), 4-D Q [B, Hq, S, D], K [B, Hkv, L, D], V [B, Hkv, L, Dv], no KV
+ * cache: Softmax((Q * sqrt(scale)) . (K * sqrt(scale))^T (softcapped) + bias) . V, where bias
+ * is the float mask, or 0 / -inf from a boolean mask (True: attend), plus the causal mask
+ * (key j <= query i); fully masked rows give zeros (IsNaN -> 0 after the Softmax, as the
+ * exporters' own decomposition). Grouped-query heads repeat K and V (Unsqueeze, Expand,
+ * Reshape: HF's repeat_kv). Forms that need what the graph IR cannot say yet are refused by
+ * name: 3-D inputs, past_key/past_value and the present/qk outputs, nonpad_kv_seqlen. */
+static bool dc_attention(nb_t *b) {
+  int64_t causal, qh, kvh, mode, sprec;
+  double scale, softcap;
+  bool has_scale, has_qh, has_kvh, has_sprec;
+  if (!take_int(b, "is_causal", 0, &causal, NULL) || !take_int(b, "q_num_heads", 0, &qh, &has_qh) ||
+      !take_int(b, "kv_num_heads", 0, &kvh, &has_kvh) || !take_int(b, "qk_matmul_output_mode", 0, &mode, NULL) ||
+      !take_float(b, "scale", 0, &scale, &has_scale) || !take_float(b, "softcap", 0, &softcap, NULL) ||
+      !take_int(b, "softmax_precision", 0, &sprec, &has_sprec))
+    return false;
+  drk_value_t *q = b->in[0], *k = in_at(b, 1), *v = in_at(b, 2), *mask = in_at(b, 3);
+  if (!k || !v) return fail(b, "'Attention' is missing required inputs K and V");
+  if (in_at(b, 4) || in_at(b, 5))
+    return fail(b, "unsupported 'Attention' with past_key/past_value (a KV cache): drkc imports prefill attention only");
+  if (in_at(b, 6)) return fail(b, "unsupported 'Attention' input nonpad_kv_seqlen (opset 24)");
+  if (b->n_out > 1)
+    return fail(b, "unsupported 'Attention' outputs present_key/present_value/qk_matmul_output (drkc imports output Y only)");
+  if (has_qh || has_kvh || q->shape.rank == 3)
+    return fail(b, "unsupported 'Attention' with 3-D Q/K/V (q_num_heads/kv_num_heads): 4-D [batch, heads, seq, head_size] only");
+  if (q->shape.rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
+    return fail(b, "unsupported 'Attention': Q, K and V must be known 4-D tensors at import (ranks %d, %d, %d; value_info "
+                   "gives them)", q->shape.rank, k->shape.rank, v->shape.rank);
+  if (!has_scale) {
+    int64_t d;
+    if (!static_dim(q, 3, &d) || d <= 0)
+      return fail(b, "unsupported 'Attention' without 'scale' whose head size (Q dim 3) is not known at import");
+    scale = 1.0 / sqrt((double)d);
+  }
+  if (!(scale > 0)) return fail(b, "unsupported 'Attention' scale %g (must be positive)", scale);
+  /* grouped-query heads: K and V repeated to Q's head count */
+  int64_t hq, hk;
+  if (!static_dim(q, 1, &hq) || !static_dim(k, 1, &hk) || !static_dim(v, 1, &hk))
+    return fail(b, "unsupported 'Attention': the head counts (dim 1 of Q, K, V) must be known at import");
+  if (hq != hk) {
+    if (hk <= 0 || hq % hk)
+      return fail(b, "'Attention': %lld query heads are not a multiple of %lld key/value heads", (long long)hq, (long long)hk);
+    drk_value_t **kv[2] = {&k, &v};
+    for (int t = 0; t < 2; t++) {
+      drk_value_t *x = *kv[t];
+      int64_t bd, l, d;
+      if (!static_dim(x, 0, &bd) || !static_dim(x, 2, &l) || !static_dim(x, 3, &d))
+        return fail(b, "unsupported 'Attention' with grouped-query heads (%lld / %lld) whose K/V dims are not known at "
+                       "import", (long long)hq, (long long)hk);
+      int64_t one = 1, two = 2, five = 5, four = 4, ax[1] = {2};
+      drk_value_t *u = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){x, add_const(b, "gqa_axes", DRK_DT_I64, 1, &one, ax, 8)},
+                                 t ? "v_rep" : "k_rep", x);
+      int64_t es[5] = {bd, hk, hq / hk, l, d}, rs[4] = {bd, hq, l, d};
+      drk_value_t *e = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){u, add_const(b, "gqa_expand", DRK_DT_I64, 1, &five, es, 40)},
+                                 t ? "v_exp" : "k_exp", x);
+      *kv[t] = emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){e, add_const(b, "gqa_shape", DRK_DT_I64, 1, &four, rs, 32)},
+                         t ? "v_heads" : "k_heads", x);
+      (void)two;
+    }
+  }
+  double sq = sqrt(scale);
+  drk_value_t *qs = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){q, const_like(b, "q_scale", sq, q)}, "q_scaled", q);
+  drk_value_t *ks = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){k, const_like(b, "k_scale", sq, k)}, "k_scaled", k);
+  drk_node_t *tr = emit(b, DRK_OP_TRANSPOSE, 1, &ks, "k_t");
+  drk_node_set_ints(b->c->g, tr, "perm", 4, (int64_t[]){0, 1, 3, 2});
+  if (drk_onnx_is_known(b->c, ks)) {
+    tr->outputs[0]->dtype = ks->dtype;
+    drk_onnx_set_known(b->c, tr->outputs[0]);
+  }
+  drk_value_t *sc = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){qs, tr->outputs[0]}, "scores", q);
+  if (softcap > 0) {
+    drk_value_t *d = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sc, const_like(b, "cap_inv", 1.0 / softcap, sc)}, "capped", sc);
+    d = emit_like(b, DRK_OP_TANH, 1, &d, "capped_tanh", sc);
+    sc = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){d, const_like(b, "cap", softcap, sc)}, "softcapped", sc);
+  } else if (softcap < 0) {
+    return fail(b, "'Attention': softcap %g must not be negative", softcap);
+  }
+  bool masked = false;
+  if (causal) {
+    int64_t s, l;
+    if (!static_dim(q, 2, &s) || !static_dim(k, 2, &l))
+      return fail(b, "unsupported 'Attention' with is_causal=1 whose sequence lengths (Q, K dim 2) are not known at import");
+    if (s * l > ((int64_t)1 << 26)) return fail(b, "unsupported 'Attention' with is_causal=1: %lld x %lld mask too large", (long long)s, (long long)l);
+    double *vals = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)(s * l + 1));
+    for (int64_t i = 0; i < s; i++)
+      for (int64_t j = 0; j < l; j++) vals[i * l + j] = j <= i ? 0.0 : -INFINITY;
+    int64_t dims[2] = {s, l};
+    sc = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sc, tensor_like(b, "causal", 2, dims, vals, sc)}, "causal_scores", sc);
+    masked = true;
+  }
+  if (mask) {
+    drk_value_t *bias = mask;
+    if (drk_onnx_is_known(b->c, mask) && mask->dtype == DRK_DT_BOOL) {
+      drk_value_t *zero = const_like(b, "mask_zero", 0.0, sc), *ninf = const_like(b, "mask_ninf", -INFINITY, sc);
+      bias = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){mask, zero, ninf}, "mask_bias", sc);
+      masked = true;
+    } else if (!drk_onnx_is_known(b->c, mask)) {
+      return fail(b, "unsupported 'Attention' attn_mask of unknown dtype (bool or float; value_info gives it)");
+    } else if (!drk_dtype_is_float(mask->dtype)) {
+      return fail(b, "'Attention' attn_mask must be bool or float, not %s", drk_dtype_name(mask->dtype));
+    }
+    sc = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sc, bias}, "masked_scores", sc);
+    masked = true;
+  }
+  drk_value_t *sm_in = sc;
+  if (has_sprec && sprec) {
+    drk_dtype_t t;
+    if (!drk_dtype_from_onnx((int)sprec, &t) || !drk_dtype_is_float(t))
+      return fail(b, "unsupported 'softmax_precision' %lld of 'Attention'", (long long)sprec);
+    if (!drk_onnx_is_known(b->c, sc) || sc->dtype != t) sm_in = emit_cast(b, sc, t, "softmax_in");
+  }
+  drk_node_t *sm = emit(b, DRK_OP_SOFTMAX, 1, &sm_in, "probs");
+  drk_node_set_int(b->c->g, sm, "axis", -1);
+  if (drk_onnx_is_known(b->c, sm_in)) {
+    sm->outputs[0]->dtype = sm_in->dtype;
+    drk_onnx_set_known(b->c, sm->outputs[0]);
+  }
+  drk_value_t *p = sm->outputs[0];
+  if (sm_in != sc) p = cast_like(b, p, q, "probs_cast");
+  if (masked) {
+    drk_value_t *nan = emit(b, DRK_OP_IS_NAN, 1, &p, "probs_nan")->outputs[0];
+    nan->dtype = DRK_DT_BOOL;
+    drk_onnx_set_known(b->c, nan);
+    p = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){nan, const_like(b, "probs_zero", 0.0, p), p}, "probs_masked", p);
+  }
+  (void)mode; /* only shapes the qk_matmul_output output, refused above */
+  b->op = DRK_OP_MATMUL;
+  b->n_in = 0;
+  set_input(b, 0, p);
+  set_input(b, 1, v);
+  return true;
+}
+
+typedef struct decomp_entry {
+  const char *name;
+  int min_opset;
+  rewrite_fn fn; /* sets b->op and b->in to the last node; every attribute must be taken */
+} decomp_entry_t;
+
+static const decomp_entry_t decomp_table[] = {
+    {"RMSNormalization", 23, dc_rms_normalization},
+    {"Attention", 23, dc_attention},
+    {"Swish", 24, dc_swish},
+};
+
+static const decomp_entry_t *find_decomp(const char *name) {
+  for (size_t i = 0; i < DRK_ARRAY_LEN(decomp_table); i++)
+    if (strcmp(decomp_table[i].name, name) == 0) return &decomp_table[i];
+  return NULL;
+}
+
+/* QuantizeLinear's `precision` (opset 23) and DequantizeLinear's `output_dtype` (opset 23):
+ * the defaults (0: the scale's dtype) are the opset-21 forms. */
+static bool rw_quantize(nb_t *b) {
+  int64_t v;
+  bool has;
+  const char *an = b->op == DRK_OP_QUANTIZE_LINEAR ? "precision" : "output_dtype";
+  if (b->opset < 23) return true;
+  if (!take_int(b, an, 0, &v, &has)) return false;
+  if (!v) return true;
+  drk_value_t *s = in_at(b, 1);
+  drk_dtype_t t;
+  if (s && drk_onnx_is_known(b->c, s) && drk_dtype_from_onnx((int)v, &t) && t == s->dtype) return true;
+  return fail(b, "unsupported attribute '%s' = %lld of '%s' (opset %lld): only the scale's own dtype", an, (long long)v,
+              b->op_type, (long long)b->opset);
+}
+
 /* ---- the table ---- */
 
 typedef struct op_entry {
@@ -464,8 +741,8 @@ static const op_entry_t op_table[] = {
     {"Round", 11, NULL, NULL}, {"Sign", 9, NULL, NULL}, {"Not", 1, NULL, NULL},
     {"Where", 9, NULL, NULL}, {"IsNaN", 9, NULL, NULL}, {"IsInf", 10, NULL, NULL},
     {"Cast", 6, NULL, "'to' was a string"}, {"CastLike", 15, NULL, NULL},
-    {"PRelu", 1, rw_prelu, NULL}, {"QuantizeLinear", 10, NULL, NULL},
-    {"DequantizeLinear", 10, NULL, NULL}, {"MatMul", 1, NULL, NULL}, {"Gemm", 1, rw_legacy_broadcast, NULL},
+    {"PRelu", 1, rw_prelu, NULL}, {"QuantizeLinear", 10, rw_quantize, NULL},
+    {"DequantizeLinear", 10, rw_quantize, NULL}, {"MatMul", 1, NULL, NULL}, {"Gemm", 1, rw_legacy_broadcast, NULL},
     {"Conv", 1, NULL, NULL}, {"ConvTranspose", 1, NULL, NULL}, {"Einsum", 12, NULL, NULL},
     {"BatchNormalization", 1, rw_batchnorm, NULL}, {"InstanceNormalization", 1, NULL, NULL},
     {"LayerNormalization", 17, NULL, NULL},
@@ -710,9 +987,11 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
   if (strcmp(b.op_type, "Constant") == 0) return import_constant(&b);
 
   const op_entry_t *e = find_op(b.op_type);
-  if (!e || !drk_op_from_name(b.op_type, strlen(b.op_type), &b.op))
+  const decomp_entry_t *dc = e ? NULL : find_decomp(b.op_type);
+  if (dc && c->opset < dc->min_opset) dc = NULL; /* not an op of that opset */
+  if (!dc && (!e || !drk_op_from_name(b.op_type, strlen(b.op_type), &b.op)))
     return fail(&b, "unsupported op '%s' (domain 'ai.onnx', opset %lld)", b.op_type, (long long)c->opset);
-  if (c->opset < e->min_opset) {
+  if (e && c->opset < e->min_opset) {
     char why[160];
     snprintf(why, sizeof why, "drkc reads its form from opset %d%s%s", e->min_opset, e->why ? "; before, " : "",
              e->why ? e->why : "");
@@ -736,7 +1015,15 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
       return fail(&b, "unsupported GRAPH attribute '%s' of '%s' (subgraphs: If/Loop/Scan)",
                   np->attribute[i]->name ? np->attribute[i]->name : "", b.op_type);
   }
-  if (e->rw && !e->rw(&b)) return false;
+  if (dc) {
+    if (!dc->fn(&b)) return false;
+    for (size_t i = 0; i < np->n_attribute; i++)
+      if (!b.used[i])
+        return fail(&b, "unsupported attribute '%s' of '%s' (opset %lld)", np->attribute[i]->name ? np->attribute[i]->name : "",
+                    b.op_type, (long long)c->opset);
+  } else if (e->rw && !e->rw(&b)) {
+    return false;
+  }
 
   const drk_op_info_t *info = drk_op_info(b.op);
   while (b.n_in > 0 && !b.in[b.n_in - 1]) b.n_in--;

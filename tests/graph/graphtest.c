@@ -370,6 +370,12 @@ static void test_unique_name(void) {
   CHECK(strcmp(drk_graph_unique_name(g, "many17"), "many17_1") == 0, "unique: after growing");
   CHECK(!drk_graph_name_taken(g, "many3000"), "unique: not taken");
   drk_graph_destroy(g);
+  /* a graph without any value yet (an ONNX model of one Constant node) */
+  g = drk_graph_create("empty");
+  CHECK(!drk_graph_name_taken(g, "x"), "unique: empty graph");
+  drk_graph_reserve_name(g, "x");
+  CHECK(strcmp(drk_graph_unique_name(g, "x"), "x_1") == 0, "unique: reserved in an empty graph");
+  drk_graph_destroy(g);
 }
 
 int main(int argc, char **argv) {

@@ -132,7 +132,7 @@ lstm = helper.make_node("LSTM", ["r4", "W", "R"], ["out"], name="lstm_1", hidden
 save("unsupported.onnx", relus + [lstm], [vi("x", F, [1, 1, 2]), vi("W", F, [1, 8, 2]), vi("R", F, [1, 8, 2])],
      [vi("out", F, None)])
 r = [helper.make_node("Relu", ["x"], ["y"])]
-save("opset25.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], opset=25)
+save("opset26.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], opset=26)
 save("ir12.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], ir=12)
 save("domain.onnx", [helper.make_node("FusedMatMul", ["x", "x"], ["y"], name="fm", domain="com.microsoft")],
      [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], domains=[("com.microsoft", 1)])

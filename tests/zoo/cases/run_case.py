@@ -7,6 +7,10 @@ inference, the graph passes). Its header lines say what must hold:
   # RUN: ARGS          `drkc CASE ARGS -o OUT` must succeed and print no error (one line per
                        configuration; ARGS may be empty)
   # CHECK-CPU: ARGS    `drkc run CASE --device=cpu --check ARGS` must succeed with every output PASS
+  # CHECK-DATA: TOL ARGS
+                       `drkc run CASE --device=cpu ARGS` on WORK_DIR/test_data_set_0/input_N.pb (which
+                       a generator writes, with the expected output_N.pb from onnx.reference or
+                       ONNX Runtime) must give outputs within relative error TOL of the expected
   # EXPECT-ERROR: ARGS | TEXT
                        `drkc CASE ARGS` must fail, and stderr must hold TEXT on exactly one line
                        (an error printed once, never a crash)
@@ -41,7 +45,7 @@ def main():
     fails, ran = 0, 0
     for line in text.splitlines():
         line = line.lstrip("#").strip() if line.startswith("#") else ""
-        for key in ("RUN:", "CHECK-CPU:", "EXPECT-ERROR:"):
+        for key in ("RUN:", "CHECK-CPU:", "CHECK-DATA:", "EXPECT-ERROR:"):
             if line.startswith(key):
                 break
         else:
@@ -61,6 +65,26 @@ def main():
             r = subprocess.run(cmd, capture_output=True, text=True)
             checks = [l for l in r.stdout.splitlines() if l.startswith("check output")]
             ok = r.returncode == 0 and checks and all(l.endswith("PASS") for l in checks)
+        elif key == "CHECK-DATA:":
+            tol, *args = arg.split()
+            data, outd = os.path.join(work, "test_data_set_0"), os.path.join(work, f"data{ran}")
+            cmd = [drkc, "run", model, "--device=cpu", "--input-dir", data, "--output-dir", outd] + args
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            ok = r.returncode == 0
+            if ok:
+                import numpy as np
+                import onnx
+                from onnx import numpy_helper
+                refs = sorted(f for f in os.listdir(data) if f.startswith("output_"))
+                ok = bool(refs)
+                for f in refs:
+                    want = numpy_helper.to_array(onnx.load_tensor(os.path.join(data, f))).astype(np.float64)
+                    gp = os.path.join(outd, f)
+                    got = numpy_helper.to_array(onnx.load_tensor(gp)).astype(np.float64) if os.path.exists(gp) else None
+                    err = (float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+                           if got is not None and got.shape == want.shape else float("inf"))
+                    r = subprocess.CompletedProcess(cmd, r.returncode, r.stdout + f"{f}: rel error {err:.3g} (tol {tol})\n", r.stderr)
+                    ok = ok and err <= float(tol)
         else:
             args, _, want = arg.partition("|")
             cmd = [drkc, model] + args.split() + ["--emit=graph", "-o", os.path.join(work, f"err{ran}")]
