@@ -24,6 +24,7 @@
 #include "ir/tile.h"
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
+#include "tools/tune.h"
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
@@ -33,6 +34,7 @@ static const char usage_text[] =
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--target=LIST (default: the GPU's own arch)]\n"
     "                      [--precision=P] [--matmul-precision=M] [--layout=L]\n"
+    "       drkc tune MODEL [--trials=N] [--time=S] ... (drkc tune --help)\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -755,6 +757,7 @@ static int main_run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return main_run(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "tune") == 0) return drkc_tune_main(argc, argv);
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},

@@ -288,7 +288,7 @@ static void measure(drk_runtime_t *rt, loaded_t *ref, const nvml_t *nv, const re
   r->power_w = nvml_power_w(nv);
   if (e0 >= 0 && e1 >= e0) r->energy_mj_per_run = (e1 - e0) / (rq->warmup + rq->iters);
   if (!time_runs(ref, rq->kernel, rq->warmup, rq->iters, &rk, &rrun, r->msg, sizeof r->msg)) goto done;
-  r->kernel_ms = k, r->run_ms = run, r->ref_kernel_ms = rk;
+  r->kernel_ms = k, r->run_ms = run, r->ref_kernel_ms = rk, r->ref_run_ms = rrun;
   r->valid = true;
 done:
   for (size_t i = 0; in && i < ref->ni; i++) drk_tensor_free(&in[i]);
@@ -310,7 +310,10 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
     drk_tune_result_t r = {0};
     if (!ready) {
       r.ok = true;
-      snprintf(r.msg, sizeof r.msg, "reference: %s", msg);
+      snprintf(r.msg, sizeof r.msg, "%s", msg);
+      uint64_t none = 0;
+      if (!write_all(out, &r, sizeof r) || (rq.kind == REQ_PROFILE && !write_all(out, &none, sizeof none))) break;
+      continue;
     } else if (rq.kind == REQ_MEASURE) {
       measure(rt, &ref, &nv, &rq, &r);
     } else {

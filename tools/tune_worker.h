@@ -28,6 +28,7 @@ typedef struct drk_tune_result {
   double kernel_ms; /* median time of the named kernel (all kernels of its node together) */
   double run_ms;    /* median time of a whole run (kernels one by one) */
   double ref_kernel_ms; /* the same kernel in the reference module, measured in the same request */
+  double ref_run_ms;    /* a whole run of the reference, likewise */
   double sm_mhz, power_w, energy_mj_per_run; /* NVML; < 0 when unavailable */
   char msg[256];
 } drk_tune_result_t;
