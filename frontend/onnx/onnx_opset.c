@@ -595,7 +595,7 @@ static bool dc_attention(nb_t *b) {
       if (!static_dim(x, 0, &bd) || !static_dim(x, 2, &l) || !static_dim(x, 3, &d))
         return fail(b, "unsupported 'Attention' with grouped-query heads (%lld / %lld) whose K/V dims are not known at "
                        "import", (long long)hq, (long long)hk);
-      int64_t one = 1, two = 2, five = 5, four = 4, ax[1] = {2};
+      int64_t one = 1, five = 5, four = 4, ax[1] = {2};
       drk_value_t *u = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){x, add_const(b, "gqa_axes", DRK_DT_I64, 1, &one, ax, 8)},
                                  t ? "v_rep" : "k_rep", x);
       int64_t es[5] = {bd, hk, hq / hk, l, d}, rs[4] = {bd, hq, l, d};
@@ -603,7 +603,6 @@ static bool dc_attention(nb_t *b) {
                                  t ? "v_exp" : "k_exp", x);
       *kv[t] = emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){e, add_const(b, "gqa_shape", DRK_DT_I64, 1, &four, rs, 32)},
                          t ? "v_heads" : "k_heads", x);
-      (void)two;
     }
   }
   double sq = sqrt(scale);
