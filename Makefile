@@ -24,10 +24,10 @@ demo: build
 	@tools/demo.sh $(BUILD)
 
 test-main: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && DRK_CACHE_DIR=$(CURDIR)/$(BUILD)/kcache ctest --output-on-failure -j $(JOBS)
 
 test-san: build-san
-	@cd $(SANBUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	@cd $(SANBUILD) && DRK_CACHE_DIR=$(CURDIR)/$(SANBUILD)/kcache ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE slow
 
 test: test-main test-san
