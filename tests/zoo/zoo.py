@@ -523,8 +523,11 @@ def describe_rc(p):
     return f"rc={p.returncode}"
 
 
+COLD = []  # ["--no-cache"] with --cold
+
+
 def compile_model(drkc, onnx_path, flags, out, timeout):
-    p, err, secs = run([drkc, onnx_path] + FLAGS[flags] + ["--report", "-o", out], timeout)
+    p, err, secs = run([drkc, onnx_path] + FLAGS[flags] + COLD + ["--report", "-o", out], timeout)
     r = {"compile_s": round(secs, 1)}
     if err:
         return dict(r, error=err)
@@ -925,6 +928,10 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--keep", action="store_true", help="keep exported models and modules under OUT")
     ap.add_argument("--reuse", action="store_true", help="reuse exported models found under OUT (with --keep)")
+    ap.add_argument("--cold", action="store_true",
+                    help="compile without drkc's kernel cache (--no-cache): every compile time a cold one; by default "
+                         "the run keeps its own cache in OUT/kernel-cache, so a kernel an earlier configuration "
+                         "compiled is reused")
     ap.add_argument("--list", action="store_true", help="print the models and exit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
@@ -943,9 +950,12 @@ def main():
         args.drkrun = os.path.join(os.path.dirname(args.drkc), "drkrun")
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
+    if args.cold:
+        COLD.append("--no-cache")
     if args.worker:
         worker(args.worker, args)
         return 0
+    os.environ["DRK_CACHE_DIR"] = os.path.join(args.out, "kernel-cache")  # the workers' drkc inherit it
 
     names = args.only or list(MODELS)
     bad = [n for n in names if n not in MODELS]
@@ -962,6 +972,7 @@ def main():
             log("zoo.py: no torch")
             return 77
     meta = {"date": args.date, "where": "local" if args.local else "gpu", "drkc": args.drkc,
+            "kernel_cache": "off (--no-cache)" if args.cold else os.environ["DRK_CACHE_DIR"],
             "init": args.init, "exporter": args.exporter, "batch": args.batch, "opset_asked": args.opset}
     try:
         import onnx
@@ -994,7 +1005,8 @@ def main():
                "--batch", args.batch, "--cpu-check-max-gflop", str(args.cpu_check_max_gflop), "--torch-tol", str(args.torch_tol),
                "--compile-timeout", str(args.compile_timeout), "--check-timeout", str(args.check_timeout),
                "--iters", str(args.iters)] + (["--local"] if args.local else []) + ([] if args.cpu_fast else ["--no-cpu-fast"]) + (["--keep"] if args.keep else []) + \
-              (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else [])
+              (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else []) + \
+              (["--cold"] if args.cold else [])
         t = time.time()
         try:
             p = subprocess.run(cmd, timeout=args.timeout, capture_output=True, text=True)
