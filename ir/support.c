@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const drk_loc_t drk_loc_none = {NULL, 0, 0, NULL, -1};
 
@@ -185,4 +186,15 @@ uint64_t drk_hash_fnv1a(const void *p, size_t n, uint64_t seed) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+bool drk_write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w, n -= (size_t)w;
+  }
+  return true;
 }

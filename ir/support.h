@@ -7,6 +7,7 @@
 #define DRK_SUPPORT_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +82,9 @@ void drk_loc_format(drk_loc_t loc, char *buf, size_t n);
 /* Reads a whole file into malloc'ed memory (NUL-terminated; caller frees). Returns NULL and
  * reports through d on failure. */
 char *drk_read_file(const char *path, size_t *out_size, drk_diag_t *d);
+/* write(2) of all n bytes of p to fd, retrying short writes and EINTR; false on an error
+ * (errno set). */
+bool drk_write_all(int fd, const void *p, size_t n);
 
 /* ---- hashing ---- */
 uint64_t drk_hash_fnv1a(const void *p, size_t n, uint64_t seed);

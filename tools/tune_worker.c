@@ -29,17 +29,6 @@ typedef struct request {
 } request_t;
 
 /* ---- pipes ---- */
-static bool write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w, n -= (size_t)w;
-  }
-  return true;
-}
-
 /* Reads n bytes, waiting at most timeout_s in all (< 0: forever). */
 static bool read_all(int fd, void *p, size_t n, double timeout_s) {
   char *c = p;
@@ -312,7 +301,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       r.ok = true;
       snprintf(r.msg, sizeof r.msg, "%s", msg);
       uint64_t none = 0;
-      if (!write_all(out, &r, sizeof r) || (rq.kind == REQ_PROFILE && !write_all(out, &none, sizeof none))) break;
+      if (!drk_write_all(out, &r, sizeof r) || (rq.kind == REQ_PROFILE && !drk_write_all(out, &none, sizeof none))) break;
       continue;
     } else if (rq.kind == REQ_MEASURE) {
       measure(rt, &ref, &nv, &rq, &r);
@@ -334,7 +323,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       r.valid = r.ok;
       r.ok = true;
       uint64_t nk = r.valid ? ref.nk : 0;
-      if (!(write_all(out, &r, sizeof r) && write_all(out, &nk, sizeof nk) && write_all(out, ms, nk * sizeof *ms))) break;
+      if (!(drk_write_all(out, &r, sizeof r) && drk_write_all(out, &nk, sizeof nk) && drk_write_all(out, ms, nk * sizeof *ms))) break;
       for (size_t i = 0; ins && i < ref.ni; i++) drk_tensor_free(&ins[i]);
       free(ins);
       free(ms);
@@ -342,7 +331,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       free(all);
       continue;
     }
-    if (!write_all(out, &r, sizeof r)) break;
+    if (!drk_write_all(out, &r, sizeof r)) break;
   }
   for (size_t i = 0; i < ref.no; i++) drk_tensor_free(&ref.out[i]);
   _exit(0);
@@ -391,7 +380,7 @@ static bool ask(drk_tune_worker_t *w, const request_t *rq, drk_tune_result_t *r)
     snprintf(r->msg, sizeof r->msg, "cannot start the measurement worker: %s", strerror(errno));
     return false;
   }
-  if (write_all(w->to_child, rq, sizeof *rq) && read_all(w->from_child, r, sizeof *r, w->timeout_s)) return true;
+  if (drk_write_all(w->to_child, rq, sizeof *rq) && read_all(w->from_child, r, sizeof *r, w->timeout_s)) return true;
   int status = 0;
   bool exited = waitpid(w->pid, &status, WNOHANG) == w->pid;
   if (exited && WIFSIGNALED(status))

@@ -332,17 +332,6 @@ static bool read_full(int fd, void *buf, size_t n) {
   return true;
 }
 
-static bool write_full(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w, n -= (size_t)w;
-  }
-  return true;
-}
-
 bool drk_kcache_get(drk_kcache_t *c, drk_kcache_kind_t kind, const uint8_t key[32], void **out_data,
                     size_t *out_size) {
   char path[700];
@@ -418,7 +407,7 @@ bool drk_kcache_put(drk_kcache_t *c, drk_kcache_kind_t kind, const uint8_t key[3
   if (ok) {
     uint8_t h[KC_HEADER];
     header_make(h, kind, key, data, size);
-    ok = write_full(fd, h, KC_HEADER) && write_full(fd, data, size);
+    ok = drk_write_all(fd, h, KC_HEADER) && drk_write_all(fd, data, size);
     ok &= close(fd) == 0;
     /* rename is atomic: readers see the old entry or the whole new one, never a part */
     ok = ok && rename(tmp, path) == 0;

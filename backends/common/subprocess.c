@@ -23,18 +23,6 @@ char *drk_subprocess_strdup(const char *s) {
   return r;
 }
 
-static bool write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
 /* Reads the whole of fd into malloc'ed memory (NUL-terminated). */
 static char *read_fd(int fd, size_t *out_n) {
   size_t cap = 4096, n = 0;
@@ -72,7 +60,7 @@ bool drk_subprocess_run_elf(const drk_subprocess_tool_t *tool, const void *in, s
   bool ok = false;
   char *log = NULL;
   size_t log_n = 0;
-  if (!write_all(fd, in, in_size)) {
+  if (!drk_write_all(fd, in, in_size)) {
     drk_diag_error(d, drk_loc_none, "cannot write %s: %s", in_path, strerror(errno));
     close(fd);
     goto done;
