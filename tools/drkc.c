@@ -25,6 +25,7 @@
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
 #include "tools/tune.h"
+#include "search/db.h"
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
@@ -35,6 +36,7 @@ static const char usage_text[] =
     "                      [--target=LIST (default: the GPU's own arch)]\n"
     "                      [--precision=P] [--matmul-precision=M] [--layout=L]\n"
     "       drkc tune MODEL [--trials=N] [--time=S] ... (drkc tune --help)\n"
+    "       drkc db list|show|best|workloads|export|import|merge|prune|tag ... (drkc db --help)\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -758,6 +760,7 @@ static int main_run(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return main_run(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "tune") == 0) return drkc_tune_main(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "db") == 0) return drk_search_db_main(argc - 1, argv + 1);
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
