@@ -44,11 +44,15 @@ bool drk_tensor_copy(drk_tensor_t *dst, const drk_tensor_t *src) {
 
 bool drk_tensor_from_const(drk_tensor_t *t, const drk_value_t *v) {
   memset(t, 0, sizeof *t);
-  if (!drk_shape_is_static(&v->shape) || v->shape.rank > DRK_MAX_RANK || !v->data) return false;
+  if (!drk_shape_is_static(&v->shape) || v->shape.rank > DRK_MAX_RANK) return false;
   t->dtype = v->dtype;
   t->rank = v->shape.rank;
   for (int i = 0; i < t->rank; i++) t->dims[i] = v->shape.dims[i].size;
-  t->data = (void *)v->data;
+  /* an empty constant (an ONNX "dims: 0" tensor with empty raw_data, e.g. ConstantOfShape's
+   * shape [] for a scalar) may have no data at all */
+  static const uint64_t none;
+  if (!v->data && drk_dtype_nbytes(t->dtype, drk_tensor_numel(t)) > 0) return false;
+  t->data = v->data ? (void *)v->data : (void *)&none;
   t->nbytes = v->nbytes;
   t->owned = false;
   return drk_dtype_nbytes(t->dtype, drk_tensor_numel(t)) <= v->nbytes;

@@ -346,6 +346,10 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   if (!in_ok || !out_ok || !out_syms_cancel) return; /* nothing provable */
   if (neg >= 0) {
     if (out_static == 0) return;
+    /* symbols of the input that no given dim cancels carry factors of their own ([N*128]
+     * flattened into [-1, 1, 1, 128] where N*128 is a fresh symbol): divisibility is provable
+     * only from static counts */
+    if (nleft > 0 && in_static % out_static != 0) return;
     if (in_static % out_static != 0) {
       err(c, "cannot reshape %s into %s: %lld elements are not a multiple of %lld", fmt_shp(x), fmt_shp(o),
           (long long)in_static, (long long)out_static);
