@@ -424,6 +424,14 @@ def make(spec, init, calib_batch=2):
                         continue
                     if pn == "bias" or pn.endswith("_bias") or pn.endswith(".bias"):
                         p.add_(torch.randn(p.shape, generator=g) * 0.05)
+                    elif p.numel() > 1 and not p.any():
+                        # zero-initialised weights (torchvision ViT's and timm Mixer's classifier
+                        # heads, LeViT's residual BatchNorm scales and attention biases): a trained
+                        # model has none, and an output that ignores its input checks nothing
+                        if pn == "weight" and is_norm(mod):
+                            p.copy_(0.2 + 0.05 * torch.randn(p.shape, generator=g))
+                        else:
+                            p.normal_(0, 0.02, generator=g)
                     elif pn == "weight" and is_norm(mod):
                         p.mul_(1 + torch.randn(p.shape, generator=g) * 0.1)
     return m.eval()
@@ -432,7 +440,16 @@ def make(spec, init, calib_batch=2):
 # ---- exporting ----------------------------------------------------------------------------------
 
 
-def export(m, args, path, exporter, names, opset=None):
+def parse_exporter(e):
+    """"dynamo", "torchscript", with ":OPSET" and/or "+dyn" (a dynamic batch dim): (base, opset, dynamic)."""
+    dyn = e.endswith("+dyn")
+    base, _, op = (e[:-4] if dyn else e).partition(":")
+    if base not in ("dynamo", "torchscript"):
+        raise ValueError(f"unknown exporter '{e}'")
+    return base, int(op) if op else None, dyn
+
+
+def export(m, args, path, exporter, names, opset=None, dynamic=False):
     torch = _torch()
     import warnings
     kw = dict(input_names=names)
@@ -441,9 +458,19 @@ def export(m, args, path, exporter, names, opset=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
+            if dynamic:
+                b = torch.export.Dim("batch", min=1, max=1024)
+                ds = tuple({0: b} for _ in args)
+                import inspect
+                params = inspect.signature(m.forward).parameters.values()
+                if any(p.kind == p.VAR_POSITIONAL for p in params):
+                    ds = (ds,)  # forward(*a) (the Outputs wrapper): one argument, the tuple
+                kw["dynamic_shapes"] = ds
             torch.onnx.export(m, args, path, dynamo=True, external_data=True, **kw)
         else:
             kw.setdefault("opset_version", 17)
+            if dynamic:
+                kw["dynamic_axes"] = {n: {0: "batch"} for n in names}
             torch.onnx.export(m, args, path, dynamo=False, **kw)
 
 
@@ -488,7 +515,8 @@ def onnx_facts(path):
     inits = [i.name for i in m.graph.initializer]
     files = {path} | set(glob.glob(os.path.join(os.path.dirname(path), "*.data")))
     size = sum(os.path.getsize(f) for f in files)
-    return {"opset": opset, "ir_version": m.ir_version, "nodes": len(m.graph.node), "ops": ops, "initializers": len(inits),
+    syms = sorted({d.dim_param for i in m.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param})
+    return {"opset": opset, "ir_version": m.ir_version, "symbolic_dims": syms, "nodes": len(m.graph.node), "ops": ops, "initializers": len(inits),
             "onnx_mb": round(size / 2**20, 1), "domains": sorted({o.domain or "ai.onnx" for o in m.opset_import})}
 
 
@@ -526,8 +554,8 @@ def describe_rc(p):
 COLD = []  # ["--no-cache"] with --cold
 
 
-def compile_model(drkc, onnx_path, flags, out, timeout):
-    p, err, secs = run([drkc, onnx_path] + FLAGS[flags] + COLD + ["--report", "-o", out], timeout)
+def compile_model(drkc, onnx_path, flags, out, timeout, extra=()):
+    p, err, secs = run([drkc, onnx_path] + FLAGS[flags] + COLD + list(extra) + ["--report", "-o", out], timeout)
     r = {"compile_s": round(secs, 1)}
     if err:
         return dict(r, error=err)
@@ -666,6 +694,8 @@ def configs(spec, args):
     for init in args.init:
         for batch in ([1] if args.batch in ("1", "both") else []) + ([spec.big] if args.batch in ("big", "both") else []):
             for exporter in args.exporter:
+                if parse_exporter(exporter)[2] and batch == 1:
+                    continue  # a dynamic batch is exported from the larger batch only
                 out.append((init, batch, exporter))
     return out
 
@@ -683,6 +713,8 @@ def worker(name, args):
     timed_torch = {}
     for init, batch, exporter in configs(spec, args):
         row = {"model": name, "family": spec.family, "init": init, "batch": batch, "exporter": exporter}
+        dyn = parse_exporter(exporter)[2]
+        checked = (batch == 1 or dyn) and spec.gflop * batch <= args.cpu_check_max_gflop  # --local: CPU checks
         rows.append(row)
         cdir = os.path.join(mdir, f"{init}-{exporter.replace(':', '')}-b{batch}")
         onnx_path = os.path.join(cdir, "model.onnx")
@@ -704,8 +736,8 @@ def worker(name, args):
                 t = time.time()
                 try:
                     # "dynamo:23": that exporter at that opset (--opset: every exporter's)
-                    ex, _, op = exporter.partition(":")
-                    export(m, ins, onnx_path, ex, spec.names, int(op) if op else args.opset)
+                    ex, op, dyn = parse_exporter(exporter)
+                    export(m, ins, onnx_path, ex, spec.names, op or args.opset, dyn)
                 except Exception as e:
                     # the exporters wrap the cause in boilerplate ("Failed to decompose ..."): keep
                     # the outermost type and the innermost exception's message
@@ -721,12 +753,13 @@ def worker(name, args):
                     row["error"] = f"{type(e).__name__}: {msg[:500]}"
                     continue
                 row["export_s"] = round(time.time() - t, 1)
+                json.dump({"export_s": row["export_s"], "build_s": row.get("build_s")}, open(os.path.join(cdir, "export.json"), "w"))
                 write_data(data, ins, outs)
-                if batch == 1 and (not args.local or spec.gflop <= args.cpu_check_max_gflop):
+                if (checked or not args.local and batch == 1):
                     fe = torch_fp16_error(m, ins, outs, "cpu" if args.local else "cuda")
                     json.dump({"torch_fp16_err": fe}, open(os.path.join(data, "torch_fp16.json"), "w"))
             fp16_json = os.path.join(data, "torch_fp16.json")
-            if not os.path.exists(fp16_json) and batch == 1 and (not args.local or spec.gflop <= args.cpu_check_max_gflop):
+            if not os.path.exists(fp16_json) and (checked or not args.local and batch == 1):
                 # a reused export from a run that did not measure it: the module and the saved data
                 if init not in modules:
                     modules[init] = make(spec, init)
@@ -736,17 +769,32 @@ def worker(name, args):
             torch_fp16 = json.load(open(fp16_json))["torch_fp16_err"] if os.path.exists(fp16_json) else None
             if torch_fp16 is not None:
                 row["torch_fp16_err"] = torch_fp16
+            if "export_s" not in row and os.path.exists(os.path.join(cdir, "export.json")):  # reused: its own times
+                row.update({k: v for k, v in json.load(open(os.path.join(cdir, "export.json"))).items() if v is not None})
             row.update(onnx_facts(onnx_path))
-            # compile: both flag sets
+            # compile: both flag sets (a dynamic batch: the front half on the symbolic graph first,
+            # then compiled for the export's batch with --bind)
+            bind = []
+            if dyn:
+                if not row.get("symbolic_dims"):
+                    row["failed"], row["error"] = "export", "no symbolic input dim in the dynamic export"
+                    continue
+                p, err, secs = run([args.drkc, onnx_path, "--emit=graph", "-o", os.path.join(cdir, "symbolic.drkg")],
+                                   args.compile_timeout)
+                row["graph_symbolic"] = {"s": round(secs, 1)}
+                if err or p.returncode:
+                    row["graph_symbolic"]["error"] = err or f"{describe_rc(p)}: {first_error(p.stderr)}"
+                    row["failed"], row["error"] = "graph_symbolic", row["graph_symbolic"]["error"]
+                bind = ["--bind=" + ",".join(f"{sym}={batch}" for sym in row["symbolic_dims"])]
             for fl in ("default", "fast"):
-                r = compile_model(args.drkc, onnx_path, fl, os.path.join(cdir, f"model-{fl}.drkm"), args.compile_timeout)
+                r = compile_model(args.drkc, onnx_path, fl, os.path.join(cdir, f"model-{fl}.drkm"), args.compile_timeout, bind)
                 row[f"compile_{fl}"] = r
             for fl in ("default", "fast"):
                 if "error" in row[f"compile_{fl}"]:
                     row.setdefault("failed", f"compile_{fl}")
                     row.setdefault("error", row[f"compile_{fl}"]["error"])
             # checks
-            small = batch == 1 and spec.gflop <= args.cpu_check_max_gflop
+            small = checked
             if args.local:
                 if small and "failed" not in row:
                     # default flags: the interpreter after the passes against the model as given, and
@@ -769,7 +817,8 @@ def worker(name, args):
                         if "error" in r:
                             row["failed"], row["error"] = "cpu_check_fast", r["error"]
                 elif not small:
-                    row["cpu_check"] = {"skipped": "batch > 1" if batch > 1 else f"~{spec.gflop} GFLOP (> --cpu-check-max-gflop)"}
+                    row["cpu_check"] = {"skipped": "batch > 1" if batch > 1 and not dyn else
+                                        f"~{spec.gflop * batch:g} GFLOP (> --cpu-check-max-gflop)"}
             elif "failed" not in row:
                 for fl in ("default", "fast"):
                     r = check_run(args.drkc, onnx_path, "cuda", fl, data, os.path.join(cdir, f"cuda_out_{fl}"), args.check_timeout)
@@ -885,10 +934,10 @@ def counts(results):
     return c
 
 
-def write_results(out, results, meta):
+def write_results(out, results, meta, name="results"):
     c = counts(results)
     meta = dict(meta, counts=c)
-    json.dump({"meta": meta, "results": results}, open(os.path.join(out, "results.json"), "w"), indent=1, sort_keys=True)
+    json.dump({"meta": meta, "results": results}, open(os.path.join(out, f"{name}.json"), "w"), indent=1, sort_keys=True)
     head = [f"# drkc model zoo ({meta['date']}, {meta['where']})", "",
             f"torch {meta.get('torch')}, onnx {meta.get('onnx')}, drkc {meta.get('drkc_version')} ({meta.get('git')}); "
             f"flags: default = `drkc MODEL`, fast = `drkc MODEL {' '.join(FLAGS['fast'])}`.", "",
@@ -901,7 +950,34 @@ def write_results(out, results, meta):
                                "against torch's f32 outputs; latencies: the fast module (drkrun resident median) and the nn.Module "
                                "in float16 (eager, torch.compile reduce-overhead), ms; ratio < 1: drkc faster"), "",
             table_md(results, meta), ""]
-    open(os.path.join(out, "results.md"), "w").write("\n".join(head))
+    if meta.get("notes"):
+        head[-2:-2] = [meta["notes"], ""]
+    open(os.path.join(out, f"{name}.md"), "w").write("\n".join(head))
+
+
+def merge(args):
+    """--merge DIR ...: one table from the results.json of several runs (e.g. the default matrix
+    and a dynamo:23 run), written as OUT/NAME.md and OUT/NAME.json."""
+    results, meta = [], None
+    for d in args.merge:
+        j = json.load(open(os.path.join(d, "results.json")))
+        results += j["results"]
+        if meta is None:
+            meta = j["meta"]
+        else:
+            meta["exporter"] = sorted(set(meta["exporter"]) | set(j["meta"]["exporter"]))
+            meta["total_s"] = round(meta.get("total_s", 0) + j["meta"].get("total_s", 0), 1)
+    order = {n: i for i, n in enumerate(MODELS)}
+    exp_order = {"dynamo": 0, "torchscript": 1}
+    results.sort(key=lambda r: (order.get(r["model"], 1e9), r["init"] != "realistic", str(r["batch"]),
+                                exp_order.get(r["exporter"], 2), r["exporter"]))
+    meta.pop("counts", None)
+    if args.notes:
+        meta["notes"] = open(args.notes).read().strip()
+    os.makedirs(args.out, exist_ok=True)
+    write_results(args.out, results, meta, args.name)
+    log(json.dumps(counts(results)))
+    return 0
 
 
 def main():
@@ -917,7 +993,9 @@ def main():
     ap.add_argument("--drkrun", default=None, help="drkrun binary (default: beside drkc)")
     ap.add_argument("--init", default="realistic,fresh")
     ap.add_argument("--exporter", default="dynamo,torchscript",
-                    help="comma list of dynamo, torchscript, or EXPORTER:OPSET (dynamo:23: the dynamo exporter at opset 23)")
+                    help="comma list of dynamo, torchscript, EXPORTER:OPSET (dynamo:23: the dynamo exporter at opset 23), "
+                         "EXPORTER+dyn (a dynamic batch dim, exported from the larger batch: the front half runs on the "
+                         "symbolic graph, then drkc compiles with --bind)")
     ap.add_argument("--batch", choices=["1", "big", "both"], default="both")
     ap.add_argument("--opset", type=int, default=None, help="opset to ask the exporters for (default: theirs)")
     ap.add_argument("--cpu-check-max-gflop", type=float, default=50.0,
@@ -933,11 +1011,17 @@ def main():
                          "the run keeps its own cache in OUT/kernel-cache, so a kernel an earlier configuration "
                          "compiled is reused")
     ap.add_argument("--list", action="store_true", help="print the models and exit")
+    ap.add_argument("--merge", nargs="*", help="merge the results.json of these run directories into OUT/NAME.{md,json}")
+    ap.add_argument("--name", default="results", help="--merge: file name (without extension)")
+    ap.add_argument("--notes", help="--merge: a text file whose text goes above the table")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--date", default=time.strftime("%Y-%m-%d"))
     args = ap.parse_args()
     args.init = [x for x in args.init.split(",") if x]
     args.exporter = [x for x in args.exporter.split(",") if x]
+    if args.merge:
+        args.out = os.path.abspath(args.out)
+        return merge(args)
     if args.list:
         for s in MODELS.values():
             log(f"{s.name:22s} {s.family:13s} batch 1/{s.big:<3d} ~{s.gflop:g} GFLOP  {s.note}")
