@@ -678,6 +678,55 @@ static bool dc_attention(nb_t *b) {
   return true;
 }
 
+/* Mod (opset 10): the TorchScript exporter writes it in shape arithmetic of dynamic-shape
+ * exports (ViT, Swin: sizes modulo the patch or window size), which constant folding removes
+ * once the dims are bound. Integers: the remainder of the truncating Div, moved into the
+ * divisor's sign unless fmod=1; floats (fmod=1, as ONNX requires): a - trunc(a / b) * b. */
+static bool dc_mod(nb_t *b) {
+  int64_t fm;
+  if (!take_int(b, "fmod", 0, &fm, NULL)) return false;
+  drk_value_t *x = b->in[0], *y = in_at(b, 1);
+  if (!y) return fail(b, "'Mod' is missing required input #1");
+  if (!drk_onnx_is_known(b->c, x) || !drk_onnx_is_known(b->c, y))
+    return fail(b, "unsupported 'Mod' on operands whose dtypes are not known at import (value_info gives them)");
+  if (x->dtype != y->dtype)
+    return fail(b, "'Mod' operands have different dtypes (%s, %s)", drk_dtype_name(x->dtype), drk_dtype_name(y->dtype));
+  bool flt = drk_dtype_is_float(x->dtype);
+  if (!flt && !drk_dtype_is_int(x->dtype)) return fail(b, "'Mod' of %s is not defined", drk_dtype_name(x->dtype));
+  if (flt && !fm) return fail(b, "'Mod' of %s needs fmod=1 (ONNX)", drk_dtype_name(x->dtype));
+  drk_value_t *q = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){x, y}, "quot", x);
+  if (flt) {
+    drk_value_t *neg = emit(b, DRK_OP_LESS, 2, (drk_value_t *[]){q, const_like(b, "zero", 0.0, x)}, "quot_neg")->outputs[0];
+    neg->dtype = DRK_DT_BOOL;
+    drk_onnx_set_known(b->c, neg);
+    drk_value_t *up = emit_like(b, DRK_OP_CEIL, 1, &q, "quot_ceil", x), *dn = emit_like(b, DRK_OP_FLOOR, 1, &q, "quot_floor", x);
+    q = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){neg, up, dn}, "quot_trunc", x);
+  }
+  drk_value_t *qy = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){q, y}, "quot_mul", x);
+  if (flt || fm) {
+    b->op = DRK_OP_SUB;
+    b->n_in = 0;
+    set_input(b, 0, x);
+    set_input(b, 1, qy);
+    return true;
+  }
+  /* the truncated remainder r has the dividend's sign; where it is non-zero and of the other
+   * sign than the divisor, r + y is the remainder in the divisor's sign */
+  drk_value_t *r = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){x, qy}, "rem", x);
+  drk_value_t *zero = const_like(b, "zero", 0.0, x);
+  drk_value_t *ry = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){r, y}, "rem_sign", x);
+  drk_value_t *opp = emit(b, DRK_OP_LESS, 2, (drk_value_t *[]){ry, zero}, "rem_opposite")->outputs[0];
+  opp->dtype = DRK_DT_BOOL;
+  drk_onnx_set_known(b->c, opp);
+  drk_value_t *fix = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){r, y}, "rem_fixed", x);
+  b->op = DRK_OP_WHERE;
+  b->n_in = 0;
+  set_input(b, 0, opp);
+  set_input(b, 1, fix);
+  set_input(b, 2, r);
+  return true;
+}
+
 typedef struct decomp_entry {
   const char *name;
   int min_opset;
@@ -688,6 +737,7 @@ static const decomp_entry_t decomp_table[] = {
     {"RMSNormalization", 23, dc_rms_normalization},
     {"Attention", 23, dc_attention},
     {"Swish", 24, dc_swish},
+    {"Mod", 10, dc_mod},
 };
 
 static const decomp_entry_t *find_decomp(const char *name) {
