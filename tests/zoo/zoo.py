@@ -696,6 +696,8 @@ def configs(spec, args):
             for exporter in args.exporter:
                 if parse_exporter(exporter)[2] and batch == 1:
                     continue  # a dynamic batch is exported from the larger batch only
+                if args.matrix == "reduced" and init == "fresh" and (batch != 1 or not exporter.startswith("dynamo")):
+                    continue  # what fresh weights test is the dynamo exporter's shared initializers
                 out.append((init, batch, exporter))
     return out
 
@@ -997,6 +999,8 @@ def main():
                          "EXPORTER+dyn (a dynamic batch dim, exported from the larger batch: the front half runs on the "
                          "symbolic graph, then drkc compiles with --bind)")
     ap.add_argument("--batch", choices=["1", "big", "both"], default="both")
+    ap.add_argument("--matrix", choices=["full", "reduced"], default="full",
+                    help="reduced: fresh weights only at batch 1 through the dynamo exporter(s) (5 of 8 configurations)")
     ap.add_argument("--opset", type=int, default=None, help="opset to ask the exporters for (default: theirs)")
     ap.add_argument("--cpu-check-max-gflop", type=float, default=50.0,
                     help="--local: CPU check only for models up to this many GFLOP at batch 1")
@@ -1057,7 +1061,7 @@ def main():
             return 77
     meta = {"date": args.date, "where": "local" if args.local else "gpu", "drkc": args.drkc,
             "kernel_cache": "off (--no-cache)" if args.cold else os.environ["DRK_CACHE_DIR"],
-            "init": args.init, "exporter": args.exporter, "batch": args.batch, "opset_asked": args.opset}
+            "init": args.init, "exporter": args.exporter, "batch": args.batch, "matrix": args.matrix, "opset_asked": args.opset}
     try:
         import onnx
         import torch
@@ -1086,7 +1090,7 @@ def main():
             os.remove(rows_path)
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--out", args.out, "--drkc", args.drkc,
                "--drkrun", args.drkrun, "--init", ",".join(args.init), "--exporter", ",".join(args.exporter),
-               "--batch", args.batch, "--cpu-check-max-gflop", str(args.cpu_check_max_gflop), "--torch-tol", str(args.torch_tol),
+               "--batch", args.batch, "--matrix", args.matrix, "--cpu-check-max-gflop", str(args.cpu_check_max_gflop), "--torch-tol", str(args.torch_tol),
                "--compile-timeout", str(args.compile_timeout), "--check-timeout", str(args.check_timeout),
                "--iters", str(args.iters)] + (["--local"] if args.local else []) + ([] if args.cpu_fast else ["--no-cpu-fast"]) + (["--keep"] if args.keep else []) + \
               (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else []) + \
