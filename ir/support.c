@@ -198,3 +198,10 @@ bool drk_write_all(int fd, const void *p, size_t n) {
   }
   return true;
 }
+
+uint64_t drk_splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}

@@ -88,5 +88,7 @@ bool drk_write_all(int fd, const void *p, size_t n);
 
 /* ---- hashing ---- */
 uint64_t drk_hash_fnv1a(const void *p, size_t n, uint64_t seed);
+/* The next value of the splitmix64 sequence of state *s (test inputs, seeds of searches). */
+uint64_t drk_splitmix64(uint64_t *s);
 
 #endif

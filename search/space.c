@@ -281,15 +281,8 @@ void drk_search_point_features(const drk_search_space_t *s, const drk_sched_knob
 }
 
 /* ---- random numbers ---- */
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 void drk_search_rng_seed(drk_search_rng_t *r, uint64_t seed) {
-  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+  for (int i = 0; i < 4; i++) r->s[i] = drk_splitmix64(&seed);
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -375,13 +375,6 @@ typedef struct run_options {
   drk_compile_options_t c;
 } run_options_t;
 
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Random input for a graph input with a static shape: floats uniform in [-1, 1), integers in
  * [0, 4) or below the smallest axis a Gather indexes with them (token type ids: [0, 2)),
  * bools fair coins. */
@@ -405,7 +398,7 @@ static bool random_input(const drk_graph_t *g, const drk_value_t *v, uint64_t *r
   }
   int64_t n = drk_tensor_numel(out), bound = drk_graph_index_bound(g, v, 4);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t r = rng_next(rng);
+    uint64_t r = drk_splitmix64(rng);
     if (drk_dtype_is_float(v->dtype))
       drk_tensor_set_f64(out, i, (double)(r >> 11) * 0x1.0p-52 - 1.0);
     else if (v->dtype == DRK_DT_BOOL)

@@ -57,12 +57,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint64_t rnd(tuner_t *t) { /* splitmix64 */
-  uint64_t z = (t->rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+static uint64_t rnd(tuner_t *t) { return drk_splitmix64(&t->rng); }
 
 /* ---- the knob space of one kernel ---- */
 static int domain(drk_knob_id_t id, int *vals) {

@@ -143,13 +143,6 @@ static bool load(drk_runtime_t *rt, const char *path, loaded_t *l, char *msg, si
   return true;
 }
 
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Fresh inputs for module m from seed: floats uniform in [-1, 1), integers in [0, bound) (the
  * parent reads the bounds off the graph: token ids and indices stay in range), bools fair
  * coins. */
@@ -168,7 +161,7 @@ static bool make_inputs(const drk_module_t *m, uint64_t seed, const int64_t *bou
     }
     int64_t k = drk_tensor_numel(&in[i]);
     for (int64_t e = 0; e < k; e++) {
-      uint64_t r = rng_next(&seed);
+      uint64_t r = drk_splitmix64(&seed);
       if (drk_dtype_is_float(t)) drk_tensor_set_f64(&in[i], e, (double)(r >> 11) * 0x1.0p-52 - 1.0);
       else {
         uint64_t b = i < DRK_TUNE_MAX_INPUTS && bound[i] > 0 ? (uint64_t)bound[i] : 4;
