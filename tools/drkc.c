@@ -24,6 +24,7 @@
 #include "ir/tile.h"
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
+#include "tools/report.h"
 #include "tools/tune.h"
 #include "search/db.h"
 
@@ -37,6 +38,7 @@ static const char usage_text[] =
     "                      [--precision=P] [--matmul-precision=M] [--layout=L]\n"
     "       drkc tune MODEL [--trials=N] [--time=S] ... (drkc tune --help)\n"
     "       drkc db list|show|best|workloads|export|import|merge|prune|tag ... (drkc db --help)\n"
+    "       drkc report LOG... -o REPORT.html (the tune logs as one page; drkc report --help)\n"
     "       drkc --help | --version\n"
     "\n"
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
@@ -754,6 +756,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return main_run(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "tune") == 0) return drkc_tune_main(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "db") == 0) return drk_search_db_main(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "report") == 0) return drkc_report_main(argc, argv);
   options_t o = {.emit = "module", .targets_arg = "sm_90"};
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
