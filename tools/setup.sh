@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what drkc needs on Debian 12, then a Python venv (.venv) with the test oracles.
-# Quiet and fast when everything is present; works as root or through sudo.
+# Quiet and fast when everything is present; works as root or through sudo. chromium: the
+# report test (tests/report) opens `drkc report`'s page in it, headless.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES="build-essential cmake llvm-22-dev lld-22 clang-22 clang-tools-22 libclang-rt-22-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev
-  libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip"
+  libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip
+  chromium"
 PY_PACKAGES="onnx onnxruntime numpy"
 
 missing=()
