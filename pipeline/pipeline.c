@@ -80,7 +80,8 @@ static drk_lower_options_t lower_options(const drk_compile_options_t *o) {
                             .allow_tf32 = drk_precision_allow_tf32(
                                 &(drk_precision_options_t){.precision = o->precision, .matmul = o->matmul}),
                             .fusion_set = o->fusion_set, .fusion_level = o->fusion_level,
-                            .max_group_depth = o->max_depth, .knobs = o->knobs, .schedules = o->schedules};
+                            .max_group_depth = o->max_depth, .knobs = o->knobs, .schedules = o->schedules,
+                            .lookup = o->lookup, .lookup_ctx = o->lookup_ctx};
   unsigned amd = o->targets & (1u << DRK_TARGET_GFX942), nv = nvidia_targets(o);
   for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
     if (nv & (1u << t)) {

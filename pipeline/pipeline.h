@@ -43,6 +43,14 @@ typedef struct drk_compile_options {
   int fusion_level, max_depth;
   drk_sched_knobs_t knobs;           /* --schedule: knobs pinned for every kernel */
   const drk_schedules_t *schedules;  /* --schedules=FILE (NULL: none); borrowed */
+  /* --db=FILE: tuned schedules from the kernel database (search/tuned.h). The driver opens the
+   * database and sets lookup (lower.h's hook, asked for every kernel without a --schedules
+   * line); the pipeline only passes lookup to the lowering. require_tuned (--require-tuned):
+   * the driver fails, listing them, when a kernel with knobs has no usable record. */
+  const char *db;
+  bool require_tuned;
+  bool (*lookup)(void *ctx, const char *workload, drk_sched_knobs_t *out);
+  void *lookup_ctx;
   /* import */
   const char *bind;              /* --bind=NAME=SIZE,... */
   const char *shapes_from;       /* --shapes-from=DIR: bind dims to DIR/input_N.{pb,npy} */

@@ -27,11 +27,12 @@
 #include "tools/report.h"
 #include "tools/tune.h"
 #include "search/db.h"
+#include "search/tuned.h"
 
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
     "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M]\n"
-    "                  [--layout=L] [--report] [--time-stages] [-v] [-q]\n"
+    "                  [--layout=L] [--db=FILE [--require-tuned]] [--report] [--time-stages] [-v] [-q]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--target=LIST (default: the GPU's own arch)]\n"
@@ -86,7 +87,14 @@ static const char usage_text[] =
     "                          flat.move_block=1024..8192 (flat kernels with data movement),\n"
     "                          attn.block_m=64|128 (flash attention rows per program),\n"
     "                          rows.spt=1|2|4|8 (row kernels: elements per thread and step)\n"
+    "  --db=FILE               compile every kernel with its best stable record in the kernel\n"
+    "                          database FILE (drkc tune fills it) when there is one for its workload,\n"
+    "                          this drkc version and the target's arch; the others keep the\n"
+    "                          heuristic's schedule (a --schedules line wins over the database)\n"
+    "  --require-tuned         with --db: fail, listing them, when a kernel with knobs has no\n"
+    "                          usable record\n"
     "  --report                print kernels, planned memory and the precision mix to stderr\n"
+    "                          (with --db: which kernels were tuned, by record id, and which not)\n"
     "  --time-stages           print the wall time of every pipeline stage to stderr\n"
     "  --jobs=N, -j N          kernels compiled at once (default: one per CPU)\n"
     "  --no-cache              do not use the compiled-kernel cache\n"
@@ -304,6 +312,95 @@ static const char *hash_join(void *p) {
   return h->done && h->ok ? h->hash : NULL;
 }
 
+
+/* ---- --db: tuned schedules from the kernel database (search/tuned.h) ---- */
+/* Opens c->db for a compile for c->targets and sets the lowering's lookup hook; prints the
+ * database's note (another version, another target, no stable records). */
+static bool db_attach(drk_compile_options_t *c, drk_search_tuned_t **out) {
+  *out = NULL;
+  if (!c->db) {
+    if (c->require_tuned) {
+      fprintf(stderr, "drkc: error: --require-tuned needs --db=FILE (the kernel database)\n");
+      return false;
+    }
+    return true;
+  }
+  char archs[256] = "";
+  for (int t = 0; t < DRK_TARGET_COUNT; t++)
+    if (c->targets & (1u << t)) {
+      size_t len = strlen(archs);
+      snprintf(archs + len, sizeof archs - len, "%s%s", len ? "," : "", drk_target_info((drk_target_t)t)->name);
+    }
+  char err[1200];
+  if (!drk_search_tuned_open(c->db, archs, NULL, out, err, sizeof err)) {
+    fprintf(stderr, "drkc: error: --db: %s\n", err);
+    return false;
+  }
+  if (drk_search_tuned_note(*out)[0]) fprintf(stderr, "drkc: note: --db: %s\n", drk_search_tuned_note(*out));
+  c->lookup = drk_search_tuned_lookup;
+  c->lookup_ctx = *out;
+  return true;
+}
+
+/* One line per kernel (a node's first launch names it, as --emit=schedules does): tuned from
+ * the database, given by --schedules, or the heuristic's and why; --require-tuned fails when a
+ * kernel with knobs is not tuned (listing every such kernel). */
+static bool db_check(const drk_compile_options_t *c, drk_search_tuned_t *tuned, const drk_lowered_t *l) {
+  if (!tuned || !l) return true;
+  size_t n_knobs = 0, n_tuned = 0, n_untuned = 0, n_other = 0;
+  FILE *rep = c->report;
+  if (rep) fprintf(rep, "tuned schedules (--db=%s):\n", c->db);
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < l->n_launches; i++) {
+      const drk_launch_t *la = &l->launches[i];
+      bool first = true;
+      uint32_t space = 0;
+      for (size_t j = 0; j < l->n_launches; j++)
+        if (l->launches[j].node == la->node) {
+          if (j < i) first = false;
+          space |= l->launches[j].knob_space;
+        }
+      if (!first || !space) continue;
+      /* a --schedules line names the kernels of its node (k<node>_...) */
+      bool from_file = false;
+      size_t node = (size_t)strtoull(la->kernel->name + 1, NULL, 10);
+      for (size_t k = 0; c->schedules && k < c->schedules->n && !from_file; k++)
+        from_file = c->schedules->entries[k].node == node;
+      const drk_search_tuned_entry_t *e = drk_search_tuned_find(tuned, la->workload);
+      bool ok = from_file || (e && e->status == DRK_SEARCH_DB_FOUND);
+      if (pass == 0) {
+        n_knobs++;
+        if (e && e->status == DRK_SEARCH_DB_FOUND && !from_file) n_tuned++;
+        if (!ok) n_untuned++;
+        if (!ok && e && (e->status == DRK_SEARCH_DB_OTHER_VERSION || e->status == DRK_SEARCH_DB_OTHER_TARGET))
+          n_other++;
+        if (!rep) continue;
+        if (from_file) fprintf(rep, "  %-28s wl=%s  --schedules line (the database is not asked)\n", la->kernel->name,
+                               la->workload);
+        else if (ok)
+          fprintf(rep, "  %-28s wl=%s  tuned: record %lld, %.3f us, %s\n", la->kernel->name, la->workload,
+                  (long long)e->record.id, e->record.time_us, e->record.schedule);
+        else
+          fprintf(rep, "  %-28s wl=%s  heuristic: %s\n", la->kernel->name, la->workload,
+                  !e ? "not asked" : e->note[0] ? e->note : "no stable record");
+      } else if (!ok && c->require_tuned) {
+        fprintf(stderr, "  %-28s wl=%s  %s\n", la->kernel->name, la->workload,
+                !e ? "not asked" : e->note[0] ? e->note : "no stable record");
+      }
+    }
+    if (pass == 0) {
+      if (rep) fprintf(rep, "  %zu of %zu kernels with knobs tuned from the database\n", n_tuned, n_knobs);
+      if (n_other && !rep)
+        fprintf(stderr, "drkc: note: --db: %zu kernels have records only from another drkc version or target (not "
+                        "used; --report lists them)\n", n_other);
+      if (!n_untuned || !c->require_tuned) return true;
+      fprintf(stderr, "drkc: error: --require-tuned: %zu of %zu kernels with knobs have no usable record in %s:\n",
+              n_untuned, n_knobs, c->db);
+    }
+  }
+  return false;
+}
+
 /* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
 static int compile(options_t *o) {
   drk_diag_t d;
@@ -340,15 +437,23 @@ static int compile(options_t *o) {
     o->c.model_hash = hash_join;
     o->c.model_hash_ctx = &hj;
   }
+  drk_search_tuned_t *tuned = NULL;
+  if (!db_attach(&o->c, &tuned)) {
+    hash_join(&hj);
+    return 1;
+  }
   drk_pipeline_t *p = drk_pipeline_create(&o->c, o->input, NULL, ek->kind, &d);
   const char *last = ek->after;
   if (o->c.report && drk_pipeline_stage_index(last) < drk_pipeline_stage_index("plan-memory") &&
       strcmp(ek->kind, "graph") != 0)
     last = "plan-memory";
+  bool lowers = drk_pipeline_stage_index(last) >= drk_pipeline_stage_index("lower");
+  if (tuned && !lowers) fprintf(stderr, "drkc: note: --db has no effect on --emit=%s (taken before lowering)\n", ek->kind);
   void *data = NULL;
   size_t size = 0;
   int rc = 1;
-  if (p && drk_pipeline_run_to(p, last) && drk_pipeline_output(p, ek->kind, &data, &size)) {
+  if (p && (!tuned || !lowers || (drk_pipeline_run_to(p, "lower") && db_check(&o->c, tuned, drk_pipeline_lowered(p)))) &&
+      drk_pipeline_run_to(p, last) && drk_pipeline_output(p, ek->kind, &data, &size)) {
     hash_join(&hj);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -358,6 +463,7 @@ static int compile(options_t *o) {
   hash_join(&hj);
   if (p && o->c.time_stages) drk_pipeline_print_times(p, stderr);
   drk_pipeline_destroy(p);
+  drk_search_tuned_close(tuned);
   return rc;
 }
 
@@ -581,19 +687,25 @@ static int run_model(run_options_t *ro) {
   if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, "verify-canonical")) goto done;
   drk_tensor_t *ref = NULL;
   drk_runtime_t *rt = NULL;
+  drk_search_tuned_t *tuned = NULL;
   bool ran = false;
   if (gpu) {
     drk_runtime_options_t rto = {.device = ro->device[4] == ':' ? atoi(ro->device + 5) : 0};
     if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) ||
-        !(ro->target ? drk_target_parse_list(ro->target, &o->targets, &d) : device_targets(rt, &o->targets, &d)))
+        !(ro->target ? drk_target_parse_list(ro->target, &o->targets, &d) : device_targets(rt, &o->targets, &d)) ||
+        !db_attach(o, &tuned))
       goto gpu_done;
+  } else if (o->db || o->require_tuned) {
+    fprintf(stderr, "drkc: note: --db and --require-tuned apply to GPU runs (--device=cuda); ignored\n");
   }
   if (ro->check) {
     ref = calloc(no + 1, sizeof *ref);
     if (!drk_interp_run(g, inputs, ref, &d)) goto gpu_done;
   }
   if (!drk_pipeline_run_to(p, "verify-layout")) goto gpu_done;
-  ran = gpu ? run_on_gpu(p, g, rt, inputs, outputs, &d) : drk_interp_run(g, inputs, outputs, &d);
+  ran = gpu ? (!tuned || (drk_pipeline_run_to(p, "lower") && db_check(o, tuned, drk_pipeline_lowered(p)))) &&
+                  run_on_gpu(p, g, rt, inputs, outputs, &d)
+            : drk_interp_run(g, inputs, outputs, &d);
   if (ran && ref) {
     int failed = 0;
     for (size_t i = 0; i < no; i++) {
@@ -615,6 +727,7 @@ gpu_done:
     free(ref);
   }
   drk_runtime_destroy(rt);
+  drk_search_tuned_close(tuned);
   if (!ran) goto done;
   if (ro->output_dir) {
     mkdir(ro->output_dir, 0777);
@@ -655,7 +768,7 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
-                           *const o_layout[] = {"--layout", NULL};
+                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
@@ -664,6 +777,14 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
     c->time_stages = true;
   } else if (strcmp(argv[*i], "--no-cache") == 0) {
     c->no_cache = true;
+  } else if (strcmp(argv[*i], "--require-tuned") == 0) {
+    c->require_tuned = true;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_db))) {
+    if (!*v) {
+      drkc_usage_error("--db needs a file (%s)", "the kernel database drkc tune writes");
+      return -1;
+    }
+    c->db = v;
   } else if ((v = drkc_opt_value(argc, argv, i, o_jobs))) {
     c->jobs = (int)strtol(v, &end, 10);
     if (!*v || *end || c->jobs < 1) {
