@@ -428,7 +428,7 @@ static int kernel_ids(const report_t *r, kid_t **out) {
       }
     }
   }
-  qsort(k, (size_t)n, sizeof *k, kid_cmp);
+  if (n > 1) qsort(k, (size_t)n, sizeof *k, kid_cmp);
   *out = k;
   return n;
 }
@@ -470,9 +470,9 @@ static const char page_js[] =
     "function fin(v){return typeof v==='number'&&isFinite(v);}\n"
     "function fmt(v){if(!fin(v))return 'n/a';var a=Math.abs(v);if(a!==0&&(a>=1e6||a<1e-3))return v.toExponential(2);"
     "return String(+v.toPrecision(4));}\n"
-    "function nice(lo,hi,n){if(!(hi>lo)){hi=lo+1;lo=lo-1;}var st=Math.pow(10,Math.floor(Math.log10((hi-lo)/n)));"
-    "var e=(hi-lo)/n/st;st*=e>5?10:e>2?5:e>1?2:1;var t=[];for(var v=Math.ceil(lo/st)*st;v<=hi+st*1e-9;v+=st)"
-    "t.push(+v.toPrecision(12));return t;}\n"
+    "function nice(lo,hi,n){if(!(hi>lo)){hi=lo+1;lo=lo-1;}var r=hi-lo;if(!(r>0)||!isFinite(r))return [];\n"
+    " var st=Math.pow(10,Math.floor(Math.log10(r/n)));var e=r/n/st;st*=e>5?10:e>2?5:e>1?2:1;var t=[];if(!(st>0))return t;\n"
+    " for(var v=Math.ceil(lo/st)*st,i=0;v<=hi+st*1e-9&&i<40;v+=st,i++)t.push(+v.toPrecision(12));return t;}\n"
     "function box(host,title,w,h){var d=document.createElement('div');d.className='card';var h3=document.createElement('h3');"
     "h3.textContent=title;d.appendChild(h3);host.appendChild(d);var s=el('svg',{width:w,height:h,viewBox:'0 0 '+w+' '+h},d);"
     "N.charts++;return s;}\n"
@@ -493,7 +493,7 @@ static const char page_js[] =
     " tx(s,(L+W-R)/2,H-6,o.xl,{'text-anchor':'middle'});tx(s,12,(T+H-B)/2,o.yl,{'text-anchor':'middle',"
     "transform:'rotate(-90 12 '+(T+H-B)/2+')'});\n"
     " (o.hl||[]).forEach(function(h){if(!fin(h.y))return;var l=el('line',{x1:L,x2:W-R,y1:Y(h.y),y2:Y(h.y),stroke:h.color,"
-    "'stroke-dasharray':'5 3'},s);tip(l,h.name+': '+fmt(h.y));tx(s,W-R-2,Y(h.y)-3,h.name,{'text-anchor':'end',fill:h.color});});\n"
+    "'stroke-dasharray':'5 3'},s);tip(l,h.name+': '+fmt(h.y));tx(s,L+4,Y(h.y)-3,h.name,{fill:h.color});});\n"
     " var ly=T+10,lg=[];o.series.forEach(function(q){if(!q.pts.length)return;var g=el('g',{'data-series':q.name},s);\n"
     "  if(q.mode==='step'){var d='';q.pts.forEach(function(p,i){d+=(i?'H'+X(p[0])+'V':'M'+X(p[0])+' ')+Y(p[1]);});"
     "el('path',{d:d,fill:'none',stroke:q.color,'stroke-width':1.8},g);}\n"
