@@ -173,5 +173,6 @@ if [ $fail = 0 ] && [ -n "${DRK_REPORT_SCREENSHOT:-}" ]; then
   "$CHROMIUM" --headless --no-sandbox --disable-gpu --user-data-dir="$W/profile" --window-size=1300,2400 \
     --screenshot="$W/g.png" "file://$W/g.html" >/dev/null 2>&1
 fi
+rm -rf "$W/profile"
 [ $fail = 0 ] && echo "report.render: ok"
 exit $fail
