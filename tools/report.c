@@ -446,7 +446,7 @@ static const char page_css[] =
     "th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}\n"
     "th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
     ".sub{color:#666;font-size:.85em}.mono{font-family:ui-monospace,monospace;font-size:.85em}\n"
-    ".cards{display:flex;flex-wrap:wrap;gap:12px}\n"
+    ".wide{overflow-x:auto}.cards{display:flex;flex-wrap:wrap;gap:12px}\n"
     ".card{background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px}\n"
     ".big{font-size:1.6em;font-weight:600}\n"
     ".bar{display:inline-block;height:9px;background:#4a7fb5;vertical-align:middle}\n"
@@ -632,7 +632,7 @@ static void write_page(FILE *o, const report_t *r, const char *title) {
     else fputs("n/a", o);
     fputs("</span> faster after tuning</p>\n", o);
   }
-  fputs("<table><tr>", o);
+  fputs("<div class=wide><table><tr>", o);
   if (multi) fputs("<th>log</th>", o);
   fputs("<th>model</th><th>target</th><th>GPU</th><th>policy</th><th>budget (s)</th><th>energy measured (NVML)</th>"
         "<th>before (us)</th><th>after (us)</th><th>speedup</th><th>outputs checked</th><th>tune time (s)</th></tr>\n",
@@ -665,13 +665,13 @@ static void write_page(FILE *o, const report_t *r, const char *title) {
       fputs("<td colspan=11>n/a (no model_start / model_end events in this log)</td></tr>\n", o);
     }
   }
-  fputs("</table>\n", o);
+  fputs("</table></div>\n", o);
 
   /* kernels against the roofline */
   fputs("<h2>Kernels: time before and after, against the roofline</h2>\n"
         "<p class=sub>before: the heuristic's schedule; after: the tuned one; of roofline: roofline time / kernel time "
         "(100% = at the roofline). Rows without a kernel_summary event come from the tuning runs' end events.</p>\n"
-        "<table><tr>",
+        "<div class=wide><table><tr>",
         o);
   if (multi) fputs("<th>log</th>", o);
   fputs("<th>kernel</th><th>kind</th><th>share</th><th>precision</th><th>before (us)</th><th>after (us)</th>"
@@ -733,7 +733,7 @@ static void write_page(FILE *o, const report_t *r, const char *title) {
     fputs("<td>n/a</td><td class=n>n/a</td><td class=n>n/a</td><td>n/a</td></tr>\n", o);
   }
   if (!r->n_sums && !r->n_series) fprintf(o, "<tr><td colspan=%d>n/a (no kernels in the logs)</td></tr>\n", multi ? 17 : 16);
-  fputs("</table>\n", o);
+  fputs("</table></div>\n", o);
 
   /* precision mix: the data; the script draws it */
   fputs("<h2>Precision mix</h2>\n<p class=sub>Share of the kernels' summed time per precision (kernel_summary "
