@@ -1,54 +1,93 @@
-/* drkc tune (tune.h). */
+/* drkc tune (tune.h): per kernel, drk_search_tune (search/tune.h) over the kernel's knob space,
+ * measured by the tune worker (tune_worker.h), recorded in the kernel database (search/db.h). */
 #include "tools/tune.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backends/targets.h"
+#include "lower/fuse.h"
 #include "pipeline/pipeline.h"
+#include "search/db.h"
+#include "search/json.h"
+#include "search/tune.h"
 #include "tools/drkc.h"
 #include "tools/tune_worker.h"
 
 static const char tune_usage[] =
-    "usage: drkc tune MODEL [--target=T (default sm_90a)] [--trials=N (default 64 per kernel)]\n"
-    "                 [--time=SECONDS (whole tune)] [--kernels=K (most time-consuming K, default all)]\n"
-    "                 [--out=FILE (the tuned schedules, default MODEL.sched)] [--log=FILE (JSON lines)]\n"
-    "                 [--device=N] [--iters=N (timed runs per candidate, default 20)]\n"
-    "                 [--timeout=SECONDS (per candidate, default 60)] [--seed=N] [compile options]\n"
-    "Tunes the knobs of MODEL's kernels on the local GPU, most time-consuming first: every\n"
-    "candidate is compiled, checked against the heuristic's module on fresh random inputs and\n"
-    "timed in a worker process. Writes the best valid schedule of each kernel to --out, the text\n"
-    "`drkc MODEL --schedules=FILE` applies, and prints the model's time before and after.\n";
+    "usage: drkc tune MODEL [--target=T (default sm_90a)] [--policy=rl|evolutionary|random (default rl)]\n"
+    "                 [--trials=N (per kernel, default 64)] [--time=DURATION (whole tune: 300, 300s, 5m, 1h)]\n"
+    "                 [--db=FILE (default: --out's name with .db)] [--resume] [--config=tune.conf]\n"
+    "                 [--kernels=K (most time-consuming K, default all)] [--out=FILE (default MODEL.sched)]\n"
+    "                 [--log=FILE (JSON lines)] [--device=N] [--iters=N (timed runs per candidate, default 20)]\n"
+    "                 [--timeout=SECONDS (per candidate, default 60)] [--seed=N] [--jobs=N] [compile options]\n"
+    "Tunes the knobs of MODEL's kernels on the local GPU, most time-consuming first, with a search\n"
+    "policy (rl: PPO over a learned cost model; evolutionary; random). Every candidate is compiled\n"
+    "(a round's candidates in parallel, --jobs at once), checked against the heuristic's module on\n"
+    "fresh random inputs and timed in a worker process; every measurement is committed to the\n"
+    "kernel database as it is made (--resume continues a tune without measuring a point again),\n"
+    "and each kernel's winner, re-measured, becomes its stable record there: `drkc MODEL --db=FILE`\n"
+    "compiles with those. Also writes the winners to --out (the text `drkc MODEL --schedules=FILE`\n"
+    "applies) and prints the model's time before and after. --config: the search settings and\n"
+    "stages (docs/tuning.md).\n";
 
 typedef struct tkernel {
   const char *name;
-  size_t node;
+  size_t node;       /* node index (the k<node>_ of its name) */
+  size_t launch;     /* its first launch */
   char wl[33];
   const char *kind;
   uint32_t space;
   drk_sched_knobs_t heur; /* the heuristic's values of the space's knobs */
   double ms;              /* the reference's time of the node's kernels */
+  double bytes, flops;    /* moved by its launches' buffers; its matmuls' (0: unknown) */
+  bool flops_known;
+  char precision[8];
+  char description[256];
+  /* results */
+  bool tried, tuned, stable;
   drk_sched_knobs_t best;
-  double best_ms;
-  bool tuned;
+  char best_text[512];
+  double heur_us, best_us, gen_s, tune_s;
+  int trials, invalid;
+  int64_t record;
 } tkernel_t;
+
+/* a candidate compiled ahead of its measurement (prepare) */
+typedef struct prepped {
+  drk_sched_knobs_t point;
+  char path[512];
+  bool ok;
+  char msg[256];
+} prepped_t;
+
+#define MAX_PREP 64
 
 typedef struct tuner {
   drk_compile_options_t c;
   drk_graph_t *g;
   char dir[256];
   drk_tune_worker_t w;
-  int iters;
-  uint64_t seed, rng;
+  int iters, jobs;
+  uint64_t seed;
   FILE *log;
-  int trials_done, invalid, failed;
   double t0, deadline;
+  int measured, consecutive_failures, seq;
+  tkernel_t *k; /* the kernel being tuned */
+  prepped_t prep[MAX_PREP];
+  int n_prep;
+  /* the fake measurement of the tests (see fake_measure) */
+  bool fake;
+  drk_sched_knobs_t planted;
+  FILE *fake_log;
 } tuner_t;
 
 static double now_s(void) {
@@ -57,177 +96,375 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint64_t rnd(tuner_t *t) { return drk_splitmix64(&t->rng); }
-
-/* ---- the knob space of one kernel ---- */
-static int domain(drk_knob_id_t id, int *vals) {
-  const drk_knob_def_t *kd = drk_knob_def(id);
-  int n = 0;
-  for (int v = kd->lo; v <= kd->hi && n < 64; v = kd->pow2 ? v * 2 : v + 1) vals[n++] = v;
-  return n;
-}
-
-static void random_point(tuner_t *t, const tkernel_t *k, drk_sched_knobs_t *p) {
-  *p = k->heur;
-  for (int i = 0; i < DRK_KNOB_COUNT; i++)
-    if (k->space & (1u << i)) {
-      int vals[64], n = domain((drk_knob_id_t)i, vals);
-      drk_knob_set(p, (drk_knob_id_t)i, vals[rnd(t) % (uint64_t)n]);
-    }
-}
-
-/* p with one or two knobs moved to a neighbouring or random legal value */
-static void mutate(tuner_t *t, const tkernel_t *k, drk_sched_knobs_t *p) {
-  int ids[DRK_KNOB_COUNT], m = 0;
-  for (int i = 0; i < DRK_KNOB_COUNT; i++)
-    if (k->space & (1u << i)) ids[m++] = i;
-  if (!m) return;
-  int changes = 1 + (int)(rnd(t) % 2);
-  for (int c = 0; c < changes; c++) {
-    drk_knob_id_t id = (drk_knob_id_t)ids[rnd(t) % (uint64_t)m];
-    int vals[64], n = domain(id, vals), cur = 0;
-    for (int j = 0; j < n; j++)
-      if (vals[j] == p->v[id]) cur = j;
-    int next = rnd(t) % 3 ? cur + ((rnd(t) & 1) ? 1 : -1) : (int)(rnd(t) % (uint64_t)n);
-    if (next < 0) next = 1;
-    if (next >= n) next = n - 2;
-    if (next < 0) next = 0;
-    drk_knob_set(p, id, vals[next]);
-  }
-}
-
-static bool same_point(const tkernel_t *k, const drk_sched_knobs_t *a, const drk_sched_knobs_t *b) {
-  for (int i = 0; i < DRK_KNOB_COUNT; i++)
-    if ((k->space & (1u << i)) && a->v[i] != b->v[i]) return false;
+/* --time: seconds, or a number with s, m or h */
+static bool parse_duration(const char *v, double *out) {
+  char *end;
+  double x = strtod(v, &end);
+  if (end == v || !(x > 0)) return false;
+  if (!strcmp(end, "") || !strcmp(end, "s")) *out = x;
+  else if (!strcmp(end, "m") || !strcmp(end, "min")) *out = 60 * x;
+  else if (!strcmp(end, "h")) *out = 3600 * x;
+  else return false;
   return true;
 }
 
-/* ---- one candidate ---- */
-static void log_event(tuner_t *t, const tkernel_t *k, int trial, const drk_sched_knobs_t *p, const drk_tune_result_t *r,
-                      const char *stage) {
-  if (!t->log) return;
-  char pt[512];
-  drk_sched_knobs_format(p, pt, sizeof pt);
-  fprintf(t->log,
-          "{\"t\": %.3f, \"kernel\": \"%s\", \"wl\": \"%s\", \"trial\": %d, \"stage\": \"%s\", \"point\": \"%s\", "
-          "\"valid\": %s, \"kernel_ms\": %.6f, \"ref_kernel_ms\": %.6f, \"run_ms\": %.6f, \"max_err\": %.3g, "
-          "\"sm_mhz\": %.0f, \"power_w\": %.1f, \"best_ms\": %.6f, \"msg\": \"",
-          now_s() - t->t0, k->name, k->wl, trial, stage, pt, r->valid ? "true" : "false", r->kernel_ms, r->ref_kernel_ms,
-          r->run_ms, r->max_err, r->sm_mhz, r->power_w, k->best_ms);
-  for (const char *c = r->msg; *c; c++) fprintf(t->log, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 32 ? " " : "%c", *c);
-  fprintf(t->log, "\"}\n");
-  fflush(t->log);
+/* ---- what the graph and the lowering know of a kernel ---- */
+static const char *precision_name(drk_dtype_t t, bool tf32) {
+  switch (t) {
+    case DRK_DT_F16: return "fp16";
+    case DRK_DT_BF16: return "bf16";
+    case DRK_DT_F8E4M3: case DRK_DT_F8E5M2: return "fp8";
+    case DRK_DT_F32: return tf32 ? "tf32" : "fp32";
+    case DRK_DT_F64: return "fp64";
+    default: return drk_dtype_name(t);
+  }
 }
 
-/* Compiles the model with kernel k at point p (its --schedules line) and measures it. A point
- * the lowering refuses (an illegal combination) is an invalid candidate with the error. */
-static drk_tune_result_t candidate(tuner_t *t, const tkernel_t *k, const drk_sched_knobs_t *p) {
-  drk_tune_result_t r = {0};
-  drk_sched_entry_t e = {.name = k->name, .node = k->node, .knobs = *p,
-                         .loc = {.file = "drkc tune", .node_index = -1}};
-  memcpy(e.wl, k->wl, sizeof e.wl);
+static double value_bytes(const drk_value_t *v) {
+  int64_t n = drk_shape_numel(&v->shape);
+  return n > 0 ? (double)n * drk_dtype_bits(v->dtype) / 8.0 : 0;
+}
+
+/* H200 (and H100) SXM dense peaks per compute precision, FLOP/s */
+static double peak_flops(const char *precision) {
+  if (!strcmp(precision, "fp8")) return 1979e12;
+  if (!strcmp(precision, "fp16") || !strcmp(precision, "bf16")) return 989e12;
+  if (!strcmp(precision, "tf32")) return 494e12;
+  return 67e12;
+}
+#define HBM_BYTES_PER_S 4.2e12
+
+/* Bytes: every distinct graph value a launch of the node takes as a buffer, once (a floor on
+ * the traffic). Flops: the group's matmuls and convolutions (2 per multiply-add); known for
+ * kernels whose group has none too (elementwise, row kernels: their flops are not the bound),
+ * unknown for attention. Precision and description from the group's first matmul or else its
+ * first member. */
+static void kernel_facts(const drk_graph_t *g, const drk_lowered_t *l, tkernel_t *k, bool tf32) {
+  const drk_value_t *seen[256];
+  int ns = 0;
+  for (size_t i = 0; i < l->n_launches; i++) {
+    const drk_launch_t *la = &l->launches[i];
+    if (la->node != l->launches[k->launch].node) continue;
+    for (int a = 0; a < la->n_args; a++) {
+      const drk_value_t *v = la->args[a].value;
+      if ((la->args[a].kind != DRK_LARG_BUFFER && la->args[a].kind != DRK_LARG_TMA) || !v) continue;
+      int j = 0;
+      while (j < ns && seen[j] != v) j++;
+      if (j < ns || ns == 256) continue;
+      seen[ns++] = v;
+      k->bytes += value_bytes(v);
+    }
+  }
+  const drk_fusion_t *fu = l->fusion;
+  const drk_node_t *first = l->launches[k->launch].node, *mm = NULL;
+  k->flops_known = true;
+  if (fu && k->node < fu->n_nodes && fu->group[k->node] >= 0) {
+    const drk_fusion_group_t *gr = &fu->groups[fu->group[k->node]];
+    if (gr->n_nodes > 0) first = g->nodes[gr->nodes[0]];
+    if (gr->kind == DRK_FUSION_ATTENTION) k->flops_known = false;
+    for (int m = 0; m < gr->n_nodes; m++) {
+      const drk_node_t *n = g->nodes[gr->nodes[m]];
+      if (n->n_inputs < 2 || !n->inputs[0] || !n->inputs[1] || n->n_outputs < 1) continue;
+      double out = (double)drk_shape_numel(&n->outputs[0]->shape), kk = 0;
+      const drk_shape_t *a = &n->inputs[0]->shape, *w = &n->inputs[1]->shape;
+      if (n->op == DRK_OP_MATMUL && a->rank >= 1) kk = (double)a->dims[a->rank - 1].size;
+      else if (n->op == DRK_OP_GEMM && a->rank == 2)
+        kk = (double)a->dims[drk_node_attr_int(n, "transA", 0) ? 0 : 1].size;
+      else if ((n->op == DRK_OP_CONV || n->op == DRK_OP_CONV_NHWC) && w->rank >= 1 && w->dims[0].size > 0)
+        kk = (double)drk_shape_numel(w) / (double)w->dims[0].size;
+      else continue;
+      k->flops += 2 * out * kk;
+      if (!mm) mm = n;
+    }
+  }
+  const drk_node_t *rep = mm ? mm : first;
+  drk_dtype_t dt = rep->n_inputs > 0 && rep->inputs[0] ? rep->inputs[0]->dtype : rep->outputs[0]->dtype;
+  snprintf(k->precision, sizeof k->precision, "%s", precision_name(dt, tf32 && mm != NULL));
+  /* the description the search's features read (features.h) */
+  if (mm && mm->op == DRK_OP_MATMUL) {
+    const drk_shape_t *a = &mm->inputs[0]->shape, *b = &mm->inputs[1]->shape;
+    int64_t kk = a->rank >= 1 ? a->dims[a->rank - 1].size : 0, nn = b->rank >= 1 ? b->dims[b->rank - 1].size : 0;
+    int64_t m = kk > 0 ? drk_shape_numel(a) / kk : 0;
+    snprintf(k->description, sizeof k->description, "%s M=%lld N=%lld K=%lld dtype=%s", k->kind, (long long)m,
+             (long long)nn, (long long)kk, drk_dtype_name(dt));
+  } else {
+    snprintf(k->description, sizeof k->description, "%s elems=%lld dtype=%s", k->kind,
+             (long long)drk_shape_numel(&rep->outputs[0]->shape), drk_dtype_name(dt));
+  }
+}
+
+static double roofline_us(const tkernel_t *k) {
+  if (!k->flops_known || !(k->bytes > 0)) return -1;
+  double b = k->bytes / HBM_BYTES_PER_S, f = k->flops / peak_flops(k->precision);
+  return 1e6 * (b > f ? b : f);
+}
+
+/* ---- candidates ---- */
+/* Compiles the model with kernel k at point p (its --schedules line) into path; a point the
+ * lowering refuses (an illegal combination) fails with the error in msg. */
+static bool compile_candidate(tuner_t *t, const tkernel_t *k, const drk_sched_knobs_t *p, const char *path, int jobs,
+                              char *msg, size_t n) {
+  drk_sched_entry_t e = {.name = k->name, .node = k->node, .knobs = *p, .loc = {.file = "drkc tune", .node_index = -1}};
+  e.knobs.used = NULL;
+  memcpy(e.wl, k->wl, sizeof k->wl);
   drk_schedules_t tbl = {.n = 1, .entries = &e};
   drk_compile_options_t c = t->c;
   c.schedules = &tbl;
+  c.jobs = jobs;
+  c.progress = false;
   drk_diag_t d;
   drk_diag_init(&d, NULL);
   void *bytes = NULL;
   size_t size = 0;
   if (!drk_pipeline_build(t->g, &c, "module", &bytes, &size, &d)) {
-    snprintf(r.msg, sizeof r.msg, "compile: %.200s", d.first);
-    return r;
+    snprintf(msg, n, "compile: %.200s", d.first);
+    return false;
   }
-  char path[512];
-  snprintf(path, sizeof path, "%s/cand.drkm", t->dir);
   FILE *f = fopen(path, "wb");
   bool ok = f && fwrite(bytes, 1, size, f) == size;
   if (f && fclose(f) != 0) ok = false;
   free(bytes);
-  if (!ok) {
-    snprintf(r.msg, sizeof r.msg, "cannot write %s: %s", path, strerror(errno));
-    return r;
-  }
-  return drk_tune_worker_measure(&t->w, path, k->name, 3, t->iters, t->seed + (uint64_t)t->trials_done);
+  if (!ok) snprintf(msg, n, "cannot write the candidate: %s", strerror(errno));
+  return ok;
 }
 
-/* Evolutionary search over k's space within `trials` measurements: the heuristic's point
- * first (the baseline, measured like every candidate), then a population of the best valid
- * points, each generation mutating tournament winners; random points while the population is
- * small. Invalid candidates never enter it. */
-static void tune_kernel(tuner_t *t, tkernel_t *k, int trials) {
-  enum { POP = 8 };
-  drk_sched_knobs_t pop[POP], seen[512];
-  double pop_ms[POP];
-  int npop = 0, nseen = 0;
-  k->best = k->heur;
-  k->best_ms = 0;
-  for (int trial = 0; trial < trials && now_s() < t->deadline; trial++) {
-    drk_sched_knobs_t p;
-    if (trial == 0) p = k->heur;
-    else {
-      int tries = 0;
-      do {
-        if (npop < 3 || rnd(t) % 4 == 0) random_point(t, k, &p);
-        else {
-          int a = (int)(rnd(t) % (uint64_t)npop), b = (int)(rnd(t) % (uint64_t)npop);
-          p = pop[pop_ms[a] <= pop_ms[b] ? a : b];
-          mutate(t, k, &p);
+static void clear_prep(tuner_t *t) {
+  for (int i = 0; i < t->n_prep; i++) unlink(t->prep[i].path);
+  t->n_prep = 0;
+}
+
+/* drk_search_prepare_fn: the round's candidates compiled in forked processes, --jobs at once
+ * (a compiler crash on a strange point costs that candidate, not the tune). Each child
+ * compiles one candidate with one codegen job: a candidate changes one kernel, the rest come
+ * from the kernel cache. */
+static int prepare(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *points, int n) {
+  (void)s;
+  tuner_t *t = ctx;
+  clear_prep(t);
+  if (n > MAX_PREP) n = MAX_PREP;
+  double t0 = now_s();
+  int jobs = t->jobs > 0 ? t->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (jobs < 1) jobs = 1;
+  pid_t pids[MAX_PREP];
+  int next = 0, running = 0;
+  for (int i = 0; i < n; i++) {
+    prepped_t *pp = &t->prep[i];
+    pp->point = points[i];
+    pp->point.used = NULL;
+    snprintf(pp->path, sizeof pp->path, "%s/cand%d.drkm", t->dir, t->seq++);
+    pp->ok = false;
+    snprintf(pp->msg, sizeof pp->msg, "compile: the compiler process failed");
+    pids[i] = -1;
+  }
+  t->n_prep = n;
+  while (next < n || running > 0) {
+    while (next < n && running < jobs) {
+      fflush(NULL);
+      pid_t pid = fork();
+      if (pid == 0) {
+        char msg[256] = "";
+        bool ok = compile_candidate(t, t->k, &t->prep[next].point, t->prep[next].path, 1, msg, sizeof msg);
+        if (!ok) {
+          char ep[600];
+          snprintf(ep, sizeof ep, "%s.err", t->prep[next].path);
+          FILE *f = fopen(ep, "w");
+          if (f) fputs(msg, f), fclose(f);
         }
-        bool dup = false;
-        for (int i = 0; i < nseen && !dup; i++) dup = same_point(k, &seen[i], &p);
-        if (!dup) break;
-      } while (++tries < 50);
-      if (tries == 50) break; /* the space is exhausted */
-    }
-    if (nseen < 512) seen[nseen++] = p;
-    drk_tune_result_t r = candidate(t, k, &p);
-    t->trials_done++;
-    if (!r.ok) t->failed++;
-    if (!r.valid) {
-      t->invalid++;
-      log_event(t, k, trial, &p, &r, "invalid");
-      if (trial == 0) {
-        fprintf(stderr, "drkc tune: %s: the heuristic's own schedule fails: %s\n", k->name, r.msg);
-        return;
+        _exit(ok ? 0 : 1);
       }
-      continue;
+      if (pid < 0) { /* no process: compile here */
+        prepped_t *pp = &t->prep[next];
+        pp->ok = compile_candidate(t, t->k, &pp->point, pp->path, 0, pp->msg, sizeof pp->msg);
+        next++;
+        continue;
+      }
+      pids[next++] = pid;
+      running++;
     }
-    if (trial == 0 || r.kernel_ms < k->best_ms) k->best = p, k->best_ms = r.kernel_ms;
-    if (npop < POP) pop[npop] = p, pop_ms[npop++] = r.kernel_ms;
-    else {
-      int worst = 0;
-      for (int i = 1; i < POP; i++)
-        if (pop_ms[i] > pop_ms[worst]) worst = i;
-      if (r.kernel_ms < pop_ms[worst]) pop[worst] = p, pop_ms[worst] = r.kernel_ms;
-    }
-    log_event(t, k, trial, &p, &r, trial == 0 ? "heuristic" : "candidate");
+    if (!running) break;
+    int status;
+    pid_t done = wait(&status);
+    if (done < 0) break;
+    for (int i = 0; i < n; i++)
+      if (pids[i] == done) {
+        running--;
+        pids[i] = -1;
+        prepped_t *pp = &t->prep[i];
+        pp->ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!pp->ok) {
+          char ep[600];
+          snprintf(ep, sizeof ep, "%s.err", pp->path);
+          FILE *f = fopen(ep, "r");
+          if (f) {
+            size_t r = fread(pp->msg, 1, sizeof pp->msg - 1, f);
+            pp->msg[r] = 0;
+            fclose(f);
+          } else if (WIFSIGNALED(status)) {
+            snprintf(pp->msg, sizeof pp->msg, "compile: the compiler crashed (signal %d)", WTERMSIG(status));
+          }
+          unlink(ep);
+        }
+      }
   }
-  k->tuned = k->best_ms > 0;
+  t->k->gen_s += now_s() - t0;
+  return 0;
 }
 
-/* The winner measured again, against the heuristic's point in the same worker call. */
-static double remeasure(tuner_t *t, tkernel_t *k, double *out_ref) {
-  drk_tune_result_t r = candidate(t, k, &k->best);
-  log_event(t, k, -1, &k->best, &r, "winner");
-  *out_ref = r.ref_kernel_ms;
-  return r.valid ? r.kernel_ms : -1;
+/* ---- the fake measurement (tests only) ----
+ * DRKC_TUNE_FAKE_MEASURE=1 (not in --help: for tests on machines without a GPU) keeps every
+ * step of drkc tune (compiles, the search, the database, the log) but replaces the worker's
+ * run on the GPU by a synthetic time computed from the point: a bowl over the knobs' value
+ * indices around a per-workload optimum. DRKC_TUNE_FAKE_INVALID=KNOB=V,... plants a wrong
+ * kernel: points with those values report valid = false with a tiny time (a fast wrong kernel
+ * must never become the best). DRKC_TUNE_FAKE_LOG=FILE gets a line per measurement. */
+static uint64_t mix(uint64_t h) {
+  h = (h ^ (h >> 31)) * 0x7fb5d329728ea185ull;
+  h = (h ^ (h >> 27)) * 0x81dadef4bc2dd44dull;
+  return h ^ (h >> 33);
 }
+
+static double fake_time_us(const drk_search_space_t *s, const char *wl, const drk_sched_knobs_t *p) {
+  uint64_t h = 0x6675;
+  for (const char *c = wl; *c; c++) h = mix(h ^ (uint64_t)(unsigned char)*c);
+  int idx[DRK_KNOB_COUNT];
+  if (!drk_search_point_indices(s, p, idx)) return -1;
+  double q = 0;
+  for (int d = 0; d < s->n_dims; d++) {
+    int nv = s->n_values[d];
+    if (nv < 2) continue;
+    double opt = (double)(mix(h + (uint64_t)d) % (uint64_t)nv), u = (idx[d] - opt) / (nv - 1);
+    q += (1 + d % 3) * u * u;
+  }
+  return (5.0 + (double)(h % 20)) * (1 + q);
+}
+
+static bool planted_match(const tuner_t *t, const drk_sched_knobs_t *p) {
+  if (!t->planted.set) return false;
+  bool any = false;
+  for (int i = 0; i < DRK_KNOB_COUNT; i++)
+    if (t->planted.set & (1u << i)) {
+      if (!(p->set & (1u << i))) continue;
+      if (p->v[i] != t->planted.v[i]) return false;
+      any = true;
+    }
+  return any;
+}
+
+/* ---- measuring ---- */
+static prepped_t *find_prep(tuner_t *t, const drk_sched_knobs_t *p) {
+  for (int i = 0; i < t->n_prep; i++)
+    if (drk_search_point_equal(&t->prep[i].point, p)) return &t->prep[i];
+  return NULL;
+}
+
+/* drk_search_measure_fn: the candidate's module (prepared, or compiled now), measured by the
+ * worker (or the fake). A candidate that does not compile, crashes, hangs or gives wrong
+ * outputs is invalid; the tune stops when the --time budget is spent or the worker cannot be
+ * started (five candidates in a row without an answer). */
+static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
+  tuner_t *t = ctx;
+  tkernel_t *k = t->k;
+  if (now_s() > t->deadline) {
+    snprintf(out->msg, sizeof out->msg, "the --time budget is spent");
+    return 1;
+  }
+  prepped_t *pp = find_prep(t, p), own;
+  if (!pp) {
+    double t0 = now_s();
+    pp = &own;
+    pp->point = *p;
+    snprintf(pp->path, sizeof pp->path, "%s/cand%d.drkm", t->dir, t->seq++);
+    pp->ok = compile_candidate(t, k, p, pp->path, t->jobs, pp->msg, sizeof pp->msg);
+    k->gen_s += now_s() - t0;
+  }
+  t->measured++;
+  if (t->fake_log) {
+    char pt[512];
+    drk_search_point_format(s, p, pt, sizeof pt);
+    fprintf(t->fake_log, "%s %s %s\n", k->name, !pp->ok ? "compile-failed" : planted_match(t, p) ? "planted" : "measured", pt);
+    fflush(t->fake_log);
+  }
+  if (!pp->ok) {
+    out->valid = false;
+    snprintf(out->msg, sizeof out->msg, "%s", pp->msg);
+    unlink(pp->path);
+    return 0;
+  }
+  if (t->fake) {
+    double us = fake_time_us(s, k->wl, p), ref = fake_time_us(s, k->wl, &s->heuristic);
+    bool planted = planted_match(t, p);
+    out->valid = !planted;
+    out->time_us = planted ? 0.5 : us;
+    out->ref_time_us = ref;
+    out->error = planted ? 0.9 : 1e-4;
+    out->tolerance = 1e-2;
+    if (planted) snprintf(out->msg, sizeof out->msg, "output 0: relative error 0.9 against the reference (planted)");
+    unlink(pp->path);
+    return 0;
+  }
+  drk_tune_result_t r = drk_tune_worker_measure(&t->w, pp->path, k->name, 3, t->iters, t->seed + (uint64_t)t->measured);
+  unlink(pp->path);
+  t->consecutive_failures = r.ok ? 0 : t->consecutive_failures + 1;
+  out->valid = r.valid;
+  snprintf(out->msg, sizeof out->msg, "%s", r.msg);
+  if (!r.ok && t->consecutive_failures >= 5) {
+    snprintf(out->msg, sizeof out->msg, "the worker failed on %d candidates in a row (last: %.150s)",
+             t->consecutive_failures, r.msg);
+    return 1;
+  }
+  if (r.valid) {
+    out->time_us = r.kernel_ms * 1e3;
+    out->ref_time_us = r.ref_kernel_ms * 1e3;
+    out->error = r.max_err;
+    if (r.energy_mj_per_run >= 0) out->energy_j = r.energy_mj_per_run / 1e3;
+    out->sm_mhz = r.sm_mhz;
+    out->power_w = r.power_w;
+    if (k->bytes > 0 && out->time_us > 0) out->gbs = k->bytes / (out->time_us * 1e-6) / 1e9;
+    if (k->flops > 0 && out->time_us > 0) out->tflops = k->flops / (out->time_us * 1e-6) / 1e12;
+  }
+  return 0;
+}
+
+static void search_log(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "drkc tune: %s\n", line);
+}
+
+/* ---- the log's summary events ---- */
+static void ev_key(FILE *f, const char *k) { fprintf(f, ",\"%s\":", k); }
+static void ev_s(FILE *f, const char *k, const char *v) { ev_key(f, k), drk_json_str(f, v); }
+static void ev_n(FILE *f, const char *k, double v) { ev_key(f, k), drk_json_num(f, v); }
+static void ev_known(FILE *f, const char *k, double v) { ev_key(f, k), drk_json_num_known(f, v); }
+static void ev_b(FILE *f, const char *k, bool v) { fprintf(f, ",\"%s\":%s", k, v ? "true" : "false"); }
 
 static int cmp_ms(const void *a, const void *b) {
   const tkernel_t *x = a, *y = b;
   return x->ms < y->ms ? 1 : x->ms > y->ms ? -1 : 0;
 }
 
+/* The output path with its extension replaced by ext (or ext appended). */
+static void with_ext(const char *path, const char *ext, char *out, size_t n) {
+  snprintf(out, n, "%s", path);
+  char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+  if (dot && (!slash || dot > slash)) *dot = 0;
+  size_t len = strlen(out);
+  snprintf(out + len, n - len, "%s", ext);
+}
+
 int drkc_tune_main(int argc, char **argv) {
   tuner_t t = {.iters = 20, .seed = 1};
-  const char *model = NULL, *out = NULL, *log = NULL, *targets = "sm_90a", *sched_path = NULL;
+  const char *model = NULL, *out = NULL, *log = NULL, *targets = "sm_90a", *sched_path = NULL, *policy_arg = "rl",
+             *db_path = NULL, *config_path = NULL;
   int trials = 64, max_kernels = 0, device = 0;
   double timeout = 60, budget = 0;
+  bool resume = false;
   static const char *const o_tr[] = {"--trials", NULL}, *const o_time[] = {"--time", NULL},
                            *const o_k[] = {"--kernels", NULL}, *const o_out[] = {"--out", "-o", NULL},
                            *const o_log[] = {"--log", NULL}, *const o_dev[] = {"--device", NULL},
                            *const o_it[] = {"--iters", NULL}, *const o_to[] = {"--timeout", NULL},
-                           *const o_seed[] = {"--seed", NULL}, *const o_target[] = {"--target", NULL};
+                           *const o_seed[] = {"--seed", NULL}, *const o_target[] = {"--target", NULL},
+                           *const o_pol[] = {"--policy", NULL}, *const o_db[] = {"--db", NULL},
+                           *const o_cfg[] = {"--config", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
     int k;
@@ -236,8 +473,9 @@ int drkc_tune_main(int argc, char **argv) {
       return 0;
     }
     if ((v = drkc_opt_value(argc, argv, &i, o_tr))) trials = atoi(v);
-    else if ((v = drkc_opt_value(argc, argv, &i, o_time))) budget = atof(v);
-    else if ((v = drkc_opt_value(argc, argv, &i, o_k))) max_kernels = atoi(v);
+    else if ((v = drkc_opt_value(argc, argv, &i, o_time))) {
+      if (!parse_duration(v, &budget)) return drkc_usage_error("--time: a duration (300, 300s, 5m, 1h), not '%s'", v);
+    } else if ((v = drkc_opt_value(argc, argv, &i, o_k))) max_kernels = atoi(v);
     else if ((v = drkc_opt_value(argc, argv, &i, o_out))) out = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_log))) log = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_dev))) device = atoi(v);
@@ -245,6 +483,10 @@ int drkc_tune_main(int argc, char **argv) {
     else if ((v = drkc_opt_value(argc, argv, &i, o_to))) timeout = atof(v);
     else if ((v = drkc_opt_value(argc, argv, &i, o_seed))) t.seed = strtoull(v, NULL, 10);
     else if ((v = drkc_opt_value(argc, argv, &i, o_target))) targets = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_pol))) policy_arg = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_db))) db_path = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_cfg))) config_path = v;
+    else if (!strcmp(argv[i], "--resume")) resume = true;
     else if ((k = drkc_parse_compile_option(argc, argv, &i, &t.c, &sched_path))) {
       if (k < 0) return 2;
     } else if (argv[i][0] == '-') return drkc_usage_error("unknown option '%s' for 'drkc tune'", argv[i]);
@@ -254,13 +496,49 @@ int drkc_tune_main(int argc, char **argv) {
   if (!model) return drkc_usage_error("drkc tune needs a MODEL%s", "");
   if (trials < 1 || t.iters < 1 || timeout <= 0) return drkc_usage_error("--trials, --iters and --timeout must be positive%s", "");
   if (sched_path) return drkc_usage_error("--schedules is what drkc tune writes (--out); tune from the heuristic%s", "");
+  if (t.c.require_tuned) return drkc_usage_error("--require-tuned is a compile option; drkc tune fills the database%s", "");
+  const char *policy = !strcmp(policy_arg, "rl") ? "ppo" : !strcmp(policy_arg, "evolutionary") ? "evo"
+                       : !strcmp(policy_arg, "random") ? "random" : NULL;
+  if (!policy) return drkc_usage_error("--policy: rl, evolutionary or random, not '%s'", policy_arg);
+  if (db_path && !*db_path) return drkc_usage_error("--db needs a file%s", "");
+  drk_search_config_t cfg;
+  drk_search_config_default(&cfg);
+  char err[1400];
+  if (config_path && !drk_search_config_load(config_path, &cfg, err, sizeof err)) {
+    fprintf(stderr, "drkc tune: error: %s\n", err);
+    return 1;
+  }
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   if (!drk_target_parse_list(targets, &t.c.targets, &d)) return 1;
+  if (__builtin_popcount(t.c.targets) != 1) return drkc_usage_error("drkc tune tunes for one target (the GPU's), not '%s'", targets);
+  const char *arch = NULL;
+  for (int i = 0; i < DRK_TARGET_COUNT && !arch; i++)
+    if (t.c.targets & (1u << i)) arch = drk_target_info((drk_target_t)i)->name;
   t.c.command_line = "drkc tune";
-  t.rng = t.seed;
+  t.jobs = t.c.jobs;
+  const char *fake = getenv("DRKC_TUNE_FAKE_MEASURE");
+  t.fake = fake && *fake && strcmp(fake, "0");
+  if (t.fake) {
+    const char *pl = getenv("DRKC_TUNE_FAKE_INVALID"), *fl = getenv("DRKC_TUNE_FAKE_LOG");
+    if (pl && *pl && !drk_sched_knobs_parse(pl, &t.planted, err, sizeof err)) {
+      fprintf(stderr, "drkc tune: error: DRKC_TUNE_FAKE_INVALID: %s\n", err);
+      return 2;
+    }
+    if (fl && *fl && !(t.fake_log = fopen(fl, "a"))) {
+      fprintf(stderr, "drkc tune: error: cannot write %s: %s\n", fl, strerror(errno));
+      return 1;
+    }
+    fprintf(stderr, "drkc tune: DRKC_TUNE_FAKE_MEASURE: synthetic times, no GPU (a test mode)\n");
+  }
   t.t0 = now_s();
   t.deadline = budget > 0 ? t.t0 + budget : INFINITY;
+  /* the outputs: --out (default MODEL.sched) and the database (default: --out's name, .db) */
+  char outp[4096], dbp[4096];
+  if (out) snprintf(outp, sizeof outp, "%s", out);
+  else with_ext(model, ".sched", outp, sizeof outp);
+  if (db_path) snprintf(dbp, sizeof dbp, "%s", db_path);
+  else with_ext(outp, ".db", dbp, sizeof dbp);
   snprintf(t.dir, sizeof t.dir, "%s/drkc-tune-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(t.dir)) {
     fprintf(stderr, "drkc tune: error: cannot make a work folder: %s\n", strerror(errno));
@@ -269,6 +547,8 @@ int drkc_tune_main(int argc, char **argv) {
   int rc = 1;
   tkernel_t *ks = NULL;
   size_t nks = 0;
+  drk_search_db_t *db = NULL;
+  double *ms = NULL;
   /* the graph after the graph stages, and the reference module from the rest */
   drk_pipeline_t *p = drk_pipeline_create(&t.c, model, NULL, "module", &d);
   void *bytes = NULL;
@@ -285,27 +565,53 @@ int drkc_tune_main(int argc, char **argv) {
     fprintf(stderr, "drkc tune: error: cannot write %s\n", ref);
     goto done;
   }
+  if (!drk_search_db_open(dbp, false, &db, err, sizeof err)) {
+    fprintf(stderr, "drkc tune: error: %s\n", err);
+    goto done;
+  }
   const drk_lowered_t *l = drk_pipeline_lowered(p);
   drk_tune_worker_init(&t.w, ref, device, timeout);
   for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
     t.w.bound[i] = drk_graph_index_bound(t.g, t.g->inputs[i], 4);
-  double *ms = calloc(l->n_launches + 1, sizeof *ms);
+  /* the target fingerprint: the GPU the measurements run on */
+  drk_search_target_t target;
+  memset(&target, 0, sizeof target);
+  snprintf(target.arch, sizeof target.arch, "%s", arch);
+  bool nvml = false;
   char msg[256];
-  if (!drk_tune_worker_profile_reference(&t.w, ms, l->n_launches, t.iters, msg, sizeof msg)) {
+  if (t.fake) {
+    snprintf(target.name, sizeof target.name, "fake GPU (DRKC_TUNE_FAKE_MEASURE)");
+  } else {
+    drk_tune_device_t dev;
+    if (!drk_tune_worker_device(&t.w, &dev, msg, sizeof msg)) {
+      fprintf(stderr, "drkc tune: error: the GPU: %s\n", msg);
+      goto done;
+    }
+    target.sms = dev.sms, target.sm_mhz = dev.sm_mhz, target.mem_mhz = dev.mem_mhz, target.bw_gbs = dev.bw_gbs;
+    target.l2_bytes = dev.l2_bytes;
+    snprintf(target.driver, sizeof target.driver, "%s", dev.driver);
+    snprintf(target.cuda, sizeof target.cuda, "%s", dev.cuda);
+    snprintf(target.name, sizeof target.name, "%s", dev.name);
+    nvml = dev.nvml;
+    int want = drk_target_info((drk_target_t)__builtin_ctz(t.c.targets))->number;
+    if (dev.cc && dev.cc != want)
+      fprintf(stderr, "drkc tune: warning: the GPU %s is sm_%d; the kernels are built for %s\n", dev.name, dev.cc, arch);
+  }
+  ms = calloc(l->n_launches + 1, sizeof *ms);
+  if (!t.fake && !drk_tune_worker_profile_reference(&t.w, ms, l->n_launches, t.iters, msg, sizeof msg)) {
     fprintf(stderr, "drkc tune: error: profiling the heuristic's module: %s\n", msg);
-    free(ms);
     goto done;
   }
   /* kernels: a node's first launch names it; its knob space and time are its launches' */
   ks = calloc(l->n_launches + 1, sizeof *ks);
-  double total = 0;
   for (size_t i = 0; i < l->n_launches; i++) {
     const drk_launch_t *la = &l->launches[i];
-    total += ms[i];
     size_t j = 0;
-    while (j < nks && l->launches[ks[j].node].node != la->node) j++;
+    while (j < nks && l->launches[ks[j].launch].node != la->node) j++;
     if (j == nks) {
-      ks[nks] = (tkernel_t){.name = la->kernel->name, .node = i, .kind = la->sched.kind};
+      ks[nks] = (tkernel_t){.name = la->kernel->name, .launch = i, .kind = la->sched.kind ? la->sched.kind : "plain"};
+      /* entries name kernels by their node index */
+      ks[nks].node = (size_t)strtoull(la->kernel->name + 1, NULL, 10);
       memcpy(ks[nks].wl, la->workload, sizeof ks[nks].wl);
       nks++;
     }
@@ -315,54 +621,176 @@ int drkc_tune_main(int argc, char **argv) {
       if ((la->knob_space & (1u << b)) && !(ks[j].heur.set & (1u << b)))
         drk_knob_set(&ks[j].heur, (drk_knob_id_t)b, drk_schedule_knob_value(&la->sched, (drk_knob_id_t)b));
   }
-  free(ms);
-  /* entries name kernels by their node index: the launch index above stood in for it */
-  for (size_t j = 0; j < nks; j++) ks[j].node = (size_t)strtoull(ks[j].name + 1, NULL, 10);
-  qsort(ks, nks, sizeof *ks, cmp_ms);
-  if (log && !(t.log = fopen(log, "w"))) fprintf(stderr, "drkc tune: cannot write the log %s: %s\n", log, strerror(errno));
-  printf("drkc tune: %s: %zu kernels, %.3f ms per run (kernels one by one); tuning up to %d trials per kernel\n", model,
-         nks, total, trials);
-  int tuned = 0;
+  bool tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = t.c.precision, .matmul = t.c.matmul});
   for (size_t j = 0; j < nks; j++) {
-    if (!ks[j].space || (max_kernels && tuned >= max_kernels) || now_s() >= t.deadline) continue;
-    tune_kernel(&t, &ks[j], trials);
-    tuned++;
-    if (!ks[j].tuned) continue;
-    double refk = 0, again = remeasure(&t, &ks[j], &refk);
-    char pt[512];
-    drk_sched_knobs_format(&ks[j].best, pt, sizeof pt);
-    printf("  %-28s %5.1f%% of the run: heuristic %.4f ms, best %.4f ms (re-measured %.4f vs %.4f): %s\n", ks[j].name,
-           total > 0 ? 100 * ks[j].ms / total : 0, ks[j].ms, ks[j].best_ms, again, refk, pt);
+    kernel_facts(t.g, l, &ks[j], tf32);
+    if (t.fake) { /* the fake reference profile: the heuristic's synthetic time */
+      drk_search_space_t s;
+      ks[j].ms = ks[j].space && drk_search_space_init(&s, ks[j].space, &ks[j].heur, err, sizeof err)
+                     ? fake_time_us(&s, ks[j].wl, &s.heuristic) / 1e3
+                     : 0.002;
+    }
+  }
+  double total = 0;
+  for (size_t j = 0; j < nks; j++) total += ks[j].ms;
+  qsort(ks, nks, sizeof *ks, cmp_ms);
+  if (log && !(t.log = fopen(log, resume ? "a" : "w")))
+    fprintf(stderr, "drkc tune: cannot write the log %s: %s\n", log, strerror(errno));
+  if (t.log) {
+    fputs("{\"event\":\"model_start\"", t.log);
+    ev_s(t.log, "model", model);
+    ev_s(t.log, "target", arch);
+    ev_s(t.log, "gpu", target.name);
+    ev_s(t.log, "policy", policy_arg);
+    ev_known(t.log, "budget_s", budget > 0 ? budget : -1);
+    ev_b(t.log, "nvml", nvml);
+    ev_n(t.log, "before_us", total * 1e3);
+    ev_n(t.log, "kernels", (double)nks);
+    ev_n(t.log, "trials", trials);
+    ev_s(t.log, "db", dbp);
+    ev_b(t.log, "resume", resume);
+    if (t.fake) ev_b(t.log, "fake", true);
+    fputs("}\n", t.log);
+    fflush(t.log);
+  }
+  printf("drkc tune: %s: %zu kernels, %.3f ms per run (kernels one by one); policy %s, up to %d trials per kernel; "
+         "database %s\n", model, nks, total, policy_arg, trials, dbp);
+  fflush(stdout);
+  /* the kernels to tune: with knobs, most time-consuming first, --kernels of them */
+  size_t todo = 0;
+  for (size_t j = 0; j < nks; j++)
+    if (ks[j].space && (!max_kernels || (int)todo < max_kernels)) ks[j].tried = true, todo++;
+  char tags[256];
+  const char *base = strrchr(model, '/');
+  snprintf(tags, sizeof tags, "arch=%s,precision=%s,model=%s", arch, drk_precision_name(t.c.precision),
+           base ? base + 1 : model);
+  bool stopped = false;
+  size_t left = todo;
+  double per_trial = 0;
+  int trials_seen = 0;
+  for (size_t j = 0; j < nks; j++) {
+    tkernel_t *k = &ks[j];
+    if (!k->tried) continue;
+    if (stopped || now_s() >= t.deadline) {
+      k->tried = false;
+      continue;
+    }
+    double k0 = now_s();
+    drk_search_space_t s;
+    if (!drk_search_space_init(&s, k->space, &k->heur, err, sizeof err)) {
+      fprintf(stderr, "drkc tune: %s: not tuned: %s\n", k->name, err);
+      k->tried = false;
+      left--;
+      continue;
+    }
+    snprintf(s.kernel, sizeof s.kernel, "%s", k->name);
+    snprintf(s.workload, sizeof s.workload, "%s", k->wl);
+    snprintf(s.kind, sizeof s.kind, "%s", k->kind);
+    /* the time budget, shared among the kernels left, in trials of the pace so far */
+    int budget_trials = trials;
+    if (budget > 0 && trials_seen > 0) {
+      double share = (t.deadline - now_s()) / (double)left;
+      int fit = (int)(share / per_trial);
+      if (fit < budget_trials) budget_trials = fit < 2 ? 2 : fit;
+    }
+    float context[DRK_SEARCH_CONTEXT_FEATURES];
+    drk_search_context_features(k->description, &target, context);
+    drk_search_policy_options_t po = {.config = &cfg, .seed = t.seed + j, .context = context,
+                                      .n_context = DRK_SEARCH_CONTEXT_FEATURES};
+    drk_search_policy_t *pol = drk_search_policy_create(policy, &s, &po, err, sizeof err);
+    if (!pol) {
+      fprintf(stderr, "drkc tune: error: %s\n", err);
+      goto done;
+    }
+    t.k = k;
+    int before = t.measured;
+    drk_search_tune_options_t to = {.kernel = k->name, .workload = k->wl, .description = k->description,
+                                    .target = &target, .model = model, .tags = tags, .budget = budget_trials,
+                                    .seed = t.seed + j, .config = &cfg, .db = db, .resume = resume,
+                                    .warm_start = true, .events = t.log, .measure = measure, .prepare = prepare,
+                                    .ctx = &t, .log = search_log};
+    drk_search_tune_result_t res;
+    bool ok = drk_search_tune(&s, pol, &to, &res, err, sizeof err);
+    drk_search_policy_destroy(pol);
+    clear_prep(&t);
+    left--;
+    k->tune_s = now_s() - k0;
+    if (t.measured > before) {
+      per_trial = (per_trial * trials_seen + k->tune_s) / (trials_seen + (t.measured - before));
+      trials_seen += t.measured - before;
+    }
+    if (!ok) {
+      fprintf(stderr, "drkc tune: %s: %s\n", k->name, err);
+      if (strstr(err, "stopped the tune")) stopped = true;
+    }
+    k->trials = res.measured;
+    k->invalid = res.invalid;
+    k->heur_us = res.heuristic_metrics.valid ? res.heuristic_metrics.time_us : -1;
+    if (res.found && res.best_metrics.valid) {
+      k->tuned = true;
+      k->stable = res.stable;
+      k->best = res.best;
+      k->best_us = res.best_metrics.time_us;
+      k->record = res.best_record;
+      snprintf(k->best_text, sizeof k->best_text, "%s", res.best_text);
+    }
+    if (t.log) {
+      fputs("{\"event\":\"kernel_summary\"", t.log);
+      ev_s(t.log, "kernel", k->name);
+      ev_s(t.log, "workload", k->wl);
+      ev_s(t.log, "kind", k->kind);
+      ev_n(t.log, "share", total > 0 ? k->ms / total : NAN);
+      ev_known(t.log, "heuristic_us", k->heur_us);
+      ev_known(t.log, "best_us", k->tuned ? k->best_us : -1);
+      ev_known(t.log, "roofline_us", roofline_us(k));
+      ev_s(t.log, "precision", k->precision);
+      ev_n(t.log, "trials", k->trials);
+      ev_n(t.log, "invalid", k->invalid);
+      ev_b(t.log, "tuned", k->tuned);
+      ev_b(t.log, "stable", k->stable);
+      ev_n(t.log, "record", (double)k->record);
+      ev_s(t.log, "best_point", k->tuned ? k->best_text : "");
+      ev_n(t.log, "gen_s", k->gen_s);
+      ev_n(t.log, "tune_s", k->tune_s);
+      if (!ok) ev_s(t.log, "error", err);
+      fputs("}\n", t.log);
+      fflush(t.log);
+    }
+    if (k->tuned)
+      printf("  %-28s %5.1f%% of the run: heuristic %.2f us, best %.2f us (%.2fx%s), %d trials (%d invalid, %d "
+             "resumed): %s\n",
+             k->name, total > 0 ? 100 * k->ms / total : 0, k->heur_us, k->best_us,
+             k->best_us > 0 ? k->heur_us / k->best_us : 0, k->stable ? ", stable" : ", NOT stable", k->trials,
+             k->invalid, res.resumed, k->best_text);
+    else
+      printf("  %-28s not tuned\n", k->name);
     fflush(stdout);
   }
   /* the tuned schedules, and the model with all of them against the heuristic's */
-  char outp[4096];
-  snprintf(outp, sizeof outp, "%s", out ? out : model);
-  if (!out) {
-    char *dot = strrchr(outp, '.');
-    snprintf(dot ? dot : outp + strlen(outp), sizeof outp - (size_t)((dot ? dot : outp + strlen(outp)) - outp), ".sched");
-  }
   FILE *so = fopen(outp, "w");
   if (!so) {
     fprintf(stderr, "drkc tune: error: cannot write %s: %s\n", outp, strerror(errno));
     goto done;
   }
-  fprintf(so, "# drkc tune %s: %d trials, %d invalid, %d worker restarts, %.0f s\n", model, t.trials_done, t.invalid,
-          t.w.restarts, now_s() - t.t0);
+  fprintf(so, "# drkc tune %s: policy %s, %d measurements, %d worker restarts, %.0f s; database %s\n", model, policy_arg,
+          t.measured, t.w.restarts, now_s() - t.t0, dbp);
   size_t nbest = 0;
+  double after_us = total * 1e3;
   for (size_t j = 0; j < nks; j++) {
-    if (!ks[j].tuned || same_point(&ks[j], &ks[j].best, &ks[j].heur)) continue;
+    if (!ks[j].tuned || drk_search_point_equal(&ks[j].best, &ks[j].heur)) continue;
     char pt[512];
     drk_sched_knobs_format(&ks[j].best, pt, sizeof pt);
-    fprintf(so, "%s wl=%s %s %s\n", ks[j].name, ks[j].wl, ks[j].kind ? ks[j].kind : "plain", pt);
+    fprintf(so, "%s wl=%s %s %s\n", ks[j].name, ks[j].wl, ks[j].kind, pt);
+    if (ks[j].heur_us > 0) after_us -= ks[j].heur_us - ks[j].best_us;
     nbest++;
   }
   fclose(so);
-  if (nbest) { /* the whole model with every tuned kernel, against the heuristic's, in one worker call */
+  bool checked = false;
+  if (nbest && !t.fake) { /* the whole model with every tuned kernel, against the heuristic's, in one worker call */
     drk_sched_entry_t *es = calloc(nbest, sizeof *es);
     size_t n = 0;
     for (size_t j = 0; j < nks; j++) {
-      if (!ks[j].tuned || same_point(&ks[j], &ks[j].best, &ks[j].heur)) continue;
+      if (!ks[j].tuned || drk_search_point_equal(&ks[j].best, &ks[j].heur)) continue;
       es[n] = (drk_sched_entry_t){.name = ks[j].name, .node = ks[j].node, .knobs = ks[j].best,
                                   .loc = {.file = outp, .node_index = -1}};
       memcpy(es[n++].wl, ks[j].wl, sizeof es[0].wl);
@@ -373,7 +801,7 @@ int drkc_tune_main(int argc, char **argv) {
     drk_diag_t qd;
     drk_diag_init(&qd, NULL);
     char path[512];
-    snprintf(path, sizeof path, "%s/cand.drkm", t.dir);
+    snprintf(path, sizeof path, "%s/tuned.drkm", t.dir);
     void *mb = NULL;
     size_t msz = 0;
     FILE *mf = NULL;
@@ -381,29 +809,44 @@ int drkc_tune_main(int argc, char **argv) {
       bool okw = fwrite(mb, 1, msz, mf) == msz;
       if (fclose(mf) == 0 && okw) {
         drk_tune_result_t r = drk_tune_worker_measure(&t.w, path, ks[0].name, 3, t.iters, t.seed + 7777);
-        if (r.valid)
+        checked = r.valid;
+        if (r.valid) {
+          after_us = r.run_ms * 1e3 * (total > 0 && r.ref_run_ms > 0 ? total / r.ref_run_ms : 1);
           printf("drkc tune: the model, kernels one by one: %.4f ms tuned vs %.4f ms heuristic (%.3fx)\n", r.run_ms,
                  r.ref_run_ms, r.run_ms > 0 ? r.ref_run_ms / r.run_ms : 0);
-        else
+        } else {
           printf("drkc tune: the tuned model FAILED its check: %s\n", r.msg);
+        }
       }
+      unlink(path);
     } else {
       printf("drkc tune: the tuned model did not compile: %s\n", qd.first);
     }
     free(mb);
     free(es);
   }
-  printf("drkc tune: %d trials (%d invalid, %d worker restarts) in %.0f s; %zu kernels changed; wrote %s\n",
-         t.trials_done, t.invalid, t.w.restarts, now_s() - t.t0, nbest, outp);
-  rc = 0;
+  if (t.log) {
+    fputs("{\"event\":\"model_end\"", t.log);
+    ev_n(t.log, "before_us", total * 1e3);
+    ev_n(t.log, "after_us", after_us);
+    ev_b(t.log, "checked", checked);
+    ev_n(t.log, "kernels_changed", (double)nbest);
+    ev_n(t.log, "measurements", t.measured);
+    ev_n(t.log, "t_s", now_s() - t.t0);
+    fputs("}\n", t.log);
+  }
+  printf("drkc tune: %d measurements (%d worker restarts) in %.0f s; %zu kernels changed; wrote %s and %s\n", t.measured,
+         t.w.restarts, now_s() - t.t0, nbest, outp, dbp);
+  rc = stopped ? 1 : 0;
 done:
   drk_tune_worker_stop(&t.w);
+  clear_prep(&t);
   if (t.log) fclose(t.log);
+  if (t.fake_log) fclose(t.fake_log);
+  drk_search_db_close(db);
   free(ks);
+  free(ms);
   drk_pipeline_destroy(p);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "%s/cand.drkm", t.dir);
-  unlink(cmd);
   unlink(ref);
   rmdir(t.dir);
   return rc;

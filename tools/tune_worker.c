@@ -17,7 +17,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
-enum { REQ_MEASURE = 1, REQ_PROFILE = 2 };
+enum { REQ_MEASURE = 1, REQ_PROFILE = 2, REQ_DEVICE = 3 };
 
 typedef struct request {
   int kind;
@@ -82,6 +82,43 @@ static double nvml_power_w(const nvml_t *n) {
 static double nvml_energy_mj(const nvml_t *n) {
   unsigned long long v;
   return n->dev && n->energy && n->energy(n->dev, &v) == 0 ? (double)v : -1;
+}
+
+/* The device's fingerprint from the CUDA driver API and NVML (dlopen; the runtime has loaded
+ * libcuda in this process already). */
+static void device_info(int device, const nvml_t *nv, drk_tune_device_t *out) {
+  memset(out, 0, sizeof *out);
+  out->nvml = nv->dev != NULL;
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cu) return;
+  int (*init)(unsigned) = (int (*)(unsigned))dlsym(cu, "cuInit");
+  int (*get)(int *, int) = (int (*)(int *, int))dlsym(cu, "cuDeviceGet");
+  int (*name)(char *, int, int) = (int (*)(char *, int, int))dlsym(cu, "cuDeviceGetName");
+  int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(cu, "cuDeviceGetAttribute");
+  int (*version)(int *) = (int (*)(int *))dlsym(cu, "cuDriverGetVersion");
+  int dev = 0, v = 0;
+  if (init && get && name && attr && init(0) == 0 && get(&dev, device) == 0) {
+    out->ok = true;
+    name(out->name, (int)sizeof out->name, dev);
+    /* CU_DEVICE_ATTRIBUTE_: MULTIPROCESSOR_COUNT 16, CLOCK_RATE 13 (kHz), MEMORY_CLOCK_RATE 36
+     * (kHz), GLOBAL_MEMORY_BUS_WIDTH 37, L2_CACHE_SIZE 38, COMPUTE_CAPABILITY_MAJOR 75, _MINOR 76 */
+    int a = 0, b = 0;
+    if (attr(&a, 16, dev) == 0) out->sms = a;
+    if (attr(&a, 13, dev) == 0) out->sm_mhz = a / 1000;
+    if (attr(&a, 36, dev) == 0) out->mem_mhz = a / 1000;
+    if (attr(&a, 37, dev) == 0) out->bus_bits = a;
+    if (attr(&a, 38, dev) == 0) out->l2_bytes = a;
+    if (attr(&a, 75, dev) == 0 && attr(&b, 76, dev) == 0) out->cc = 10 * a + b;
+    out->bw_gbs = 2.0 * out->mem_mhz * 1e6 * (out->bus_bits / 8.0) / 1e9;
+  }
+  if (version && version(&v) == 0) {
+    snprintf(out->cuda, sizeof out->cuda, "%d.%d", v / 1000, (v % 1000) / 10);
+    snprintf(out->driver, sizeof out->driver, "%d", v);
+  }
+  int (*drv)(char *, unsigned) = nv->lib ? (int (*)(char *, unsigned))dlsym(nv->lib, "nvmlSystemGetDriverVersion") : NULL;
+  char buf[80];
+  if (nv->dev && drv && drv(buf, sizeof buf) == 0) snprintf(out->driver, sizeof out->driver, "%.31s", buf);
+  dlclose(cu);
 }
 
 /* ---- the worker process ---- */
@@ -294,7 +331,17 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       r.ok = true;
       snprintf(r.msg, sizeof r.msg, "%s", msg);
       uint64_t none = 0;
-      if (!drk_write_all(out, &r, sizeof r) || (rq.kind == REQ_PROFILE && !drk_write_all(out, &none, sizeof none))) break;
+      drk_tune_device_t nodev = {0};
+      if (!drk_write_all(out, &r, sizeof r) || (rq.kind == REQ_PROFILE && !drk_write_all(out, &none, sizeof none)) ||
+          (rq.kind == REQ_DEVICE && !drk_write_all(out, &nodev, sizeof nodev)))
+        break;
+      continue;
+    } else if (rq.kind == REQ_DEVICE) {
+      drk_tune_device_t info;
+      device_info(device, &nv, &info);
+      r.ok = r.valid = info.ok;
+      if (!info.ok) snprintf(r.msg, sizeof r.msg, "the CUDA driver does not describe device %d", device);
+      if (!drk_write_all(out, &r, sizeof r) || !drk_write_all(out, &info, sizeof info)) break;
       continue;
     } else if (rq.kind == REQ_MEASURE) {
       measure(rt, &ref, &nv, &rq, &r);
@@ -417,5 +464,16 @@ bool drk_tune_worker_profile_reference(drk_tune_worker_t *w, double *out_ms, siz
   }
   ok = ok && r.valid;
   if (!ok) snprintf(msg, msg_size, "%s", r.msg[0] ? r.msg : "the reference's profile failed");
+  return ok;
+}
+
+bool drk_tune_worker_device(drk_tune_worker_t *w, drk_tune_device_t *out, char *msg, size_t msg_size) {
+  request_t rq = {.kind = REQ_DEVICE};
+  drk_tune_result_t r = {0};
+  drk_tune_device_t info;
+  bool ok = ask(w, &rq, &r) && read_all(w->from_child, &info, sizeof info, w->timeout_s);
+  ok = ok && r.valid;
+  if (ok) *out = info;
+  else snprintf(msg, msg_size, "%s", r.msg[0] ? r.msg : "the worker did not describe its GPU");
   return ok;
 }

@@ -35,6 +35,21 @@ typedef struct drk_tune_result {
 
 #define DRK_TUNE_MAX_INPUTS 16
 
+/* What the worker tells of its GPU (the target fingerprint of the kernel database): from the
+ * CUDA driver (libcuda via dlopen: cuDeviceGetName, cuDeviceGetAttribute, cuDriverGetVersion)
+ * and NVML (the driver's version string). Unknown numbers are 0, unknown strings "". */
+typedef struct drk_tune_device {
+  bool ok;          /* the CUDA driver answered */
+  bool nvml;        /* NVML could be opened (clocks, power, energy get measured) */
+  char name[96];
+  int cc;           /* compute capability, 90 for 9.0 */
+  int sms, sm_mhz, mem_mhz, bus_bits;
+  int64_t l2_bytes;
+  double bw_gbs;    /* 2 x memory clock x bus width (the DDR peak) */
+  char driver[32];  /* NVML's driver version ("560.35.03"), else the CUDA driver API's ("12060") */
+  char cuda[32];    /* the CUDA driver API version, "12.6" */
+} drk_tune_device_t;
+
 typedef struct drk_tune_worker {
   /* per graph input: integer values are drawn in [0, bound) (drk_graph_index_bound); 0: 4 */
   int64_t bound[DRK_TUNE_MAX_INPUTS];
@@ -57,6 +72,8 @@ drk_tune_result_t drk_tune_worker_measure(drk_tune_worker_t *w, const char *path
  * out_ms (n entries: drk_module_num_kernels); false with msg when the run failed. */
 bool drk_tune_worker_profile_reference(drk_tune_worker_t *w, double *out_ms, size_t n, int iters, char *msg,
                                        size_t msg_size);
+/* The worker's GPU (starts the worker when none runs); false with msg when it cannot tell. */
+bool drk_tune_worker_device(drk_tune_worker_t *w, drk_tune_device_t *out, char *msg, size_t msg_size);
 void drk_tune_worker_stop(drk_tune_worker_t *w);
 
 #endif
