@@ -616,6 +616,12 @@ static bool tune_rounds(tuner_t *t) {
   bool ok = true;
   bool use_cm = t->cm && (t->cfg.screen > 1 || drk_search_policy_wants_cost_model(t->p));
   while (ok && (int)drk_search_history_measured(t->h) < budget) {
+    if (t->o->time_limit_s > 0 && mono_s() - t->t0 >= t->o->time_limit_s) {
+      t->res->timed_out = true;
+      tlog(t, "%s: the time limit (%.1f s) ends the search after %zu measured points", t->kernel, t->o->time_limit_s,
+           drk_search_history_measured(t->h));
+      break;
+    }
     set_stage(t, t->round);
     int want = budget - (int)drk_search_history_measured(t->h);
     if (want > t->cfg.batch) want = t->cfg.batch;
@@ -965,6 +971,7 @@ bool drk_search_tune(const drk_search_space_t *s, drk_search_policy_t *p, const 
     ev_num(&t, "remeasured", out->remeasured);
     ev_num(&t, "fallbacks", out->fallbacks);
     ev_bool(&t, "exhausted", out->exhausted);
+    ev_bool(&t, "timed_out", out->timed_out);
     ev_bool(&t, "energy_used", out->energy_used);
     ev_bool(&t, "memory_used", out->memory_used);
     ev_str(&t, "note", out->note);

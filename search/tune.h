@@ -71,6 +71,8 @@ typedef struct drk_search_tune_options {
   const char *drkc_version;  /* NULL: this drkc's */
   const char *model, *tags;  /* provenance; may be NULL */
   int budget;                /* measured points, heuristic and resumed ones included */
+  double time_limit_s;       /* > 0: no round starts once this many seconds have passed since the
+                              * tune began (the round under way ends; the winner is re-measured) */
   uint64_t seed;
   const drk_search_config_t *config; /* NULL: defaults */
   drk_search_db_t *db;       /* NULL: no database (no resume, no warm start) */
@@ -96,6 +98,7 @@ typedef struct drk_search_tune_result {
   int64_t best_record;            /* its database record (0: none) */
   int measured, resumed, invalid, pruned, remeasured, rounds, fallbacks;
   bool exhausted;                 /* the policy ran out of new points before the budget */
+  bool timed_out;                 /* time_limit_s ended the rounds before the budget */
   bool energy_used, memory_used;  /* false: that reward weight was 0 (no measurement) */
   char note[256];                 /* e.g. "energy unavailable: gamma = 0" */
 } drk_search_tune_result_t;

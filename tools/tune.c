@@ -53,7 +53,7 @@ typedef struct tkernel {
   char precision[8];
   char description[256];
   /* results */
-  bool tried, tuned, stable;
+  bool tried, tuned, stable, timed_out;
   drk_sched_knobs_t best;
   char best_text[512];
   double heur_us, best_us, gen_s, tune_s;
@@ -79,7 +79,7 @@ typedef struct tuner {
   int iters, jobs;
   uint64_t seed;
   FILE *log;
-  double t0, deadline;
+  double t0, deadline, hard_deadline; /* --time: shared by the kernels; past hard_deadline measuring stops */
   int measured, consecutive_failures, seq;
   tkernel_t *k; /* the kernel being tuned */
   prepped_t prep[MAX_PREP];
@@ -364,7 +364,7 @@ static prepped_t *find_prep(tuner_t *t, const drk_sched_knobs_t *p) {
 static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
   tuner_t *t = ctx;
   tkernel_t *k = t->k;
-  if (now_s() > t->deadline) {
+  if (now_s() > t->hard_deadline) {
     snprintf(out->msg, sizeof out->msg, "the --time budget is spent");
     return 1;
   }
@@ -532,7 +532,10 @@ int drkc_tune_main(int argc, char **argv) {
     fprintf(stderr, "drkc tune: DRKC_TUNE_FAKE_MEASURE: synthetic times, no GPU (a test mode)\n");
   }
   t.t0 = now_s();
+  /* --time is shared among the kernels (drk_search_tune's time limit: a round under way ends and
+   * the winner is re-measured); measuring stops outright a tenth later (at least 5 s) */
   t.deadline = budget > 0 ? t.t0 + budget : INFINITY;
+  t.hard_deadline = budget > 0 ? t.deadline + (budget / 10 > 5 ? budget / 10 : 5) : INFINITY;
   /* the outputs: --out (default MODEL.sched) and the database (default: --out's name, .db) */
   char outp[4096], dbp[4096];
   if (out) snprintf(outp, sizeof outp, "%s", out);
@@ -666,8 +669,6 @@ int drkc_tune_main(int argc, char **argv) {
            base ? base + 1 : model);
   bool stopped = false;
   size_t left = todo;
-  double per_trial = 0;
-  int trials_seen = 0;
   for (size_t j = 0; j < nks; j++) {
     tkernel_t *k = &ks[j];
     if (!k->tried) continue;
@@ -686,13 +687,8 @@ int drkc_tune_main(int argc, char **argv) {
     snprintf(s.kernel, sizeof s.kernel, "%s", k->name);
     snprintf(s.workload, sizeof s.workload, "%s", k->wl);
     snprintf(s.kind, sizeof s.kind, "%s", k->kind);
-    /* the time budget, shared among the kernels left, in trials of the pace so far */
-    int budget_trials = trials;
-    if (budget > 0 && trials_seen > 0) {
-      double share = (t.deadline - now_s()) / (double)left;
-      int fit = (int)(share / per_trial);
-      if (fit < budget_trials) budget_trials = fit < 2 ? 2 : fit;
-    }
+    /* the time budget, shared among the kernels left */
+    double share = budget > 0 ? (t.deadline - now_s()) / (double)left : 0;
     float context[DRK_SEARCH_CONTEXT_FEATURES];
     drk_search_context_features(k->description, &target, context);
     drk_search_policy_options_t po = {.config = &cfg, .seed = t.seed + j, .context = context,
@@ -703,9 +699,9 @@ int drkc_tune_main(int argc, char **argv) {
       goto done;
     }
     t.k = k;
-    int before = t.measured;
     drk_search_tune_options_t to = {.kernel = k->name, .workload = k->wl, .description = k->description,
-                                    .target = &target, .model = model, .tags = tags, .budget = budget_trials,
+                                    .target = &target, .model = model, .tags = tags, .budget = trials,
+                                    .time_limit_s = share,
                                     .seed = t.seed + j, .config = &cfg, .db = db, .resume = resume,
                                     .warm_start = true, .events = t.log, .measure = measure, .prepare = prepare,
                                     .ctx = &t, .log = search_log};
@@ -715,10 +711,7 @@ int drkc_tune_main(int argc, char **argv) {
     clear_prep(&t);
     left--;
     k->tune_s = now_s() - k0;
-    if (t.measured > before) {
-      per_trial = (per_trial * trials_seen + k->tune_s) / (trials_seen + (t.measured - before));
-      trials_seen += t.measured - before;
-    }
+    k->timed_out = res.timed_out;
     if (!ok) {
       fprintf(stderr, "drkc tune: %s: %s\n", k->name, err);
       if (strstr(err, "stopped the tune")) stopped = true;
@@ -752,6 +745,7 @@ int drkc_tune_main(int argc, char **argv) {
       ev_s(t.log, "best_point", k->tuned ? k->best_text : "");
       ev_n(t.log, "gen_s", k->gen_s);
       ev_n(t.log, "tune_s", k->tune_s);
+      ev_b(t.log, "timed_out", k->timed_out);
       if (!ok) ev_s(t.log, "error", err);
       fputs("}\n", t.log);
       fflush(t.log);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `drkc tune` through its real code path without a GPU: DRKC_TUNE_FAKE_MEASURE=1 (a test mode,
+# not in --help) keeps the compiles of every candidate, the search (drk_search_tune), the kernel
+# database and the log, and replaces only the worker's run on the GPU by a synthetic time from
+# the knobs. DRKC_TUNE_FAKE_INVALID plants a wrong kernel (mm.tile_n=256: valid = false with a
+# tiny time) and DRKC_TUNE_FAKE_LOG lists every measurement. Checks: records land in the
+# database (the default one next to --out), the log has the summary events; the planted
+# kernel is measured and never stored as best, never written to --out, never compiled in by
+# --db; --resume with the same budget measures nothing, with a larger one only new points;
+# `drkc --db --require-tuned` passes on the tuned model; option errors.
+# usage: tune.sh DRKC MODELS_DIR WORK
+set -u
+DRKC=$1; MODELS=$2; W=$3
+rm -rf "$W"; mkdir -p "$W"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+export DRK_CACHE_DIR="$W/kcache"
+m="$MODELS/mlp/model.onnx"
+F=(--target=sm_90a --precision=fp16 --fusion-aggressiveness=3 --jobs=2)
+tune() { # LOGNAME ARGS...
+  local name=$1; shift
+  DRKC_TUNE_FAKE_MEASURE=1 DRKC_TUNE_FAKE_INVALID=mm.tile_n=256 DRKC_TUNE_FAKE_LOG="$W/measured" \
+    "$DRKC" tune "$m" "${F[@]}" --out="$W/mlp.sched" --log="$W/$name.jsonl" "$@" >"$W/$name.out" 2>&1
+}
+# ---- run 1: a fresh tune ----
+tune run1 --trials=6 --policy=random --seed=3 || { bad "run 1 failed: $(cat "$W/run1.out")"; exit 1; }
+[ -f "$W/mlp.db" ] || { bad "no database next to --out ($W/mlp.db)"; exit 1; }
+n1=$(wc -l <"$W/measured")
+# the kernels with knobs, from the compiler: NAME WL
+"$DRKC" "$m" "${F[@]}" --emit=schedules -o "$W/heur.sched"
+grep '^k' "$W/heur.sched" | awk 'NF > 3 { print $1, substr($2, 4) }' >"$W/knobbed"
+nk=$(wc -l <"$W/knobbed")
+[ "$nk" = 3 ] || bad "expected 3 kernels with knobs in mlp, got $nk"
+[ "$n1" -ge $((nk * 6)) ] || bad "run 1 measured $n1 points, expected at least $((nk * 6))"
+# records in the database: every measurement of every kernel, each workload with a stable best
+"$DRKC" db list --db="$W/mlp.db" >"$W/list1" || bad "drkc db list failed"
+[ "$(($(wc -l <"$W/list1") - 1))" = "$n1" ] || bad "the database has $(($(wc -l <"$W/list1") - 1)) records, $n1 measurements were made"
+TK=$(awk 'NR == 2 { print $3 }' "$W/list1")
+while read -r name wl; do
+  [ "$(grep -c " $wl " "$W/list1")" -ge 6 ] || bad "$name: fewer than 6 records of workload $wl"
+  "$DRKC" db best "$wl" --target="$TK" --db="$W/mlp.db" >"$W/best.$name" 2>&1 || bad "$name: no best record: $(cat "$W/best.$name")"
+  grep -q 'mm.tile_n=256' "$W/best.$name" && bad "$name: the planted wrong kernel is the best record"
+done <"$W/knobbed"
+# the planted kernel was measured, and stored only as invalid
+np=$(grep -c ' planted ' "$W/measured")
+[ "$np" -ge 1 ] || bad "no planted point was measured (the test would prove nothing)"
+[ "$(grep -c 'mm.tile_n=256' "$W/list1")" = "$(grep 'mm.tile_n=256' "$W/list1" | grep -c INVALID)" ] ||
+  bad "a planted point is stored as valid"
+grep 'mm.tile_n=256' "$W/list1" | grep -q stable && bad "a planted point is stable"
+grep -q 'mm.tile_n=256' "$W/mlp.sched" && bad "the planted point was written to --out"
+# the log: model_start first, kernel_summary per kernel, model_end last, trial events between
+head -1 "$W/run1.jsonl" | grep -q '^{"event":"model_start","model":".*","target":"sm_90a","gpu":".*","policy":"random","budget_s":null,"nvml":false,"before_us":[0-9.e+-]*' ||
+  bad "the log does not open with model_start: $(head -1 "$W/run1.jsonl")"
+tail -1 "$W/run1.jsonl" | grep -q '^{"event":"model_end","before_us":[0-9.e+-]*,"after_us":[0-9.e+-]*,"checked":false,.*"t_s":' ||
+  bad "the log does not end with model_end: $(tail -1 "$W/run1.jsonl")"
+[ "$(grep -c '^{"event":"kernel_summary"' "$W/run1.jsonl")" = "$nk" ] || bad "not one kernel_summary per kernel"
+for key in kernel workload kind share heuristic_us best_us roofline_us precision trials invalid tuned best_point gen_s tune_s; do
+  [ "$(grep '^{"event":"kernel_summary"' "$W/run1.jsonl" | grep -c "\"$key\":")" = "$nk" ] || bad "kernel_summary lacks \"$key\""
+done
+grep '^{"event":"kernel_summary"' "$W/run1.jsonl" | grep -q '"precision":"fp16"' || bad "kernel_summary: precision is not fp16"
+grep '^{"event":"kernel_summary"' "$W/run1.jsonl" | grep -q '"roofline_us":[0-9]' || bad "kernel_summary: no roofline for a matmul"
+grep '^{"event":"kernel_summary"' "$W/run1.jsonl" | grep '"tuned":true' | grep -q '"best_point":"mm.tile_n=256' &&
+  bad "kernel_summary: the planted point is a best_point"
+[ "$(grep -c '^{"event":"trial"' "$W/run1.jsonl")" = $((nk * 6)) ] || bad "not 6 trial events per kernel"
+grep '^{"event":"trial"' "$W/run1.jsonl" | grep 'mm.tile_n=256' | grep -q '"valid":true' && bad "a planted trial is logged valid"
+python_ok=1
+command -v python3 >/dev/null || python_ok=0
+if [ $python_ok = 1 ]; then
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]): json.loads(l)' "$W/run1.jsonl" || bad "the log is not JSON lines"
+fi
+# ---- run 2: --resume with the same budget measures nothing ----
+tune run2 --trials=6 --policy=random --seed=3 --resume || bad "run 2 failed: $(cat "$W/run2.out")"
+[ "$(wc -l <"$W/measured")" = "$n1" ] || bad "--resume with the same budget measured $(($(wc -l <"$W/measured") - n1)) points again"
+grep -q "drkc tune: 0 measurements" "$W/run2.out" || bad "run 2 does not say 0 measurements: $(tail -3 "$W/run2.out")"
+[ "$(grep -c '"event":"resume"' "$W/run2.jsonl")" = "$nk" ] || bad "run 2 logs no resume per kernel"
+# ---- run 3: --resume with a larger budget measures only new points (rl policy) ----
+tune run3 --trials=9 --policy=rl --seed=3 --resume || bad "run 3 failed: $(cat "$W/run3.out")"
+tail -n +$((n1 + 1)) "$W/measured" >"$W/new"
+nn=$(wc -l <"$W/new")
+[ "$nn" -ge $((nk * 3)) ] && [ "$nn" -le $((nk * 4)) ] || bad "run 3 measured $nn points, expected $((nk * 3)) to $((nk * 4)) (3 per kernel + a re-measure of a new winner)"
+head -n "$n1" "$W/measured" | awk '{ $2 = ""; print }' | sort -u >"$W/old.points"
+dups=$(awk '{ $2 = ""; print }' "$W/new" | sort | uniq | comm -12 - "$W/old.points" | wc -l)
+[ "$dups" = 0 ] || bad "run 3 measured $dups points that run 1 had measured"
+# ---- the database compiles the model ----
+"$DRKC" "$m" "${F[@]}" --emit=schedules --db="$W/mlp.db" --require-tuned --report -o "$W/db.sched" 2>"$W/db.err" ||
+  bad "--db --require-tuned after the tune failed: $(cat "$W/db.err")"
+[ "$(grep -c ' tuned: record ' "$W/db.err")" = "$nk" ] || bad "--report does not name $nk tuned records"
+grep ' tuned: record ' "$W/db.err" | grep -q 'mm.tile_n=256' && bad "--db compiles in the planted point"
+# ---- --time: a budget shared by the kernels ends the tune, every kernel tuned and re-measured ----
+DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$m" "${F[@]}" --out="$W/t.sched" --trials=500 --time=4s --policy=evolutionary \
+  --log="$W/time.jsonl" >"$W/time.out" 2>&1 || bad "--time=4s failed: $(tail -3 "$W/time.out")"
+grep -q '"budget_s":4' "$W/time.jsonl" || bad "--time=4s: model_start has no budget_s 4"
+t_s=$(tail -1 "$W/time.jsonl" | sed 's/.*"t_s":\([0-9.]*\).*/\1/')
+awk -v t="$t_s" 'BEGIN { exit !(t < 12) }' || bad "--time=4s: the tune took $t_s s"
+[ "$(grep '^{"event":"kernel_summary"' "$W/time.jsonl" | grep '"tuned":true' | grep -c '"timed_out":true')" = "$nk" ] ||
+  bad "--time=4s: not every kernel tuned and ended by the time limit"
+# ---- help and option errors ----
+"$DRKC" tune --help >"$W/help" || bad "tune --help failed"
+grep -q -- '--policy=rl|evolutionary|random' "$W/help" || bad "--help lacks --policy"
+grep -q -- '--resume' "$W/help" || bad "--help lacks --resume"
+grep -qi 'fake' "$W/help" && bad "--help mentions the fake measurement"
+expect2() { "$DRKC" tune "$m" "$@" >"$W/e.out" 2>&1; [ $? = 2 ] || bad "'tune $*' did not exit 2"; grep -q -- "$1" "$W/e.out" || grep -q "error" "$W/e.out" || bad "'tune $*': no error"; }
+expect2 --policy=greedy
+expect2 --time=soon
+expect2 --require-tuned
+printf 'tune.batch = x\n' >"$W/bad.conf"
+DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$m" "${F[@]}" --config="$W/bad.conf" >"$W/conf.out" 2>&1 && bad "a bad --config accepted"
+grep -q "bad.conf:1: error" "$W/conf.out" || bad "bad --config: $(cat "$W/conf.out")"
+[ $fail = 0 ] && echo "tune: all passed ($n1 + $nn measurements, $np planted)"
+exit $fail
