@@ -36,7 +36,7 @@ static const char usage_text[] =
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
     "                      [--target=LIST (default: the GPU's own arch)]\n"
-    "                      [--precision=P] [--matmul-precision=M] [--layout=L]\n"
+    "                      [--precision=P] [--matmul-precision=M] [--layout=L] [--db=FILE]\n"
     "       drkc tune MODEL [--trials=N] [--time=S] ... (drkc tune --help)\n"
     "       drkc db list|show|best|workloads|export|import|merge|prune|tag ... (drkc db --help)\n"
     "       drkc report LOG... -o REPORT.html (the tune logs as one page; drkc report --help)\n"
