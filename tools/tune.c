@@ -437,6 +437,31 @@ static void ev_n(FILE *f, const char *k, double v) { ev_key(f, k), drk_json_num(
 static void ev_known(FILE *f, const char *k, double v) { ev_key(f, k), drk_json_num_known(f, v); }
 static void ev_b(FILE *f, const char *k, bool v) { fprintf(f, ",\"%s\":%s", k, v ? "true" : "false"); }
 
+static void kernel_summary(FILE *f, const tkernel_t *k, double total, const char *error) {
+  if (!f) return;
+  fputs("{\"event\":\"kernel_summary\"", f);
+  ev_s(f, "kernel", k->name);
+  ev_s(f, "workload", k->wl);
+  ev_s(f, "kind", k->kind);
+  ev_n(f, "share", total > 0 ? k->ms / total : NAN);
+  ev_known(f, "heuristic_us", k->heur_us);
+  ev_known(f, "best_us", k->tuned ? k->best_us : -1);
+  ev_known(f, "roofline_us", roofline_us(k));
+  ev_s(f, "precision", k->precision);
+  ev_n(f, "trials", k->trials);
+  ev_n(f, "invalid", k->invalid);
+  ev_b(f, "tuned", k->tuned);
+  ev_b(f, "stable", k->stable);
+  ev_n(f, "record", (double)k->record);
+  ev_s(f, "best_point", k->tuned ? k->best_text : "");
+  ev_n(f, "gen_s", k->gen_s);
+  ev_n(f, "tune_s", k->tune_s);
+  ev_b(f, "timed_out", k->timed_out);
+  if (error) ev_s(f, "error", error);
+  fputs("}\n", f);
+  fflush(f);
+}
+
 static int cmp_ms(const void *a, const void *b) {
   const tkernel_t *x = a, *y = b;
   return x->ms < y->ms ? 1 : x->ms > y->ms ? -1 : 0;
@@ -672,7 +697,11 @@ int drkc_tune_main(int argc, char **argv) {
   for (size_t j = 0; j < nks; j++) {
     tkernel_t *k = &ks[j];
     if (!k->tried) continue;
-    if (stopped || now_s() >= t.deadline) {
+    if (stopped || now_s() >= t.deadline) { /* said in the log and on stdout, not silently dropped */
+      k->heur_us = -1;
+      k->timed_out = !stopped;
+      kernel_summary(t.log, k, total, stopped ? "the tune stopped before this kernel" : "the --time budget is spent");
+      printf("  %-28s not tuned: %s\n", k->name, stopped ? "the tune stopped before it" : "the --time budget is spent");
       k->tried = false;
       continue;
     }
@@ -727,29 +756,7 @@ int drkc_tune_main(int argc, char **argv) {
       k->record = res.best_record;
       snprintf(k->best_text, sizeof k->best_text, "%s", res.best_text);
     }
-    if (t.log) {
-      fputs("{\"event\":\"kernel_summary\"", t.log);
-      ev_s(t.log, "kernel", k->name);
-      ev_s(t.log, "workload", k->wl);
-      ev_s(t.log, "kind", k->kind);
-      ev_n(t.log, "share", total > 0 ? k->ms / total : NAN);
-      ev_known(t.log, "heuristic_us", k->heur_us);
-      ev_known(t.log, "best_us", k->tuned ? k->best_us : -1);
-      ev_known(t.log, "roofline_us", roofline_us(k));
-      ev_s(t.log, "precision", k->precision);
-      ev_n(t.log, "trials", k->trials);
-      ev_n(t.log, "invalid", k->invalid);
-      ev_b(t.log, "tuned", k->tuned);
-      ev_b(t.log, "stable", k->stable);
-      ev_n(t.log, "record", (double)k->record);
-      ev_s(t.log, "best_point", k->tuned ? k->best_text : "");
-      ev_n(t.log, "gen_s", k->gen_s);
-      ev_n(t.log, "tune_s", k->tune_s);
-      ev_b(t.log, "timed_out", k->timed_out);
-      if (!ok) ev_s(t.log, "error", err);
-      fputs("}\n", t.log);
-      fflush(t.log);
-    }
+    kernel_summary(t.log, k, total, ok ? NULL : err);
     if (k->tuned)
       printf("  %-28s %5.1f%% of the run: heuristic %.2f us, best %.2f us (%.2fx%s), %d trials (%d invalid, %d "
              "resumed): %s\n",
