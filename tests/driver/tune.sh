@@ -88,6 +88,10 @@ dups=$(awk '{ $2 = ""; print }' "$W/new" | sort | uniq | comm -12 - "$W/old.poin
 [ "$(grep -c ' tuned: record ' "$W/db.err")" = "$nk" ] || bad "--report does not name $nk tuned records"
 grep ' tuned: record ' "$W/db.err" | grep -q 'mm.tile_n=256' && bad "--db compiles in the planted point"
 # ---- --time: a budget shared by the kernels ends the tune, every kernel tuned and re-measured ----
+# (timing-dependent: sanitizer and Debug builds, whose compiles are several times slower, skip it)
+if [ -n "${DRK_TUNE_TEST_QUICK:-}" ]; then
+  echo "note: DRK_TUNE_TEST_QUICK: the --time check is skipped in this build"
+else
 DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$m" "${F[@]}" --out="$W/t.sched" --trials=500 --time=4s --policy=evolutionary \
   --log="$W/time.jsonl" >"$W/time.out" 2>&1 || bad "--time=4s failed: $(tail -3 "$W/time.out")"
 grep -q '"budget_s":4' "$W/time.jsonl" || bad "--time=4s: model_start has no budget_s 4"
@@ -101,6 +105,7 @@ awk -v t="$t_s" 'BEGIN { exit !(t < 12) }' || bad "--time=4s: the tune took $t_s
 grep -m1 '^{"event":"kernel_summary"' "$W/time.jsonl" | grep -q '"tuned":true,"stable":true' || bad "--time=4s: the first kernel is not tuned and stable"
 grep '^{"event":"kernel_summary"' "$W/time.jsonl" | grep '"tuned":false' | grep -vq '"error":"the --time budget is spent"' &&
   bad "--time=4s: a kernel not tuned without saying why"
+fi
 # ---- help and option errors ----
 "$DRKC" tune --help >"$W/help" || bad "tune --help failed"
 grep -q -- '--policy=rl|evolutionary|random' "$W/help" || bad "--help lacks --policy"
