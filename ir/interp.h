@@ -19,4 +19,10 @@ bool drk_interp_run(const drk_graph_t *g, const drk_tensor_t *inputs, drk_tensor
 bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk_tensor_t *out_outputs,
                      drk_diag_t *d);
 
+/* Threads for the heavy ops (GEMM, Conv, batched MatMul, normalizations, reductions):
+ * n >= 1, or 0 for the default: $DRK_INTERP_THREADS when set, else every CPU this process may
+ * run on. Results are bit-identical for every thread count. */
+void drk_interp_set_threads(int n);
+int drk_interp_threads(void);
+
 #endif

@@ -103,9 +103,27 @@ void *drk_imalloc(drk_ictx_t *c, size_t n, size_t sz);
 /* Copies element si of src to element di of dst (same dtype). */
 void drk_icopy_elem(drk_tensor_t *dst, int64_t di, const drk_tensor_t *src, int64_t si);
 
+/* The worker pool (interp_par.c). drk_ipar_for calls fn(ctx, i0, i1, tid) on disjoint ranges
+ * covering [0, n), at most grain indices each (the last may be shorter), from up to
+ * drk_interp_threads() threads; tid in [0, drk_interp_threads()) names the calling thread (for
+ * per-thread scratch; one tid never runs two ranges at once). Returns when all ranges are done.
+ * Nested or concurrent calls run serially on the calling thread (tid 0). Each index must
+ * compute its outputs alone, in an order that does not depend on the ranges: results are then
+ * the same for every thread count. */
+typedef void (*drk_ipar_fn)(void *ctx, int64_t i0, int64_t i1, int tid);
+void drk_ipar_for(int64_t n, int64_t grain, drk_ipar_fn fn, void *ctx);
+/* A grain that splits n into about 4 ranges per thread (at least min_grain each). */
+int64_t drk_ipar_grain(int64_t n, int64_t min_grain);
+
 /* Dense f64 GEMM: C[m,n] (+)= sum_k A[m,k]*B[k,n] with arbitrary strides; used by MatMul,
- * Gemm and Conv (im2col). accumulate: add into C instead of overwriting. */
+ * Gemm and Conv (im2col). accumulate: add into C instead of overwriting. Every C[m,n] is one
+ * running sum in k order 0, 1, ..., K-1, each product rounded then added (no FMA), starting
+ * from 0 (or from C): the bits do not depend on the blocking, the SIMD width or the threads.
+ * Spread over the pool for large problems (serial when called from a parallel region);
+ * drk_igemm_f64_serial never uses the pool. */
 void drk_igemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
                    const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate);
+void drk_igemm_f64_serial(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
+                          const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate);
 
 #endif

@@ -1,13 +1,13 @@
 /* Interpreter: MatMul, Gemm, Conv, ConvTranspose, Einsum.
  *
  * All products accumulate in f64 (int64 for integer MatMul) through one blocked GEMM kernel
- * that splits rows over two threads for large problems; Conv lowers to im2col + GEMM per
- * image and group, ConvTranspose to GEMM + col2im. Einsum is a generic loop over the index
+ * (interp_gemm.c); Conv lowers to im2col + GEMM per image and group, ConvTranspose to GEMM +
+ * col2im. Threads: batched MatMul and Conv run one (batch, group) GEMM per task when there
+ * are enough of them, else each GEMM splits its output tiles over the pool; either way every
+ * output is one sum in k order, so the bits do not depend on the thread count. Einsum is a generic loop over the index
  * space of all labels. f8 operands (--precision=fp8: MatMul, Gemm, Conv) give an f32 result,
  * as on the GPU where their products accumulate in f32; Gemm's C and Conv's bias then have
  * the result's dtype. */
-#include <pthread.h>
-
 #include "interp_internal.h"
 #include "einsum.h"
 
@@ -22,73 +22,19 @@ static drk_dtype_t mm_result(drk_dtype_t t) { return is_f8(t) ? DRK_DT_F32 : t; 
 #define HOT
 #endif
 
-typedef struct gemm_job {
-  int64_t m0, m1, N, K;
-  const double *A;
-  int64_t lda_m, lda_k;
-  const double *B; /* K x N, row stride ldb */
-  int64_t ldb;
+/* Batched MatMul, one batch per index: offs[2*i], offs[2*i+1]: the A and B batch of C's i. */
+typedef struct batched_mm {
+  int64_t M, N, K;
+  const double *A, *B;
   double *C;
-  int64_t ldc;
-} gemm_job_t;
+  const int64_t *offs;
+} batched_mm_t;
 
-enum { KB = 128, JB = 512 };
-
-HOT static void gemm_rows(const gemm_job_t *j) {
-  for (int64_t k0 = 0; k0 < j->K; k0 += KB) {
-    int64_t k1 = k0 + KB < j->K ? k0 + KB : j->K;
-    for (int64_t n0 = 0; n0 < j->N; n0 += JB) {
-      int64_t n1 = n0 + JB < j->N ? n0 + JB : j->N;
-      for (int64_t i = j->m0; i < j->m1; i++) {
-        double *restrict cr = j->C + i * j->ldc;
-        const double *ar = j->A + i * j->lda_m;
-        for (int64_t k = k0; k < k1; k++) {
-          double a = ar[k * j->lda_k];
-          if (a == 0) continue;
-          const double *restrict br = j->B + k * j->ldb;
-          for (int64_t n = n0; n < n1; n++) cr[n] += a * br[n];
-        }
-      }
-    }
-  }
-}
-
-static void *gemm_thread(void *p) {
-  gemm_rows(p);
-  return NULL;
-}
-
-void drk_igemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
-                   const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate) {
-  if (!accumulate)
-    for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(double) * (size_t)N);
-  if (M == 0 || N == 0 || K == 0) return;
-  double *packed = NULL;
-  if (ldb_n != 1) {
-    packed = malloc(sizeof(double) * (size_t)(K * N));
-    DRK_ASSERT(packed != NULL);
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t n = 0; n < N; n++) packed[k * N + n] = B[k * ldb_k + n * ldb_n];
-    B = packed;
-    ldb_k = N;
-  }
-  gemm_job_t j = {0, M, N, K, A, lda_m, lda_k, B, ldb_k, C, ldc};
-  if (M >= 2 && (double)M * N * K > 4e6) {
-    gemm_job_t j2 = j;
-    j.m1 = M / 2;
-    j2.m0 = M / 2;
-    pthread_t th;
-    if (pthread_create(&th, NULL, gemm_thread, &j2) == 0) {
-      gemm_rows(&j);
-      pthread_join(th, NULL);
-    } else {
-      gemm_rows(&j);
-      gemm_rows(&j2);
-    }
-  } else {
-    gemm_rows(&j);
-  }
-  free(packed);
+static void batched_mm_task(void *ctx, int64_t i0, int64_t i1, int tid) {
+  const batched_mm_t *m = ctx;
+  for (int64_t i = i0; i < i1; i++)
+    drk_igemm_f64_serial(m->M, m->N, m->K, m->A + m->offs[2 * i] * m->M * m->K, m->K, 1,
+                         m->B + m->offs[2 * i + 1] * m->K * m->N, m->N, 1, m->C + i * m->M * m->N, m->N, false);
 }
 
 static bool op_matmul(drk_ictx_t *c) {
@@ -134,13 +80,27 @@ static bool op_matmul(drk_ictx_t *c) {
   if (drk_dtype_is_float(a->dtype)) {
     double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
     double *C = B ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(double)) : NULL;
-    if (!C) { free(A); free(B); return false; }
+    int64_t *offs = C ? drk_imalloc(c, (size_t)nb * 2, sizeof(int64_t)) : NULL;
+    if (!offs) { free(A); free(B); free(C); return false; }
+    bool fold = true; /* B shared by every batch, A's batches contiguous: one GEMM of nb*M rows */
     for (int64_t i = 0; i < nb; i++) {
-      drk_igemm_f64(M, N, K, A + it.off[0] * M * K, K, 1, B + it.off[1] * K * N, N, 1, C + i * M * N, N, false);
+      offs[2 * i] = it.off[0], offs[2 * i + 1] = it.off[1];
+      fold &= it.off[0] == i && it.off[1] == 0;
       drk_iiter_next(&it);
     }
+    if (fold) {
+      drk_igemm_f64(nb * M, N, K, A, K, 1, B, N, 1, C, N, false);
+    } else {
+      batched_mm_t bm = {M, N, K, A, B, C, offs};
+      if (nb >= drk_interp_threads())
+        drk_ipar_for(nb, drk_ipar_grain(nb, 1), batched_mm_task, &bm);
+      else
+        for (int64_t i = 0; i < nb; i++)
+          drk_igemm_f64(M, N, K, A + offs[2 * i] * M * K, K, 1, B + offs[2 * i + 1] * K * N, N, 1, C + i * M * N, N,
+                        false);
+    }
     drk_istore_f64(&c->out[0], C);
-    free(A); free(B); free(C);
+    free(A); free(B); free(C); free(offs);
   } else {
     int64_t *A = drk_iload_i64(c, a), *B = A ? drk_iload_i64(c, b) : NULL;
     int64_t *C = B ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(int64_t)) : NULL;
@@ -342,6 +302,46 @@ HOT static void im2col(const convgeo_t *g, const double *x, int64_t Cg, double *
   }
 }
 
+/* Conv over (image, group) pairs: index i is image i / group, group i % group. */
+typedef struct conv_job {
+  const convgeo_t *g;
+  const double *X, *W, *bias;
+  double *Y;
+  int64_t C, M, Cg, Mg, KS, OS, IS;
+  bool direct;
+  double **cols; /* im2col buffer per thread id, allocated on first use */
+  bool serial;   /* tasks run in the pool: serial GEMMs, per-thread buffers */
+  bool oom;
+} conv_job_t;
+
+static void conv_task(void *ctx, int64_t i0, int64_t i1, int tid) {
+  conv_job_t *j = ctx;
+  const convgeo_t *g = j->g;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t n = i / g->group, gi = i % g->group;
+    const double *xg = j->X + (n * j->C + gi * j->Cg) * j->IS;
+    const double *B = xg;
+    if (!j->direct) {
+      if (!j->cols[tid]) j->cols[tid] = malloc(sizeof(double) * (size_t)(j->Cg * j->KS * j->OS));
+      if (!j->cols[tid]) {
+        j->oom = true; /* benign race: only ever set to true */
+        return;
+      }
+      im2col(g, xg, j->Cg, j->cols[tid]);
+      B = j->cols[tid];
+    }
+    double *yg = j->Y + (n * j->M + gi * j->Mg) * j->OS;
+    int64_t K = j->Cg * j->KS;
+    if (j->serial) drk_igemm_f64_serial(j->Mg, j->OS, K, j->W + gi * j->Mg * K, K, 1, B, j->OS, 1, yg, j->OS, false);
+    else drk_igemm_f64(j->Mg, j->OS, K, j->W + gi * j->Mg * K, K, 1, B, j->OS, 1, yg, j->OS, false);
+    if (j->bias)
+      for (int64_t m = 0; m < j->Mg; m++) {
+        double bv = j->bias[gi * j->Mg + m];
+        for (int64_t o = 0; o < j->OS; o++) yg[m * j->OS + o] += bv;
+      }
+  }
+}
+
 static bool op_conv(drk_ictx_t *c) {
   if (!drk_ireq(c, 0, DRK_M_FLOAT) || !drk_ireq(c, 1, DRK_M_FLOAT)) return false;
   const drk_tensor_t *x = c->in[0], *w = c->in[1], *b = drk_iin(c, 2);
@@ -364,27 +364,32 @@ static bool op_conv(drk_ictx_t *c) {
     if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] || g.pe[i]) direct = false;
   double *X = drk_iload_f64(c, x), *W = X ? drk_iload_f64(c, w) : NULL;
   double *Y = W ? drk_imalloc(c, (size_t)(N * M * OS), sizeof(double)) : NULL;
-  double *cols = (Y && !direct) ? drk_imalloc(c, (size_t)(Cg * KS * OS), sizeof(double)) : NULL;
-  if (!Y || (!direct && !cols)) { free(X); free(W); free(Y); free(cols); return false; }
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t gi = 0; gi < g.group; gi++) {
-      const double *xg = X + (n * C + gi * Cg) * IS;
-      const double *B = xg;
-      if (!direct) {
-        im2col(&g, xg, Cg, cols);
-        B = cols;
-      }
-      double *yg = Y + (n * M + gi * Mg) * OS;
-      drk_igemm_f64(Mg, OS, Cg * KS, W + gi * Mg * Cg * KS, Cg * KS, 1, B, OS, 1, yg, OS, false);
-      if (b)
-        for (int64_t m = 0; m < Mg; m++) {
-          double bv = drk_tensor_get_f64(b, gi * Mg + m);
-          for (int64_t o = 0; o < OS; o++) yg[m * OS + o] += bv;
-        }
-    }
-  drk_istore_f64(&c->out[0], Y);
-  free(X); free(W); free(Y); free(cols);
-  return true;
+  double *bias = (Y && b) ? drk_iload_f64(c, b) : NULL;
+  if (!Y || (b && !bias)) { free(X); free(W); free(Y); return false; }
+  conv_job_t j = {&g, X, W, bias, Y, C, M, Cg, Mg, KS, OS, IS, direct, NULL, false, false};
+  int nt = drk_interp_threads();
+  bool ok = true;
+  if (nt > 1 && N * g.group >= nt) {
+    /* one (image, group) per task, each with its own im2col buffer and a serial GEMM */
+    j.cols = calloc((size_t)nt, sizeof(double *));
+    j.serial = true;
+    ok = j.cols != NULL;
+    if (ok) drk_ipar_for(N * g.group, drk_ipar_grain(N * g.group, 1), conv_task, &j);
+    for (int t = 0; j.cols && t < nt; t++) free(j.cols[t]);
+    free(j.cols);
+  } else {
+    /* few (image, group) pairs: each GEMM spreads over the pool */
+    double *cols = direct ? NULL : drk_imalloc(c, (size_t)(Cg * KS * OS), sizeof(double));
+    ok = direct || cols;
+    j.cols = &cols;
+    if (ok) conv_task(&j, 0, N * g.group, 0);
+    free(cols);
+  }
+  ok = ok && !j.oom;
+  if (ok) drk_istore_f64(&c->out[0], Y);
+  else drk_ierr(c, "out of memory");
+  free(X); free(W); free(Y); free(bias);
+  return ok;
 }
 
 static bool op_conv_transpose(drk_ictx_t *c) {
