@@ -5,6 +5,9 @@
  * Guarantees: graph inputs and constants are borrowed (never copied); every returned
  * output tensor owns its data; on error nothing leaks and out_outputs is untouched. */
 #include <stdarg.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "interp_internal.h"
 
@@ -26,6 +29,15 @@ void *drk_imalloc(drk_ictx_t *c, size_t n, size_t sz) {
   size_t bytes = n * sz;
   void *p = malloc(bytes > 0 ? bytes : 1);
   if (!p) drk_ierr(c, "out of memory (%zu bytes)", bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  /* Big f64 scratch: huge pages where the kernel gives them on request (page faults of fresh
+   * buffers were a sixth of a ViT run). Only a hint. */
+  if (p && bytes >= ((size_t)8 << 20)) {
+    uintptr_t a = ((uintptr_t)p + ((uintptr_t)2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1);
+    uintptr_t e = ((uintptr_t)p + bytes) & ~(((uintptr_t)2 << 20) - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+  }
+#endif
   return p;
 }
 
@@ -123,19 +135,48 @@ void drk_iiter_init(drk_iiter_t *it, int rank, const int64_t *dims, int n, int64
     for (int k = 0; k < rank; k++) it->st[j][k] = strides[j][k];
 }
 
+void drk_iiter_seek(drk_iiter_t *it, int64_t linear) {
+  for (int k = 0; k < it->n; k++) it->off[k] = 0;
+  for (int d = it->rank - 1; d >= 0; d--) {
+    int64_t i = it->dims[d] ? linear % it->dims[d] : 0;
+    linear = it->dims[d] ? linear / it->dims[d] : 0;
+    it->idx[d] = i;
+    for (int k = 0; k < it->n; k++) it->off[k] += i * it->st[k][d];
+  }
+}
+
+/* Conversions run in parallel chunks above this many elements (each element on its own). */
+enum { PAR_CONVERT = 1 << 16 };
+
+typedef struct conv_job {
+  const drk_tensor_t *t;
+  void *p;
+} conv_job_t;
+
+static void load_f64_range(void *ctx, int64_t i0, int64_t i1, int tid) {
+  const conv_job_t *j = ctx;
+  const drk_tensor_t *t = j->t;
+  double *p = j->p;
+  switch (t->dtype) {
+    case DRK_DT_F64: memcpy(p + i0, (const double *)t->data + i0, (size_t)(i1 - i0) * 8); break;
+    case DRK_DT_F32: { const float *s = t->data; for (int64_t i = i0; i < i1; i++) p[i] = s[i]; } break;
+    case DRK_DT_I64: { const int64_t *s = t->data; for (int64_t i = i0; i < i1; i++) p[i] = (double)s[i]; } break;
+    case DRK_DT_I32: { const int32_t *s = t->data; for (int64_t i = i0; i < i1; i++) p[i] = s[i]; } break;
+    case DRK_DT_U8: { const uint8_t *s = t->data; for (int64_t i = i0; i < i1; i++) p[i] = s[i]; } break;
+    case DRK_DT_F16: { const uint16_t *s = t->data; for (int64_t i = i0; i < i1; i++) p[i] = drk_f16_to_f32(s[i]); } break;
+    default: for (int64_t i = i0; i < i1; i++) p[i] = drk_tensor_get_f64(t, i); break;
+  }
+}
+
+static bool sub_byte(drk_dtype_t t) { return drk_dtype_bits(t) < 8; }
+
 double *drk_iload_f64(drk_ictx_t *c, const drk_tensor_t *t) {
   int64_t n = drk_tensor_numel(t);
   double *p = drk_imalloc(c, (size_t)n, sizeof(double));
   if (!p) return NULL;
-  switch (t->dtype) {
-    case DRK_DT_F64: if (n) memcpy(p, t->data, (size_t)n * 8); break;
-    case DRK_DT_F32: { const float *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
-    case DRK_DT_I64: { const int64_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = (double)s[i]; } break;
-    case DRK_DT_I32: { const int32_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
-    case DRK_DT_U8: { const uint8_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = s[i]; } break;
-    case DRK_DT_F16: { const uint16_t *s = t->data; for (int64_t i = 0; i < n; i++) p[i] = drk_f16_to_f32(s[i]); } break;
-    default: for (int64_t i = 0; i < n; i++) p[i] = drk_tensor_get_f64(t, i); break;
-  }
+  conv_job_t j = {t, p};
+  if (n >= PAR_CONVERT) drk_ipar_for(n, drk_ipar_grain(n, PAR_CONVERT / 4), load_f64_range, &j);
+  else load_f64_range(&j, 0, n, 0);
   return p;
 }
 
@@ -151,14 +192,24 @@ int64_t *drk_iload_i64(drk_ictx_t *c, const drk_tensor_t *t) {
   return p;
 }
 
+static void store_f64_range(void *ctx, int64_t i0, int64_t i1, int tid) {
+  const conv_job_t *j = ctx;
+  drk_tensor_t *t = (drk_tensor_t *)j->t;
+  const double *v = j->p;
+  switch (t->dtype) {
+    case DRK_DT_F64: memcpy((double *)t->data + i0, v + i0, (size_t)(i1 - i0) * 8); break;
+    case DRK_DT_F32: { float *d = t->data; for (int64_t i = i0; i < i1; i++) d[i] = (float)v[i]; } break;
+    case DRK_DT_F16: { uint16_t *d = t->data; for (int64_t i = i0; i < i1; i++) d[i] = drk_f32_to_f16((float)v[i]); } break;
+    default: for (int64_t i = i0; i < i1; i++) drk_tensor_set_f64(t, i, v[i]); break;
+  }
+}
+
 void drk_istore_f64(drk_tensor_t *t, const double *v) {
   int64_t n = drk_tensor_numel(t);
-  switch (t->dtype) {
-    case DRK_DT_F64: if (n) memcpy(t->data, v, (size_t)n * 8); break;
-    case DRK_DT_F32: { float *d = t->data; for (int64_t i = 0; i < n; i++) d[i] = (float)v[i]; } break;
-    case DRK_DT_F16: { uint16_t *d = t->data; for (int64_t i = 0; i < n; i++) d[i] = drk_f32_to_f16((float)v[i]); } break;
-    default: for (int64_t i = 0; i < n; i++) drk_tensor_set_f64(t, i, v[i]); break;
-  }
+  conv_job_t j = {t, (void *)v};
+  /* sub-byte dtypes pack two elements a byte: one thread writes them all */
+  if (n >= PAR_CONVERT && !sub_byte(t->dtype)) drk_ipar_for(n, drk_ipar_grain(n, PAR_CONVERT / 4), store_f64_range, &j);
+  else store_f64_range(&j, 0, n, 0);
 }
 
 void drk_istore_i64(drk_tensor_t *t, const int64_t *v) {

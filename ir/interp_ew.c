@@ -52,6 +52,46 @@ static bool ibin(drk_ictx_t *c, int k, int64_t a, int64_t b, int64_t *r) {
   return true;
 }
 
+/* One input of a float nary over output positions [j0, j1): acc = x (input 0) or
+ * fbin(k, acc, x); mean: acc /= i. Each position on its own: any split gives the same bits. */
+typedef struct nary_job {
+  int k, i;
+  const double *x;
+  double *acc;
+  int rank;
+  const int64_t *dims, *ist;
+  bool same, mean;
+} nary_job_t;
+
+static void nary_range(void *ctx, int64_t j0, int64_t j1, int tid) {
+  const nary_job_t *nj = ctx;
+  double *acc = nj->acc;
+  const double *x = nj->x;
+  if (nj->mean) {
+    for (int64_t j = j0; j < j1; j++) acc[j] /= nj->i;
+    return;
+  }
+  if (nj->same) {
+    if (nj->i == 0) memcpy(acc + j0, x + j0, sizeof(double) * (size_t)(j1 - j0));
+    else if (nj->k == K_ADD || nj->k == K_SUM || nj->k == K_MEAN)
+      for (int64_t j = j0; j < j1; j++) acc[j] = acc[j] + x[j];
+    else if (nj->k == K_MUL)
+      for (int64_t j = j0; j < j1; j++) acc[j] = acc[j] * x[j];
+    else
+      for (int64_t j = j0; j < j1; j++) acc[j] = fbin(nj->k, acc[j], x[j]);
+    return;
+  }
+  int64_t *sts[1] = {(int64_t *)nj->ist};
+  drk_iiter_t it;
+  drk_iiter_init(&it, nj->rank, nj->dims, 1, sts);
+  drk_iiter_seek(&it, j0);
+  for (int64_t j = j0; j < j1; j++) {
+    double v = x[it.off[0]];
+    acc[j] = nj->i == 0 ? v : fbin(nj->k, acc[j], v);
+    drk_iiter_next(&it);
+  }
+}
+
 /* Folds n broadcast inputs with op k into output 0 of dtype odt. */
 static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
   int n = c->n_in;
@@ -78,19 +118,14 @@ static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
       double *x = drk_iload_f64(c, c->in[i]);
       if (!x) { ok = false; break; }
       drk_ibstrides(c->in[i], rank, dims, ist);
-      int64_t *sts[2] = {ist, ost};
-      drk_iiter_t it;
-      drk_iiter_init(&it, rank, dims, 2, sts);
-      bool same = drk_tensor_numel(c->in[i]) == total;
-      for (int64_t j = 0; j < total; j++) {
-        double v = same ? x[j] : x[it.off[0]];
-        acc[j] = i == 0 ? v : fbin(k, acc[j], v);
-        if (!same) drk_iiter_next(&it);
-      }
+      nary_job_t j = {k, i, x, acc, rank, dims, ist, drk_tensor_numel(c->in[i]) == total, false};
+      drk_ipar_for(total, drk_ipar_grain(total, 1 << 14), nary_range, &j);
       free(x);
     }
-    if (ok && k == K_MEAN)
-      for (int64_t j = 0; j < total; j++) acc[j] /= n;
+    if (ok && k == K_MEAN) {
+      nary_job_t j = {k, n, NULL, acc, rank, dims, ist, true, true};
+      drk_ipar_for(total, drk_ipar_grain(total, 1 << 14), nary_range, &j);
+    }
     if (ok) drk_istore_f64(o, acc);
     free(acc);
   } else {
@@ -211,6 +246,17 @@ static double funary(int k, double x, double alpha, double beta, double gamma) {
   return x;
 }
 
+typedef struct unary_job {
+  int k;
+  double *v;
+  double alpha, beta, gamma;
+} unary_job_t;
+
+static void unary_range(void *ctx, int64_t i0, int64_t i1, int tid) {
+  const unary_job_t *j = ctx;
+  for (int64_t i = i0; i < i1; i++) j->v[i] = funary(j->k, j->v[i], j->alpha, j->beta, j->gamma);
+}
+
 static bool unary(drk_ictx_t *c, int k, unsigned mask) {
   if (!drk_ireq(c, 0, mask)) return false;
   const drk_tensor_t *x = c->in[0];
@@ -261,7 +307,8 @@ static bool unary(drk_ictx_t *c, int k, unsigned mask) {
   gamma = (float)gamma;
   double *v = drk_iload_f64(c, x);
   if (!v) return false;
-  for (int64_t i = 0; i < n; i++) v[i] = funary(k, v[i], alpha, beta, gamma);
+  unary_job_t j = {k, v, alpha, beta, gamma};
+  drk_ipar_for(n, drk_ipar_grain(n, 1 << 13), unary_range, &j);
   drk_istore_f64(&c->out[0], v);
   free(v);
   return true;

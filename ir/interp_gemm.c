@@ -24,7 +24,8 @@
 #define DRK_X86_SIMD 1
 #endif
 
-enum { KC = 256, MC = 96, NC = 256, MAX_MR = 8, MAX_NR = 16 };
+/* KC x NC of B and MC x KC of A are packed at a time; a task's tile is up to MT x NC of C. */
+enum { KC = 256, MC = 96, NC = 256, MT = 4 * MC, MAX_MR = 8, MAX_NR = 16 };
 
 typedef void (*kern_fn)(int64_t kc, const double *Ap, const double *Bp, double *C, int64_t ldc, bool zero);
 
@@ -121,7 +122,10 @@ HOT static void pack_b(const gemm_t *g, int64_t n0, int64_t n1, int64_t k0, int6
     for (int64_t k = 0; k < kc; k++) {
       const double *b = g->B + (k0 + k) * g->ldb_k + j * g->ldb_n;
       double *d = Bp + k * nr;
-      if (g->ldb_n == 1) memcpy(d, b, sizeof(double) * (size_t)w);
+      if (g->ldb_n == 1 && w == nr)
+        for (int s = 0; s < nr; s++) d[s] = b[s]; /* inline: a memcpy call per row costs more */
+      else if (g->ldb_n == 1)
+        for (int64_t s = 0; s < w; s++) d[s] = b[s];
       else
         for (int64_t s = 0; s < w; s++) d[s] = b[s * g->ldb_n];
       for (int64_t s = w; s < nr; s++) d[s] = 0;
@@ -129,6 +133,7 @@ HOT static void pack_b(const gemm_t *g, int64_t n0, int64_t n1, int64_t k0, int6
   }
 }
 
+/* C[m0..m1) x [n0..n1): per k block, B's columns packed once, then A in MC-row blocks. */
 static void gemm_tile(const gemm_t *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (!tls_buf) {
     tls_buf = aligned_alloc(64, sizeof(double) * (size_t)(MC * KC + KC * NC));
@@ -141,22 +146,25 @@ static void gemm_tile(const gemm_t *g, int64_t m0, int64_t m1, int64_t n0, int64
     int64_t kc = g->K - k0 < KC ? g->K - k0 : KC;
     bool zero = k0 == 0 && !g->accumulate;
     pack_b(g, n0, n1, k0, kc, Bp);
-    pack_a(g, m0, m1, k0, kc, Ap);
-    for (int64_t j = n0; j < n1; j += nr) {
-      const double *bp = Bp + ((j - n0) / nr) * nr * kc;
-      int64_t w = n1 - j < nr ? n1 - j : nr;
-      for (int64_t i = m0; i < m1; i += mr) {
-        const double *ap = Ap + ((i - m0) / mr) * mr * kc;
-        int64_t h = m1 - i < mr ? m1 - i : mr;
-        double *c = g->C + i * g->ldc + j;
-        if (h == mr && w == nr) {
-          kern.fn(kc, ap, bp, c, g->ldc, zero);
-          continue;
+    for (int64_t ma = m0; ma < m1; ma += MC) {
+      int64_t mb = ma + MC < m1 ? ma + MC : m1;
+      pack_a(g, ma, mb, k0, kc, Ap);
+      for (int64_t j = n0; j < n1; j += nr) {
+        const double *bp = Bp + ((j - n0) / nr) * nr * kc;
+        int64_t w = n1 - j < nr ? n1 - j : nr;
+        for (int64_t i = ma; i < mb; i += mr) {
+          const double *ap = Ap + ((i - ma) / mr) * mr * kc;
+          int64_t h = mb - i < mr ? mb - i : mr;
+          double *c = g->C + i * g->ldc + j;
+          if (h == mr && w == nr) {
+            kern.fn(kc, ap, bp, c, g->ldc, zero);
+            continue;
+          }
+          if (!zero)
+            for (int64_t r = 0; r < h; r++) memcpy(edge + r * nr, c + r * g->ldc, sizeof(double) * (size_t)w);
+          kern.fn(kc, ap, bp, edge, nr, zero);
+          for (int64_t r = 0; r < h; r++) memcpy(c + r * g->ldc, edge + r * nr, sizeof(double) * (size_t)w);
         }
-        if (!zero)
-          for (int64_t r = 0; r < h; r++) memcpy(edge + r * nr, c + r * g->ldc, sizeof(double) * (size_t)w);
-        kern.fn(kc, ap, bp, edge, nr, zero);
-        for (int64_t r = 0; r < h; r++) memcpy(c + r * g->ldc, edge + r * nr, sizeof(double) * (size_t)w);
       }
     }
   }
@@ -181,7 +189,7 @@ static void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m
       for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(double) * (size_t)N);
     return;
   }
-  gemm_t g = {M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, MC, NC, 0, 0};
+  gemm_t g = {M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, parallel ? MT : M, NC, 0, 0};
   int nt = parallel && (double)M * N * K >= 1e6 ? drk_interp_threads() : 1;
   /* Smaller tiles when there are too few for the threads (any size gives the same bits). */
   for (;;) {
@@ -189,6 +197,7 @@ static void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m
     g.n_nt = (N + g.nc - 1) / g.nc;
     if (nt <= 1 || g.n_mt * g.n_nt >= 3 * nt) break;
     if (g.nc >= 4 * kern.nr && g.nc >= g.mc) g.nc /= 2;
+    else if (g.mc >= 2 * MC) g.mc /= 2;
     else if (g.mc >= 4 * kern.mr) g.mc /= 2;
     else break;
   }

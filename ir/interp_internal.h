@@ -72,6 +72,8 @@ typedef struct drk_iiter {
   int n;
 } drk_iiter_t;
 void drk_iiter_init(drk_iiter_t *it, int rank, const int64_t *dims, int n, int64_t *const *strides);
+/* Moves the iterator to row-major position linear (what `linear` calls of next would reach). */
+void drk_iiter_seek(drk_iiter_t *it, int64_t linear);
 static inline void drk_iiter_next(drk_iiter_t *it) {
   for (int d = it->rank - 1; d >= 0; d--) {
     for (int k = 0; k < it->n; k++) it->off[k] += it->st[k][d];
