@@ -4,7 +4,39 @@
  * reported, never read. */
 #include "interp_internal.h"
 
-/* dst[dbase + idx.dstr] = src[sbase + idx.sstr] over dims. */
+typedef struct copy_job {
+  drk_tensor_t *dst;
+  const drk_tensor_t *src;
+  int64_t dbase, sbase;
+  int rank;
+  const int64_t *dims, *ds, *ss;
+} copy_job_t;
+
+static void copy_range(void *ctx, int64_t i0, int64_t i1, int tid) {
+  const copy_job_t *j = ctx;
+  int64_t *sts[2] = {(int64_t *)j->ds, (int64_t *)j->ss};
+  drk_iiter_t it;
+  drk_iiter_init(&it, j->rank, j->dims, 2, sts);
+  drk_iiter_seek(&it, i0);
+  int bits = drk_dtype_bits(j->src->dtype);
+  uint8_t *d = j->dst->data;
+  const uint8_t *s = j->src->data;
+  int64_t dbase = j->dbase, sbase = j->sbase;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t di = dbase + it.off[0], si = sbase + it.off[1];
+    switch (bits) {
+      case 64: memcpy(d + di * 8, s + si * 8, 8); break;
+      case 32: memcpy(d + di * 4, s + si * 4, 4); break;
+      case 16: memcpy(d + di * 2, s + si * 2, 2); break;
+      case 8: d[di] = s[si]; break;
+      default: drk_icopy_elem(j->dst, di, j->src, si); break;
+    }
+    drk_iiter_next(&it);
+  }
+}
+
+/* dst[dbase + idx.dstr] = src[sbase + idx.sstr] over dims (in parallel chunks when large;
+ * sub-byte dtypes, two elements a byte, in one thread). */
 static void copy_strided(drk_tensor_t *dst, int64_t dbase, const int64_t *dstr, const drk_tensor_t *src,
                          int64_t sbase, const int64_t *sstr, int rank, const int64_t *dims) {
   int64_t n = 1;
@@ -15,23 +47,9 @@ static void copy_strided(drk_tensor_t *dst, int64_t dbase, const int64_t *dstr, 
     ds[k] = dstr[k];
     ss[k] = sstr[k];
   }
-  int64_t *sts[2] = {ds, ss};
-  drk_iiter_t it;
-  drk_iiter_init(&it, rank, dims, 2, sts);
-  int bits = drk_dtype_bits(src->dtype);
-  uint8_t *d = dst->data;
-  const uint8_t *s = src->data;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t di = dbase + it.off[0], si = sbase + it.off[1];
-    switch (bits) {
-      case 64: memcpy(d + di * 8, s + si * 8, 8); break;
-      case 32: memcpy(d + di * 4, s + si * 4, 4); break;
-      case 16: memcpy(d + di * 2, s + si * 2, 2); break;
-      case 8: d[di] = s[si]; break;
-      default: drk_icopy_elem(dst, di, src, si); break;
-    }
-    drk_iiter_next(&it);
-  }
+  copy_job_t j = {dst, src, dbase, sbase, rank, dims, ds, ss};
+  if (n >= (1 << 16) && drk_dtype_bits(src->dtype) >= 8) drk_ipar_for(n, drk_ipar_grain(n, 1 << 14), copy_range, &j);
+  else copy_range(&j, 0, n, 0);
 }
 
 static bool copy_out(drk_ictx_t *c, int i, const drk_tensor_t *x, int rank, const int64_t *dims) {

@@ -5,6 +5,29 @@
  * Means and variances are computed in f64 with two passes; results rounded once. */
 #include "interp_internal.h"
 
+/* Softmax over one (outer, inner) pair per index: each pair on its own, in one thread. */
+typedef struct softmax_job {
+  double *v;
+  int64_t len, inner;
+  bool logsm;
+} softmax_job_t;
+
+static void softmax_range(void *ctx, int64_t t0, int64_t t1, int tid) {
+  const softmax_job_t *j = ctx;
+  int64_t len = j->len, inner = j->inner;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t o = t / inner, in = t % inner;
+    double *b = j->v + o * len * inner + in;
+    double mx = -INFINITY, s = 0;
+    for (int64_t l = 0; l < len; l++)
+      if (b[l * inner] > mx) mx = b[l * inner];
+    if (isinf(mx)) mx = 0;
+    for (int64_t l = 0; l < len; l++) s += exp(b[l * inner] - mx);
+    for (int64_t l = 0; l < len; l++)
+      b[l * inner] = j->logsm ? b[l * inner] - mx - log(s) : exp(b[l * inner] - mx) / s;
+  }
+}
+
 static bool softmax(drk_ictx_t *c, bool logsm) {
   if (!drk_ireq(c, 0, DRK_M_FLOAT)) return false;
   const drk_tensor_t *x = c->in[0];
@@ -17,17 +40,8 @@ static bool softmax(drk_ictx_t *c, bool logsm) {
   for (int d = axis + 1; d < x->rank; d++) inner *= x->dims[d];
   double *v = drk_iload_f64(c, x);
   if (!v) return false;
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t in = 0; in < inner; in++) {
-      double *b = v + o * len * inner + in;
-      double mx = -INFINITY, s = 0;
-      for (int64_t l = 0; l < len; l++)
-        if (b[l * inner] > mx) mx = b[l * inner];
-      if (isinf(mx)) mx = 0;
-      for (int64_t l = 0; l < len; l++) s += exp(b[l * inner] - mx);
-      for (int64_t l = 0; l < len; l++)
-        b[l * inner] = logsm ? b[l * inner] - mx - log(s) : exp(b[l * inner] - mx) / s;
-    }
+  softmax_job_t j = {v, len, inner, logsm};
+  drk_ipar_for(outer * inner, drk_ipar_grain(outer * inner, 1 + (1 << 14) / (len ? len : 1)), softmax_range, &j);
   drk_istore_f64(&c->out[0], v);
   free(v);
   return true;
@@ -41,6 +55,26 @@ static bool chan_vec(drk_ictx_t *c, int i, int64_t C, const char *what) {
   if (!drk_ireq(c, i, DRK_M_FLOAT)) return false;
   if (drk_tensor_numel(t) != C || t->rank != 1) return drk_ierr(c, "%s must be 1-D of size %lld", what, (long long)C);
   return true;
+}
+
+/* BatchNormalization of one (image, channel) per index. */
+typedef struct bn_job {
+  drk_ictx_t *c;
+  double *v;
+  int64_t C, inner;
+  double eps;
+} bn_job_t;
+
+static void bn_range(void *ctx, int64_t t0, int64_t t1, int tid) {
+  const bn_job_t *j = ctx;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t ch = t % j->C;
+    double sc = drk_tensor_get_f64(j->c->in[1], ch), bb = drk_tensor_get_f64(j->c->in[2], ch);
+    double mu = drk_tensor_get_f64(j->c->in[3], ch), var = drk_tensor_get_f64(j->c->in[4], ch);
+    double k = sc / sqrt(var + j->eps);
+    double *p = j->v + t * j->inner;
+    for (int64_t i = 0; i < j->inner; i++) p[i] = (p[i] - mu) * k + bb;
+  }
 }
 
 static bool op_batchnorm(drk_ictx_t *c) {
@@ -58,32 +92,49 @@ static bool op_batchnorm(drk_ictx_t *c) {
   for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
   double *v = drk_iload_f64(c, x);
   if (!v) return false;
-  for (int64_t n = 0; n < x->dims[0]; n++)
-    for (int64_t ch = 0; ch < C; ch++) {
-      double sc = drk_tensor_get_f64(c->in[1], ch), bb = drk_tensor_get_f64(c->in[2], ch);
-      double mu = drk_tensor_get_f64(c->in[3], ch), var = drk_tensor_get_f64(c->in[4], ch);
-      double k = sc / sqrt(var + eps);
-      double *p = v + (n * C + ch) * inner;
-      for (int64_t i = 0; i < inner; i++) p[i] = (p[i] - mu) * k + bb;
-    }
+  bn_job_t j = {c, v, C, inner, eps};
+  drk_ipar_for(x->dims[0] * C, drk_ipar_grain(x->dims[0] * C, 1 + (1 << 14) / (inner ? inner : 1)), bn_range, &j);
   drk_istore_f64(&c->out[0], v);
   free(v);
   return true;
 }
 
 /* Normalizes each of `groups` contiguous runs of `len` values in place; returns means
- * and inverse std devs when asked. */
-static void normalize_runs(double *v, int64_t groups, int64_t len, double eps, double *mean, double *inv) {
-  for (int64_t g = 0; g < groups; g++) {
-    double *p = v + g * len, s = 0, q = 0;
+ * and inverse std devs when asked; then, when S is given, v = v * S[i] + B[i] (i: the
+ * position in the run). One run per index, in one thread. */
+typedef struct runs_job {
+  double *v;
+  int64_t len;
+  double eps;
+  double *mean, *inv;
+  const double *S, *B;
+} runs_job_t;
+
+static void runs_range(void *ctx, int64_t g0, int64_t g1, int tid) {
+  const runs_job_t *j = ctx;
+  int64_t len = j->len;
+  for (int64_t g = g0; g < g1; g++) {
+    double *p = j->v + g * len, s = 0, q = 0;
     for (int64_t i = 0; i < len; i++) s += p[i];
     double mu = len ? s / (double)len : 0;
     for (int64_t i = 0; i < len; i++) q += (p[i] - mu) * (p[i] - mu);
-    double is = 1.0 / sqrt((len ? q / (double)len : 0) + eps);
+    double is = 1.0 / sqrt((len ? q / (double)len : 0) + j->eps);
     for (int64_t i = 0; i < len; i++) p[i] = (p[i] - mu) * is;
-    if (mean) mean[g] = mu;
-    if (inv) inv[g] = is;
+    if (j->mean) j->mean[g] = mu;
+    if (j->inv) j->inv[g] = is;
+    if (j->S)
+      for (int64_t i = 0; i < len; i++) p[i] = p[i] * j->S[i] + j->B[i];
   }
+}
+
+static void normalize_runs_affine(double *v, int64_t groups, int64_t len, double eps, double *mean, double *inv,
+                                  const double *S, const double *B) {
+  runs_job_t j = {v, len, eps, mean, inv, S, B};
+  drk_ipar_for(groups, drk_ipar_grain(groups, 1 + (1 << 14) / (len ? len : 1)), runs_range, &j);
+}
+
+static void normalize_runs(double *v, int64_t groups, int64_t len, double eps, double *mean, double *inv) {
+  normalize_runs_affine(v, groups, len, eps, mean, inv, NULL, NULL);
 }
 
 static bool op_instnorm(drk_ictx_t *c) {
@@ -145,15 +196,18 @@ static bool op_layernorm(drk_ictx_t *c) {
   double *S = inv ? drk_iload_f64(c, sc) : NULL;
   double *B = (S && b) ? drk_iload_f64(c, b) : NULL;
   if (!S || (b && !B)) { free(v); free(mean); free(inv); free(S); return false; }
-  normalize_runs(v, outer, len, eps, mean, inv);
+  /* Scale and B per position of the normalized shape, then one row at a time */
+  double *Sv = drk_imalloc(c, (size_t)len, sizeof(double)), *Bv = Sv ? drk_imalloc(c, (size_t)len, sizeof(double)) : NULL;
+  if (!Bv) { free(v); free(mean); free(inv); free(S); free(B); free(Sv); return false; }
   int64_t *sts[2] = {ss, bs};
   drk_iiter_t it;
   drk_iiter_init(&it, brank, bd, b ? 2 : 1, sts);
   for (int64_t i = 0; i < len; i++) {
-    double s = S[it.off[0]], bb = B ? B[it.off[1]] : 0;
-    for (int64_t o = 0; o < outer; o++) v[o * len + i] = v[o * len + i] * s + bb;
+    Sv[i] = S[it.off[0]], Bv[i] = B ? B[it.off[1]] : 0;
     drk_iiter_next(&it);
   }
+  normalize_runs_affine(v, outer, len, eps, mean, inv, Sv, Bv);
+  free(Sv); free(Bv);
   drk_istore_f64(&c->out[0], v);
   if (c->n_out > 1) drk_istore_f64(&c->out[1], mean);
   if (c->n_out > 2) drk_istore_f64(&c->out[2], inv);
