@@ -25,4 +25,18 @@ bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk
 void drk_interp_set_threads(int n);
 int drk_interp_threads(void);
 
+/* `drkc run --check`: out against the reference ref (interp_check.c). rel: ‖out − ref‖ / ‖ref‖
+ * (drk_tensor_rel_error); abs_max: max |out − ref| over the finite reference elements
+ * (infinite if one of those outputs is NaN); ref_max: max |ref| over them. ref_zero: every
+ * reference element finite and below DRK_CHECK_TINY_REF in magnitude, where the relative
+ * error means nothing: pass then judges abs_max <= tol, else rel <= tol. NaN never passes. */
+#define DRK_CHECK_TINY_REF 1e-9
+typedef struct drk_check {
+  double rel, abs_max, ref_max;
+  bool ref_zero, pass;
+} drk_check_t;
+void drk_interp_check(const drk_tensor_t *out, const drk_tensor_t *ref, double tol, drk_check_t *r);
+/* The line --check prints for output i (no newline). */
+void drk_interp_check_line(const drk_check_t *r, size_t i, const char *name, double tol, char *buf, size_t n);
+
 #endif
