@@ -556,6 +556,34 @@ static void test_run_graph(void) {
   drk_graph_destroy(g);
 }
 
+/* --check's comparison: relative error normally; absolute where the reference is ~0. */
+static void test_check_near_zero(void) {
+  int64_t d[1] = {3};
+  drk_tensor_t ref = tf32(1, d, (float[]){1e-12f, -2e-12f, 0}), ok = tf32(1, d, (float[]){1.1e-12f, -2e-12f, 0});
+  drk_tensor_t bad = tf32(1, d, (float[]){1e-3f, 0, 0}), nan = tf32(1, d, (float[]){NAN, 0, 0});
+  drk_tensor_t big = tf32(1, d, (float[]){1, 2, 3}), big2 = tf32(1, d, (float[]){1, 2, 3.0001f});
+  drk_check_t r;
+  char line[512];
+  drk_interp_check(&ok, &ref, 1e-4, &r);
+  CHECK(r.ref_zero && r.pass && fabs(r.ref_max - 2e-12) < 1e-18 && r.abs_max < 2e-13, "max %g abs %g", r.ref_max, r.abs_max);
+  drk_interp_check_line(&r, 0, "y", 1e-4, line, sizeof line);
+  CHECK_CONTAINS(line, "check output 0 'y': reference is ~0 everywhere (max |ref| = 2e-12): relative error not meaningful; absolute error");
+  CHECK_CONTAINS(line, "(tolerance 1e-04, absolute) PASS");
+  drk_interp_check(&bad, &ref, 1e-4, &r);
+  CHECK(r.ref_zero && !r.pass, "an absolute error of 1e-3 over a ~0 reference fails");
+  drk_interp_check_line(&r, 1, "y", 1e-4, line, sizeof line);
+  CHECK_CONTAINS(line, "FAIL");
+  drk_interp_check(&nan, &ref, 1e-4, &r);
+  CHECK(!r.pass, "NaN never passes");
+  drk_interp_check(&big2, &big, 1e-4, &r);
+  CHECK(!r.ref_zero && r.pass && r.rel > 0);
+  drk_interp_check_line(&r, 2, "z", 1e-4, line, sizeof line);
+  CHECK_CONTAINS(line, "check output 2 'z': rel error ");
+  CHECK_CONTAINS(line, " (tolerance 1e-04) PASS");
+  drk_tensor_t *all[] = {&ref, &ok, &bad, &nan, &big, &big2};
+  for (int i = 0; i < 6; i++) drk_tensor_free(all[i]);
+}
+
 /* ---- ResNet-50-shaped benchmark ---- */
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) {
@@ -646,6 +674,7 @@ int main(int argc, char **argv) {
   test_cast_rounding();
   test_errors();
   test_run_graph();
+  test_check_near_zero();
   if (!failures) printf("all interpreter checks passed\n");
   return check_status("interptest");
 }
