@@ -3,11 +3,12 @@
  * one (exact for integers and bools; floats as numpy.testing.assert_allclose with
  * rtol=1e-3, atol=1e-7, NaNs equal).
  *
- * Usage: drk_conformance [--min-pass=PCT] [--skip=FILE] [--only=GLOB] DATA_ROOT [SUITE...]
+ * Usage: drk_conformance [--min-pass=PCT] [--skip=FILE]... [--only=GLOB] DATA_ROOT [SUITE...]
  * Prints `PASS|FAIL|SKIP <suite>/<case> [reason]` per case and a summary line; exits 0 iff
  * at least PCT percent (default 95) of the non-skipped cases pass. Each case runs in a
  * forked child with a time limit, so a crash or hang fails that case only. A case is
- * skipped only when skip.txt lists it (fnmatch patterns, one `pattern reason` per line). */
+ * skipped only when a skip file lists it (fnmatch patterns, one `pattern reason` per line;
+ * --skip may be given up to 8 times, the first matching line wins). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fnmatch.h>
@@ -246,12 +247,13 @@ static int run_isolated(const char *dir, char *why, size_t wn, int timeout_s) {
 
 int main(int argc, char **argv) {
   double min_pass = 95;
-  const char *skip_file = NULL, *only = NULL, *root = NULL;
+  const char *skip_files[8], *only = NULL, *root = NULL;
+  int n_skip_files = 0;
   const char *suites[16];
   int nsuites = 0, timeout_s = 120;
   for (int i = 1; i < argc; i++) {
     if (!strncmp(argv[i], "--min-pass=", 11)) min_pass = atof(argv[i] + 11);
-    else if (!strncmp(argv[i], "--skip=", 7)) skip_file = argv[i] + 7;
+    else if (!strncmp(argv[i], "--skip=", 7) && n_skip_files < 8) skip_files[n_skip_files++] = argv[i] + 7;
     else if (!strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
     else if (!strncmp(argv[i], "--timeout=", 10)) timeout_s = atoi(argv[i] + 10);
     else if (!root) root = argv[i];
@@ -265,7 +267,7 @@ int main(int argc, char **argv) {
     printf("SKIP: test data folder %s not found (install libonnx-testdata)\n", root);
     return 77;
   }
-  if (skip_file) load_skips(skip_file);
+  for (int i = 0; i < n_skip_files; i++) load_skips(skip_files[i]);
   if (!nsuites) {
     static const char *dflt[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
     for (int i = 0; i < 4; i++) suites[nsuites++] = dflt[i];
