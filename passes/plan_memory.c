@@ -384,12 +384,3 @@ void drk_mem_plan_free(drk_mem_plan_t *p) {
   memset(p, 0, sizeof *p);
 }
 
-void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g) {
-  unsigned char *w = calloc(1, p->weights_size ? p->weights_size : 1);
-  if (!w) return NULL;
-  for (size_t i = 0; i < g->n_consts; i++) {
-    const drk_value_t *c = g->consts[i];
-    if (c->nbytes && p->size[c->id]) memcpy(w + p->offset[c->id], c->data, p->size[c->id] < c->nbytes ? p->size[c->id] : c->nbytes);
-  }
-  return w;
-}

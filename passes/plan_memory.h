@@ -77,8 +77,5 @@ bool drk_plan_memory_kernels(const drk_graph_t *g, const drk_value_alias_t *alia
                              const int64_t *node_time, const drk_mem_scratch_t *scratch, size_t n_scratch,
                              const drk_value_alias_t *inplace, size_t n_inplace, const bool *referenced,
                              drk_mem_plan_t *out_plan, drk_diag_t *d);
-/* Copies the constants of g into a weights blob laid out as the plan says (malloc'ed; caller
- * frees). */
-void *drk_mem_plan_weights(const drk_mem_plan_t *p, const drk_graph_t *g);
 
 #endif

@@ -242,12 +242,16 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
 #define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
   if (m->weights_offset % DRK_MODFILE_WEIGHT_ALIGN) FAIL("weights arena offset %llu is not a multiple of %u", (unsigned long long)m->weights_offset, DRK_MODFILE_WEIGHT_ALIGN);
   if (!in_range(m->weights_offset, m->weights_size, m->arena_size)) FAIL("weights (%llu bytes at arena offset %llu) do not fit the %llu-byte arena", (unsigned long long)m->weights_size, (unsigned long long)m->weights_offset, (unsigned long long)m->arena_size);
-  if (m->weights_size && !m->weights) FAIL("weights_size is %llu but weights is NULL", (unsigned long long)m->weights_size);
+  bool entry_data = false;
   for (uint32_t i = 0; i < m->n_weight_entries; i++) {
     const drk_modfile_weight_t *w = &m->weight_entries[i];
+    if (w->data && w->data_size > w->size)
+      FAIL("weight %u ('%s'): %llu bytes of data for a %llu-byte range", i, w->name ? w->name : "", (unsigned long long)w->data_size, (unsigned long long)w->size);
+    entry_data = entry_data || w->data;
     if (w->offset % DRK_MODFILE_WEIGHT_ALIGN || !in_range(w->offset, w->size, m->weights_size))
       FAIL("weight %u ('%s'): range [%llu, +%llu) is unaligned or outside the %llu-byte blob", i, w->name ? w->name : "", (unsigned long long)w->offset, (unsigned long long)w->size, (unsigned long long)m->weights_size);
   }
+  if (m->weights_size && !m->weights && !entry_data) FAIL("weights_size is %llu but weights is NULL", (unsigned long long)m->weights_size);
   for (uint32_t i = 0; i < m->n_images; i++) {
     const drk_modfile_image_t *im = &m->images[i];
     if (im->kind < DRK_MODFILE_IMAGE_FATBIN || im->kind > DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE) FAIL("image %u: unknown kind %d", i, (int)im->kind);
@@ -547,7 +551,12 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   put32(out + 36, SECTION_ENTRY_SIZE);
   snprintf((char *)out + 40, 16, "drkc %s", DRK_VERSION_STRING);
   for (uint32_t i = 0; i < nsec; i++) {
-    if (secs[i].size) memcpy(out + secs[i].offset, secs[i].data, (size_t)secs[i].size);
+    if (secs[i].size && secs[i].data) memcpy(out + secs[i].offset, secs[i].data, (size_t)secs[i].size);
+    if (secs[i].kind == SEC_WEIGHTS && !m->weights) /* the blob from its entries (module.h) */
+      for (uint32_t j = 0; j < m->n_weight_entries; j++) {
+        const drk_modfile_weight_t *w = &m->weight_entries[j];
+        if (w->data && w->data_size) memcpy(out + secs[i].offset + w->offset, w->data, (size_t)w->data_size);
+      }
     uint8_t *e = out + table + (uint64_t)i * SECTION_ENTRY_SIZE;
     put32(e, secs[i].kind);
     put32(e + 4, secs[i].align);

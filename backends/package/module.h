@@ -91,10 +91,15 @@ typedef struct drk_modfile_tensor {
 } drk_modfile_tensor_t;
 
 /* A named range of the weights blob (for tools and debugging; the runtime uploads the blob
- * as a whole). offset is a multiple of DRK_MODFILE_WEIGHT_ALIGN. */
+ * as a whole). offset is a multiple of DRK_MODFILE_WEIGHT_ALIGN. Writer only: when the
+ * module's `weights` is NULL, the blob is built from the entries: data_size bytes of data at
+ * offset (data_size <= size; the rest, and every gap, is zero), so a writer of a large model
+ * need not assemble the blob first. The reader leaves data NULL. */
 typedef struct drk_modfile_weight {
   const char *name;
   uint64_t offset, size;
+  const void *data;
+  uint64_t data_size;
 } drk_modfile_weight_t;
 
 typedef enum drk_modfile_image_kind {

@@ -112,10 +112,9 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   drk_modfile_tma_t *tmas = calloc(n_params + 1, sizeof *tmas);
   drk_modfile_tensor_t *ins = calloc(g->n_inputs + 1, sizeof *ins), *outs = calloc(g->n_outputs + 1, sizeof *outs);
   drk_modfile_weight_t *ws = calloc(g->n_consts + 1, sizeof *ws);
-  void *weights = drk_mem_plan_weights(&plan, g);
   char *tstr = targets_string(o->targets);
   drk_build_precision_t prec = {0};
-  bool ok = ks && ps && tmas && ins && outs && ws && (weights || !plan.weights_size) && tstr && drk_build_precision(g, l, &prec);
+  bool ok = ks && ps && tmas && ins && outs && ws && tstr && drk_build_precision(g, l, &prec);
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "out of memory packing the module (%zu kernels, %zu parameters)", l->n_launches, n_params);
     goto done;
@@ -161,8 +160,11 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   }
   for (size_t i = 0; i < g->n_inputs; i++) fill_tensor(&ins[i], g->inputs[i], &plan);
   for (size_t i = 0; i < g->n_outputs; i++) fill_tensor(&outs[i], g->outputs[i], &plan);
-  for (size_t i = 0; i < g->n_consts; i++)
-    ws[i] = (drk_modfile_weight_t){g->consts[i]->name, plan.offset[g->consts[i]->id], plan.size[g->consts[i]->id]};
+  for (size_t i = 0; i < g->n_consts; i++) { /* the writer copies each into the blob: no copy of the blob here */
+    const drk_value_t *c = g->consts[i];
+    uint64_t sz = plan.size[c->id];
+    ws[i] = (drk_modfile_weight_t){c->name, plan.offset[c->id], sz, c->nbytes ? c->data : NULL, sz < c->nbytes ? sz : c->nbytes};
+  }
 
   char hash[72] = "sha256:unknown";
   if (o->model_hash) snprintf(hash, sizeof hash, "%s", o->model_hash);
@@ -170,7 +172,7 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .prov = {DRK_VERSION_STRING, o->command_line ? o->command_line : "", hash, tstr},
       .arena_size = plan.arena_size ? plan.arena_size : 256,
       .weights_offset = 0,
-      .weights = weights,
+      .weights = NULL, /* from weight_entries */
       .weights_size = plan.weights_size,
       .weight_entries = ws,
       .n_weight_entries = (uint32_t)g->n_consts,
@@ -193,7 +195,6 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
 done:
   drk_build_precision_free(&prec);
   free(tstr);
-  free(weights);
   free(ws);
   free(ins);
   free(outs);

@@ -319,6 +319,21 @@ int main(int argc, char **argv) {
   CHECK(((uintptr_t)r->weights - (uintptr_t)a) % 256 == 0);
   drk_modfile_free(NULL, r);
   free(b);
+  { /* the blob built from the entries' data (weights NULL): the same bytes */
+    drk_modfile_t m2 = t.m;
+    drk_modfile_weight_t w2 = t.w;
+    w2.data = t.weights, w2.data_size = t.w.size;
+    m2.weights = NULL, m2.weight_entries = &w2;
+    CHECK(drk_modfile_write(&m2, &b, &nb, err, sizeof err) == DRK_MODFILE_OK);
+    CHECK(nb == na && b && !memcmp(a, b, na));
+    free(b);
+    w2.data_size = t.w.size + 1; /* more data than the range */
+    CHECK(drk_modfile_write(&m2, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+    CHECK_CONTAINS(err, "bytes of data for a");
+    w2.data = NULL; /* no data at all */
+    CHECK(drk_modfile_write(&m2, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+    CHECK_CONTAINS(err, "weights is NULL");
+  }
 
   test_precision(a, na, &t.m);
 

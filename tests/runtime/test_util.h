@@ -99,7 +99,7 @@ static inline void test_module_init(test_module_t *t, unsigned cluster_x, unsign
   t->k[1] = (drk_modfile_kernel_t){"vscale", 0, {grid, 1, 1}, {128, 1, 1}, {0, 0, 0}, dyn_smem, t->p[1], 4};
   t->in = (drk_modfile_tensor_t){"x", 1, 2, {1, TEST_N}, in, bytes};
   t->out = (drk_modfile_tensor_t){"y", 1, 2, {1, TEST_N}, out, bytes};
-  t->w = (drk_modfile_weight_t){"w", 0, bytes};
+  t->w = (drk_modfile_weight_t){"w", 0, bytes, NULL, 0};
   t->tma = (drk_modfile_tma_t){7, 2, in, {100, 10}, {400}, {32, 2}, {1, 1}, 0, 1, 2, 0};
   drk_modfile_t *m = &t->m;
   m->prov = (drk_modfile_provenance_t){"0.1.0", "drkc test.onnx --target=sm_80", "sha256:00", "compute_80"};
