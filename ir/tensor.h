@@ -38,6 +38,10 @@ void drk_tensor_set_i64(drk_tensor_t *t, int64_t i, int64_t v);
 /* Scalar conversions (round to nearest even; f8: saturating to max finite for e4m3fn as
  * ONNX's default `saturate=1`, NaN preserved). */
 uint16_t drk_f32_to_f16(float f);
+/* dst[i] = drk_f32_to_f16(src[i]) for n floats (src unaligned is fine), with F16C where the
+ * CPU has it; saturate: finite values beyond f16's range give +-65504 instead of infinity.
+ * The same bits as the scalar form, whatever the CPU. */
+void drk_f32_to_f16_n(const void *src, uint16_t *dst, size_t n, bool saturate);
 float drk_f16_to_f32(uint16_t h);
 uint16_t drk_f32_to_bf16(float f);
 float drk_bf16_to_f32(uint16_t h);

@@ -230,13 +230,19 @@ static bool const_underflows(const drk_value_t *v, drk_dtype_t t) {
   /* t's rounding (to nearest even) flushes exactly |f| <= half its smallest subnormal:
    * 2^-25 (f16), 2^-134 (bf16); checked against the conversion over every f32 below 2^-20 /
    * 2^-128. A compare instead of a round trip: this scans every weight of the model. */
-  const float lim = t == DRK_DT_F16 ? 0x1p-25f : 0x1p-134f;
+  const float limf = t == DRK_DT_F16 ? 0x1p-25f : 0x1p-134f;
+  uint32_t lim;
+  memcpy(&lim, &limf, 4);
+  /* On the bits, branch-free (it vectorizes): |f| is a - 1 < lim <=> 0 < |f| <= lim, and
+   * a - 1 < 0x7f7fffff <=> f nonzero and finite. */
   int64_t n = const_numel(v), nonzero = 0, flushed = 0;
+  const unsigned char *d = v->data;
   for (int64_t i = 0; i < n; i++) {
-    float f = f32_at(v, i);
-    if (f == 0.0f || !isfinite(f)) continue;
-    nonzero++;
-    flushed += fabsf(f) <= lim;
+    uint32_t u;
+    memcpy(&u, d + 4 * i, 4);
+    uint32_t a = (u & 0x7fffffffu) - 1u;
+    nonzero += a < 0x7f7fffffu;
+    flushed += a < lim;
   }
   if (n <= 16) return flushed > 0;
   return flushed * 100 > nonzero;
@@ -446,6 +452,10 @@ typedef struct convert_job {
 
 static void *convert_range(void *p) {
   convert_job_t *j = p;
+  if (j->t == DRK_DT_F16) {
+    drk_f32_to_f16_n((const unsigned char *)j->v->data + 4 * j->lo, j->buf + j->lo, (size_t)(j->hi - j->lo), true);
+    return NULL;
+  }
   for (int64_t i = j->lo; i < j->hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, i));
   return NULL;
 }

@@ -671,7 +671,43 @@ static void test_fp8(void) {
   free(w), free(t1), free(t2), free(t3), free(t4);
 }
 
+/* drk_f32_to_f16_n (the F16C path) gives the scalar form's bits: every exponent, the rounding
+ * boundaries, subnormals, the overflow edge (65504 / 65520), infinities and NaNs, at every
+ * position of an 8-lane group and at an unaligned source. */
+static void test_f16_bulk(void) {
+  enum { N = 1 << 16 };
+  static float src[N + 1];
+  static uint16_t got[N + 1];
+  uint64_t s = 7;
+  const uint32_t edges[] = {0x477fe000u, 0x477ff000u, 0x477fefffu, 0x477ff001u, 0x7f800000u, 0x7fc00001u,
+                            0x7f800001u, 0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u, 0x00000001u};
+  for (int i = 0; i < N; i++) {
+    uint32_t u = (uint32_t)drk_splitmix64(&s);
+    if (i % 4 == 0) u = (u & 0x80001fffu) | ((uint32_t)(100 + i % 60) << 23); /* near f16's range */
+    if (i % 97 == 0) u = edges[(i / 97) % 12] | (u & 0x80000000u);
+    memcpy(&src[i], &u, 4);
+  }
+  for (int off = 0; off < 2; off++) {
+    for (int sat = 0; sat < 2; sat++) {
+      drk_f32_to_f16_n((const unsigned char *)src + off * 4, got, N - 1, sat);
+      int bad = 0;
+      for (int i = 0; i < N - 1; i++) {
+        uint16_t want = drk_f32_to_f16(src[i + off]);
+        if (sat && (want & 0x7fff) == 0x7c00 && isfinite(src[i + off])) want = (uint16_t)((want & 0x8000) | 0x7bff);
+        bad += got[i] != want;
+      }
+      CHECK(bad == 0);
+    }
+  }
+  /* a source at 2 bytes past alignment (scalar path) */
+  unsigned char raw[4 * 9 + 2];
+  memcpy(raw + 2, src, 4 * 9);
+  drk_f32_to_f16_n(raw + 2, got, 9, false);
+  for (int i = 0; i < 9; i++) CHECK(got[i] == drk_f32_to_f16(src[i]));
+}
+
 static int run_unit(void) {
+  test_f16_bulk();
   test_norm_patterns(DRK_PREC_FP16);
   test_norm_patterns(DRK_PREC_BF16);
   test_naive_would_fail();
