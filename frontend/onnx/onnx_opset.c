@@ -546,15 +546,77 @@ static bool dc_swish(nb_t *b) {
   return true;
 }
 
-/* Attention (opsets 23-24), 4-D Q [B, Hq, S, D], K [B, Hkv, L, D], V [B, Hkv, L, Dv], no KV
- * cache: Softmax((Q * sqrt(scale)) . (K * sqrt(scale))^T (softcapped) + bias) . V, where bias
- * is the float mask, or 0 / -inf from a boolean mask (True: attend), plus the causal mask
- * (key j <= query i); fully masked rows give zeros (IsNaN -> 0 after the Softmax, as the
- * exporters' own decomposition). Grouped-query heads repeat K and V (Unsqueeze, Expand,
- * Reshape: HF's repeat_kv). Forms that need what the graph IR cannot say yet are refused by
- * name: 3-D inputs, past_key/past_value and the present/qk outputs, nonpad_kv_seqlen. */
+/* ---- Attention (opsets 23-25) and RotaryEmbedding (23) ---- */
+
+static bool bind_output(nb_t *b, drk_node_t *n, int i);
+
+/* Defines the node's ONNX output #i as x (an Identity, which canonicalization removes). */
+static bool define_output(nb_t *b, int i, drk_value_t *x) {
+  drk_onnx_ctx_t *c = b->c;
+  const char *name = b->out_names[i];
+  drk_node_t *n = drk_graph_add_node(c->g, DRK_OP_IDENTITY, 1, &x, 1, &name, b->loc);
+  if (!drk_onnx_map_put(&c->values, n->outputs[0]->name, n->outputs[0]))
+    return fail(b, "value '%s' is defined twice", n->outputs[0]->name);
+  return bind_output(b, n, 0);
+}
+
+static drk_value_t *const_i64s(nb_t *b, const char *what, int64_t n, const int64_t *v) {
+  return add_const(b, what, DRK_DT_I64, 1, &n, v, sizeof(int64_t) * (size_t)n);
+}
+
+static drk_value_t *reshape_to(nb_t *b, drk_value_t *x, int64_t n, const int64_t *shape, const char *what) {
+  return emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){x, const_i64s(b, "shape", n, shape)}, what, x);
+}
+
+static drk_value_t *transpose_of(nb_t *b, drk_value_t *x, int n, const int64_t *perm, const char *what) {
+  drk_node_t *t = emit(b, DRK_OP_TRANSPOSE, 1, &x, what);
+  drk_node_set_ints(b->c->g, t, "perm", (size_t)n, perm);
+  if (drk_onnx_is_known(b->c, x)) {
+    t->outputs[0]->dtype = x->dtype;
+    drk_onnx_set_known(b->c, t->outputs[0]);
+  }
+  return t->outputs[0];
+}
+
+static drk_value_t *bool_op(nb_t *b, drk_op_t op, drk_value_t *x, drk_value_t *y, const char *what) {
+  drk_value_t *r = emit(b, op, 2, (drk_value_t *[]){x, y}, what)->outputs[0];
+  r->dtype = DRK_DT_BOOL;
+  drk_onnx_set_known(b->c, r);
+  return r;
+}
+
+/* A Slice of x along `axis` [start, end) with step. */
+static drk_value_t *slice_axis(nb_t *b, drk_value_t *x, int64_t axis, int64_t start, int64_t end, int64_t step,
+                               const char *what) {
+  drk_value_t *ins[5] = {x, const_i64s(b, "starts", 1, &start), const_i64s(b, "ends", 1, &end),
+                         const_i64s(b, "axes", 1, &axis), const_i64s(b, "steps", 1, &step)};
+  return emit_like(b, DRK_OP_SLICE, 5, ins, what, x);
+}
+
+static drk_value_t *concat_of(nb_t *b, int n, drk_value_t *const *xs, int64_t axis, const char *what) {
+  drk_node_t *cn = emit(b, DRK_OP_CONCAT, n, xs, what);
+  drk_node_set_int(b->c->g, cn, "axis", axis);
+  if (drk_onnx_is_known(b->c, xs[0])) {
+    cn->outputs[0]->dtype = xs[0]->dtype;
+    drk_onnx_set_known(b->c, cn->outputs[0]);
+  }
+  return cn->outputs[0];
+}
+
+/* Attention (opsets 23-25), the primitive ops of its definition (the reference's order):
+ *   3-D Q/K/V [B, S, H*D] (q_num_heads/kv_num_heads): Reshape [B, S, H, D], Transpose to 4-D;
+ *   past_key/past_value: K, V = Concat(past, new) on the sequence axis (present_key/value);
+ *   scores = (Q * sqrt(scale)) . Transpose(K * sqrt(scale)), softcap * tanh(scores / softcap);
+ *   bias = attn_mask (bool: 0 / -inf, True attends; padded with -inf to the total length) plus
+ *     the causal (key j <= i + past length) and sliding-window (opset 25) masks, one constant
+ *     [S, L] when the offset is static, per batch from nonpad_kv_seqlen (opset 24) otherwise,
+ *     plus nonpad_kv_seqlen's padding mask;
+ *   Softmax (in softmax_precision), fully masked rows zero (IsNaN -> 0), . V; grouped-query
+ *   heads repeat K and V per head (Unsqueeze, Expand, Reshape: [h0, h0, h1, h1, ...]).
+ * qk_matmul_output: mode 0 the scores, 1 after softcap, 2 after the bias, 3 the probabilities.
+ * Dims needed at import (value_info gives them) are refused by name when unknown. */
 static bool dc_attention(nb_t *b) {
-  int64_t causal, qh, kvh, mode, sprec;
+  int64_t causal, qh, kvh, mode, sprec, lw = -1, rw = -1;
   double scale, softcap;
   bool has_scale, has_qh, has_kvh, has_sprec;
   if (!take_int(b, "is_causal", 0, &causal, NULL) || !take_int(b, "q_num_heads", 0, &qh, &has_qh) ||
@@ -562,93 +624,200 @@ static bool dc_attention(nb_t *b) {
       !take_float(b, "scale", 0, &scale, &has_scale) || !take_float(b, "softcap", 0, &softcap, NULL) ||
       !take_int(b, "softmax_precision", 0, &sprec, &has_sprec))
     return false;
+  if (b->opset >= 25 && (!take_int(b, "left_window_size", -1, &lw, NULL) || !take_int(b, "right_window_size", -1, &rw, NULL)))
+    return false;
+  if (lw < -1 || rw < -1)
+    return fail(b, "'Attention': left_window_size %lld / right_window_size %lld must be -1 or non-negative", (long long)lw,
+                (long long)rw);
+  if (mode < 0 || mode > 3) return fail(b, "unsupported 'Attention' qk_matmul_output_mode %lld (0-3)", (long long)mode);
   drk_value_t *q = b->in[0], *k = in_at(b, 1), *v = in_at(b, 2), *mask = in_at(b, 3);
+  drk_value_t *pk = in_at(b, 4), *pv = in_at(b, 5), *nonpad = in_at(b, 6);
   if (!k || !v) return fail(b, "'Attention' is missing required inputs K and V");
-  if (in_at(b, 4) || in_at(b, 5))
-    return fail(b, "unsupported 'Attention' with past_key/past_value (a KV cache): drkc imports prefill attention only");
-  if (in_at(b, 6)) return fail(b, "unsupported 'Attention' input nonpad_kv_seqlen (opset 24)");
-  if (b->n_out > 1)
-    return fail(b, "unsupported 'Attention' outputs present_key/present_value/qk_matmul_output (drkc imports output Y only)");
-  if (has_qh || has_kvh || q->shape.rank == 3)
-    return fail(b, "unsupported 'Attention' with 3-D Q/K/V (q_num_heads/kv_num_heads): 4-D [batch, heads, seq, head_size] only");
-  if (q->shape.rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
-    return fail(b, "unsupported 'Attention': Q, K and V must be known 4-D tensors at import (ranks %d, %d, %d; value_info "
-                   "gives them)", q->shape.rank, k->shape.rank, v->shape.rank);
-  if (!has_scale) {
-    int64_t d;
-    if (!static_dim(q, 3, &d) || d <= 0)
-      return fail(b, "unsupported 'Attention' without 'scale' whose head size (Q dim 3) is not known at import");
-    scale = 1.0 / sqrt((double)d);
+  if (!pk != !pv) return fail(b, "'Attention': past_key and past_value must be given together");
+  if (nonpad && pk) return fail(b, "'Attention': nonpad_kv_seqlen cannot be combined with past_key/past_value");
+  int rq = q->shape.rank;
+  bool rank3 = rq == 3;
+  if (rq != 3 && rq != 4)
+    return fail(b, "unsupported 'Attention': Q must be a known 3-D or 4-D tensor at import (rank %d; value_info gives it)", rq);
+  if (k->shape.rank != rq || v->shape.rank != rq)
+    return fail(b, "'Attention': Q, K and V must have one rank (%d, %d, %d)", rq, k->shape.rank, v->shape.rank);
+  int64_t hq, hk;
+  /* dims of the inputs as given (the helper nodes' results have no shapes at import) */
+  int sax = rank3 ? 1 : 2;
+  int64_t s = -1, lk = -1, dk = -1, dv = -1, past = 0;
+  if (!static_dim(q, sax, &s)) s = -1;
+  if (!static_dim(k, sax, &lk)) lk = -1;
+  if (!static_dim(k, rank3 ? 2 : 3, &dk)) dk = -1;
+  if (!static_dim(v, rank3 ? 2 : 3, &dv)) dv = -1;
+  if (rank3) {
+    if (!has_qh || !has_kvh || qh <= 0 || kvh <= 0)
+      return fail(b, "'Attention' with 3-D Q/K/V needs positive q_num_heads and kv_num_heads");
+    int64_t sq[4] = {0, 0, qh, -1}, skv[4] = {0, 0, kvh, -1}, perm[4] = {0, 2, 1, 3};
+    q = transpose_of(b, reshape_to(b, q, 4, sq, "q_heads"), 4, perm, "q_bhsd");
+    k = transpose_of(b, reshape_to(b, k, 4, skv, "k_heads"), 4, perm, "k_bhsd");
+    v = transpose_of(b, reshape_to(b, v, 4, skv, "v_heads"), 4, perm, "v_bhsd");
+    hq = qh;
+    hk = kvh;
+    if (dk >= 0) dk /= kvh;
+    if (dv >= 0) dv /= kvh;
+    int64_t hid;
+    if (!has_scale) {
+      if (!static_dim(b->in[0], 2, &hid) || hid <= 0)
+        return fail(b, "unsupported 'Attention' without 'scale' whose hidden size (Q dim 2) is not known at import");
+      scale = 1.0 / sqrt((double)(hid / qh));
+    }
+  } else {
+    if (b->opset >= 25 && (has_qh || has_kvh))
+      return fail(b, "'Attention': q_num_heads/kv_num_heads must not be given for 4-D inputs (opset 25)");
+    if (!has_scale) {
+      int64_t d;
+      if (!static_dim(q, 3, &d) || d <= 0)
+        return fail(b, "unsupported 'Attention' without 'scale' whose head size (Q dim 3) is not known at import");
+      scale = 1.0 / sqrt((double)d);
+    }
+    if (!static_dim(q, 1, &hq) || !static_dim(k, 1, &hk) || !static_dim(v, 1, &hk))
+      return fail(b, "unsupported 'Attention': the head counts (dim 1 of Q, K, V) must be known at import");
   }
   if (!(scale > 0)) return fail(b, "unsupported 'Attention' scale %g (must be positive)", scale);
+  if (softcap < 0) return fail(b, "'Attention': softcap %g must not be negative", softcap);
+  /* the KV cache */
+  if (pk) {
+    if (pk->shape.rank != 4 || pv->shape.rank != 4)
+      return fail(b, "unsupported 'Attention': past_key/past_value must be known 4-D tensors at import");
+    if (!static_dim(pk, 2, &past)) past = -1;
+    k = concat_of(b, 2, (drk_value_t *[]){pk, k}, 2, "present_k");
+    v = concat_of(b, 2, (drk_value_t *[]){pv, v}, 2, "present_v");
+  }
+  /* present_key/present_value: the (concatenated) K and V before any head repetition */
+  if (b->n_out > 1 && !define_output(b, 1, k)) return false;
+  if (b->n_out > 2 && !define_output(b, 2, v)) return false;
   /* grouped-query heads: K and V repeated to Q's head count */
-  int64_t hq, hk;
-  if (!static_dim(q, 1, &hq) || !static_dim(k, 1, &hk) || !static_dim(v, 1, &hk))
-    return fail(b, "unsupported 'Attention': the head counts (dim 1 of Q, K, V) must be known at import");
   if (hq != hk) {
     if (hk <= 0 || hq % hk)
       return fail(b, "'Attention': %lld query heads are not a multiple of %lld key/value heads", (long long)hq, (long long)hk);
     drk_value_t **kv[2] = {&k, &v};
     for (int t = 0; t < 2; t++) {
       drk_value_t *x = *kv[t];
-      int64_t bd, l, d;
-      if (!static_dim(x, 0, &bd) || !static_dim(x, 2, &l) || !static_dim(x, 3, &d))
-        return fail(b, "unsupported 'Attention' with grouped-query heads (%lld / %lld) whose K/V dims are not known at "
-                       "import", (long long)hq, (long long)hk);
-      int64_t one = 1, five = 5, four = 4, ax[1] = {2};
-      drk_value_t *u = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){x, add_const(b, "gqa_axes", DRK_DT_I64, 1, &one, ax, 8)},
+      int64_t ax[1] = {2};
+      drk_value_t *u = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){x, const_i64s(b, "gqa_axes", 1, ax)},
                                  t ? "v_rep" : "k_rep", x);
-      int64_t es[5] = {bd, hk, hq / hk, l, d}, rs[4] = {bd, hq, l, d};
-      drk_value_t *e = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){u, add_const(b, "gqa_expand", DRK_DT_I64, 1, &five, es, 40)},
+      int64_t d = t ? dv : dk, es[5] = {1, 1, hq / hk, 1, 1}, rs[4] = {0, hq, -1, d};
+      if (d < 0)
+        return fail(b, "unsupported 'Attention' with grouped-query heads (%lld / %lld) whose %s head size is not known at "
+                       "import", (long long)hq, (long long)hk, t ? "V" : "K");
+      /* Expand to [1, 1, r, 1, 1] broadcasts [B, Hkv, 1, L, D] to [B, Hkv, r, L, D] */
+      drk_value_t *e = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){u, const_i64s(b, "gqa_expand", 5, es)},
                                  t ? "v_exp" : "k_exp", x);
-      *kv[t] = emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){e, add_const(b, "gqa_shape", DRK_DT_I64, 1, &four, rs, 32)},
-                         t ? "v_heads" : "k_heads", x);
+      *kv[t] = reshape_to(b, e, 4, rs, t ? "v_heads" : "k_heads"); /* [B, Hq, L, D]: heads h0 h0 h1 h1 ... */
     }
   }
   double sq = sqrt(scale);
   drk_value_t *qs = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){q, const_like(b, "q_scale", sq, q)}, "q_scaled", q);
   drk_value_t *ks = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){k, const_like(b, "k_scale", sq, k)}, "k_scaled", k);
-  drk_node_t *tr = emit(b, DRK_OP_TRANSPOSE, 1, &ks, "k_t");
-  drk_node_set_ints(b->c->g, tr, "perm", 4, (int64_t[]){0, 1, 3, 2});
-  if (drk_onnx_is_known(b->c, ks)) {
-    tr->outputs[0]->dtype = ks->dtype;
-    drk_onnx_set_known(b->c, tr->outputs[0]);
-  }
-  drk_value_t *sc = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){qs, tr->outputs[0]}, "scores", q);
+  drk_value_t *kt = transpose_of(b, ks, 4, (int64_t[]){0, 1, 3, 2}, "k_t");
+  drk_value_t *sc = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){qs, kt}, "scores", q);
+  drk_value_t *qk_out = mode == 0 ? sc : NULL;
   if (softcap > 0) {
     drk_value_t *d = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sc, const_like(b, "cap_inv", 1.0 / softcap, sc)}, "capped", sc);
     d = emit_like(b, DRK_OP_TANH, 1, &d, "capped_tanh", sc);
     sc = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){d, const_like(b, "cap", softcap, sc)}, "softcapped", sc);
-  } else if (softcap < 0) {
-    return fail(b, "'Attention': softcap %g must not be negative", softcap);
+  }
+  if (mode == 1) qk_out = sc;
+  /* sequence lengths, where the masks need them */
+  bool windowed = lw >= 0 || rw >= 0;
+  int64_t l = lk >= 0 && past >= 0 ? past + lk : -1;
+  if (causal || windowed || nonpad || mask) {
+    if (s < 0 || l < 0)
+      return fail(b, "unsupported 'Attention' with %s whose sequence lengths (Q, K%s) are not known at import",
+                  causal ? "is_causal=1" : windowed ? "a sliding window" : nonpad ? "nonpad_kv_seqlen" : "attn_mask",
+                  pk ? ", past_key" : "");
+    if (s * l > ((int64_t)1 << 26))
+      return fail(b, "unsupported 'Attention' masks of %lld x %lld (too large)", (long long)s, (long long)l);
   }
   bool masked = false;
-  if (causal) {
-    int64_t s, l;
-    if (!static_dim(q, 2, &s) || !static_dim(k, 2, &l))
-      return fail(b, "unsupported 'Attention' with is_causal=1 whose sequence lengths (Q, K dim 2) are not known at import");
-    if (s * l > ((int64_t)1 << 26)) return fail(b, "unsupported 'Attention' with is_causal=1: %lld x %lld mask too large", (long long)s, (long long)l);
-    double *vals = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)(s * l + 1));
-    for (int64_t i = 0; i < s; i++)
-      for (int64_t j = 0; j < l; j++) vals[i * l + j] = j <= i ? 0.0 : -INFINITY;
-    int64_t dims[2] = {s, l};
-    sc = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sc, tensor_like(b, "causal", 2, dims, vals, sc)}, "causal_scores", sc);
+  drk_value_t *bias = NULL;
+  drk_value_t *zero = NULL, *ninf = NULL;
+  if (mask || causal || windowed || nonpad) {
+    zero = const_like(b, "mask_zero", 0.0, sc);
+    ninf = const_like(b, "mask_ninf", -INFINITY, sc);
     masked = true;
   }
   if (mask) {
-    drk_value_t *bias = mask;
-    if (drk_onnx_is_known(b->c, mask) && mask->dtype == DRK_DT_BOOL) {
-      drk_value_t *zero = const_like(b, "mask_zero", 0.0, sc), *ninf = const_like(b, "mask_ninf", -INFINITY, sc);
-      bias = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){mask, zero, ninf}, "mask_bias", sc);
-      masked = true;
-    } else if (!drk_onnx_is_known(b->c, mask)) {
+    if (!drk_onnx_is_known(b->c, mask))
       return fail(b, "unsupported 'Attention' attn_mask of unknown dtype (bool or float; value_info gives it)");
-    } else if (!drk_dtype_is_float(mask->dtype)) {
+    drk_value_t *mb = mask;
+    if (mask->dtype == DRK_DT_BOOL) mb = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){mask, zero, ninf}, "mask_bias", sc);
+    else if (!drk_dtype_is_float(mask->dtype))
       return fail(b, "'Attention' attn_mask must be bool or float, not %s", drk_dtype_name(mask->dtype));
+    else if (drk_onnx_is_known(b->c, sc) && mask->dtype != sc->dtype) mb = emit_cast(b, mask, sc->dtype, "mask_cast");
+    int rm = mask->shape.rank;
+    int64_t ml;
+    if (rm < 1 || !static_dim(mask, rm - 1, &ml))
+      return fail(b, "unsupported 'Attention' attn_mask whose last dim is not known at import");
+    if (ml > l) return fail(b, "'Attention': attn_mask's last dim %lld exceeds the total sequence length %lld", (long long)ml, (long long)l);
+    if (ml < l) { /* padded to the total length with -inf (False) */
+      int64_t pads[2 * DRK_ONNX_MAX_RANK] = {0};
+      pads[rm + rm - 1] = l - ml;
+      int64_t np2 = 2 * rm;
+      drk_node_t *pn = emit(b, DRK_OP_PAD, 3, (drk_value_t *[]){mb, const_i64s(b, "mask_pads", np2, pads), ninf}, "mask_padded");
+      drk_node_set_string(b->c->g, pn, "mode", "constant");
+      if (drk_onnx_is_known(b->c, mb)) {
+        pn->outputs[0]->dtype = mb->dtype;
+        drk_onnx_set_known(b->c, pn->outputs[0]);
+      }
+      mb = pn->outputs[0];
     }
-    sc = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sc, bias}, "masked_scores", sc);
-    masked = true;
+    bias = mb;
   }
+  if ((causal || windowed) && !nonpad) { /* one constant [S, L]: query i sits at i + past */
+    double *vals = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)(s * l + 1));
+    for (int64_t i = 0; i < s; i++)
+      for (int64_t j = 0; j < l; j++) {
+        int64_t diff = i + past - j;
+        bool ok = (!causal || diff >= 0) && (lw < 0 || diff <= lw) && (rw < 0 || -diff <= rw);
+        vals[i * l + j] = ok ? 0.0 : -INFINITY;
+      }
+    int64_t dims[2] = {s, l};
+    drk_value_t *cm = tensor_like(b, causal ? "causal" : "window", 2, dims, vals, sc);
+    bias = bias ? emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){bias, cm}, "bias", sc) : cm;
+  }
+  if (nonpad) { /* per batch: key j valid iff j < n[b]; query i sits at i + n[b] - S */
+    if (!drk_onnx_is_known(b->c, nonpad) || nonpad->dtype != DRK_DT_I64)
+      return fail(b, "'Attention' nonpad_kv_seqlen must be int64");
+    int64_t *jv = drk_arena_alloc(b->c->scratch, sizeof(int64_t) * (size_t)(l + s + 1)), *iv = jv + l;
+    for (int64_t j = 0; j < l; j++) jv[j] = j;
+    for (int64_t i = 0; i < s; i++) iv[i] = i;
+    int64_t jd[4] = {1, 1, 1, l}, id[4] = {1, 1, s, 1}, nbs[4] = {-1, 1, 1, 1};
+    drk_value_t *jj = add_const(b, "key_pos", DRK_DT_I64, 4, jd, jv, sizeof(int64_t) * (size_t)l);
+    drk_value_t *nb = reshape_to(b, nonpad, 4, nbs, "nonpad_b");
+    drk_value_t *allowed = bool_op(b, DRK_OP_LESS, jj, nb, "key_valid");
+    if (causal || windowed) {
+      drk_value_t *ii = add_const(b, "query_pos", DRK_DT_I64, 4, id, iv, sizeof(int64_t) * (size_t)s);
+      int64_t sv = s;
+      drk_value_t *off = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){nb, add_const(b, "q_len", DRK_DT_I64, 0, NULL, &sv, 8)},
+                                   "cache_offset", nonpad);
+      drk_value_t *pos = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){ii, off}, "query_abs", nonpad);
+      drk_value_t *diff = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){pos, jj}, "query_key_diff", nonpad);
+      if (causal) {
+        int64_t z = 0;
+        drk_value_t *c0 = bool_op(b, DRK_OP_GREATER_OR_EQUAL, diff, add_const(b, "zero_i", DRK_DT_I64, 0, NULL, &z, 8), "causal_ok");
+        allowed = bool_op(b, DRK_OP_AND, allowed, c0, "allowed");
+      }
+      if (lw >= 0) {
+        drk_value_t *c1 = bool_op(b, DRK_OP_LESS_OR_EQUAL, diff, add_const(b, "left_w", DRK_DT_I64, 0, NULL, &lw, 8), "left_ok");
+        allowed = bool_op(b, DRK_OP_AND, allowed, c1, "allowed");
+      }
+      if (rw >= 0) {
+        int64_t nrw = -rw;
+        drk_value_t *c2 = bool_op(b, DRK_OP_GREATER_OR_EQUAL, diff, add_const(b, "right_w", DRK_DT_I64, 0, NULL, &nrw, 8), "right_ok");
+        allowed = bool_op(b, DRK_OP_AND, allowed, c2, "allowed");
+      }
+    }
+    drk_value_t *pm = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){allowed, zero, ninf}, "nonpad_bias", sc);
+    bias = bias ? emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){bias, pm}, "bias", sc) : pm;
+  }
+  if (bias) sc = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sc, bias}, "masked_scores", sc);
+  if (mode == 2) qk_out = sc;
   drk_value_t *sm_in = sc;
   if (has_sprec && sprec) {
     drk_dtype_t t;
@@ -663,18 +832,115 @@ static bool dc_attention(nb_t *b) {
     drk_onnx_set_known(b->c, sm->outputs[0]);
   }
   drk_value_t *p = sm->outputs[0];
-  if (sm_in != sc) p = cast_like(b, p, q, "probs_cast");
   if (masked) {
     drk_value_t *nan = emit(b, DRK_OP_IS_NAN, 1, &p, "probs_nan")->outputs[0];
     nan->dtype = DRK_DT_BOOL;
     drk_onnx_set_known(b->c, nan);
     p = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){nan, const_like(b, "probs_zero", 0.0, p), p}, "probs_masked", p);
   }
-  (void)mode; /* only shapes the qk_matmul_output output, refused above */
-  b->op = DRK_OP_MATMUL;
+  if (sm_in != sc) p = cast_like(b, p, q, "probs_cast");
+  if (mode == 3) qk_out = p;
+  if (b->n_out > 3 && !define_output(b, 3, qk_out)) return false;
+  b->n_out = 1;
+  if (!rank3) {
+    b->op = DRK_OP_MATMUL;
+    b->n_in = 0;
+    set_input(b, 0, p);
+    set_input(b, 1, v);
+    return true;
+  }
+  drk_value_t *y = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){p, v}, "attn", q);
+  y = transpose_of(b, y, 4, (int64_t[]){0, 2, 1, 3}, "attn_bshd");
+  int64_t ys[3] = {0, 0, -1};
+  b->op = DRK_OP_RESHAPE;
   b->n_in = 0;
-  set_input(b, 0, p);
-  set_input(b, 1, v);
+  set_input(b, 0, y);
+  set_input(b, 1, const_i64s(b, "y_shape", 3, ys));
+  return true;
+}
+
+/* RotaryEmbedding (opset 23): X 4-D [B, H, S, D] or 3-D [B, S, H*D] (num_heads); cos/sin
+ * [B, S, R/2], or [max_pos, R/2] gathered at position_ids [B, S]; R = rotary_embedding_dim
+ * (default D). x1, x2 = the halves of X[..., :R] (interleaved: its even and odd elements);
+ * real = cos * x1 - sin * x2, imag = sin * x1 + cos * x2; the result is Concat(real, imag)
+ * (interleaved: the pairs (real, imag) in turn) followed by X[..., R:] unchanged. */
+static bool dc_rotary_embedding(nb_t *b) {
+  int64_t inter, rdim, nh;
+  bool has_nh;
+  if (!take_int(b, "interleaved", 0, &inter, NULL) || !take_int(b, "rotary_embedding_dim", 0, &rdim, NULL) ||
+      !take_int(b, "num_heads", 0, &nh, &has_nh))
+    return false;
+  drk_value_t *x = b->in[0], *cosc = in_at(b, 1), *sinc = in_at(b, 2), *pos = in_at(b, 3);
+  if (!cosc || !sinc) return fail(b, "'RotaryEmbedding' is missing required inputs cos_cache and sin_cache");
+  int r = x->shape.rank;
+  if (r != 3 && r != 4)
+    return fail(b, "unsupported 'RotaryEmbedding': X must be a known 3-D or 4-D tensor at import (rank %d; value_info gives it)", r);
+  drk_value_t *xi = x;
+  int64_t d;
+  if (r == 3) {
+    if (!has_nh || nh <= 0) return fail(b, "'RotaryEmbedding' with 3-D X needs a positive num_heads");
+    int64_t hid;
+    if (!static_dim(x, 2, &hid))
+      return fail(b, "unsupported 'RotaryEmbedding': the hidden size (X dim 2) must be known at import");
+    if (hid % nh) return fail(b, "'RotaryEmbedding': hidden size %lld is not a multiple of num_heads %lld", (long long)hid, (long long)nh);
+    d = hid / nh;
+    int64_t shp[4] = {0, 0, nh, d};
+    xi = reshape_to(b, x, 4, shp, "x_heads"); /* [B, S, H, D] */
+  } else if (!static_dim(x, 3, &d)) {
+    return fail(b, "unsupported 'RotaryEmbedding': the head size (X dim 3) must be known at import");
+  }
+  if (rdim == 0) rdim = d;
+  if (rdim <= 0 || rdim > d || rdim % 2)
+    return fail(b, "'RotaryEmbedding': rotary_embedding_dim %lld must be even and at most the head size %lld", (long long)rdim,
+                (long long)d);
+  int64_t half = rdim / 2;
+  if (pos) {
+    cosc = emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){cosc, pos}, "cos_at", cosc);
+    sinc = emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){sinc, pos}, "sin_at", sinc);
+  }
+  /* [B, S, R/2] -> [B, 1, S, R/2] against [B, H, S, .], [B, S, 1, R/2] against [B, S, H, .] */
+  int64_t ax = r == 4 ? 1 : 2;
+  cosc = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){cosc, const_i64s(b, "cos_axes", 1, &ax)}, "cos_b", cosc);
+  sinc = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){sinc, const_i64s(b, "sin_axes", 1, &ax)}, "sin_b", sinc);
+  drk_value_t *xr = rdim < d ? slice_axis(b, xi, 3, 0, rdim, 1, "x_rot") : xi;
+  drk_value_t *x1, *x2;
+  if (inter) {
+    x1 = slice_axis(b, xr, 3, 0, rdim, 2, "x_even");
+    x2 = slice_axis(b, xr, 3, 1, rdim, 2, "x_odd");
+  } else {
+    x1 = slice_axis(b, xr, 3, 0, half, 1, "x_lo");
+    x2 = slice_axis(b, xr, 3, half, rdim, 1, "x_hi");
+  }
+  drk_value_t *c1 = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){cosc, x1}, "cos_x1", x);
+  drk_value_t *s2 = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sinc, x2}, "sin_x2", x);
+  drk_value_t *s1 = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sinc, x1}, "sin_x1", x);
+  drk_value_t *c2 = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){cosc, x2}, "cos_x2", x);
+  drk_value_t *re = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){c1, s2}, "real", x);
+  drk_value_t *im = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){s1, c2}, "imag", x);
+  drk_value_t *rot;
+  if (inter) {
+    int64_t la = 4;
+    drk_value_t *ru = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){re, const_i64s(b, "pair_axes", 1, &la)}, "real_p", x);
+    drk_value_t *iu = emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){im, const_i64s(b, "pair_axes", 1, &la)}, "imag_p", x);
+    drk_value_t *pr = concat_of(b, 2, (drk_value_t *[]){ru, iu}, 4, "pairs");
+    int64_t shp[4] = {0, 0, 0, rdim};
+    rot = reshape_to(b, pr, 4, shp, "rotated");
+  } else {
+    rot = concat_of(b, 2, (drk_value_t *[]){re, im}, 3, "rotated");
+  }
+  drk_value_t *y = rot;
+  if (rdim < d) y = concat_of(b, 2, (drk_value_t *[]){rot, slice_axis(b, xi, 3, rdim, d, 1, "x_pass")}, 3, "rope");
+  if (r == 3) {
+    int64_t shp[3] = {0, 0, -1};
+    b->op = DRK_OP_RESHAPE;
+    b->n_in = 0;
+    set_input(b, 0, y);
+    set_input(b, 1, const_i64s(b, "y_shape", 3, shp));
+    return true;
+  }
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, y);
   return true;
 }
 
@@ -736,6 +1002,7 @@ typedef struct decomp_entry {
 static const decomp_entry_t decomp_table[] = {
     {"RMSNormalization", 23, dc_rms_normalization},
     {"Attention", 23, dc_attention},
+    {"RotaryEmbedding", 23, dc_rotary_embedding},
     {"Swish", 24, dc_swish},
     {"Mod", 10, dc_mod},
 };
