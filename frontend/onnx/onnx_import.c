@@ -16,6 +16,7 @@
 
 #include "onnx_import.h"
 #include "onnx_internal.h"
+#include "onnx_unpack.h"
 
 /* ---- string map ---- */
 
@@ -434,7 +435,7 @@ static drk_graph_t *import_model(drk_onnx_ctx_t *c, const void *data, size_t siz
     drk_diag_error(c->d, floc, "not an ONNX model: messages nested too deeply");
     return NULL;
   }
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
+  Onnx__ModelProto *m = drk_onnx_unpack_model(data, size);
   if (!m) {
     drk_diag_error(c->d, floc, "not an ONNX model: protobuf parse failed (truncated or corrupt file)");
     return NULL;
