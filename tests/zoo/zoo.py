@@ -41,6 +41,8 @@ usage: zoo.py [--local] [--only NAME ...] [--skip NAME ...] [--out DIR] [--timeo
 """
 
 import argparse
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -680,6 +682,21 @@ def torch_latencies(spec, m, batch, args, iters, warmup):
     return r
 
 
+@contextlib.contextmanager
+def gpu_timing_lock(path):
+    """--gpu-lock: several zoo.py processes (disjoint --only lists) share one GPU; exporting,
+    compiling and checking overlap, the latency measurements take this lock one at a time."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def drkrun_latency(drkrun, cdir, data, timeout):
     sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
     import peers  # noqa: E402
@@ -836,7 +853,8 @@ def worker(name, args):
                 # latencies: the fp16 module against the same module in float16
                 if "error" not in row.get("compile_fast", {"error": 1}):
                     shutil.copy(os.path.join(cdir, "model-fast.drkm"), os.path.join(cdir, "model.drkm"))
-                    d = drkrun_latency(args.drkrun, cdir, data, args.check_timeout)
+                    with gpu_timing_lock(args.gpu_lock):
+                        d = drkrun_latency(args.drkrun, cdir, data, args.check_timeout)
                     row["drkc_ms"] = d.get("median_ms")
                     if "error" in d:
                         row["drkrun_error"] = d["error"][:400]
@@ -846,7 +864,8 @@ def worker(name, args):
                         modules[init] = make(spec, init)
                     torch.manual_seed(seed_of(name, "inputs", batch))
                     import copy
-                    timed_torch[key] = torch_latencies(spec, copy.deepcopy(modules[init]), batch, spec.inputs(batch), args.iters, 10)
+                    with gpu_timing_lock(args.gpu_lock):
+                        timed_torch[key] = torch_latencies(spec, copy.deepcopy(modules[init]), batch, spec.inputs(batch), args.iters, 10)
                 row.update(timed_torch.get((init, batch), timed_torch.get(("realistic", batch), {})))
                 for k in ("eager", "reduce-overhead"):
                     if row.get("drkc_ms") and row.get(f"{k}_ms"):
@@ -1008,6 +1027,8 @@ def main():
                     help="--local: skip the CPU check at the fast flags (fp16 graph against f32)")
     ap.add_argument("--torch-tol", type=float, default=1e-3, help="interpreter vs torch outputs")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--gpu-lock", default=None, help="a lock file shared by zoo.py processes run side by side: "
+                    "their latency measurements (drkrun, eager, torch.compile) take it one at a time")
     ap.add_argument("--keep", action="store_true", help="keep exported models and modules under OUT")
     ap.add_argument("--reuse", action="store_true", help="reuse exported models found under OUT (with --keep)")
     ap.add_argument("--cold", action="store_true",
@@ -1094,7 +1115,7 @@ def main():
                "--compile-timeout", str(args.compile_timeout), "--check-timeout", str(args.check_timeout),
                "--iters", str(args.iters)] + (["--local"] if args.local else []) + ([] if args.cpu_fast else ["--no-cpu-fast"]) + (["--keep"] if args.keep else []) + \
               (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else []) + \
-              (["--cold"] if args.cold else [])
+              (["--cold"] if args.cold else []) + (["--gpu-lock", args.gpu_lock] if args.gpu_lock else [])
         t = time.time()
         try:
             p = subprocess.run(cmd, timeout=args.timeout, capture_output=True, text=True)
