@@ -734,13 +734,15 @@ static bool dc_attention(nb_t *b) {
     if (s * l > ((int64_t)1 << 26))
       return fail(b, "unsupported 'Attention' masks of %lld x %lld (too large)", (long long)s, (long long)l);
   }
-  bool masked = false;
+  /* masked: some row may be masked entirely (its probabilities are then zeros, which needs the
+   * IsNaN guard after the Softmax); not so for a constant causal/window mask that leaves every
+   * row a key, the form the fusion's flash-attention pattern reads without a guard */
+  bool masked = mask || nonpad;
   drk_value_t *bias = NULL;
   drk_value_t *zero = NULL, *ninf = NULL;
   if (mask || causal || windowed || nonpad) {
     zero = const_like(b, "mask_zero", 0.0, sc);
     ninf = const_like(b, "mask_ninf", -INFINITY, sc);
-    masked = true;
   }
   if (mask) {
     if (!drk_onnx_is_known(b->c, mask))
@@ -771,12 +773,16 @@ static bool dc_attention(nb_t *b) {
   }
   if ((causal || windowed) && !nonpad) { /* one constant [S, L]: query i sits at i + past */
     double *vals = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)(s * l + 1));
-    for (int64_t i = 0; i < s; i++)
+    for (int64_t i = 0; i < s; i++) {
+      bool any = false;
       for (int64_t j = 0; j < l; j++) {
         int64_t diff = i + past - j;
         bool ok = (!causal || diff >= 0) && (lw < 0 || diff <= lw) && (rw < 0 || -diff <= rw);
         vals[i * l + j] = ok ? 0.0 : -INFINITY;
+        any |= ok;
       }
+      if (!any) masked = true;
+    }
     int64_t dims[2] = {s, l};
     drk_value_t *cm = tensor_like(b, causal ? "causal" : "window", 2, dims, vals, sc);
     bias = bias ? emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){bias, cm}, "bias", sc) : cm;
