@@ -120,14 +120,14 @@ static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
       drk_ibstrides(c->in[i], rank, dims, ist);
       nary_job_t j = {k, i, x, acc, rank, dims, ist, drk_tensor_numel(c->in[i]) == total, false};
       drk_ipar_for(total, drk_ipar_grain(total, 1 << 14), nary_range, &j);
-      free(x);
+      drk_ifree(x);
     }
     if (ok && k == K_MEAN) {
       nary_job_t j = {k, n, NULL, acc, rank, dims, ist, true, true};
       drk_ipar_for(total, drk_ipar_grain(total, 1 << 14), nary_range, &j);
     }
     if (ok) drk_istore_f64(o, acc);
-    free(acc);
+    drk_ifree(acc);
   } else {
     int64_t *acc = drk_imalloc(c, (size_t)total, sizeof(int64_t));
     if (!acc) return false;
@@ -144,12 +144,12 @@ static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
         else ok = ibin(c, k, acc[j], v, &acc[j]);
         drk_iiter_next(&it);
       }
-      free(x);
+      drk_ifree(x);
     }
     if (ok && k == K_MEAN)
       for (int64_t j = 0; j < total; j++) acc[j] /= n;
     if (ok) drk_istore_i64(o, acc);
-    free(acc);
+    drk_ifree(acc);
   }
   return ok;
 }
@@ -278,7 +278,7 @@ static bool unary(drk_ictx_t *c, int k, unsigned mask) {
       v[i] = a;
     }
     drk_istore_i64(&c->out[0], v);
-    free(v);
+    drk_ifree(v);
     return true;
   }
   double alpha = 0, beta = 0, gamma = 0;
@@ -310,7 +310,7 @@ static bool unary(drk_ictx_t *c, int k, unsigned mask) {
   unary_job_t j = {k, v, alpha, beta, gamma};
   drk_ipar_for(n, drk_ipar_grain(n, 1 << 13), unary_range, &j);
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 
@@ -398,7 +398,7 @@ static bool op_clip(drk_ictx_t *c) {
       v[i] = a;
     }
     drk_istore_f64(&c->out[0], v);
-    free(v);
+    drk_ifree(v);
   } else {
     int64_t l = lo ? drk_tensor_get_i64(lo, 0) : INT64_MIN, h = hi ? drk_tensor_get_i64(hi, 0) : INT64_MAX;
     int64_t *v = drk_iload_i64(c, x);
@@ -410,7 +410,7 @@ static bool op_clip(drk_ictx_t *c) {
       v[i] = a;
     }
     drk_istore_i64(&c->out[0], v);
-    free(v);
+    drk_ifree(v);
   }
   return true;
 }

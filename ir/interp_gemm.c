@@ -8,8 +8,8 @@
  * each product rounded to f64 and then added (the files are built with -ffp-contract=off, so
  * no FMA), starting from +0 (or from C when accumulating). The k blocks continue the same
  * sum through C. Neither the tile sizes, nor the SIMD width of the micro-kernel (AVX-512,
- * AVX2 or the baseline, picked at run time; DRK_INTERP_SIMD=avx512|avx2|generic forces one
- * for tests), nor the thread count change a bit of the result. */
+ * AVX2 or the baseline, the widest the CPU has, picked at run time; DRK_INTERP_SIMD=avx2 or
+ * =generic forces a narrower one for tests), nor the thread count change a bit of the result. */
 #include <pthread.h>
 
 #include "interp_internal.h"

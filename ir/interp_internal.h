@@ -100,8 +100,15 @@ double *drk_iload_f64(drk_ictx_t *c, const drk_tensor_t *t);
 int64_t *drk_iload_i64(drk_ictx_t *c, const drk_tensor_t *t);
 void drk_istore_f64(drk_tensor_t *t, const double *vals);
 void drk_istore_i64(drk_tensor_t *t, const int64_t *vals);
-/* malloc that reports out-of-memory (n elements of size sz; never 0 bytes). */
+/* malloc that reports out-of-memory (n elements of size sz; never 0 bytes). Free with
+ * drk_ifree: big buffers are kept for reuse (fresh ones cost page faults and zeroing). */
 void *drk_imalloc(drk_ictx_t *c, size_t n, size_t sz);
+/* drk_imalloc without the report (NULL when out of memory). */
+void *drk_iscratch(size_t bytes);
+/* free() for anything malloc'ed (drk_imalloc, drk_iscratch, drk_iload_*): big buffers go to
+ * the interpreter's cache, emptied by drk_iscratch_flush (at the end of drk_interp_run). */
+void drk_ifree(void *p);
+void drk_iscratch_flush(void);
 /* Copies element si of src to element di of dst (same dtype). */
 void drk_icopy_elem(drk_tensor_t *dst, int64_t di, const drk_tensor_t *src, int64_t si);
 

@@ -81,7 +81,7 @@ static bool op_matmul(drk_ictx_t *c) {
     double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
     double *C = B ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(double)) : NULL;
     int64_t *offs = C ? drk_imalloc(c, (size_t)nb * 2, sizeof(int64_t)) : NULL;
-    if (!offs) { free(A); free(B); free(C); return false; }
+    if (!offs) { drk_ifree(A); drk_ifree(B); drk_ifree(C); return false; }
     bool fold = true; /* B shared by every batch, A's batches contiguous: one GEMM of nb*M rows */
     for (int64_t i = 0; i < nb; i++) {
       offs[2 * i] = it.off[0], offs[2 * i + 1] = it.off[1];
@@ -100,11 +100,11 @@ static bool op_matmul(drk_ictx_t *c) {
                         false);
     }
     drk_istore_f64(&c->out[0], C);
-    free(A); free(B); free(C); free(offs);
+    drk_ifree(A); drk_ifree(B); drk_ifree(C); drk_ifree(offs);
   } else {
     int64_t *A = drk_iload_i64(c, a), *B = A ? drk_iload_i64(c, b) : NULL;
     int64_t *C = B ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(int64_t)) : NULL;
-    if (!C) { free(A); free(B); return false; }
+    if (!C) { drk_ifree(A); drk_ifree(B); return false; }
     for (int64_t i = 0; i < nb; i++) {
       const int64_t *ap = A + it.off[0] * M * K, *bp = B + it.off[1] * K * N;
       for (int64_t m = 0; m < M; m++)
@@ -116,7 +116,7 @@ static bool op_matmul(drk_ictx_t *c) {
       drk_iiter_next(&it);
     }
     drk_istore_i64(&c->out[0], C);
-    free(A); free(B); free(C);
+    drk_ifree(A); drk_ifree(B); drk_ifree(C);
   }
   return true;
 }
@@ -145,7 +145,7 @@ static bool op_gemm(drk_ictx_t *c) {
   double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
   double *C = B ? drk_imalloc(c, (size_t)(M * N), sizeof(double)) : NULL;
   double *Cin = (C && cc) ? drk_iload_f64(c, cc) : NULL;
-  if (!C || (cc && !Cin)) { free(A); free(B); free(C); return false; }
+  if (!C || (cc && !Cin)) { drk_ifree(A); drk_ifree(B); drk_ifree(C); return false; }
   drk_igemm_f64(M, N, K, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, C, N, false);
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) {
@@ -154,7 +154,7 @@ static bool op_gemm(drk_ictx_t *c) {
       C[m * N + n] = v;
     }
   drk_istore_f64(&c->out[0], C);
-  free(A); free(B); free(C); free(Cin);
+  drk_ifree(A); drk_ifree(B); drk_ifree(C); drk_ifree(Cin);
   return true;
 }
 
@@ -322,7 +322,7 @@ static void conv_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     const double *xg = j->X + (n * j->C + gi * j->Cg) * j->IS;
     const double *B = xg;
     if (!j->direct) {
-      if (!j->cols[tid]) j->cols[tid] = malloc(sizeof(double) * (size_t)(j->Cg * j->KS * j->OS));
+      if (!j->cols[tid]) j->cols[tid] = drk_iscratch(sizeof(double) * (size_t)(j->Cg * j->KS * j->OS));
       if (!j->cols[tid]) {
         j->oom = true; /* benign race: only ever set to true */
         return;
@@ -365,7 +365,7 @@ static bool op_conv(drk_ictx_t *c) {
   double *X = drk_iload_f64(c, x), *W = X ? drk_iload_f64(c, w) : NULL;
   double *Y = W ? drk_imalloc(c, (size_t)(N * M * OS), sizeof(double)) : NULL;
   double *bias = (Y && b) ? drk_iload_f64(c, b) : NULL;
-  if (!Y || (b && !bias)) { free(X); free(W); free(Y); return false; }
+  if (!Y || (b && !bias)) { drk_ifree(X); drk_ifree(W); drk_ifree(Y); return false; }
   conv_job_t j = {&g, X, W, bias, Y, C, M, Cg, Mg, KS, OS, IS, direct, NULL, false, false};
   int nt = drk_interp_threads();
   bool ok = true;
@@ -375,20 +375,20 @@ static bool op_conv(drk_ictx_t *c) {
     j.serial = true;
     ok = j.cols != NULL;
     if (ok) drk_ipar_for(N * g.group, drk_ipar_grain(N * g.group, 1), conv_task, &j);
-    for (int t = 0; j.cols && t < nt; t++) free(j.cols[t]);
-    free(j.cols);
+    for (int t = 0; j.cols && t < nt; t++) drk_ifree(j.cols[t]);
+    drk_ifree(j.cols);
   } else {
     /* few (image, group) pairs: each GEMM spreads over the pool */
     double *cols = direct ? NULL : drk_imalloc(c, (size_t)(Cg * KS * OS), sizeof(double));
     ok = direct || cols;
     j.cols = &cols;
     if (ok) conv_task(&j, 0, N * g.group, 0);
-    free(cols);
+    drk_ifree(cols);
   }
   ok = ok && !j.oom;
   if (ok) drk_istore_f64(&c->out[0], Y);
   else drk_ierr(c, "out of memory");
-  free(X); free(W); free(Y); free(bias);
+  drk_ifree(X); drk_ifree(W); drk_ifree(Y); drk_ifree(bias);
   return ok;
 }
 
@@ -412,7 +412,7 @@ static bool op_conv_transpose(drk_ictx_t *c) {
   double *X = drk_iload_f64(c, x), *W = X ? drk_iload_f64(c, w) : NULL;
   double *Y = W ? drk_imalloc(c, (size_t)(N * M * OS), sizeof(double)) : NULL;
   double *cols = Y ? drk_imalloc(c, (size_t)(Mg * KS * IS), sizeof(double)) : NULL;
-  if (!cols) { free(X); free(W); free(Y); return false; }
+  if (!cols) { drk_ifree(X); drk_ifree(W); drk_ifree(Y); return false; }
   for (int64_t i = 0; i < N * M * OS; i++) Y[i] = 0;
   for (int64_t n = 0; n < N; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
@@ -454,7 +454,7 @@ static bool op_conv_transpose(drk_ictx_t *c) {
       }
     }
   drk_istore_f64(&c->out[0], Y);
-  free(X); free(W); free(Y); free(cols);
+  drk_ifree(X); drk_ifree(W); drk_ifree(Y); drk_ifree(cols);
   return true;
 }
 
@@ -594,8 +594,8 @@ static bool op_einsum(drk_ictx_t *c) {
     }
     drk_istore_f64(&c->out[0], acc);
   }
-  free(acc);
-  for (int i = 0; i < nin; i++) free(vals[i]);
+  drk_ifree(acc);
+  for (int i = 0; i < nin; i++) drk_ifree(vals[i]);
   return ok;
 }
 

@@ -43,7 +43,7 @@ static bool softmax(drk_ictx_t *c, bool logsm) {
   softmax_job_t j = {v, len, inner, logsm};
   drk_ipar_for(outer * inner, drk_ipar_grain(outer * inner, 1 + (1 << 14) / (len ? len : 1)), softmax_range, &j);
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 
@@ -95,7 +95,7 @@ static bool op_batchnorm(drk_ictx_t *c) {
   bn_job_t j = {c, v, C, inner, eps};
   drk_ipar_for(x->dims[0] * C, drk_ipar_grain(x->dims[0] * C, 1 + (1 << 14) / (inner ? inner : 1)), bn_range, &j);
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 
@@ -155,7 +155,7 @@ static bool op_instnorm(drk_ictx_t *c) {
     for (int64_t i = 0; i < inner; i++) v[g * inner + i] = v[g * inner + i] * sc + bb;
   }
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 
@@ -195,10 +195,10 @@ static bool op_layernorm(drk_ictx_t *c) {
   double *inv = mean ? drk_imalloc(c, (size_t)outer, sizeof(double)) : NULL;
   double *S = inv ? drk_iload_f64(c, sc) : NULL;
   double *B = (S && b) ? drk_iload_f64(c, b) : NULL;
-  if (!S || (b && !B)) { free(v); free(mean); free(inv); free(S); return false; }
+  if (!S || (b && !B)) { drk_ifree(v); drk_ifree(mean); drk_ifree(inv); drk_ifree(S); return false; }
   /* Scale and B per position of the normalized shape, then one row at a time */
   double *Sv = drk_imalloc(c, (size_t)len, sizeof(double)), *Bv = Sv ? drk_imalloc(c, (size_t)len, sizeof(double)) : NULL;
-  if (!Bv) { free(v); free(mean); free(inv); free(S); free(B); free(Sv); return false; }
+  if (!Bv) { drk_ifree(v); drk_ifree(mean); drk_ifree(inv); drk_ifree(S); drk_ifree(B); drk_ifree(Sv); return false; }
   int64_t *sts[2] = {ss, bs};
   drk_iiter_t it;
   drk_iiter_init(&it, brank, bd, b ? 2 : 1, sts);
@@ -207,11 +207,11 @@ static bool op_layernorm(drk_ictx_t *c) {
     drk_iiter_next(&it);
   }
   normalize_runs_affine(v, outer, len, eps, mean, inv, Sv, Bv);
-  free(Sv); free(Bv);
+  drk_ifree(Sv); drk_ifree(Bv);
   drk_istore_f64(&c->out[0], v);
   if (c->n_out > 1) drk_istore_f64(&c->out[1], mean);
   if (c->n_out > 2) drk_istore_f64(&c->out[2], inv);
-  free(v); free(mean); free(inv); free(S); free(B);
+  drk_ifree(v); drk_ifree(mean); drk_ifree(inv); drk_ifree(S); drk_ifree(B);
   return true;
 }
 
@@ -239,7 +239,7 @@ static bool op_groupnorm(drk_ictx_t *c) {
       for (int64_t i = 0; i < inner; i++) p[i] = p[i] * s + bb;
     }
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 

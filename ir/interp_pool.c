@@ -57,39 +57,28 @@ static bool pool_geo(drk_ictx_t *c, const drk_tensor_t *x, poolgeo_t *g) {
   return true;
 }
 
-static bool pool(drk_ictx_t *c, bool is_max) {
-  if (!drk_ireq(c, 0, DRK_M_FLOAT | (is_max ? DRK_DTM(I8) | DRK_DTM(U8) : 0))) return false;
-  const drk_tensor_t *x = c->in[0];
-  poolgeo_t g;
-  if (!pool_geo(c, x, &g)) return false;
+/* One (image, channel) plane per index. */
+typedef struct pool_job {
+  const poolgeo_t *g;
+  const double *v;
+  double *res;
+  int64_t *idx; /* Indices output or NULL */
+  const int64_t *ist;
+  int64_t IS, OS, KS;
+  bool is_max, incl;
+} pool_job_t;
+
+static void pool_range(void *ctx, int64_t p0, int64_t p1, int tid) {
+  const pool_job_t *j = ctx;
+  const poolgeo_t *gp = j->g;
+  const poolgeo_t g = *gp;
   int r = g.r;
-  int64_t od[DRK_MAX_RANK];
-  od[0] = x->dims[0];
-  od[1] = x->dims[1];
-  for (int i = 0; i < r; i++) od[2 + i] = g.out[i];
-  if (!drk_iout(c, 0, x->dtype, x->rank, od)) return false;
-  bool want_idx = is_max && c->n_out > 1;
-  if (want_idx && !drk_iout(c, 1, DRK_DT_I64, x->rank, od)) return false;
-  bool incl = drk_node_attr_int(c->n, "count_include_pad", 0) != 0;
-  bool colmajor = drk_node_attr_int(c->n, "storage_order", 0) != 0;
-  int64_t IS = 1, OS = 1, KS = 1;
-  for (int i = 0; i < r; i++) {
-    IS *= g.in[i];
-    OS *= g.out[i];
-    KS *= g.k[i];
-  }
-  int64_t ist[DRK_MAX_RANK]; /* spatial strides used for Indices */
-  if (colmajor) {
-    int64_t s = 1;
-    for (int i = 0; i < r; i++) { ist[i] = s; s *= g.in[i]; }
-  } else {
-    drk_istrides(r, g.in, ist);
-  }
-  double *v = drk_iload_f64(c, x);
-  double *res = v ? drk_imalloc(c, (size_t)drk_tensor_numel(&c->out[0]), sizeof(double)) : NULL;
-  if (!res) { free(v); return false; }
-  int64_t planes = x->dims[0] * x->dims[1];
-  for (int64_t pl = 0; pl < planes; pl++) {
+  const double *v = j->v;
+  double *res = j->res;
+  const int64_t *ist = j->ist;
+  int64_t IS = j->IS, OS = j->OS, KS = j->KS;
+  bool is_max = j->is_max, incl = j->incl, want_idx = j->idx != NULL;
+  for (int64_t pl = p0; pl < p1; pl++) {
     const double *xp = v + pl * IS;
     int64_t oidx[DRK_MAX_RANK] = {0};
     for (int64_t oo = 0; oo < OS; oo++) {
@@ -127,16 +116,52 @@ static bool pool(drk_ictx_t *c, bool is_max) {
       if (is_max) outv = bidx < 0 ? -INFINITY : best;
       else outv = sum / (double)(incl ? cnt_pad : cnt);
       res[pl * OS + oo] = outv;
-      if (want_idx) ((int64_t *)c->out[1].data)[pl * OS + oo] = pl * IS + (bidx < 0 ? 0 : bidx);
+      if (want_idx) j->idx[pl * OS + oo] = pl * IS + (bidx < 0 ? 0 : bidx);
       for (int i = r - 1; i >= 0; i--) {
         if (++oidx[i] < g.out[i]) break;
         oidx[i] = 0;
       }
     }
   }
+}
+
+static bool pool(drk_ictx_t *c, bool is_max) {
+  if (!drk_ireq(c, 0, DRK_M_FLOAT | (is_max ? DRK_DTM(I8) | DRK_DTM(U8) : 0))) return false;
+  const drk_tensor_t *x = c->in[0];
+  poolgeo_t g;
+  if (!pool_geo(c, x, &g)) return false;
+  int r = g.r;
+  int64_t od[DRK_MAX_RANK];
+  od[0] = x->dims[0];
+  od[1] = x->dims[1];
+  for (int i = 0; i < r; i++) od[2 + i] = g.out[i];
+  if (!drk_iout(c, 0, x->dtype, x->rank, od)) return false;
+  bool want_idx = is_max && c->n_out > 1;
+  if (want_idx && !drk_iout(c, 1, DRK_DT_I64, x->rank, od)) return false;
+  bool incl = drk_node_attr_int(c->n, "count_include_pad", 0) != 0;
+  bool colmajor = drk_node_attr_int(c->n, "storage_order", 0) != 0;
+  int64_t IS = 1, OS = 1, KS = 1;
+  for (int i = 0; i < r; i++) {
+    IS *= g.in[i];
+    OS *= g.out[i];
+    KS *= g.k[i];
+  }
+  int64_t ist[DRK_MAX_RANK]; /* spatial strides used for Indices */
+  if (colmajor) {
+    int64_t s = 1;
+    for (int i = 0; i < r; i++) { ist[i] = s; s *= g.in[i]; }
+  } else {
+    drk_istrides(r, g.in, ist);
+  }
+  double *v = drk_iload_f64(c, x);
+  double *res = v ? drk_imalloc(c, (size_t)drk_tensor_numel(&c->out[0]), sizeof(double)) : NULL;
+  if (!res) { drk_ifree(v); return false; }
+  int64_t planes = x->dims[0] * x->dims[1];
+  pool_job_t j = {&g, v, res, want_idx ? (int64_t *)c->out[1].data : NULL, ist, IS, OS, KS, is_max, incl};
+  drk_ipar_for(planes, drk_ipar_grain(planes, 1 + (1 << 13) / (OS * KS > 0 ? OS * KS : 1)), pool_range, &j);
   drk_istore_f64(&c->out[0], res);
-  free(v);
-  free(res);
+  drk_ifree(v);
+  drk_ifree(res);
   return true;
 }
 
@@ -164,7 +189,7 @@ static bool global_pool(drk_ictx_t *c, bool is_max) {
     v[p] = is_max ? acc : acc / (double)IS;
   }
   drk_istore_f64(&c->out[0], v);
-  free(v);
+  drk_ifree(v);
   return true;
 }
 

@@ -69,7 +69,7 @@ static bool reduce(drk_ictx_t *c, int k) {
   if (isint) {
     int64_t *acc = drk_imalloc(c, (size_t)on, sizeof(int64_t));
     int64_t *v = acc ? drk_iload_i64(c, x) : NULL;
-    if (!v) { free(acc); return false; }
+    if (!v) { drk_ifree(acc); return false; }
     int64_t init = k == R_PROD ? 1 : k == R_MAX ? INT64_MIN : k == R_MIN ? INT64_MAX : 0;
     if (x->dtype == DRK_DT_BOOL) init = k == R_MIN; /* empty sets: max false, min true */
     for (int64_t j = 0; j < on; j++) acc[j] = init;
@@ -85,20 +85,20 @@ static bool reduce(drk_ictx_t *c, int k) {
       drk_iiter_next(&it);
     }
     drk_istore_i64(o, acc);
-    free(acc);
-    free(v);
+    drk_ifree(acc);
+    drk_ifree(v);
     return true;
   }
   double *acc = drk_imalloc(c, (size_t)on, sizeof(double));
   double *v = acc ? drk_iload_f64(c, x) : NULL;
-  if (!v) { free(acc); return false; }
+  if (!v) { drk_ifree(acc); return false; }
   double init = k == R_PROD ? 1 : k == R_MAX ? -INFINITY : k == R_MIN ? INFINITY : 0;
   for (int64_t j = 0; j < on; j++) acc[j] = init;
   double *mx = NULL;
   if (k == R_LSE) {
     /* Subtract the per-slice max so large inputs do not overflow exp. */
     mx = drk_imalloc(c, (size_t)on, sizeof(double));
-    if (!mx) { free(acc); free(v); return false; }
+    if (!mx) { drk_ifree(acc); drk_ifree(v); return false; }
     for (int64_t j = 0; j < on; j++) mx[j] = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
       if (v[i] > mx[it.off[0]]) mx[it.off[0]] = v[i];
@@ -124,9 +124,9 @@ static bool reduce(drk_ictx_t *c, int k) {
     else if (k == R_LSE) acc[j] = log(acc[j]) + mx[j];
   }
   drk_istore_f64(o, acc);
-  free(acc);
-  free(v);
-  free(mx);
+  drk_ifree(acc);
+  drk_ifree(v);
+  drk_ifree(mx);
   return true;
 }
 
@@ -290,7 +290,7 @@ static bool op_topk(drk_ictx_t *c) {
         ((int64_t *)c->out[1].data)[e] = buf[l].i;
       }
     }
-  free(buf);
+  drk_ifree(buf);
   return true;
 }
 

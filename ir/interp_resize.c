@@ -229,12 +229,12 @@ static bool op_resize(drk_ictx_t *c) {
     drk_istore_f64(&c->out[0], Y);
   }
   bool done = Y != NULL;
-  free(X);
-  free(Y);
+  drk_ifree(X);
+  drk_ifree(Y);
   for (int d = 0; d < r; d++) {
-    free(tp[d].idx);
-    free(tp[d].w);
-    free(tp[d].ex);
+    drk_ifree(tp[d].idx);
+    drk_ifree(tp[d].w);
+    drk_ifree(tp[d].ex);
   }
   return done;
 }
