@@ -258,6 +258,11 @@ static void load_f64_range(void *ctx, int64_t i0, int64_t i1, int tid) {
 
 static bool sub_byte(drk_dtype_t t) { return drk_dtype_bits(t) < 8; }
 
+void drk_iload_f64_range(const drk_tensor_t *t, int64_t i0, int64_t i1, double *dst) {
+  conv_job_t j = {t, dst - i0};
+  load_f64_range(&j, i0, i1, 0);
+}
+
 double *drk_iload_f64(drk_ictx_t *c, const drk_tensor_t *t) {
   int64_t n = drk_tensor_numel(t);
   double *p = drk_imalloc(c, (size_t)n, sizeof(double));
@@ -290,6 +295,11 @@ static void store_f64_range(void *ctx, int64_t i0, int64_t i1, int tid) {
     case DRK_DT_F16: { uint16_t *d = t->data; for (int64_t i = i0; i < i1; i++) d[i] = drk_f32_to_f16((float)v[i]); } break;
     default: for (int64_t i = i0; i < i1; i++) drk_tensor_set_f64(t, i, v[i]); break;
   }
+}
+
+void drk_istore_f64_range(drk_tensor_t *t, int64_t i0, int64_t i1, const double *src) {
+  conv_job_t j = {t, (void *)(src - i0)};
+  store_f64_range(&j, i0, i1, 0);
 }
 
 void drk_istore_f64(drk_tensor_t *t, const double *v) {

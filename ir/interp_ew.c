@@ -246,15 +246,24 @@ static double funary(int k, double x, double alpha, double beta, double gamma) {
   return x;
 }
 
+/* Chunks of UCHUNK elements: read x, apply, write the output, through a small f64 buffer. */
+enum { UCHUNK = 2048 };
 typedef struct unary_job {
   int k;
-  double *v;
+  const drk_tensor_t *x;
+  drk_tensor_t *out;
   double alpha, beta, gamma;
 } unary_job_t;
 
 static void unary_range(void *ctx, int64_t i0, int64_t i1, int tid) {
   const unary_job_t *j = ctx;
-  for (int64_t i = i0; i < i1; i++) j->v[i] = funary(j->k, j->v[i], j->alpha, j->beta, j->gamma);
+  double buf[UCHUNK];
+  for (int64_t a = i0; a < i1; a += UCHUNK) {
+    int64_t b = a + UCHUNK < i1 ? a + UCHUNK : i1;
+    drk_iload_f64_range(j->x, a, b, buf);
+    for (int64_t i = 0; i < b - a; i++) buf[i] = funary(j->k, buf[i], j->alpha, j->beta, j->gamma);
+    drk_istore_f64_range(j->out, a, b, buf);
+  }
 }
 
 static bool unary(drk_ictx_t *c, int k, unsigned mask) {
@@ -305,12 +314,9 @@ static bool unary(drk_ictx_t *c, int k, unsigned mask) {
   alpha = (float)alpha;
   beta = (float)beta;
   gamma = (float)gamma;
-  double *v = drk_iload_f64(c, x);
-  if (!v) return false;
-  unary_job_t j = {k, v, alpha, beta, gamma};
-  drk_ipar_for(n, drk_ipar_grain(n, 1 << 13), unary_range, &j);
-  drk_istore_f64(&c->out[0], v);
-  drk_ifree(v);
+  unary_job_t j = {k, x, &c->out[0], alpha, beta, gamma};
+  if (drk_dtype_bits(x->dtype) < 8) unary_range(&j, 0, n, 0); /* two elements a byte: one thread */
+  else drk_ipar_for(n, drk_ipar_grain(n, 4 * UCHUNK), unary_range, &j);
   return true;
 }
 

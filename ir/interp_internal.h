@@ -99,6 +99,10 @@ drk_iop_fn drk_interp_lookup_layout(drk_op_t op); /* ConvNHWC, MaxPoolNHWC, Aver
 double *drk_iload_f64(drk_ictx_t *c, const drk_tensor_t *t);
 int64_t *drk_iload_i64(drk_ictx_t *c, const drk_tensor_t *t);
 void drk_istore_f64(drk_tensor_t *t, const double *vals);
+/* Elements [i0, i1) only, to/from dst[0 .. i1-i0) (not for sub-byte dtypes when storing from
+ * several threads: two elements share a byte). */
+void drk_iload_f64_range(const drk_tensor_t *t, int64_t i0, int64_t i1, double *dst);
+void drk_istore_f64_range(drk_tensor_t *t, int64_t i0, int64_t i1, const double *src);
 void drk_istore_i64(drk_tensor_t *t, const int64_t *vals);
 /* malloc that reports out-of-memory (n elements of size sz; never 0 bytes). Free with
  * drk_ifree: big buffers are kept for reuse (fresh ones cost page faults and zeroing). */
