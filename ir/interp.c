@@ -53,9 +53,15 @@ static void hint_huge(void *p, size_t bytes) {
 #endif
 }
 
+void drk_iscratch_atfork_child(void) {
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  cache_mu = m;
+}
+
 void *drk_iscratch(size_t bytes) {
 #ifdef DRK_SCRATCH_CACHE
   if (bytes >= CACHE_MIN) {
+    drk_ipar_register_atfork();
     pthread_mutex_lock(&cache_mu);
     int best = -1;
     for (int i = 0; i < CACHE_N; i++)

@@ -125,6 +125,10 @@ void drk_icopy_elem(drk_tensor_t *dst, int64_t di, const drk_tensor_t *src, int6
  * the same for every thread count. */
 typedef void (*drk_ipar_fn)(void *ctx, int64_t i0, int64_t i1, int tid);
 void drk_ipar_for(int64_t n, int64_t grain, drk_ipar_fn fn, void *ctx);
+/* pthread_atfork for the pool and the scratch cache (a forked child starts without workers,
+ * with fresh locks); idempotent. */
+void drk_ipar_register_atfork(void);
+void drk_iscratch_atfork_child(void);
 /* A grain that splits n into about 4 ranges per thread (at least min_grain each). */
 int64_t drk_ipar_grain(int64_t n, int64_t min_grain);
 

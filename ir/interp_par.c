@@ -34,6 +34,24 @@ static atomic_llong job_next;
 static uint64_t start_gen[MAX_THREADS]; /* job_gen when worker tid was created */
 static _Thread_local bool in_pool; /* this thread runs a job (worker, or the caller) */
 
+/* fork(): the child has none of the workers (drkc tune compiles candidates in forked
+ * children, whose constant folding may run here): it starts over with no threads and fresh
+ * locks (one may have been held by another parent thread at the fork). */
+static void atfork_child(void) {
+  pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER, m1 = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c0 = PTHREAD_COND_INITIALIZER, c1 = PTHREAD_COND_INITIALIZER;
+  pool_mu = m0, pool_busy = m1, cv_work = c0, cv_done = c1;
+  n_started = 0;
+  job_pending = 0;
+  job_threads = 0;
+  in_pool = false;
+  drk_iscratch_atfork_child();
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+void drk_ipar_register_atfork(void) { pthread_once(&atfork_once, register_atfork); }
+
 static int cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
 #if defined(__linux__) && defined(CPU_COUNT)
@@ -67,6 +85,7 @@ void drk_interp_set_threads(int n) {
 }
 
 int drk_interp_threads(void) {
+  drk_ipar_register_atfork();
   pthread_mutex_lock(&pool_mu);
   if (!want) want = default_threads();
   int n = want;

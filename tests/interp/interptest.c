@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ir/interp.h"
 #include "tests/common/check.h"
@@ -556,6 +558,61 @@ static void test_run_graph(void) {
   drk_graph_destroy(g);
 }
 
+/* A MatMul big enough for the pool, f64, odd sizes (edge tiles, K over one k block): every
+ * output equals the naive sum in k order bit for bit, for 1 and 3 threads; then the pool
+ * still works in a forked child (drkc tune compiles in forked children). */
+static bool mm_exact(int64_t M, int64_t K, int64_t N, int threads) {
+  drk_interp_set_threads(threads);
+  int64_t da[2] = {M, K}, db[2] = {K, N};
+  drk_tensor_t A, B, out[1];
+  DRK_ASSERT(drk_tensor_alloc(&A, DRK_DT_F64, 2, da) && drk_tensor_alloc(&B, DRK_DT_F64, 2, db));
+  double *a = A.data, *b = B.data;
+  uint64_t x = 12345;
+  for (int64_t i = 0; i < M * K; i++) a[i] = (double)((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 11) * 0x1p-53 - 0.5;
+  for (int64_t i = 0; i < K * N; i++) b[i] = (double)((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 11) * 0x1p-53 - 0.5;
+  drk_tensor_t *ins[2] = {&A, &B};
+  one_t o = make_node(DRK_OP_MATMUL, 2, ins, 1);
+  drk_diag_t d = diag();
+  bool ok = eval(&o, ins, out, &d);
+  for (int64_t m = 0; ok && m < M; m++)
+    for (int64_t n = 0; ok && n < N; n++) {
+      volatile double s = 0; /* volatile: each product rounded, then added, as the interpreter does */
+      for (int64_t k = 0; k < K; k++) {
+        volatile double p = a[m * K + k] * b[k * N + n];
+        s = s + p;
+      }
+      double got = ((double *)out[0].data)[m * N + n];
+      if (memcmp(&got, (const void *)&s, 8)) {
+        printf("MatMul %lldx%lldx%lld, %d threads: C[%lld,%lld] = %.17g, the k-ordered sum is %.17g\n", (long long)M,
+               (long long)K, (long long)N, threads, (long long)m, (long long)n, got, s);
+        ok = false;
+      }
+    }
+  if (out[0].data) drk_tensor_free(&out[0]);
+  drk_graph_destroy(o.g);
+  drk_tensor_free(&A);
+  drk_tensor_free(&B);
+  drk_interp_set_threads(0);
+  return ok;
+}
+
+static void test_gemm_exact_and_fork(void) {
+  CHECK(mm_exact(131, 600, 77, 1), "k-ordered f64 sums, 1 thread");
+  CHECK(mm_exact(131, 600, 77, 3), "k-ordered f64 sums, 3 threads");
+  CHECK(mm_exact(5, 300, 1030, 2), "k-ordered f64 sums, wide");
+  drk_interp_set_threads(2);
+  CHECK(mm_exact(120, 200, 120, 2)); /* the pool's workers exist now */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    _exit(mm_exact(120, 200, 120, 2) ? 0 : 1);
+  }
+  int st = 0;
+  CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "the interpreter's pool in a forked child (status %d)", st);
+}
+
 /* --check's comparison: relative error normally; absolute where the reference is ~0. */
 static void test_check_near_zero(void) {
   int64_t d[1] = {3};
@@ -675,6 +732,7 @@ int main(int argc, char **argv) {
   test_errors();
   test_run_graph();
   test_check_near_zero();
+  test_gemm_exact_and_fork();
   if (!failures) printf("all interpreter checks passed\n");
   return check_status("interptest");
 }
