@@ -86,51 +86,69 @@ static void pick_kernel(void) {
 
 typedef struct gemm {
   int64_t M, N, K;
-  const double *A;
+  const void *A; /* double, or float when a_f32 */
   int64_t lda_m, lda_k;
-  const double *B;
+  const void *B; /* double, or float when b_f32 */
   int64_t ldb_k, ldb_n;
   double *C;
   int64_t ldc;
   bool accumulate;
   int64_t mc, nc, n_mt, n_nt; /* tile sizes and counts */
+  bool a_f32, b_f32;
 } gemm_t;
 
 /* Per-thread packing buffers (A: MC x KC, B: KC x NC), kept for the thread's life. */
 static _Thread_local double *tls_buf;
 
-HOT static void pack_a(const gemm_t *g, int64_t m0, int64_t m1, int64_t k0, int64_t kc, double *Ap) {
-  int mr = kern.mr;
-  for (int64_t i = m0; i < m1; i += mr, Ap += mr * kc) {
-    int64_t h = m1 - i < mr ? m1 - i : mr;
-    for (int64_t r = 0; r < h; r++) {
-      const double *a = g->A + (i + r) * g->lda_m + k0 * g->lda_k;
-      if (g->lda_k == 1)
-        for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = a[k];
-      else
-        for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = a[k * g->lda_k];
-    }
-    for (int64_t r = h; r < mr; r++)
-      for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = 0;
+/* Packing reads A and B as f64 or f32 (T); f32 -> f64 is exact, so the packed values (and the
+ * results) are the same as from an f64 copy of the operand. */
+#define DEF_PACK_A(NAME, T)                                                                        \
+  HOT static void NAME(const gemm_t *g, int64_t m0, int64_t m1, int64_t k0, int64_t kc, double *Ap) { \
+    int mr = kern.mr;                                                                              \
+    for (int64_t i = m0; i < m1; i += mr, Ap += mr * kc) {                                         \
+      int64_t h = m1 - i < mr ? m1 - i : mr;                                                       \
+      for (int64_t r = 0; r < h; r++) {                                                            \
+        const T *a = (const T *)g->A + (i + r) * g->lda_m + k0 * g->lda_k;                         \
+        if (g->lda_k == 1)                                                                         \
+          for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = a[k];                                  \
+        else                                                                                       \
+          for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = a[k * g->lda_k];                       \
+      }                                                                                            \
+      for (int64_t r = h; r < mr; r++)                                                             \
+        for (int64_t k = 0; k < kc; k++) Ap[k * mr + r] = 0;                                       \
+    }                                                                                              \
   }
+#define DEF_PACK_B(NAME, T)                                                                        \
+  HOT static void NAME(const gemm_t *g, int64_t n0, int64_t n1, int64_t k0, int64_t kc, double *Bp) { \
+    int nr = kern.nr;                                                                              \
+    for (int64_t j = n0; j < n1; j += nr, Bp += nr * kc) {                                         \
+      int64_t w = n1 - j < nr ? n1 - j : nr;                                                       \
+      for (int64_t k = 0; k < kc; k++) {                                                           \
+        const T *b = (const T *)g->B + (k0 + k) * g->ldb_k + j * g->ldb_n;                         \
+        double *d = Bp + k * nr;                                                                   \
+        if (g->ldb_n == 1 && w == nr)                                                              \
+          for (int s = 0; s < nr; s++) d[s] = b[s]; /* inline: a memcpy call per row costs more */ \
+        else if (g->ldb_n == 1)                                                                    \
+          for (int64_t s = 0; s < w; s++) d[s] = b[s];                                             \
+        else                                                                                       \
+          for (int64_t s = 0; s < w; s++) d[s] = b[s * g->ldb_n];                                  \
+        for (int64_t s = w; s < nr; s++) d[s] = 0;                                                 \
+      }                                                                                            \
+    }                                                                                              \
+  }
+DEF_PACK_A(pack_a_f64, double)
+DEF_PACK_A(pack_a_f32, float)
+DEF_PACK_B(pack_b_f64, double)
+DEF_PACK_B(pack_b_f32, float)
+
+static void pack_a(const gemm_t *g, int64_t m0, int64_t m1, int64_t k0, int64_t kc, double *Ap) {
+  if (g->a_f32) pack_a_f32(g, m0, m1, k0, kc, Ap);
+  else pack_a_f64(g, m0, m1, k0, kc, Ap);
 }
 
-HOT static void pack_b(const gemm_t *g, int64_t n0, int64_t n1, int64_t k0, int64_t kc, double *Bp) {
-  int nr = kern.nr;
-  for (int64_t j = n0; j < n1; j += nr, Bp += nr * kc) {
-    int64_t w = n1 - j < nr ? n1 - j : nr;
-    for (int64_t k = 0; k < kc; k++) {
-      const double *b = g->B + (k0 + k) * g->ldb_k + j * g->ldb_n;
-      double *d = Bp + k * nr;
-      if (g->ldb_n == 1 && w == nr)
-        for (int s = 0; s < nr; s++) d[s] = b[s]; /* inline: a memcpy call per row costs more */
-      else if (g->ldb_n == 1)
-        for (int64_t s = 0; s < w; s++) d[s] = b[s];
-      else
-        for (int64_t s = 0; s < w; s++) d[s] = b[s * g->ldb_n];
-      for (int64_t s = w; s < nr; s++) d[s] = 0;
-    }
-  }
+static void pack_b(const gemm_t *g, int64_t n0, int64_t n1, int64_t k0, int64_t kc, double *Bp) {
+  if (g->b_f32) pack_b_f32(g, n0, n1, k0, kc, Bp);
+  else pack_b_f64(g, n0, n1, k0, kc, Bp);
 }
 
 /* C[m0..m1) x [n0..n1): per k block, B's columns packed once, then A in MC-row blocks. */
@@ -180,8 +198,9 @@ static void gemm_task(void *ctx, int64_t t0, int64_t t1, int tid) {
   }
 }
 
-static void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k, const double *B,
-                 int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate, bool parallel) {
+void drk_igemm_mixed(int64_t M, int64_t N, int64_t K, const void *A, bool a_f32, int64_t lda_m, int64_t lda_k,
+                     const void *B, bool b_f32, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate,
+                     bool parallel) {
   pthread_once(&kern_once, pick_kernel);
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -189,7 +208,7 @@ static void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m
       for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(double) * (size_t)N);
     return;
   }
-  gemm_t g = {M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, parallel ? MT : M, NC, 0, 0};
+  gemm_t g = {M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, parallel ? MT : M, NC, 0, 0, a_f32, b_f32};
   int nt = parallel && (double)M * N * K >= 1e6 ? drk_interp_threads() : 1;
   /* Smaller tiles when there are too few for the threads (any size gives the same bits). */
   for (;;) {
@@ -207,12 +226,12 @@ static void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m
 
 void drk_igemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
                    const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate) {
-  gemm(M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, true);
+  drk_igemm_mixed(M, N, K, A, false, lda_m, lda_k, B, false, ldb_k, ldb_n, C, ldc, accumulate, true);
 }
 
 void drk_igemm_f64_serial(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
                           const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate) {
-  gemm(M, N, K, A, lda_m, lda_k, B, ldb_k, ldb_n, C, ldc, accumulate, false);
+  drk_igemm_mixed(M, N, K, A, false, lda_m, lda_k, B, false, ldb_k, ldb_n, C, ldc, accumulate, false);
 }
 
 const char *drk_igemm_kernel_name(void) {

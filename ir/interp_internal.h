@@ -142,5 +142,10 @@ void drk_igemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda
                    const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate);
 void drk_igemm_f64_serial(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda_m, int64_t lda_k,
                           const double *B, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate);
+/* The same with A and/or B read as f32 (a_f32, b_f32: the pointer is a float array): f32 -> f64
+ * is exact, so the result is that of f64 copies, without making them. parallel: may use the pool. */
+void drk_igemm_mixed(int64_t M, int64_t N, int64_t K, const void *A, bool a_f32, int64_t lda_m, int64_t lda_k,
+                     const void *B, bool b_f32, int64_t ldb_k, int64_t ldb_n, double *C, int64_t ldc, bool accumulate,
+                     bool parallel);
 
 #endif

@@ -22,19 +22,28 @@ static drk_dtype_t mm_result(drk_dtype_t t) { return is_f8(t) ? DRK_DT_F32 : t; 
 #define HOT
 #endif
 
-/* Batched MatMul, one batch per index: offs[2*i], offs[2*i+1]: the A and B batch of C's i. */
+/* Batched MatMul, one batch per index: offs[2*i], offs[2*i+1]: the A and B batch of C's i.
+ * A and B: double arrays, or float ones when f32. */
 typedef struct batched_mm {
   int64_t M, N, K;
-  const double *A, *B;
+  const void *A, *B;
+  bool f32;
   double *C;
   const int64_t *offs;
 } batched_mm_t;
 
+static const void *elem_at(const void *p, bool f32, int64_t i) {
+  return f32 ? (const void *)((const float *)p + i) : (const void *)((const double *)p + i);
+}
+
+static void batched_mm_one(const batched_mm_t *m, int64_t i, bool parallel) {
+  drk_igemm_mixed(m->M, m->N, m->K, elem_at(m->A, m->f32, m->offs[2 * i] * m->M * m->K), m->f32, m->K, 1,
+                  elem_at(m->B, m->f32, m->offs[2 * i + 1] * m->K * m->N), m->f32, m->N, 1, m->C + i * m->M * m->N,
+                  m->N, false, parallel);
+}
+
 static void batched_mm_task(void *ctx, int64_t i0, int64_t i1, int tid) {
-  const batched_mm_t *m = ctx;
-  for (int64_t i = i0; i < i1; i++)
-    drk_igemm_f64_serial(m->M, m->N, m->K, m->A + m->offs[2 * i] * m->M * m->K, m->K, 1,
-                         m->B + m->offs[2 * i + 1] * m->K * m->N, m->N, 1, m->C + i * m->M * m->N, m->N, false);
+  for (int64_t i = i0; i < i1; i++) batched_mm_one(ctx, i, false);
 }
 
 static bool op_matmul(drk_ictx_t *c) {
@@ -78,26 +87,26 @@ static bool op_matmul(drk_ictx_t *c) {
   drk_iiter_t it;
   drk_iiter_init(&it, brank, bd, 2, sts);
   if (drk_dtype_is_float(a->dtype)) {
-    double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
-    double *C = B ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(double)) : NULL;
+    /* f32 operands are packed straight from the tensors (exact), others through f64 copies */
+    bool f32 = a->dtype == DRK_DT_F32;
+    double *A = f32 ? NULL : drk_iload_f64(c, a), *B = f32 || !A ? NULL : drk_iload_f64(c, b);
+    double *C = (f32 || B) ? drk_imalloc(c, (size_t)(nb * M * N), sizeof(double)) : NULL;
     int64_t *offs = C ? drk_imalloc(c, (size_t)nb * 2, sizeof(int64_t)) : NULL;
     if (!offs) { drk_ifree(A); drk_ifree(B); drk_ifree(C); return false; }
+    const void *Ab = f32 ? a->data : (const void *)A, *Bb = f32 ? b->data : (const void *)B;
     bool fold = true; /* B shared by every batch, A's batches contiguous: one GEMM of nb*M rows */
     for (int64_t i = 0; i < nb; i++) {
       offs[2 * i] = it.off[0], offs[2 * i + 1] = it.off[1];
       fold &= it.off[0] == i && it.off[1] == 0;
       drk_iiter_next(&it);
     }
+    batched_mm_t bm = {M, N, K, Ab, Bb, f32, C, offs};
     if (fold) {
-      drk_igemm_f64(nb * M, N, K, A, K, 1, B, N, 1, C, N, false);
+      drk_igemm_mixed(nb * M, N, K, Ab, f32, K, 1, Bb, f32, N, 1, C, N, false, true);
+    } else if (nb >= drk_interp_threads()) {
+      drk_ipar_for(nb, drk_ipar_grain(nb, 1), batched_mm_task, &bm);
     } else {
-      batched_mm_t bm = {M, N, K, A, B, C, offs};
-      if (nb >= drk_interp_threads())
-        drk_ipar_for(nb, drk_ipar_grain(nb, 1), batched_mm_task, &bm);
-      else
-        for (int64_t i = 0; i < nb; i++)
-          drk_igemm_f64(M, N, K, A + offs[2 * i] * M * K, K, 1, B + offs[2 * i + 1] * K * N, N, 1, C + i * M * N, N,
-                        false);
+      for (int64_t i = 0; i < nb; i++) batched_mm_one(&bm, i, true);
     }
     drk_istore_f64(&c->out[0], C);
     drk_ifree(A); drk_ifree(B); drk_ifree(C); drk_ifree(offs);
@@ -142,11 +151,13 @@ static bool op_gemm(drk_ictx_t *c) {
     drk_ibstrides(cc, 2, od, cs);
   }
   if (!drk_iout(c, 0, mm_result(a->dtype), 2, od)) return false;
-  double *A = drk_iload_f64(c, a), *B = A ? drk_iload_f64(c, b) : NULL;
-  double *C = B ? drk_imalloc(c, (size_t)(M * N), sizeof(double)) : NULL;
+  bool f32 = a->dtype == DRK_DT_F32; /* packed straight from the tensors (exact) */
+  double *A = f32 ? NULL : drk_iload_f64(c, a), *B = f32 || !A ? NULL : drk_iload_f64(c, b);
+  double *C = (f32 || B) ? drk_imalloc(c, (size_t)(M * N), sizeof(double)) : NULL;
   double *Cin = (C && cc) ? drk_iload_f64(c, cc) : NULL;
   if (!C || (cc && !Cin)) { drk_ifree(A); drk_ifree(B); drk_ifree(C); return false; }
-  drk_igemm_f64(M, N, K, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, C, N, false);
+  drk_igemm_mixed(M, N, K, f32 ? a->data : (const void *)A, f32, ta ? 1 : K, ta ? M : 1, f32 ? b->data : (const void *)B,
+                  f32, tb ? 1 : N, tb ? K : 1, C, N, false, true);
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) {
       double v = alpha * C[m * N + n];
