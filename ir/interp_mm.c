@@ -269,59 +269,67 @@ static int64_t prod(const int64_t *v, int n) {
   return p;
 }
 
-/* cols[(ci*KS + kk) * OS + oo] = x[ci, in position] (0 outside). */
-HOT static void im2col(const convgeo_t *g, const double *x, int64_t Cg, double *cols) {
-  int r = g->r;
-  int64_t KS = prod(g->k, r), OS = prod(g->out, r), IS = prod(g->in, r);
-  int64_t last_o = g->out[r - 1];
-  for (int64_t ci = 0; ci < Cg; ci++) {
-    const double *xc = x + ci * IS;
-    for (int64_t kk = 0; kk < KS; kk++) {
-      int64_t kidx[DRK_MAX_RANK], rem = kk;
-      for (int i = r - 1; i >= 0; i--) {
-        kidx[i] = rem % g->k[i];
-        rem /= g->k[i];
-      }
-      double *dst = cols + (ci * KS + kk) * OS;
-      int64_t oidx[DRK_MAX_RANK] = {0};
-      for (int64_t oo = 0; oo < OS; oo += last_o) {
-        /* position in all but the last spatial dim */
-        int64_t base = 0;
-        bool inside = true;
-        for (int i = 0; i < r - 1; i++) {
-          int64_t p = oidx[i] * g->s[i] - g->pb[i] + kidx[i] * g->d[i];
-          if (p < 0 || p >= g->in[i]) inside = false;
-          base = base * g->in[i] + p;
-        }
-        int L = r - 1;
-        if (!inside) {
-          memset(dst + oo, 0, sizeof(double) * (size_t)last_o);
-        } else {
-          const double *row = xc + base * g->in[L];
-          int64_t off = kidx[L] * g->d[L] - g->pb[L];
-          for (int64_t o = 0; o < last_o; o++) {
-            int64_t p = o * g->s[L] + off;
-            dst[oo + o] = (p >= 0 && p < g->in[L]) ? row[p] : 0.0;
-          }
-        }
-        for (int i = r - 2; i >= 0; i--) {
-          if (++oidx[i] < g->out[i]) break;
-          oidx[i] = 0;
-        }
-      }
-    }
-  }
+/* cols[(ci*KS + kk) * OS + oo] = x[ci, in position] (0 outside); x of type T (f64 or f32). */
+#define DEF_IM2COL(NAME, T) \
+HOT static void NAME(const convgeo_t *g, const T *x, int64_t Cg, double *cols) { \
+  int r = g->r; \
+  int64_t KS = prod(g->k, r), OS = prod(g->out, r), IS = prod(g->in, r); \
+  int64_t last_o = g->out[r - 1]; \
+  for (int64_t ci = 0; ci < Cg; ci++) { \
+    const T *xc = x + ci * IS; \
+    for (int64_t kk = 0; kk < KS; kk++) { \
+      int64_t kidx[DRK_MAX_RANK], rem = kk; \
+      for (int i = r - 1; i >= 0; i--) { \
+        kidx[i] = rem % g->k[i]; \
+        rem /= g->k[i]; \
+      } \
+      double *dst = cols + (ci * KS + kk) * OS; \
+      int64_t oidx[DRK_MAX_RANK] = {0}; \
+      for (int64_t oo = 0; oo < OS; oo += last_o) { \
+        /* position in all but the last spatial dim */ \
+        int64_t base = 0; \
+        bool inside = true; \
+        for (int i = 0; i < r - 1; i++) { \
+          int64_t p = oidx[i] * g->s[i] - g->pb[i] + kidx[i] * g->d[i]; \
+          if (p < 0 || p >= g->in[i]) inside = false; \
+          base = base * g->in[i] + p; \
+        } \
+        int L = r - 1; \
+        if (!inside) { \
+          memset(dst + oo, 0, sizeof(double) * (size_t)last_o); \
+        } else { \
+          const T *row = xc + base * g->in[L]; \
+          int64_t off = kidx[L] * g->d[L] - g->pb[L]; \
+          for (int64_t o = 0; o < last_o; o++) { \
+            int64_t p = o * g->s[L] + off; \
+            dst[oo + o] = (p >= 0 && p < g->in[L]) ? row[p] : 0.0; \
+          } \
+        } \
+        for (int i = r - 2; i >= 0; i--) { \
+          if (++oidx[i] < g->out[i]) break; \
+          oidx[i] = 0; \
+        } \
+      } \
+    } \
+  } \
 }
+DEF_IM2COL(im2col_f64, double)
+DEF_IM2COL(im2col_f32, float)
 
-/* Conv over (image, group) pairs: index i is image i / group, group i % group. */
+/* Conv over (image, group) pairs: index i is image i / group, group i % group. X and W: f32
+ * tensors' own data (x_f32) or f64 copies. Each pair's Mg x OS block goes through a per-thread
+ * f64 buffer (+ bias) into the output tensor: no whole-output f64 copy. */
 typedef struct conv_job {
   const convgeo_t *g;
-  const double *X, *W, *bias;
-  double *Y;
+  const void *X, *W;
+  bool x_f32;
+  const double *bias;
+  drk_tensor_t *out;
   int64_t C, M, Cg, Mg, KS, OS, IS;
   bool direct;
   double **cols; /* im2col buffer per thread id, allocated on first use */
-  bool serial;   /* tasks run in the pool: serial GEMMs, per-thread buffers */
+  double **ybuf; /* Mg x OS result buffer per thread id, allocated on first use */
+  bool serial;   /* tasks run in the pool: serial GEMMs */
   bool oom;
 } conv_job_t;
 
@@ -330,26 +338,32 @@ static void conv_task(void *ctx, int64_t i0, int64_t i1, int tid) {
   const convgeo_t *g = j->g;
   for (int64_t i = i0; i < i1; i++) {
     int64_t n = i / g->group, gi = i % g->group;
-    const double *xg = j->X + (n * j->C + gi * j->Cg) * j->IS;
-    const double *B = xg;
-    if (!j->direct) {
-      if (!j->cols[tid]) j->cols[tid] = drk_iscratch(sizeof(double) * (size_t)(j->Cg * j->KS * j->OS));
-      if (!j->cols[tid]) {
-        j->oom = true; /* benign race: only ever set to true */
-        return;
-      }
-      im2col(g, xg, j->Cg, j->cols[tid]);
-      B = j->cols[tid];
+    int64_t xo = (n * j->C + gi * j->Cg) * j->IS;
+    const void *B = j->x_f32 ? (const void *)((const float *)j->X + xo) : (const void *)((const double *)j->X + xo);
+    bool b_f32 = j->x_f32;
+    if (!j->ybuf[tid]) j->ybuf[tid] = drk_iscratch(sizeof(double) * (size_t)(j->Mg * j->OS));
+    if (!j->direct && !j->cols[tid]) j->cols[tid] = drk_iscratch(sizeof(double) * (size_t)(j->Cg * j->KS * j->OS));
+    if (!j->ybuf[tid] || (!j->direct && !j->cols[tid])) {
+      j->oom = true; /* benign race: only ever set to true */
+      return;
     }
-    double *yg = j->Y + (n * j->M + gi * j->Mg) * j->OS;
-    int64_t K = j->Cg * j->KS;
-    if (j->serial) drk_igemm_f64_serial(j->Mg, j->OS, K, j->W + gi * j->Mg * K, K, 1, B, j->OS, 1, yg, j->OS, false);
-    else drk_igemm_f64(j->Mg, j->OS, K, j->W + gi * j->Mg * K, K, 1, B, j->OS, 1, yg, j->OS, false);
+    if (!j->direct) {
+      if (j->x_f32) im2col_f32(g, B, j->Cg, j->cols[tid]);
+      else im2col_f64(g, B, j->Cg, j->cols[tid]);
+      B = j->cols[tid];
+      b_f32 = false;
+    }
+    double *yg = j->ybuf[tid];
+    int64_t K = j->Cg * j->KS, wo = gi * j->Mg * K;
+    const void *W = j->x_f32 ? (const void *)((const float *)j->W + wo) : (const void *)((const double *)j->W + wo);
+    drk_igemm_mixed(j->Mg, j->OS, K, W, j->x_f32, K, 1, B, b_f32, j->OS, 1, yg, j->OS, false, !j->serial);
     if (j->bias)
       for (int64_t m = 0; m < j->Mg; m++) {
         double bv = j->bias[gi * j->Mg + m];
         for (int64_t o = 0; o < j->OS; o++) yg[m * j->OS + o] += bv;
       }
+    int64_t yo = (n * j->M + gi * j->Mg) * j->OS;
+    drk_istore_f64_range(j->out, yo, yo + j->Mg * j->OS, yg);
   }
 }
 
@@ -373,33 +387,31 @@ static bool op_conv(drk_ictx_t *c) {
   bool direct = true; /* 1x1, stride 1, no pads: X is its own im2col */
   for (int i = 0; i < g.r; i++)
     if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] || g.pe[i]) direct = false;
-  double *X = drk_iload_f64(c, x), *W = X ? drk_iload_f64(c, w) : NULL;
-  double *Y = W ? drk_imalloc(c, (size_t)(N * M * OS), sizeof(double)) : NULL;
-  double *bias = (Y && b) ? drk_iload_f64(c, b) : NULL;
-  if (!Y || (b && !bias)) { drk_ifree(X); drk_ifree(W); drk_ifree(Y); return false; }
-  conv_job_t j = {&g, X, W, bias, Y, C, M, Cg, Mg, KS, OS, IS, direct, NULL, false, false};
+  bool f32 = x->dtype == DRK_DT_F32; /* read straight from the tensors (exact) */
+  double *X = f32 ? NULL : drk_iload_f64(c, x), *W = f32 || !X ? NULL : drk_iload_f64(c, w);
+  double *bias = (f32 || W) && b ? drk_iload_f64(c, b) : NULL;
+  if ((!f32 && !W) || (b && !bias)) { drk_ifree(X); drk_ifree(W); return false; }
+  conv_job_t j = {&g, f32 ? x->data : (const void *)X, f32 ? w->data : (const void *)W, f32, bias, &c->out[0],
+                  C, M, Cg, Mg, KS, OS, IS, direct, NULL, NULL, false, false};
   int nt = drk_interp_threads();
-  bool ok = true;
-  if (nt > 1 && N * g.group >= nt) {
-    /* one (image, group) per task, each with its own im2col buffer and a serial GEMM */
-    j.cols = calloc((size_t)nt, sizeof(double *));
-    j.serial = true;
-    ok = j.cols != NULL;
-    if (ok) drk_ipar_for(N * g.group, drk_ipar_grain(N * g.group, 1), conv_task, &j);
-    for (int t = 0; j.cols && t < nt; t++) drk_ifree(j.cols[t]);
-    drk_ifree(j.cols);
-  } else {
-    /* few (image, group) pairs: each GEMM spreads over the pool */
-    double *cols = direct ? NULL : drk_imalloc(c, (size_t)(Cg * KS * OS), sizeof(double));
-    ok = direct || cols;
-    j.cols = &cols;
-    if (ok) conv_task(&j, 0, N * g.group, 0);
-    drk_ifree(cols);
+  /* one (image, group) per task with a serial GEMM when there are enough of them, else the
+   * pairs in turn, each GEMM spread over the pool */
+  j.serial = nt > 1 && N * g.group >= nt;
+  int nb = j.serial ? nt : 1;
+  j.cols = calloc((size_t)nb, sizeof(double *));
+  j.ybuf = calloc((size_t)nb, sizeof(double *));
+  bool ok = j.cols && j.ybuf;
+  if (ok && j.serial) drk_ipar_for(N * g.group, drk_ipar_grain(N * g.group, 1), conv_task, &j);
+  else if (ok) conv_task(&j, 0, N * g.group, 0);
+  for (int t = 0; t < nb; t++) {
+    if (j.cols) drk_ifree(j.cols[t]);
+    if (j.ybuf) drk_ifree(j.ybuf[t]);
   }
+  free(j.cols);
+  free(j.ybuf);
   ok = ok && !j.oom;
-  if (ok) drk_istore_f64(&c->out[0], Y);
-  else drk_ierr(c, "out of memory");
-  drk_ifree(X); drk_ifree(W); drk_ifree(Y); drk_ifree(bias);
+  if (!ok) drk_ierr(c, "out of memory");
+  drk_ifree(X); drk_ifree(W); drk_ifree(bias);
   return ok;
 }
 
