@@ -92,6 +92,52 @@ static void nary_range(void *ctx, int64_t j0, int64_t j1, int tid) {
   }
 }
 
+/* The float nary in chunks of NCHUNK output elements: each input's values for the chunk (read
+ * from the tensor, or gathered from its f64 copy when it broadcasts), folded in input order,
+ * stored. Each element on its own: the same bits as a whole-tensor pass. */
+enum { NARY_MAX = 8, NCHUNK = 2048 };
+typedef struct nary_chunk_job {
+  int k, n;
+  const drk_tensor_t *in[NARY_MAX];
+  double *full[NARY_MAX];
+  int64_t ist[NARY_MAX][DRK_MAX_RANK];
+  bool same[NARY_MAX];
+  int rank;
+  const int64_t *dims;
+  drk_tensor_t *out;
+} nary_chunk_job_t;
+
+static void nary_chunk_range(void *ctx, int64_t j0, int64_t j1, int tid) {
+  const nary_chunk_job_t *nj = ctx;
+  double acc[NCHUNK], x[NCHUNK];
+  for (int64_t a = j0; a < j1; a += NCHUNK) {
+    int64_t b = a + NCHUNK < j1 ? a + NCHUNK : j1, w = b - a;
+    for (int i = 0; i < nj->n; i++) {
+      double *dst = i == 0 ? acc : x;
+      if (nj->same[i]) {
+        drk_iload_f64_range(nj->in[i], a, b, dst);
+      } else {
+        int64_t *sts[1] = {(int64_t *)nj->ist[i]};
+        drk_iiter_t it;
+        drk_iiter_init(&it, nj->rank, nj->dims, 1, sts);
+        drk_iiter_seek(&it, a);
+        for (int64_t e = 0; e < w; e++, drk_iiter_next(&it)) dst[e] = nj->full[i][it.off[0]];
+      }
+      if (i == 0) continue;
+      switch (nj->k) {
+        case K_ADD: case K_SUM: case K_MEAN: for (int64_t e = 0; e < w; e++) acc[e] = acc[e] + x[e]; break;
+        case K_MUL: for (int64_t e = 0; e < w; e++) acc[e] = acc[e] * x[e]; break;
+        case K_SUB: for (int64_t e = 0; e < w; e++) acc[e] = acc[e] - x[e]; break;
+        case K_DIV: for (int64_t e = 0; e < w; e++) acc[e] = acc[e] / x[e]; break;
+        default: for (int64_t e = 0; e < w; e++) acc[e] = fbin(nj->k, acc[e], x[e]); break;
+      }
+    }
+    if (nj->k == K_MEAN)
+      for (int64_t e = 0; e < w; e++) acc[e] /= nj->n;
+    drk_istore_f64_range(nj->out, a, b, acc);
+  }
+}
+
 /* Folds n broadcast inputs with op k into output 0 of dtype odt. */
 static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
   int n = c->n_in;
@@ -111,7 +157,18 @@ static bool nary(drk_ictx_t *c, int k, drk_dtype_t odt, unsigned mask) {
   int64_t ost[DRK_MAX_RANK], ist[DRK_MAX_RANK];
   drk_istrides(rank, dims, ost);
   bool ok = true;
-  if (isf) {
+  if (isf && n <= NARY_MAX && drk_dtype_bits(odt) >= 8) {
+    /* chunks from the inputs straight to the output; broadcast inputs through f64 copies */
+    nary_chunk_job_t j = {k, n, {NULL}, {NULL}, {{0}}, {false}, rank, dims, o};
+    for (int i = 0; i < n && ok; i++) {
+      j.in[i] = c->in[i];
+      j.same[i] = drk_tensor_numel(c->in[i]) == total;
+      drk_ibstrides(c->in[i], rank, dims, j.ist[i]);
+      if (!j.same[i]) ok = (j.full[i] = drk_iload_f64(c, c->in[i])) != NULL;
+    }
+    if (ok) drk_ipar_for(total, drk_ipar_grain(total, 4 * NCHUNK), nary_chunk_range, &j);
+    for (int i = 0; i < n; i++) drk_ifree(j.full[i]);
+  } else if (isf) {
     double *acc = drk_imalloc(c, (size_t)total, sizeof(double));
     if (!acc) return false;
     for (int i = 0; i < n && ok; i++) {
