@@ -91,4 +91,10 @@ uint64_t drk_hash_fnv1a(const void *p, size_t n, uint64_t seed);
 /* The next value of the splitmix64 sequence of state *s (test inputs, seeds of searches). */
 uint64_t drk_splitmix64(uint64_t *s);
 
+/* fn(ctx, lo, hi) over [0, n) split in contiguous ranges, one per thread (every online CPU,
+ * at most 16, and no range below `grain` items); the calling thread takes the first range and
+ * any range whose thread could not start. For big copies and conversions of weights: each
+ * item must be independent of the others (the result cannot depend on the split). */
+void drk_par_ranges(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx);
+
 #endif

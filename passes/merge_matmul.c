@@ -122,19 +122,34 @@ static drk_value_t *i64_const(drk_graph_t *g, const char *name, int64_t v) {
   return drk_graph_add_const_copy(g, name, DRK_DT_I64, drk_graph_shape_static(g, 1, &len), &v, sizeof v);
 }
 
+typedef struct concat_job {
+  const member_t *m;
+  int cnt;
+  bool bias;
+  int64_t total;
+  size_t es;
+  char *data;
+} concat_job_t;
+
+static void concat_rows(void *p, size_t lo, size_t hi) {
+  const concat_job_t *j = p;
+  int64_t off = 0;
+  for (int i = 0; i < j->cnt; i++) {
+    const char *src = (j->bias ? j->m[i].b : j->m[i].w)->data;
+    size_t row = (size_t)j->m[i].n * j->es;
+    for (size_t r = lo; r < hi; r++) memcpy(j->data + (r * (size_t)j->total + (size_t)off) * j->es, src + r * row, row);
+    off += j->m[i].n;
+  }
+}
+
 /* A [rows, sum n] constant whose row r is the members' rows r side by side (biases: rows = 1). */
 static drk_value_t *concat_const(drk_graph_t *g, const char *name, const member_t *m, int cnt, bool bias,
                                  int64_t rows, int64_t total) {
   drk_value_t *first = bias ? m[0].b : m[0].w;
   size_t es = (size_t)drk_dtype_bits(first->dtype) / 8, nbytes = (size_t)(rows * total) * es;
   char *data = drk_arena_alloc(g->arena, nbytes ? nbytes : 1);
-  int64_t off = 0;
-  for (int i = 0; i < cnt; i++) {
-    const char *src = (bias ? m[i].b : m[i].w)->data;
-    for (int64_t r = 0; r < rows; r++)
-      memcpy(data + (size_t)(r * total + off) * es, src + (size_t)(r * m[i].n) * es, (size_t)m[i].n * es);
-    off += m[i].n;
-  }
+  concat_job_t j = {m, cnt, bias, total, es, data};
+  drk_par_ranges((size_t)rows, (size_t)((4 << 20) / (total * (int64_t)es) + 1), concat_rows, &j);
   int64_t dims[2] = {rows, total};
   return drk_graph_add_const(g, name, first->dtype, bias ? drk_graph_shape_static(g, 1, &total)
                                                          : drk_graph_shape_static(g, 2, dims), data, nbytes);

@@ -45,10 +45,8 @@
 #include "passes/precision.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ir/tensor.h"
 #include "passes/passes.h"
@@ -447,39 +445,24 @@ typedef struct convert_job {
   const drk_value_t *v;
   drk_dtype_t t;
   uint16_t *buf;
-  int64_t lo, hi;
 } convert_job_t;
 
-static void *convert_range(void *p) {
+static void convert_range(void *p, size_t lo, size_t hi) {
   convert_job_t *j = p;
   if (j->t == DRK_DT_F16) {
-    drk_f32_to_f16_n((const unsigned char *)j->v->data + 4 * j->lo, j->buf + j->lo, (size_t)(j->hi - j->lo), true);
-    return NULL;
+    drk_f32_to_f16_n((const unsigned char *)j->v->data + 4 * lo, j->buf + lo, hi - lo, true);
+    return;
   }
-  for (int64_t i = j->lo; i < j->hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, i));
-  return NULL;
+  for (size_t i = lo; i < hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, (int64_t)i));
 }
 
 /* Big weights convert on several threads (each element on its own: the result does not
- * depend on the split); a thread that cannot start leaves its range to this one. */
+ * depend on the split). */
 static void convert_const(pctx_t *c, drk_value_t *v, drk_dtype_t t) {
   int64_t n = const_numel(v);
   uint16_t *buf = drk_arena_alloc(c->g->arena, (size_t)(n > 0 ? n : 1) * 2);
-  enum { MAX_THREADS = 8 };
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int nt = n < (1 << 20) ? 1 : (int)(cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus);
-  convert_job_t jobs[MAX_THREADS];
-  pthread_t th[MAX_THREADS];
-  bool started[MAX_THREADS] = {false};
-  for (int k = 0; k < nt; k++) {
-    jobs[k] = (convert_job_t){v, t, buf, n * k / nt, n * (k + 1) / nt};
-    if (k) started[k] = pthread_create(&th[k], NULL, convert_range, &jobs[k]) == 0;
-  }
-  convert_range(&jobs[0]);
-  for (int k = 1; k < nt; k++) {
-    if (started[k]) pthread_join(th[k], NULL);
-    else convert_range(&jobs[k]);
-  }
+  convert_job_t job = {v, t, buf};
+  drk_par_ranges(n > 0 ? (size_t)n : 0, 1 << 20, convert_range, &job);
   v->data = buf;
   v->nbytes = (size_t)n * 2;
   v->dtype = t;

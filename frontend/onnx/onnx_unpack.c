@@ -14,17 +14,15 @@
  * sees the original bytes and reports what is wrong with them. */
 #include "onnx_unpack.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "ir/support.h"
 
 enum {
   MIN_CUT = 1 << 16,        /* raw_data below this stays with protobuf-c */
   CHUNK = 8 << 20,          /* copy work item */
-  MAX_THREADS = 16,
   FIELD_GRAPH = 7,          /* ModelProto.graph */
   FIELD_INITIALIZER = 5,    /* GraphProto.initializer */
   FIELD_RAW_DATA = 9,       /* TensorProto.raw_data */
@@ -196,43 +194,33 @@ static bool strip_model(wire_t *w, const uint8_t *p, size_t end) {
 /* ---- the parallel copy ---- */
 typedef struct copy_job {
   cut_t *cuts;
-  size_t n_cuts, n_items; /* items: CHUNK-sized pieces of every cut, in order */
-  size_t *first;          /* first[k]: the item index of cut k's first piece */
-  atomic_size_t next;
+  size_t n_cuts;
+  size_t *first;          /* first[k]: the index of cut k's first CHUNK-sized piece */
 } copy_job_t;
 
-static void *copy_main(void *arg) {
+static void copy_pieces(void *arg, size_t lo, size_t hi) {
   copy_job_t *j = arg;
   size_t k = 0;
-  for (size_t it; (it = atomic_fetch_add(&j->next, 1)) < j->n_items;) {
+  for (size_t it = lo; it < hi; it++) {
     while (k + 1 < j->n_cuts && j->first[k + 1] <= it) k++;
-    while (j->first[k] > it) k--;
     size_t off = (it - j->first[k]) * (size_t)CHUNK, len = j->cuts[k].len - off;
     memcpy(j->cuts[k].dst + off, j->cuts[k].src + off, len < CHUNK ? len : CHUNK);
   }
-  return NULL;
 }
 
 static bool copy_cuts(cut_t *cuts, size_t n) {
-  copy_job_t j = {cuts, n, 0, calloc(n + 1, sizeof(size_t)), 0};
+  copy_job_t j = {cuts, n, calloc(n + 1, sizeof(size_t))};
   if (!j.first) return false;
+  size_t pieces = 0;
   for (size_t k = 0; k < n; k++) {
     if (!(cuts[k].dst = malloc(cuts[k].len))) {
       free(j.first);
       return false;
     }
-    j.first[k] = j.n_items;
-    j.n_items += (cuts[k].len + CHUNK - 1) / CHUNK;
+    j.first[k] = pieces;
+    pieces += (cuts[k].len + CHUNK - 1) / CHUNK;
   }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t nt = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (size_t)cpus;
-  if (nt > j.n_items) nt = j.n_items ? j.n_items : 1;
-  pthread_t th[MAX_THREADS];
-  bool started[MAX_THREADS] = {false};
-  for (size_t t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, copy_main, &j) == 0;
-  copy_main(&j); /* also takes what a thread that could not start would have */
-  for (size_t t = 1; t < nt; t++)
-    if (started[t]) pthread_join(th[t], NULL);
+  drk_par_ranges(pieces, 1, copy_pieces, &j);
   free(j.first);
   return true;
 }
