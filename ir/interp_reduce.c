@@ -38,6 +38,55 @@ static bool reduce_axes(drk_ictx_t *c, int rank, bool *red, bool *out_noop) {
   return true;
 }
 
+typedef struct reduce_job {
+  int k;
+  const double *v;
+  double *acc;
+  int64_t cnt;
+  int no;
+  int64_t odims[DRK_MAX_RANK], ost[DRK_MAX_RANK]; /* kept dims and their input strides */
+  int nr;
+  int64_t rdims[DRK_MAX_RANK], rst[DRK_MAX_RANK]; /* reduced dims and their input strides */
+} reduce_job_t;
+
+static void reduce_range(void *ctx, int64_t j0, int64_t j1, int tid) {
+  const reduce_job_t *j = ctx;
+  int k = j->k;
+  drk_iiter_t ot, rt;
+  int64_t *os[1] = {(int64_t *)j->ost}, *rs[1] = {(int64_t *)j->rst};
+  drk_iiter_init(&ot, j->no, j->odims, 1, os);
+  drk_iiter_seek(&ot, j0);
+  drk_iiter_init(&rt, j->nr, j->rdims, 1, rs);
+  for (int64_t o = j0; o < j1; o++, drk_iiter_next(&ot)) {
+    const double *base = j->v + ot.off[0];
+    double r = k == R_PROD ? 1 : k == R_MAX ? -INFINITY : k == R_MIN ? INFINITY : 0, mx = 0;
+    if (k == R_LSE) {
+      /* subtract the slice's max so large inputs do not overflow exp */
+      mx = -INFINITY;
+      drk_iiter_seek(&rt, 0);
+      for (int64_t i = 0; i < j->cnt; i++, drk_iiter_next(&rt))
+        if (base[rt.off[0]] > mx) mx = base[rt.off[0]];
+      if (isinf(mx)) mx = 0;
+    }
+    drk_iiter_seek(&rt, 0);
+    for (int64_t i = 0; i < j->cnt; i++, drk_iiter_next(&rt)) {
+      double a = base[rt.off[0]];
+      switch (k) {
+        case R_SUM: case R_MEAN: r += a; break;
+        case R_PROD: r *= a; break;
+        case R_MAX: if (a > r || isnan(a)) r = a; break;
+        case R_MIN: if (a < r || isnan(a)) r = a; break;
+        case R_L2: case R_SUMSQ: r += a * a; break;
+        case R_LSE: r += exp(a - mx); break;
+      }
+    }
+    if (k == R_MEAN) r = j->cnt ? r / (double)j->cnt : NAN;
+    else if (k == R_L2) r = sqrt(r);
+    else if (k == R_LSE) r = log(r) + mx;
+    j->acc[o] = r;
+  }
+}
+
 static bool reduce(drk_ictx_t *c, int k) {
   unsigned mask = DRK_M_NUM | (k == R_MAX || k == R_MIN ? DRK_DTM(BOOL) : 0);
   if (!drk_ireq(c, 0, mask)) return false;
@@ -92,41 +141,19 @@ static bool reduce(drk_ictx_t *c, int k) {
   double *acc = drk_imalloc(c, (size_t)on, sizeof(double));
   double *v = acc ? drk_iload_f64(c, x) : NULL;
   if (!v) { drk_ifree(acc); return false; }
-  double init = k == R_PROD ? 1 : k == R_MAX ? -INFINITY : k == R_MIN ? INFINITY : 0;
-  for (int64_t j = 0; j < on; j++) acc[j] = init;
-  double *mx = NULL;
-  if (k == R_LSE) {
-    /* Subtract the per-slice max so large inputs do not overflow exp. */
-    mx = drk_imalloc(c, (size_t)on, sizeof(double));
-    if (!mx) { drk_ifree(acc); drk_ifree(v); return false; }
-    for (int64_t j = 0; j < on; j++) mx[j] = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-      if (v[i] > mx[it.off[0]]) mx[it.off[0]] = v[i];
-      drk_iiter_next(&it);
-    }
-    for (int64_t j = 0; j < on; j++) if (isinf(mx[j])) mx[j] = 0;
+  /* One output per index: its inputs in increasing input order (the reduced dims row-major),
+   * the order of a single pass over the input, whatever the split. */
+  reduce_job_t j = {k, v, acc, cnt, 0, {0}, {0}, 0, {0}, {0}};
+  int64_t xst[DRK_MAX_RANK];
+  drk_istrides(x->rank, x->dims, xst);
+  for (int d = 0; d < x->rank; d++) {
+    if (red[d]) j.rdims[j.nr] = x->dims[d], j.rst[j.nr++] = xst[d];
+    else j.odims[j.no] = x->dims[d], j.ost[j.no++] = xst[d];
   }
-  for (int64_t i = 0; i < n; i++) {
-    double a = v[i], *r = &acc[it.off[0]];
-    switch (k) {
-      case R_SUM: case R_MEAN: *r += a; break;
-      case R_PROD: *r *= a; break;
-      case R_MAX: if (a > *r || isnan(a)) *r = a; break;
-      case R_MIN: if (a < *r || isnan(a)) *r = a; break;
-      case R_L2: case R_SUMSQ: *r += a * a; break;
-      case R_LSE: *r += exp(a - mx[it.off[0]]); break;
-    }
-    drk_iiter_next(&it);
-  }
-  for (int64_t j = 0; j < on; j++) {
-    if (k == R_MEAN) acc[j] = cnt ? acc[j] / (double)cnt : NAN;
-    else if (k == R_L2) acc[j] = sqrt(acc[j]);
-    else if (k == R_LSE) acc[j] = log(acc[j]) + mx[j];
-  }
+  drk_ipar_for(on, drk_ipar_grain(on, 1 + (1 << 14) / (cnt ? cnt : 1)), reduce_range, &j);
   drk_istore_f64(o, acc);
   drk_ifree(acc);
   drk_ifree(v);
-  drk_ifree(mx);
   return true;
 }
 

@@ -3,7 +3,7 @@
 (image, group) per task (batch 8, groups 1 and 4) and with the GEMM split over the pool
 (batch 1), MatMul with a shared B (batches folded into one GEMM), batched MatMul (one batch a
 task), Gemm with transB, Softmax, LayerNormalization, BatchNormalization, Transpose, elementwise
-ops with broadcasting. Deterministic weights (no numpy needed). Usage: gen_threads_model.py OUT"""
+ops with broadcasting, ReduceSum and ReduceLogSumExp. Deterministic weights (no numpy needed). Usage: gen_threads_model.py OUT"""
 import sys
 
 
@@ -15,7 +15,7 @@ def vals(n, seed):
     return "[" + ", ".join(out) + "]"
 
 
-g = f"""graph @threads(%x: f32[8, 16, 20, 20], %x1: f32[1, 16, 40, 40], %a: f32[64, 300]) -> (%o1, %o2, %o3, %o4) {{
+g = f"""graph @threads(%x: f32[8, 16, 20, 20], %x1: f32[1, 16, 40, 40], %a: f32[64, 300]) -> (%o1, %o2, %o3, %o4, %o5, %o6) {{
   %w1: f32[32, 16, 3, 3] = const {vals(32 * 16 * 9, 1)}
   %b1: f32[32] = const {vals(32, 2)}
   %c1: f32[8, 32, 20, 20] = Conv(%x, %w1, %b1) {{pads = [1, 1, 1, 1]}}
@@ -42,7 +42,10 @@ g = f"""graph @threads(%x: f32[8, 16, 20, 20], %x1: f32[1, 16, 40, 40], %a: f32[
   %wg: f32[200, 300] = const {vals(200 * 300, 10)}
   %bg: f32[200] = const {vals(200, 11)}
   %o4: f32[64, 200] = Gemm(%a, %wg, %bg) {{transB = 1}}
-  return %o1, %o2, %o3, %o4
+  %rax: i64[1] = const [1]
+  %o5: f32[8, 1, 64] = ReduceSum(%m1, %rax)
+  %o6: f32[8, 32, 1, 1] = ReduceLogSumExp(%bn) {{axes = [2, 3]}}
+  return %o1, %o2, %o3, %o4, %o5, %o6
 }}
 """
 open(sys.argv[1], "w").write(g)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The reference interpreter gives byte-identical outputs for every thread count and SIMD width:
 # a model through every threaded path (gen_threads_model.py: Conv per image and with a split
-# GEMM, folded and batched MatMul, Gemm, norms, Softmax, Transpose), in f64 (the sums' own bits)
+# GEMM, folded and batched MatMul, Gemm, norms, Softmax, Transpose, reductions), in f64 (the sums' own bits)
 # and f32, run by `drkc run --device=cpu` with DRK_INTERP_THREADS=1 (the reference), 4, 3 with
 # the baseline micro-kernel, 2 with the AVX2 one, and --jobs=5 (the driver's thread option).
 # Usage: threads.sh DRKC PYTHON WORKDIR
@@ -28,7 +28,7 @@ for dt in 32 64; do
   run avx2_$dt "$W/t$dt.drkg" DRK_INTERP_THREADS=2 DRK_INTERP_SIMD=avx2 --
   run jobs_$dt "$W/t$dt.drkg" DRK_INTERP_THREADS=1 -- --jobs=5
   for v in t4 generic avx2 jobs; do
-    for i in 0 1 2 3; do
+    for i in 0 1 2 3 4 5; do
       f=output_$i.pb
       if [ ! -s "$W/ref$dt/$f" ]; then echo "FAIL ref$dt: no $f"; fails=$((fails + 1)); continue; fi
       cmp -s "$W/ref$dt/$f" "$W/${v}_$dt/$f" || { echo "FAIL ${v}_$dt: $f differs from the 1-thread run"; fails=$((fails + 1)); }
