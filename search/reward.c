@@ -30,6 +30,7 @@ void drk_search_config_default(drk_search_config_t *c) {
   c->screen = 4;
   c->remeasure = 1;
   c->stable_tol = 0.05;
+  c->stable_abs_us = 0.5;
   snprintf(c->ppo.action, sizeof c->ppo.action, "step");
   c->ppo.epochs = 3;
   c->ppo.batch = 32;
@@ -132,6 +133,7 @@ static bool cfg_setting(cfg_parser_t *p, drk_search_config_t *c, const char *k, 
   if (!strcmp(k, "tune.screen")) return cfg_int(p, k, v, 1, 1024, &c->screen);
   if (!strcmp(k, "tune.remeasure")) return cfg_int(p, k, v, 0, 100, &c->remeasure);
   if (!strcmp(k, "tune.stable_tol")) return cfg_double(p, k, v, 0, 10, &c->stable_tol);
+  if (!strcmp(k, "tune.stable_abs_us")) return cfg_double(p, k, v, 0, 1e6, &c->stable_abs_us);
   if (!strcmp(k, "ppo.action")) {
     if (strcmp(v, "step") && strcmp(v, "categorical"))
       return cfg_error(p, "ppo.action: '%s' is neither step nor categorical", v);
@@ -162,7 +164,7 @@ static bool cfg_setting(cfg_parser_t *p, drk_search_config_t *c, const char *k, 
       !strcmp(k, "beta") || !strcmp(k, "gamma") || !strcmp(k, "delta"))
     return cfg_error(p, "'%s' belongs in a stage section ([warmup], [main], ...)", k);
   return cfg_error(p, "unknown setting '%s' (reward.floor, reward.tolerance, fallback.drop, fallback.rounds, "
-                      "tune.batch, tune.screen, tune.remeasure, tune.stable_tol, ppo.action, ppo.epochs, ppo.batch, "
+                      "tune.batch, tune.screen, tune.remeasure, tune.stable_tol, tune.stable_abs_us, ppo.action, ppo.epochs, ppo.batch, "
                       "ppo.hidden, ppo.horizon, ppo.rollouts, ppo.iterations, ppo.gamma, ppo.lambda, ppo.clip, "
                       "ppo.entropy, ppo.value_coef, ppo.lr_scale, evo.population, evo.tournament, evo.crossover, "
                       "evo.mutate2, cost.hidden, cost.epochs, cost.ensemble, cost.lr)",
@@ -325,6 +327,7 @@ void drk_search_config_write(const drk_search_config_t *c, FILE *o) {
   fprintf(o, "fallback.drop = %.17g\nfallback.rounds = %d\n", c->fallback_drop, c->fallback_rounds);
   fprintf(o, "tune.batch = %d\ntune.screen = %d\ntune.remeasure = %d\ntune.stable_tol = %.17g\n", c->batch, c->screen,
           c->remeasure, c->stable_tol);
+  fprintf(o, "tune.stable_abs_us = %.17g\n", c->stable_abs_us);
   fprintf(o, "ppo.action = %s\nppo.epochs = %d\nppo.batch = %d\nppo.hidden = %d\nppo.horizon = %d\n", c->ppo.action,
           c->ppo.epochs, c->ppo.batch, c->ppo.hidden, c->ppo.horizon);
   fprintf(o, "ppo.rollouts = %d\nppo.iterations = %d\nppo.gamma = %.17g\nppo.lambda = %.17g\nppo.clip = %.17g\n",

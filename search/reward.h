@@ -25,7 +25,9 @@
  *   tune.batch = 8              # candidates measured per round
  *   tune.screen = 4             # the cost model ranks batch*screen proposals (1: no screening)
  *   tune.remeasure = 1          # re-measurements of the winner (0: none)
- *   tune.stable_tol = 0.05      # a re-measurement within 5% of the first marks the record stable
+ *   tune.stable_tol = 0.05      # a re-measurement at most 5% (or tune.stable_abs_us) slower than the
+ *   tune.stable_abs_us = 0.5    # first marks the record stable (a faster one agrees: the winner of
+ *                               # many noisy trials is a low draw, so only "slower" is suspect)
  *   ppo.action = step           # step: {-1,0,+1} per knob index (Chameleon); categorical: a value per knob
  *   ppo.epochs = 3   ppo.batch = 32   ppo.gamma = 0.9   ppo.lambda = 0.99   ppo.clip = 0.2
  *   ppo.entropy = 0.01   ppo.hidden = 32   ppo.horizon = 8   ppo.rollouts = 16   ppo.iterations = 4
@@ -97,7 +99,7 @@ typedef struct drk_search_config {
   double fallback_drop;
   int fallback_rounds;
   int batch, screen, remeasure;
-  double stable_tol;
+  double stable_tol, stable_abs_us;
   drk_search_ppo_config_t ppo;
   struct {
     int population, tournament;
