@@ -66,6 +66,7 @@ typedef struct prepped {
   drk_sched_knobs_t point;
   char path[512];
   bool ok;
+  bool spent; /* measured: its file is gone (a re-measurement compiles the point again) */
   char msg[256];
 } prepped_t;
 
@@ -253,6 +254,7 @@ static int prepare(void *ctx, const drk_search_space_t *s, const drk_sched_knobs
     pp->point.used = NULL;
     snprintf(pp->path, sizeof pp->path, "%s/cand%d.drkm", t->dir, t->seq++);
     pp->ok = false;
+    pp->spent = false;
     snprintf(pp->msg, sizeof pp->msg, "compile: the compiler process failed");
     pids[i] = -1;
   }
@@ -353,7 +355,7 @@ static bool planted_match(const tuner_t *t, const drk_sched_knobs_t *p) {
 /* ---- measuring ---- */
 static prepped_t *find_prep(tuner_t *t, const drk_sched_knobs_t *p) {
   for (int i = 0; i < t->n_prep; i++)
-    if (drk_search_point_equal(&t->prep[i].point, p)) return &t->prep[i];
+    if (!t->prep[i].spent && drk_search_point_equal(&t->prep[i].point, p)) return &t->prep[i];
   return NULL;
 }
 
@@ -369,6 +371,7 @@ static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs
     return 1;
   }
   prepped_t *pp = find_prep(t, p), own;
+  if (pp) pp->spent = true; /* every path below removes its file */
   if (!pp) {
     double t0 = now_s();
     pp = &own;
@@ -391,6 +394,11 @@ static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs
     return 0;
   }
   if (t->fake) {
+    if (access(pp->path, R_OK) != 0) { /* what the worker would find: no module, an invalid point */
+      out->valid = false;
+      snprintf(out->msg, sizeof out->msg, "cannot read %s", pp->path);
+      return 0;
+    }
     double us = fake_time_us(s, k->wl, p), ref = fake_time_us(s, k->wl, &s->heuristic);
     bool planted = planted_match(t, p);
     out->valid = !planted;
