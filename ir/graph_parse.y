@@ -53,7 +53,7 @@ typedef struct drk_gg_lits {
 } drk_gg_lits_t;
 
 typedef struct drk_gg_cdata {
-  char kind; /* 'h' hex, 'l' literal list, 'e' elided */
+  char kind; /* 'h' hex, 'l' literal list, 'e' elided, 'w' a tensor of the weights file (hex.s: its name) */
   drk_gg_str_t hex;
   drk_gg_lits_t *lits;
   drk_gg_loc_t loc;
@@ -108,6 +108,8 @@ typedef struct drk_gg_state {
   drk_gg_sym_t *syms; /* open addressing, power-of-two capacity */
   size_t n_syms, cap_syms;
   drk_gg_results_t outs; /* names in the signature's `-> (...)` */
+  struct drk_safetensors *weights; /* the `weights "FILE"` sidecar, mapped (a graph blob) */
+  const char *weights_path;
 } drk_gg_state_t;
 
 void drk_gg_error(drk_gg_state_t *st, drk_gg_loc_t at, const char *fmt, ...) DRK_PRINTF(3, 4);
@@ -119,6 +121,7 @@ void drk_gg_error(drk_gg_state_t *st, drk_gg_loc_t at, const char *fmt, ...) DRK
 #include <stdlib.h>
 #include <string.h>
 
+#include "safetensors.h"
 #include "tensor.h"
 
 #ifndef YYSTYPE
@@ -135,6 +138,7 @@ static void sym_add(drk_gg_state_t *st, const char *name, drk_value_t *v);
 static bool check_shape(drk_gg_state_t *st, drk_gg_type_t *t, drk_gg_loc_t at);
 static bool make_data(drk_gg_state_t *st, const drk_gg_type_t *t, const drk_gg_cdata_t *c,
                       const void **out_p, size_t *out_n);
+static bool open_weights(drk_gg_state_t *st, drk_gg_str_t path, drk_gg_loc_t at);
 static bool make_stmt(drk_gg_state_t *st, drk_gg_results_t *rs, drk_gg_str_t op, drk_gg_loc_t op_loc,
                       drk_gg_vals_t *args, drk_gg_attrs_t *attrs, drk_loc_t nloc);
 static drk_value_t *lookup(drk_gg_state_t *st, const char *name, drk_gg_loc_t at);
@@ -189,14 +193,25 @@ static drk_loc_t text_loc(drk_gg_state_t *st, drk_gg_loc_t at);
 %%
 
 file:
-    T_GRAPH T_GRAPHNAME { st->g->name = drk_graph_str(st->g, $2.s); }
+    weights_opt T_GRAPH T_GRAPHNAME { st->g->name = drk_graph_str(st->g, $3.s); }
     '(' params_opt ')' T_ARROW '(' outnames_opt ')' '{' stmts T_RETURN rets_opt '}'
     {
       if (st->outs.n != st->g->n_outputs) {
-        drk_gg_error(st, @13, "return lists %zu value(s) but the signature declares %zu",
+        drk_gg_error(st, @14, "return lists %zu value(s) but the signature declares %zu",
                      st->g->n_outputs, st->outs.n);
         YYABORT;
       }
+    }
+  ;
+
+weights_opt:
+    %empty
+  | T_IDENT T_STRING {
+      if (strcmp($1.s, "weights") != 0) {
+        drk_gg_error(st, @1, "unexpected '%s' before 'graph' (expected 'weights \"FILE\"')", $1.s);
+        YYABORT;
+      }
+      if (!open_weights(st, $2, @2)) YYABORT;
     }
   ;
 
@@ -250,7 +265,10 @@ stmt:
       const void *p;
       size_t nb;
       if (!make_data(st, r->type, $4, &p, &nb)) YYABORT;
-      drk_value_t *v = drk_graph_add_const_copy(st->g, r->name, r->type->dt, graph_shape(st, r->type), p, nb);
+      /* Weights-file data is borrowed from the mapping (or already copied into the graph's arena). */
+      drk_value_t *v = $4->kind == 'w'
+                           ? drk_graph_add_const(st->g, r->name, r->type->dt, graph_shape(st, r->type), nb ? p : NULL, nb)
+                           : drk_graph_add_const_copy(st->g, r->name, r->type->dt, graph_shape(st, r->type), p, nb);
       v->loc = text_loc(st, r->loc);
       sym_add(st, v->name, v);
     }
@@ -407,6 +425,13 @@ cdata:
   | '[' lits ']' { $$ = NEW(drk_gg_cdata_t); $$->kind = 'l'; $$->lits = $2; $$->loc = @1; }
   | '[' ']' { $$ = NEW(drk_gg_cdata_t); $$->kind = 'l'; $$->lits = NEW(drk_gg_lits_t); $$->loc = @1; }
   | T_ELIDED { $$ = NEW(drk_gg_cdata_t); $$->kind = 'e'; $$->loc = @1; }
+  | T_IDENT T_STRING {
+      if (strcmp($1.s, "weights") != 0) {
+        drk_gg_error(st, @1, "unexpected '%s' in constant data (expected hex\"...\", [...] or weights \"NAME\")", $1.s);
+        YYABORT;
+      }
+      $$ = NEW(drk_gg_cdata_t); $$->kind = 'w'; $$->hex = $2; $$->loc = @2;
+    }
   ;
 
 loc_opt:
@@ -512,6 +537,76 @@ static bool int_fits(drk_dtype_t dt, int64_t v) {
   }
 }
 
+static bool path_escapes(const char *p) {
+  if (p[0] == '/') return true;
+  for (const char *s = p; *s;) {
+    const char *e = strchr(s, '/');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    if (n == 2 && s[0] == '.' && s[1] == '.') return true;
+    s += n;
+    if (*s == '/') s++;
+  }
+  return false;
+}
+
+/* `weights "FILE"`: FILE is relative to the .drkg file's directory and may not leave it. It is
+ * mapped once and kept as a graph blob; constants point into it. */
+static bool open_weights(drk_gg_state_t *st, drk_gg_str_t path, drk_gg_loc_t at) {
+  if (!path.n || path_escapes(path.s)) {
+    drk_gg_error(st, at, "weights file '%s' must be a relative path inside the graph file's directory", path.s);
+    return false;
+  }
+  const char *slash = strrchr(st->file, '/');
+  const char *full = slash ? drk_arena_printf(st->tmp, "%.*s/%s", (int)(slash - st->file), st->file, path.s)
+                           : drk_arena_strdup(st->tmp, path.s);
+  drk_safetensors_t *w = NEW(drk_safetensors_t);
+  char err[768];
+  if (!drk_safetensors_open(full, st->tmp, w, err, sizeof err)) {
+    drk_gg_error(st, at, "%s", err);
+    return false;
+  }
+  if (w->base) drk_graph_add_blob(st->g, w->base, w->size, drk_safetensors_release);
+  st->weights = w;
+  st->weights_path = full;
+  return true;
+}
+
+static bool weights_data(drk_gg_state_t *st, const drk_gg_type_t *t, const drk_gg_cdata_t *c, int64_t numel,
+                         size_t want, const void **out_p, size_t *out_n) {
+  const char *name = c->hex.s;
+  if (!st->weights) {
+    drk_gg_error(st, c->loc, "constant data 'weights \"%s\"' needs a 'weights \"FILE\"' line before 'graph'", name);
+    return false;
+  }
+  const drk_st_entry_t *e = drk_safetensors_find(st->weights, name);
+  if (!e) {
+    drk_gg_error(st, c->loc, "no tensor '%s' in weights file '%s'", name, st->weights_path);
+    return false;
+  }
+  bool same = e->dtype == t->dt && e->rank == t->rank && numel >= 0;
+  for (int i = 0; same && i < t->rank; i++) same = !t->dims[i].sym && t->dims[i].size == e->dims[i];
+  if (!same) {
+    char buf[256];
+    size_t k = (size_t)snprintf(buf, sizeof buf, "%s[", drk_dtype_name(e->dtype));
+    for (int i = 0; i < e->rank && k < sizeof buf; i++)
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%lld", i ? ", " : "", (long long)e->dims[i]);
+    if (k < sizeof buf) snprintf(buf + k, sizeof buf - k, "]");
+    drk_gg_error(st, c->loc, "tensor '%s' in weights file '%s' is %s, not the declared type", name,
+                 st->weights_path, buf);
+    return false;
+  }
+  (void)want; /* the reader checked end - begin == dtype bytes x shape */
+  size_t nb = (size_t)(e->end - e->begin);
+  const uint8_t *p = (const uint8_t *)st->weights->base + e->begin;
+  size_t align = (size_t)drk_dtype_bits(t->dt) / 8;
+  if (align > 8) align = 8;
+  /* Consumers read elements through typed pointers; copy rather than hand out a misaligned one. */
+  if (nb && align > 1 && ((uintptr_t)p % align) != 0) p = drk_arena_memdup(st->g->arena, p, nb);
+  *out_p = nb ? (const void *)p : "";
+  *out_n = nb;
+  return true;
+}
+
 static bool make_data(drk_gg_state_t *st, const drk_gg_type_t *t, const drk_gg_cdata_t *c,
                       const void **out_p, size_t *out_n) {
   drk_shape_t sh = {t->rank, t->dims};
@@ -521,6 +616,7 @@ static bool make_data(drk_gg_state_t *st, const drk_gg_type_t *t, const drk_gg_c
     drk_gg_error(st, c->loc, "constant data elided; print the graph without a size limit to re-parse it");
     return false;
   }
+  if (c->kind == 'w') return weights_data(st, t, c, numel, want, out_p, out_n);
   if (c->kind == 'h') {
     if (numel >= 0 && c->hex.n != want) {
       drk_gg_error(st, c->loc, "constant data has %zu bytes but %s with %lld elements needs %zu",
