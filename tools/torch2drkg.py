@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""torch2drkg: a torch.export program -> a .drkg graph dump plus a safetensors weights sidecar.
+
+For models the ONNX exporter cannot export: torch.export.export(model, args), decomposed to
+core ATen (ep.run_decompositions()), walked node by node and mapped to drkc graph ops
+(ir/graph_ops.def, ai.onnx opset-21 semantics). Parameters, buffers and lifted constants go to
+the sidecar (written here with json+struct, no safetensors package needed); the .drkg names
+it with a `weights "FILE"` line and each weight as `const weights "NAME"`, which drkc maps
+without copying. See docs/graph-ir.md ("PyTorch frontend").
+
+Library use:   from torch2drkg import export_drkg; export_drkg(model, (x,), "out/model.drkg")
+Command line:  torch2drkg.py MODULE:FACTORY OUT.drkg --shape 1,3,32,32 [--shape ...]
+               (FACTORY() returns the nn.Module; inputs are random f32 of the given shapes)
+
+Shapes are taken from the exported program's metadata (static; a symbolic torch dim is written
+as a symbolic dim named after its symbol). An ATen op without a mapping stops the conversion
+with an error naming the FX node and its target."""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+DTYPES = {
+    torch.float64: ("f64", "F64"), torch.float32: ("f32", "F32"), torch.float16: ("f16", "F16"),
+    torch.bfloat16: ("bf16", "BF16"), torch.int64: ("i64", "I64"), torch.int32: ("i32", "I32"),
+    torch.int16: ("i16", "I16"), torch.int8: ("i8", "I8"), torch.uint8: ("u8", "U8"), torch.bool: ("bool", "BOOL"),
+}
+
+
+class UnsupportedOp(Exception):
+    pass
+
+
+def _bare(s):
+    return s and all(c.isalnum() or c in "_.$" for c in s) and s.isascii()
+
+
+def _quote(s):
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif o < 0x20 or o == 0x7F:
+            out.append("\\x%02x" % o)
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _vname(s):
+    return "%" + (s if _bare(s) else _quote(s))
+
+
+def _float(x):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    r = repr(x)
+    return r if any(c in r for c in ".en") else r + ".0"
+
+
+def _attr(v):
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _float(v)
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "ints[]"
+        if any(isinstance(e, float) for e in v):
+            return "[" + ", ".join(_float(e) for e in v) + "]"
+        return "[" + ", ".join(str(int(e)) for e in v) + "]"
+    raise TypeError(v)
+
+
+def _dims(shape):
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(str(d))
+        else:  # SymInt
+            s = str(d)
+            out.append(s if s.isidentifier() else _quote(s))
+    return out
+
+
+def _type(dtype, shape):
+    if dtype not in DTYPES:
+        raise UnsupportedOp(f"dtype {dtype} has no drkc counterpart")
+    return f"{DTYPES[dtype][0]}[{', '.join(_dims(shape))}]"
+
+
+def _tensor_bytes(t):
+    t = t.detach().cpu().contiguous().reshape(-1)
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def write_safetensors(path, tensors):
+    """tensors: dict name -> torch.Tensor. Larger element sizes first, so every tensor is
+    aligned to its element size (the header is padded to 8 bytes)."""
+    order = sorted(tensors, key=lambda n: -tensors[n].element_size())
+    header, blobs, off = {"__metadata__": {"format": "pt", "producer": "drkc torch2drkg"}}, [], 0
+    for n in order:
+        b = _tensor_bytes(tensors[n])
+        header[n] = {"dtype": DTYPES[tensors[n].dtype][1], "shape": list(tensors[n].shape),
+                     "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-(8 + len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+class _Emitter:
+    def __init__(self, ep):
+        self.ep = ep
+        self.lines = []
+        self.consts = []  # .drkg const lines (inline)
+        self.weights = {}  # sidecar name -> tensor
+        self.vals = {}  # fx node -> drkc value name (or tuple of names for multi-result nodes)
+        self.names = set()
+        self.k = 0
+
+    def fresh(self, base):
+        base = base or "v"
+        n, i = base, 0
+        while n in self.names:
+            i += 1
+            n = f"{base}_{i}"
+        self.names.add(n)
+        return n
+
+    def const(self, t, base="c"):
+        """A small constant, inline as hex."""
+        n = self.fresh(base)
+        self.consts.append(f"  {_vname(n)}: {_type(t.dtype, t.shape)} = const hex\"{_tensor_bytes(t).hex()}\"")
+        return n
+
+    def i64(self, vals, base="shape"):
+        return self.const(torch.tensor(list(vals), dtype=torch.int64), base)
+
+    def scalar(self, x, dtype, base="s"):
+        return self.const(torch.tensor(x, dtype=dtype), base)
+
+    def op(self, node, op, args, attrs=None, n_results=1, metas=None):
+        """Emits `results = op(args) {attrs}`; returns the result name(s)."""
+        metas = metas or [node.meta["val"]]
+        rs = []
+        for i in range(n_results):
+            rs.append(self.fresh(node.name if i == 0 else f"{node.name}.{i}"))
+        res = ", ".join(f"{_vname(r)}: {_type(m.dtype, m.shape)}" for r, m in zip(rs, metas))
+        a = ", ".join("_" if x is None else _vname(x) for x in args)
+        at = ""
+        if attrs:
+            at = " {" + ", ".join(f"{k} = {_attr(v)}" for k, v in attrs.items()) + "}"
+        self.lines.append(f"  {res} = {op}({a}){at}")
+        return rs[0] if n_results == 1 else tuple(rs)
+
+    def inter(self, node, op, args, meta, attrs=None):
+        """An intermediate value (not the node's own result)."""
+        n = self.fresh(node.name + "_" + op.lower())
+        at = " {" + ", ".join(f"{k} = {_attr(v)}" for k, v in attrs.items()) + "}" if attrs else ""
+        self.lines.append(f"  {_vname(n)}: {_type(meta.dtype, meta.shape)} = {op}({', '.join(_vname(x) for x in args)}){at}")
+        return n
+
+
+def _val(em, node, x, like_dtype):
+    """A tensor operand: an FX node's value, or a python scalar made a constant."""
+    if isinstance(x, torch.fx.Node):
+        return em.vals[x]
+    if isinstance(x, (bool, int, float)):
+        return em.scalar(x, like_dtype)
+    raise UnsupportedOp(f"operand {x!r}")
+
+
+def _pairs(p, n=2):
+    p = list(p) if isinstance(p, (list, tuple)) else [p] * n
+    return p * n if len(p) == 1 else p
+
+
+BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "maximum": "Max", "minimum": "Min",
+          "eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual",
+          "logical_and": "And", "logical_or": "Or"}
+UNARY = {"neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh", "sigmoid": "Sigmoid",
+         "relu": "Relu", "abs": "Abs", "erf": "Erf", "reciprocal": "Reciprocal", "sin": "Sin", "cos": "Cos",
+         "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "logical_not": "Not", "clone": "Identity",
+         "alias": "Identity", "detach": "Identity", "lift_fresh_copy": "Identity", "hardswish": "HardSwish",
+         "hardsigmoid": "HardSigmoid"}
+RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten", "view_copy"}
+REDUCE = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin"}
+
+
+def _convert(em, node):
+    tgt = node.target
+    name = getattr(tgt, "_opname", None) or getattr(tgt, "__name__", str(tgt))
+    ovl = getattr(tgt, "_overloadname", "")
+    a = list(node.args)
+    kw = dict(node.kwargs)
+    meta = node.meta.get("val")
+    odt = meta.dtype if isinstance(meta, torch.Tensor) else None
+
+    if tgt is __import__("operator").getitem:
+        src, i = a
+        v = em.vals[src]
+        if not isinstance(v, tuple):
+            raise UnsupportedOp("getitem of a single value")
+        if v[i] is None:
+            raise UnsupportedOp(f"result #{i} of {src.name} ({src.target}) is not produced (only #0 maps)")
+        return v[i]
+    if name in BINARY:
+        x, y = a[0], a[1]
+        # comparisons: scalar takes the tensor operand's dtype; arithmetic: the result's
+        tdt = next((n.meta["val"].dtype for n in (x, y) if isinstance(n, torch.fx.Node)), odt)
+        like = tdt if name in ("eq", "lt", "le", "gt", "ge") else odt
+        if name == "div" and kw.get("rounding_mode"):
+            raise UnsupportedOp(f"div rounding_mode={kw['rounding_mode']!r}")
+        xv, yv = _val(em, node, x, like), _val(em, node, y, like)
+        alpha = kw.get("alpha", 1)
+        if alpha != 1:
+            yv = em.inter(node, "Mul", [yv, em.scalar(alpha, like)], y.meta["val"] if isinstance(y, torch.fx.Node) else meta)
+        return em.op(node, BINARY[name], [xv, yv])
+    if name in UNARY:
+        return em.op(node, UNARY[name], [em.vals[a[0]]])
+    if name == "rsqrt":
+        s = em.inter(node, "Sqrt", [em.vals[a[0]]], meta)
+        return em.op(node, "Reciprocal", [s])
+    if name == "gelu":
+        return em.op(node, "Gelu", [em.vals[a[0]]], {"approximate": kw.get("approximate", a[1] if len(a) > 1 else "none")})
+    if name == "leaky_relu":
+        return em.op(node, "LeakyRelu", [em.vals[a[0]]], {"alpha": float(a[1] if len(a) > 1 else 0.01)})
+    if name in ("hardtanh", "clamp"):
+        lo = a[1] if len(a) > 1 else kw.get("min", -1.0 if name == "hardtanh" else None)
+        hi = a[2] if len(a) > 2 else kw.get("max", 1.0 if name == "hardtanh" else None)
+        return em.op(node, "Clip", [em.vals[a[0]], None if lo is None else em.scalar(lo, odt),
+                                    None if hi is None else em.scalar(hi, odt)])
+    if name == "where":
+        return em.op(node, "Where", [em.vals[a[0]], _val(em, node, a[1], odt), _val(em, node, a[2], odt)])
+    if name in ("mm", "bmm", "matmul"):
+        return em.op(node, "MatMul", [em.vals[a[0]], em.vals[a[1]]])
+    if name == "addmm":
+        beta, alpha = kw.get("beta", 1), kw.get("alpha", 1)
+        return em.op(node, "Gemm", [em.vals[a[1]], em.vals[a[2]], em.vals[a[0]]],
+                     {"alpha": float(alpha), "beta": float(beta)})
+    if name in RESHAPES:
+        return em.op(node, "Reshape", [em.vals[a[0]], em.i64(meta.shape)])
+    if name == "permute":
+        return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": [d % meta.dim() for d in a[1]]})
+    if name in ("t", "numpy_T"):
+        return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": [1, 0]})
+    if name == "transpose":
+        p = list(range(meta.dim()))
+        i, j = a[1] % meta.dim(), a[2] % meta.dim()
+        p[i], p[j] = p[j], p[i]
+        return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": p})
+    if name == "expand":
+        return em.op(node, "Expand", [em.vals[a[0]], em.i64(meta.shape)])
+    if name in ("_to_copy", "to"):
+        src = a[0].meta["val"].dtype
+        if odt == src:
+            return em.op(node, "Identity", [em.vals[a[0]]])
+        return em.op(node, "Cast", [em.vals[a[0]]], {"to": _ONNX_CODE[odt]})
+    if name in ("_softmax", "softmax", "_log_softmax", "log_softmax"):
+        return em.op(node, "LogSoftmax" if "log" in name else "Softmax", [em.vals[a[0]]], {"axis": a[1]})
+    if name == "native_layer_norm":
+        x, ns, w, b, eps = a
+        n = len(ns)
+        xm = a[0].meta["val"]
+        wv = em.vals[w] if w is not None else em.const(torch.ones(list(ns), dtype=xm.dtype), "ln_ones")
+        bv = em.vals[b] if b is not None else em.const(torch.zeros(list(ns), dtype=xm.dtype), "ln_zeros")
+        r = em.op(node, "LayerNormalization", [em.vals[x], wv, bv], {"axis": -n, "epsilon": float(eps)},
+                  metas=[node.meta["val"][0]])
+        return (r, None, None)
+    if name == "_native_batch_norm_legit_no_training":
+        x, w, b, rm, rv, _mom, eps = a
+        r = em.op(node, "BatchNormalization", [em.vals[v] for v in (x, w, b, rm, rv)], {"epsilon": float(eps)},
+                  metas=[node.meta["val"][0]])
+        return (r, None, None)
+    if name == "convolution":
+        x, w, b, stride, pad, dil, transposed, opad, groups = a
+        k = len(w.meta["val"].shape) - 2
+        attrs = {"strides": _pairs(stride, k), "pads": _pairs(pad, k) * 2, "dilations": _pairs(dil, k), "group": groups}
+        if transposed:
+            attrs["output_padding"] = _pairs(opad, k)
+        return em.op(node, "ConvTranspose" if transposed else "Conv",
+                     [em.vals[x], em.vals[w]] + ([em.vals[b]] if b is not None else []), attrs)
+    if name in ("max_pool2d_with_indices", "max_pool2d", "max_pool1d", "max_pool3d_with_indices"):
+        k = int(name[8]) if name[8].isdigit() else 2
+        ks = _pairs(a[1], k)
+        st = _pairs(a[2], k) if len(a) > 2 and a[2] else ks
+        pd = _pairs(a[3], k) if len(a) > 3 else [0] * k
+        dl = _pairs(a[4], k) if len(a) > 4 else [1] * k
+        cm = int(a[5]) if len(a) > 5 else 0
+        m = meta[0] if isinstance(meta, (tuple, list)) else meta
+        r = em.op(node, "MaxPool", [em.vals[a[0]]], {"kernel_shape": ks, "strides": st, "pads": pd * 2,
+                                                       "dilations": dl, "ceil_mode": cm}, metas=[m])
+        return (r, None) if "indices" in name else r
+    if name in ("avg_pool2d", "avg_pool1d", "avg_pool3d"):
+        k = int(name[8])
+        ks = _pairs(a[1], k)
+        st = _pairs(a[2], k) if len(a) > 2 and a[2] else ks
+        pd = _pairs(a[3], k) if len(a) > 3 else [0] * k
+        cm = int(a[4]) if len(a) > 4 else 0
+        cip = int(a[5]) if len(a) > 5 else 1
+        if len(a) > 6 and a[6] is not None:
+            raise UnsupportedOp("avg_pool divisor_override")
+        return em.op(node, "AveragePool", [em.vals[a[0]]], {"kernel_shape": ks, "strides": st, "pads": pd * 2,
+                                                              "ceil_mode": cm, "count_include_pad": cip})
+    if name in ("_adaptive_avg_pool2d", "adaptive_avg_pool2d"):
+        if any(int(s) != 1 for s in a[1]):
+            raise UnsupportedOp(f"adaptive_avg_pool2d to {list(a[1])} (only 1x1 maps)")
+        return em.op(node, "GlobalAveragePool", [em.vals[a[0]]])
+    if name in REDUCE:
+        x = a[0]
+        rank = x.meta["val"].dim()
+        dims = a[1] if len(a) > 1 and a[1] is not None else list(range(rank))
+        dims = [dims] if isinstance(dims, int) else list(dims) or list(range(rank))
+        keep = int(a[2] if len(a) > 2 else kw.get("keepdim", False))
+        if kw.get("dtype") is not None:
+            raise UnsupportedOp(f"{name} with dtype")
+        return em.op(node, REDUCE[name], [em.vals[x], em.i64([d % rank for d in dims], "axes")], {"keepdims": keep})
+    if name == "embedding":
+        return em.op(node, "Gather", [em.vals[a[0]], em.vals[a[1]]], {"axis": 0})
+    if name == "cat":
+        dim = a[1] if len(a) > 1 else kw.get("dim", 0)
+        return em.op(node, "Concat", [em.vals[t] for t in a[0]], {"axis": dim % meta.dim()})
+    if name == "slice":
+        x = a[0]
+        rank = x.meta["val"].dim()
+        dim = a[1] if len(a) > 1 else 0
+        start = a[2] if len(a) > 2 and a[2] is not None else 0
+        end = a[3] if len(a) > 3 and a[3] is not None else 2**63 - 1
+        step = a[4] if len(a) > 4 else 1
+        return em.op(node, "Slice", [em.vals[x], em.i64([start], "starts"), em.i64([min(end, 2**63 - 1)], "ends"),
+                                     em.i64([dim % rank], "axes"), em.i64([step], "steps")])
+    if name == "select":
+        x, dim, idx = a
+        return em.op(node, "Gather", [em.vals[x], em.const(torch.tensor(idx, dtype=torch.int64), "idx")],
+                     {"axis": dim % x.meta["val"].dim()})
+    if name == "split_with_sizes":
+        x, sizes = a[0], a[1]
+        dim = a[2] if len(a) > 2 else 0
+        return em.op(node, "Split", [em.vals[x], em.i64(sizes, "split")], {"axis": dim % x.meta["val"].dim()},
+                     n_results=len(sizes), metas=list(meta))
+    raise UnsupportedOp("no mapping")
+
+
+_ONNX_CODE = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int16: 5, torch.int32: 6, torch.int64: 7,
+              torch.bool: 9, torch.float16: 10, torch.float64: 11, torch.bfloat16: 16}
+
+
+def program_to_drkg(ep, drkg_path, graph_name="main", decompose=True):
+    """Writes drkg_path and its sidecar (same stem, .safetensors). Returns the sidecar's path."""
+    if decompose:
+        ep = ep.run_decompositions()
+    sig = ep.graph_signature
+    weight_of = {}
+    weight_of.update(sig.inputs_to_parameters)
+    weight_of.update(sig.inputs_to_buffers)
+    weight_of.update(getattr(sig, "inputs_to_lifted_tensor_constants", {}))
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}))
+    em = _Emitter(ep)
+    params = []
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            v = node.meta["val"]
+            if node.name in weight_of:
+                key = weight_of[node.name]
+                t = state[key]
+                if not isinstance(t, torch.Tensor):
+                    raise UnsupportedOp(f"constant {key} is not a tensor")
+                em.weights[key] = t
+                n = em.fresh(node.name)
+                em.consts.append(f"  {_vname(n)}: {_type(t.dtype, t.shape)} = const weights {_quote(key)}")
+                em.vals[node] = n
+            elif isinstance(v, torch.Tensor):
+                n = em.fresh(node.name)
+                params.append(f"{_vname(n)}: {_type(v.dtype, v.shape)}")
+                em.vals[node] = n
+            else:
+                raise UnsupportedOp(f"placeholder {node.name}: non-tensor user input {v!r}")
+        elif node.op == "call_function":
+            try:
+                em.vals[node] = _convert(em, node)
+            except UnsupportedOp as e:
+                raise UnsupportedOp(f"torch2drkg: FX node '{node.name}' (target {node.target}): {e}") from None
+        elif node.op == "output":
+            outs = [em.vals[o] for o in node.args[0]]
+        else:
+            raise UnsupportedOp(f"torch2drkg: FX node '{node.name}': unsupported node kind {node.op}")
+    side = os.path.splitext(drkg_path)[0] + ".safetensors"
+    write_safetensors(side, em.weights)
+    gname = graph_name if _bare(graph_name) else _quote(graph_name)
+    with open(drkg_path, "w") as f:
+        f.write("# written by drkc tools/torch2drkg.py from a torch.export program\n")
+        f.write(f"weights {_quote(os.path.basename(side))}\n")
+        f.write(f"graph @{gname}({', '.join(params)}) -> ({', '.join(_vname(o) for o in outs)}) {{\n")
+        for line in em.consts + em.lines:
+            f.write(line + "\n")
+        f.write(f"  return {', '.join(_vname(o) for o in outs)}\n}}\n")
+    return side
+
+
+def export_drkg(model, args, drkg_path, graph_name="main", **export_kw):
+    model = model.eval()
+    with torch.no_grad():
+        ep = torch.export.export(model, tuple(args), **export_kw)
+    return program_to_drkg(ep, drkg_path, graph_name)
+
+
+def main(argv):
+    import argparse
+    import importlib
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("factory", help="MODULE:FUNCTION returning the nn.Module")
+    ap.add_argument("out", help="output .drkg (the sidecar is written next to it)")
+    ap.add_argument("--shape", action="append", required=True, help="an input's shape, e.g. 1,3,32,32")
+    o = ap.parse_args(argv)
+    mod, fn = o.factory.split(":")
+    model = getattr(importlib.import_module(mod), fn)()
+    args = [torch.randn(*[int(d) for d in s.split(",")]) for s in o.shape]
+    try:
+        side = export_drkg(model, args, o.out)
+    except UnsupportedOp as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {o.out} and {side}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
