@@ -677,6 +677,18 @@ static int run_model(run_options_t *ro) {
         snprintf(path, sizeof path, "%s/input_%zu.npy", ro->input_dir, i);
         if (file_exists(path)) src = path;
       }
+      if (!src) { /* a directory that lacks an input is a mistake, not a request for random data */
+        struct stat st;
+        if (stat(ro->input_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+          drk_diag_error(&d, drk_loc_none, "--input-dir %s: %s", ro->input_dir,
+                         stat(ro->input_dir, &st) != 0 ? strerror(errno) : "not a directory");
+        else
+          drk_diag_error(&d, drk_loc_none,
+                         "--input-dir %s has no input_%zu.pb or input_%zu.npy for input %zu '%s' (give it with "
+                         "--input %s=FILE, or leave out --input-dir for random inputs)",
+                         ro->input_dir, i, i, i, v->name, v->name);
+        goto done;
+      }
     }
     bool ok = src ? read_input_file(src, v->dtype, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
                   : random_input(g, v, &rng, &inputs[i], &d);
@@ -860,6 +872,9 @@ static int main_run(int argc, char **argv) {
       if (!strchr(v, '=')) return drkc_usage_error("--input needs NAME=FILE, got '%s'", v);
       if (ro.n_named == (int)DRK_ARRAY_LEN(ro.named_inputs)) return drkc_usage_error("too many --input options%s", "");
       ro.named_inputs[ro.n_named++] = v;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage_text, stdout);
+      return 0;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
     else if ((v = drkc_opt_value(argc, argv, &i, o_target))) ro.target = v;

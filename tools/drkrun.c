@@ -26,10 +26,44 @@
 #include "ir/graph.h"
 #endif
 
+static const char usage_text[] =
+    "usage: drkrun MODULE [options]      run a compiled module (.drkm) on the GPU and time it\n"
+    "       drkrun MODULE --list         what the module holds, with each kernel's precision (needs no GPU)\n"
+    "       drkrun --help | --version\n"
+    "options (--opt V and --opt=V alike):\n"
+    "  --input-dir DIR     inputs from DIR/input_N.pb (default: random inputs, fixed seed)\n"
+    "  --output-dir OUT    write the outputs as OUT/output_N.pb (default: not written)\n"
+    "  --warmup N          untimed runs first (default 10)\n"
+    "  --iters N           timed runs (default 100)\n"
+    "  --profile           also time each kernel (trtexec-like table)\n"
+    "  --device N          the CUDA device (default 0)\n"
+    "  --latencies FILE    write every timed run's latency (ms), a line each\n";
+
 static int usage(void) {
-  fprintf(stderr, "usage: drkrun MODULE [--input-dir DIR] [--output-dir OUT] [--warmup N] [--iters N] [--profile] [--device N] [--latencies FILE]\n"
-                  "       drkrun MODULE --list   (what the module holds, with each kernel's precision; needs no GPU)\n");
+  fputs(usage_text, stderr);
   return 2;
+}
+
+/* --name V or --name=V: the value (argv[*i] advanced past it), or NULL when argv[*i] is not
+ * this option; *missing is set when it is, without a value. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing) {
+  size_t n = strlen(name);
+  const char *a = argv[*i];
+  if (strncmp(a, name, n) != 0) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    *missing = 1;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+/* A whole non-negative number, or -1. */
+static int count_arg(const char *v) {
+  char *end;
+  long x = strtol(v, &end, 10);
+  return *v && !*end && x >= 0 && x <= 1000000000 ? (int)x : -1;
 }
 
 static int fail(drk_status_t st, const char *what) {
@@ -238,21 +272,47 @@ int main(int argc, char **argv) {
   const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL;
   int warmup = 10, iters = 100, profile = 0, device = 0, list = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
+    int missing = 0;
     if (!strcmp(a, "--profile")) profile = 1;
     else if (!strcmp(a, "--list")) list = 1;
-    else if (!strcmp(a, "--input-dir") && i + 1 < argc) in_dir = argv[++i];
-    else if (!strcmp(a, "--output-dir") && i + 1 < argc) out_dir = argv[++i];
-    else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-    else if (!strcmp(a, "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(a, "--device") && i + 1 < argc) device = atoi(argv[++i]);
-    else if (!strcmp(a, "--latencies") && i + 1 < argc) lat_path = argv[++i];
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(), 0;
-    else if (a[0] == '-') { fprintf(stderr, "drkrun: error: unknown option '%s'\n", a); return usage(); }
-    else if (!module_path) module_path = a;
-    else return usage();
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fputs(usage_text, stdout), 0;
+    else if (!strcmp(a, "--version")) return printf("drkrun %s\n", DRKRUN_VERSION), 0;
+    else if ((v = opt_value(argc, argv, &i, "--input-dir", &missing))) in_dir = v;
+    else if ((v = opt_value(argc, argv, &i, "--output-dir", &missing))) out_dir = v;
+    else if ((v = opt_value(argc, argv, &i, "--latencies", &missing))) lat_path = v;
+    else if ((v = opt_value(argc, argv, &i, "--warmup", &missing)) ||
+             (v = opt_value(argc, argv, &i, "--iters", &missing)) ||
+             (v = opt_value(argc, argv, &i, "--device", &missing))) {
+      int x = count_arg(v);
+      const char *name = strncmp(a, "--warmup", 8) == 0 ? "--warmup" : strncmp(a, "--iters", 7) == 0 ? "--iters" : "--device";
+      if (x < 0) {
+        fprintf(stderr, "drkrun: error: %s needs a whole number, got '%s'\n", name, v);
+        return 2;
+      }
+      if (name[2] == 'w') warmup = x;
+      else if (name[2] == 'i') iters = x;
+      else device = x;
+    } else if (missing) {
+      fprintf(stderr, "drkrun: error: %s needs a value\n", a);
+      return usage();
+    } else if (a[0] == '-') {
+      fprintf(stderr, "drkrun: error: unknown option '%s'\n", a);
+      return usage();
+    } else if (!module_path) module_path = a;
+    else {
+      fprintf(stderr, "drkrun: error: more than one module given ('%s')\n", a);
+      return usage();
+    }
   }
-  if (!module_path || warmup < 0 || iters < 1) return usage();
+  if (!module_path) {
+    fprintf(stderr, "drkrun: error: no MODULE given\n");
+    return usage();
+  }
+  if (iters < 1) {
+    fprintf(stderr, "drkrun: error: --iters must be at least 1\n");
+    return 2;
+  }
   if (list) return list_module(module_path);
 
   drk_module_t *m = NULL;
