@@ -116,15 +116,7 @@ void drk_iscratch_flush(void);
 /* Copies element si of src to element di of dst (same dtype). */
 void drk_icopy_elem(drk_tensor_t *dst, int64_t di, const drk_tensor_t *src, int64_t si);
 
-/* The worker pool (interp_par.c). drk_ipar_for calls fn(ctx, i0, i1, tid) on disjoint ranges
- * covering [0, n), at most grain indices each (the last may be shorter), from up to
- * drk_interp_threads() threads; tid in [0, drk_interp_threads()) names the calling thread (for
- * per-thread scratch; one tid never runs two ranges at once). Returns when all ranges are done.
- * Nested or concurrent calls run serially on the calling thread (tid 0). Each index must
- * compute its outputs alone, in an order that does not depend on the ranges: results are then
- * the same for every thread count. */
-typedef void (*drk_ipar_fn)(void *ctx, int64_t i0, int64_t i1, int tid);
-void drk_ipar_for(int64_t n, int64_t grain, drk_ipar_fn fn, void *ctx);
+/* The worker pool: drk_ipar_for (ir/support.h). */
 /* pthread_atfork for the pool and the scratch cache (a forked child starts without workers,
  * with fresh locks); idempotent. */
 void drk_ipar_register_atfork(void);

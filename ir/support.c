@@ -1,7 +1,6 @@
 #include "support.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -205,40 +204,4 @@ uint64_t drk_splitmix64(uint64_t *s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-typedef struct par_range {
-  void (*fn)(void *, size_t, size_t);
-  void *ctx;
-  size_t lo, hi;
-} par_range_t;
-
-static void *par_range_main(void *p) {
-  par_range_t *r = p;
-  r->fn(r->ctx, r->lo, r->hi);
-  return NULL;
-}
-
-void drk_par_ranges(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx) {
-  enum { MAX_THREADS = 16 };
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t nt = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (size_t)cpus;
-  if (grain < 1) grain = 1;
-  if (nt > n / grain) nt = n / grain;
-  if (nt <= 1) {
-    if (n) fn(ctx, 0, n);
-    return;
-  }
-  par_range_t r[MAX_THREADS];
-  pthread_t th[MAX_THREADS];
-  bool started[MAX_THREADS] = {false};
-  for (size_t k = 0; k < nt; k++) {
-    r[k] = (par_range_t){fn, ctx, n * k / nt, n * (k + 1) / nt};
-    if (k) started[k] = pthread_create(&th[k], NULL, par_range_main, &r[k]) == 0;
-  }
-  fn(ctx, r[0].lo, r[0].hi);
-  for (size_t k = 1; k < nt; k++) {
-    if (started[k]) pthread_join(th[k], NULL);
-    else fn(ctx, r[k].lo, r[k].hi);
-  }
 }

@@ -91,10 +91,16 @@ uint64_t drk_hash_fnv1a(const void *p, size_t n, uint64_t seed);
 /* The next value of the splitmix64 sequence of state *s (test inputs, seeds of searches). */
 uint64_t drk_splitmix64(uint64_t *s);
 
-/* fn(ctx, lo, hi) over [0, n) split in contiguous ranges, one per thread (every online CPU,
- * at most 16, and no range below `grain` items); the calling thread takes the first range and
- * any range whose thread could not start. For big copies and conversions of weights: each
- * item must be independent of the others (the result cannot depend on the split). */
-void drk_par_ranges(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx);
+/* The CPU worker pool (interp_par.c: the reference interpreter's, also used for the big
+ * weight copies and conversions of the front half). drk_ipar_for calls fn(ctx, i0, i1, tid) on
+ * disjoint ranges covering [0, n), at most grain indices each (the last may be shorter), from
+ * up to drk_interp_threads() threads (DRK_INTERP_THREADS, drk_interp_set_threads; all CPUs by
+ * default); tid in [0, drk_interp_threads()) names the calling thread (for per-thread scratch;
+ * one tid never runs two ranges at once). Returns when all ranges are done. Nested or
+ * concurrent calls run serially on the calling thread (tid 0); safe across fork(). Each index
+ * must compute its outputs alone, in an order that does not depend on the ranges: results are
+ * then the same for every thread count. */
+typedef void (*drk_ipar_fn)(void *ctx, int64_t i0, int64_t i1, int tid);
+void drk_ipar_for(int64_t n, int64_t grain, drk_ipar_fn fn, void *ctx);
 
 #endif

@@ -131,13 +131,14 @@ typedef struct concat_job {
   char *data;
 } concat_job_t;
 
-static void concat_rows(void *p, size_t lo, size_t hi) {
+static void concat_rows(void *p, int64_t lo, int64_t hi, int tid) {
+  (void)tid;
   const concat_job_t *j = p;
   int64_t off = 0;
   for (int i = 0; i < j->cnt; i++) {
     const char *src = (j->bias ? j->m[i].b : j->m[i].w)->data;
     size_t row = (size_t)j->m[i].n * j->es;
-    for (size_t r = lo; r < hi; r++) memcpy(j->data + (r * (size_t)j->total + (size_t)off) * j->es, src + r * row, row);
+    for (size_t r = (size_t)lo; r < (size_t)hi; r++) memcpy(j->data + (r * (size_t)j->total + (size_t)off) * j->es, src + r * row, row);
     off += j->m[i].n;
   }
 }
@@ -149,7 +150,7 @@ static drk_value_t *concat_const(drk_graph_t *g, const char *name, const member_
   size_t es = (size_t)drk_dtype_bits(first->dtype) / 8, nbytes = (size_t)(rows * total) * es;
   char *data = drk_arena_alloc(g->arena, nbytes ? nbytes : 1);
   concat_job_t j = {m, cnt, bias, total, es, data};
-  drk_par_ranges((size_t)rows, (size_t)((4 << 20) / (total * (int64_t)es) + 1), concat_rows, &j);
+  drk_ipar_for(rows, (4 << 20) / (total * (int64_t)es) + 1, concat_rows, &j); /* ~4 MB a range */
   int64_t dims[2] = {rows, total};
   return drk_graph_add_const(g, name, first->dtype, bias ? drk_graph_shape_static(g, 1, &total)
                                                          : drk_graph_shape_static(g, 2, dims), data, nbytes);

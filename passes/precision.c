@@ -447,13 +447,14 @@ typedef struct convert_job {
   uint16_t *buf;
 } convert_job_t;
 
-static void convert_range(void *p, size_t lo, size_t hi) {
+static void convert_range(void *p, int64_t lo, int64_t hi, int tid) {
+  (void)tid;
   convert_job_t *j = p;
   if (j->t == DRK_DT_F16) {
-    drk_f32_to_f16_n((const unsigned char *)j->v->data + 4 * lo, j->buf + lo, hi - lo, true);
+    drk_f32_to_f16_n((const unsigned char *)j->v->data + 4 * lo, j->buf + lo, (size_t)(hi - lo), true);
     return;
   }
-  for (size_t i = lo; i < hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, (int64_t)i));
+  for (int64_t i = lo; i < hi; i++) j->buf[i] = to_half(j->t, f32_at(j->v, i));
 }
 
 /* Big weights convert on several threads (each element on its own: the result does not
@@ -462,7 +463,7 @@ static void convert_const(pctx_t *c, drk_value_t *v, drk_dtype_t t) {
   int64_t n = const_numel(v);
   uint16_t *buf = drk_arena_alloc(c->g->arena, (size_t)(n > 0 ? n : 1) * 2);
   convert_job_t job = {v, t, buf};
-  drk_par_ranges(n > 0 ? (size_t)n : 0, 1 << 20, convert_range, &job);
+  drk_ipar_for(n > 0 ? n : 0, 1 << 20, convert_range, &job);
   v->data = buf;
   v->nbytes = (size_t)n * 2;
   v->dtype = t;

@@ -35,13 +35,16 @@ typedef struct cut {
   uint8_t *dst;
 } cut_t;
 
-typedef struct wire {
-  uint8_t *out;             /* the message without the cut fields */
+typedef struct buf {
+  uint8_t *p;
   size_t n, cap;
-  cut_t *cuts;
-  size_t n_cuts, cap_cuts;
   bool oom;
-} wire_t;
+} buf_t;
+
+typedef struct cuts {
+  cut_t *v;
+  size_t n, cap;
+} cuts_t;
 
 /* A varint at p[*i] (< end); false when truncated or longer than 10 bytes. */
 static bool get_varint(const uint8_t *p, size_t end, size_t *i, uint64_t *v) {
@@ -57,23 +60,23 @@ static bool get_varint(const uint8_t *p, size_t end, size_t *i, uint64_t *v) {
   return false;
 }
 
-static void put_bytes(wire_t *w, const void *p, size_t k) {
+static void put_bytes(buf_t *w, const void *p, size_t k) {
   if (w->oom) return;
   if (w->n + k > w->cap) {
     size_t nc = w->cap ? w->cap : 1 << 16;
     while (nc < w->n + k) nc *= 2;
-    uint8_t *q = realloc(w->out, nc);
+    uint8_t *q = realloc(w->p, nc);
     if (!q) {
       w->oom = true;
       return;
     }
-    w->out = q, w->cap = nc;
+    w->p = q, w->cap = nc;
   }
-  memcpy(w->out + w->n, p, k);
+  memcpy(w->p + w->n, p, k);
   w->n += k;
 }
 
-static void put_varint(wire_t *w, uint64_t v) {
+static void put_varint(buf_t *w, uint64_t v) {
   uint8_t b[10];
   size_t k = 0;
   do {
@@ -104,89 +107,49 @@ static bool next_field(const uint8_t *p, size_t end, size_t *i, uint32_t *num, i
   }
 }
 
-/* A TensorProto: its fields without a big raw_data, which becomes a cut. */
-static bool strip_tensor(wire_t *w, const uint8_t *p, size_t end, size_t init, size_t *out_len) {
-  size_t start = w->n, i = 0, pay = 0, len = 0;
-  int seen_raw = 0;
+/* The field each level of the cut descends through: ModelProto.graph, GraphProto.initializer,
+ * TensorProto.raw_data (the cut itself). */
+static const uint32_t level_field[3] = {FIELD_GRAPH, FIELD_INITIALIZER, FIELD_RAW_DATA};
+
+/* Copies message p[0, end) of `level` into w, every field as it is except level_field[level]:
+ * a nested message is stripped one level down (and written with its new length), a big
+ * raw_data becomes a cut of initializer `init`. False when the bytes are not what this reader
+ * expects: a repeated graph (protobuf merges it) or raw_data (protobuf keeps the last). */
+static bool strip(buf_t *w, cuts_t *c, const uint8_t *p, size_t end, int level, size_t init) {
+  size_t i = 0, pay = 0, len = 0, seen = 0;
   while (i < end) {
     size_t f0 = i;
     uint32_t num;
     int type;
     if (!next_field(p, end, &i, &num, &type, &pay, &len)) return false;
-    if (num == FIELD_RAW_DATA && type == 2 && ++seen_raw && len >= MIN_CUT) {
-      cut_t c = {init, p + pay, len, NULL};
-      if (w->n_cuts == w->cap_cuts) {
-        size_t nc = w->cap_cuts ? 2 * w->cap_cuts : 64;
-        cut_t *q = realloc(w->cuts, nc * sizeof *q);
-        if (!q) return false;
-        w->cuts = q, w->cap_cuts = nc;
+    if (num != level_field[level] || type != 2) {
+      put_bytes(w, p + f0, i - f0);
+      continue;
+    }
+    if (++seen > 1 && level != 1) return false;
+    if (level == 2) {
+      if (len < MIN_CUT) {
+        put_bytes(w, p + f0, i - f0);
+        continue;
       }
-      w->cuts[w->n_cuts++] = c;
+      if (c->n == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 64;
+        cut_t *q = realloc(c->v, nc * sizeof *q);
+        if (!q) return false;
+        c->v = q, c->cap = nc;
+      }
+      c->v[c->n++] = (cut_t){init, p + pay, len, NULL};
       continue;
     }
-    put_bytes(w, p + f0, i - f0);
-  }
-  *out_len = w->n - start;
-  return seen_raw <= 1; /* a repeated raw_data: protobuf-c keeps the last; leave it to it */
-}
-
-/* The GraphProto: initializers stripped, every other field as it is. */
-static bool strip_graph(wire_t *w, const uint8_t *p, size_t end) {
-  size_t i = 0, pay = 0, len = 0, init = 0;
-  while (i < end) {
-    size_t f0 = i;
-    uint32_t num;
-    int type;
-    if (!next_field(p, end, &i, &num, &type, &pay, &len)) return false;
-    if (num != FIELD_INITIALIZER || type != 2) {
-      put_bytes(w, p + f0, i - f0);
-      continue;
+    buf_t sub = {0};
+    bool ok = strip(&sub, c, p + pay, len, level + 1, seen - 1) && !sub.oom;
+    if (ok) {
+      put_varint(w, (uint64_t)level_field[level] << 3 | 2);
+      put_varint(w, sub.n);
+      put_bytes(w, sub.p, sub.n);
     }
-    /* The tensor's new length is known only after stripping it: strip into place, then
-     * move it behind its key and length. */
-    wire_t t = {0};
-    t.cuts = w->cuts, t.n_cuts = w->n_cuts, t.cap_cuts = w->cap_cuts;
-    size_t tl = 0;
-    bool ok = strip_tensor(&t, p + pay, len, init++, &tl);
-    w->cuts = t.cuts, w->n_cuts = t.n_cuts, w->cap_cuts = t.cap_cuts;
-    if (!ok || t.oom) {
-      free(t.out);
-      return false;
-    }
-    put_varint(w, (uint64_t)FIELD_INITIALIZER << 3 | 2);
-    put_varint(w, tl);
-    put_bytes(w, t.out, tl);
-    free(t.out);
-  }
-  return true;
-}
-
-/* The ModelProto with its graph stripped; false (nothing cut) when the bytes are not what
- * this reader expects. */
-static bool strip_model(wire_t *w, const uint8_t *p, size_t end) {
-  size_t i = 0, pay = 0, len = 0;
-  int graphs = 0;
-  while (i < end) {
-    size_t f0 = i;
-    uint32_t num;
-    int type;
-    if (!next_field(p, end, &i, &num, &type, &pay, &len)) return false;
-    if (num != FIELD_GRAPH || type != 2) {
-      put_bytes(w, p + f0, i - f0);
-      continue;
-    }
-    if (++graphs > 1) return false; /* protobuf merges repeated messages: leave it to it */
-    wire_t gw = {0};
-    bool ok = strip_graph(&gw, p + pay, len);
-    w->cuts = gw.cuts, w->n_cuts = gw.n_cuts, w->cap_cuts = gw.cap_cuts;
-    if (!ok || gw.oom) {
-      free(gw.out);
-      return false;
-    }
-    put_varint(w, (uint64_t)FIELD_GRAPH << 3 | 2);
-    put_varint(w, gw.n);
-    put_bytes(w, gw.out, gw.n);
-    free(gw.out);
+    free(sub.p);
+    if (!ok) return false;
   }
   return !w->oom;
 }
@@ -198,10 +161,11 @@ typedef struct copy_job {
   size_t *first;          /* first[k]: the index of cut k's first CHUNK-sized piece */
 } copy_job_t;
 
-static void copy_pieces(void *arg, size_t lo, size_t hi) {
+static void copy_pieces(void *arg, int64_t lo, int64_t hi, int tid) {
+  (void)tid;
   copy_job_t *j = arg;
   size_t k = 0;
-  for (size_t it = lo; it < hi; it++) {
+  for (size_t it = (size_t)lo; it < (size_t)hi; it++) {
     while (k + 1 < j->n_cuts && j->first[k + 1] <= it) k++;
     size_t off = (it - j->first[k]) * (size_t)CHUNK, len = j->cuts[k].len - off;
     memcpy(j->cuts[k].dst + off, j->cuts[k].src + off, len < CHUNK ? len : CHUNK);
@@ -220,30 +184,31 @@ static bool copy_cuts(cut_t *cuts, size_t n) {
     j.first[k] = pieces;
     pieces += (cuts[k].len + CHUNK - 1) / CHUNK;
   }
-  drk_par_ranges(pieces, 1, copy_pieces, &j);
+  drk_ipar_for((int64_t)pieces, 1, copy_pieces, &j);
   free(j.first);
   return true;
 }
 
 Onnx__ModelProto *drk_onnx_unpack_model(const uint8_t *data, size_t size) {
-  wire_t w = {0};
-  bool cut = size >= 4 * (size_t)MIN_CUT && strip_model(&w, data, size) && w.n_cuts > 0;
+  buf_t w = {0};
+  cuts_t c = {0};
+  bool cut = size >= 4 * (size_t)MIN_CUT && strip(&w, &c, data, size, 0, 0) && c.n > 0;
   Onnx__ModelProto *m = NULL;
-  if (cut && (m = onnx__model_proto__unpack(NULL, w.n, w.out)) != NULL) {
+  if (cut && (m = onnx__model_proto__unpack(NULL, w.n, w.p)) != NULL) {
     Onnx__GraphProto *g = m->graph;
     bool fits = g != NULL;
-    for (size_t k = 0; fits && k < w.n_cuts; k++)
-      fits = w.cuts[k].init < g->n_initializer && g->initializer[w.cuts[k].init] &&
-             !g->initializer[w.cuts[k].init]->has_raw_data;
-    if (fits && copy_cuts(w.cuts, w.n_cuts)) {
-      for (size_t k = 0; k < w.n_cuts; k++) {
-        Onnx__TensorProto *t = g->initializer[w.cuts[k].init];
+    for (size_t k = 0; fits && k < c.n; k++)
+      fits = c.v[k].init < g->n_initializer && g->initializer[c.v[k].init] &&
+             !g->initializer[c.v[k].init]->has_raw_data;
+    if (fits && copy_cuts(c.v, c.n)) {
+      for (size_t k = 0; k < c.n; k++) {
+        Onnx__TensorProto *t = g->initializer[c.v[k].init];
         t->has_raw_data = 1;
-        t->raw_data.data = w.cuts[k].dst;
-        t->raw_data.len = w.cuts[k].len;
+        t->raw_data.data = c.v[k].dst;
+        t->raw_data.len = c.v[k].len;
       }
     } else {
-      for (size_t k = 0; k < w.n_cuts; k++) free(w.cuts[k].dst);
+      for (size_t k = 0; k < c.n; k++) free(c.v[k].dst);
       onnx__model_proto__free_unpacked(m, NULL);
       m = NULL;
       cut = false;
@@ -251,7 +216,7 @@ Onnx__ModelProto *drk_onnx_unpack_model(const uint8_t *data, size_t size) {
   } else {
     cut = false;
   }
-  free(w.out);
-  free(w.cuts);
+  free(w.p);
+  free(c.v);
   return cut ? m : onnx__model_proto__unpack(NULL, size, data);
 }
