@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "search/db.h"
+#include "tests/search/db_test_util.h"
 #include "tests/common/check.h"
 
 static const char *WL1 = "9330790a0629e222d8313a9748526dfa", *WL2 = "3e45a00d4e19cc954d49b86844ac17e8";
@@ -20,34 +21,7 @@ static drk_search_target_t H200 = {"sm_90a", 132, 1980, 2619, 4800, 52428800, "5
 static drk_search_target_t A100 = {"sm_80", 108, 1410, 1593, 2039, 41943040, "560.35.03", "12.6", "NVIDIA A100"};
 static char K_H200[17], K_A100[17];
 
-static char dir[4096];
 
-static const char *path_in(const char *name) {
-  static char buf[8][4200];
-  static int k;
-  char *b = buf[k++ % 8];
-  snprintf(b, sizeof buf[0], "%s/%s", dir, name);
-  return b;
-}
-
-static void fresh(const char *path) {
-  char b[4300];
-  remove(path);
-  snprintf(b, sizeof b, "%s-wal", path);
-  remove(b);
-  snprintf(b, sizeof b, "%s-shm", path);
-  remove(b);
-}
-
-static drk_search_db_t *open_db(const char *path) {
-  drk_search_db_t *db = NULL;
-  char err[1200];
-  if (!drk_search_db_open(path, false, &db, err, sizeof err)) {
-    fprintf(stderr, "open %s: %s\n", path, err);
-    exit(1);
-  }
-  return db;
-}
 
 static void setup(drk_search_db_t *db) {
   char err[1200];

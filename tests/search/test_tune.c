@@ -24,6 +24,7 @@
 
 #include "search/json.h"
 #include "search/tune.h"
+#include "tests/search/db_test_util.h"
 #include "tests/common/check.h"
 
 static const char *mm_line =
@@ -31,7 +32,6 @@ static const char *mm_line =
     "mm.cluster=1 mm.staged=1";
 static const char *DESC = "mm_ws M=128 N=768 K=768 dtype=f16";
 static drk_search_target_t H200 = {"sm_90a", 132, 1980, 2619, 4800, 52428800, "560.35.03", "12.6", "NVIDIA H200"};
-static char dir[4096];
 /* DRK_SEARCH_TEST_QUICK (set for sanitizer and Debug builds, whose -O0 code is ~15x slower):
  * smaller budgets and fewer seeds, the same code paths */
 static bool quick;
@@ -349,32 +349,6 @@ static void test_compare(int trials, int seeds, const char *only) {
 }
 
 /* ---- helpers for the database tests ---- */
-static const char *path_in(const char *name) {
-  static char buf[8][4200];
-  static int k;
-  char *b = buf[k++ % 8];
-  snprintf(b, sizeof buf[0], "%s/%s", dir, name);
-  return b;
-}
-
-static void fresh(const char *path) {
-  char b[4300];
-  remove(path);
-  snprintf(b, sizeof b, "%s-wal", path);
-  remove(b);
-  snprintf(b, sizeof b, "%s-shm", path);
-  remove(b);
-}
-
-static drk_search_db_t *open_db(const char *path) {
-  drk_search_db_t *db = NULL;
-  char err[1200];
-  if (!drk_search_db_open(path, false, &db, err, sizeof err)) {
-    fprintf(stderr, "open %s: %s\n", path, err);
-    exit(1);
-  }
-  return db;
-}
 
 static bool count_one(void *ctx, const drk_search_record_t *r) {
   (void)r;
