@@ -212,9 +212,13 @@ static float f32_at(const drk_value_t *v, int64_t i) {
 
 /* f32 -> T bits; finite values beyond T's range saturate to its largest finite value. */
 static uint16_t to_half(drk_dtype_t t, float f) {
-  uint16_t h = t == DRK_DT_F16 ? drk_f32_to_f16(f) : drk_f32_to_bf16(f);
-  uint16_t inf = t == DRK_DT_F16 ? 0x7c00 : 0x7f80, max = t == DRK_DT_F16 ? 0x7bff : 0x7f7f;
-  if ((h & 0x7fff) == inf && isfinite(f)) h = (uint16_t)((h & 0x8000) | max);
+  uint16_t h;
+  if (t == DRK_DT_F16) {
+    drk_f32_to_f16_n(&f, &h, 1, true);
+    return h;
+  }
+  h = drk_f32_to_bf16(f);
+  if ((h & 0x7fff) == 0x7f80 && isfinite(f)) h = (uint16_t)((h & 0x8000) | 0x7f7f);
   return h;
 }
 
