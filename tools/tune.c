@@ -83,6 +83,12 @@ typedef struct tuner {
   double t0, deadline, hard_deadline; /* --time: shared by the kernels; past hard_deadline measuring stops */
   int measured, consecutive_failures, seq;
   tkernel_t *k; /* the kernel being tuned */
+  /* the progress line (stderr on a TTY): which kernel of how many, trials per kernel */
+  bool tty;
+  int k_index, k_count, trials;
+  int k_measured; /* measurements of the kernel being tuned */
+  double k_best_us, k_ref_us; /* its fastest valid measurement so far and the heuristic's time
+                               * measured with it (< 0: none) */
   prepped_t prep[MAX_PREP];
   int n_prep;
   /* the fake measurement of the tests (see fake_measure) */
@@ -363,7 +369,58 @@ static prepped_t *find_prep(tuner_t *t, const drk_sched_knobs_t *p) {
  * worker (or the fake). A candidate that does not compile, crashes, hangs or gives wrong
  * outputs is invalid; the tune stops when the --time budget is spent or the worker cannot be
  * started (five candidates in a row without an answer). */
+/* "1m05s" */
+static void fmt_secs(double s, char *buf, size_t n) {
+  long v = s > 0 ? (long)(s + 0.5) : 0;
+  if (v >= 3600) snprintf(buf, n, "%ldh%02ldm", v / 3600, v / 60 % 60);
+  else if (v >= 60) snprintf(buf, n, "%ldm%02lds", v / 60, v % 60);
+  else snprintf(buf, n, "%lds", v);
+}
+
+/* The progress line on a terminal: kernel i of n, trials, the best so far against the
+ * heuristic, elapsed time and an ETA (the --time deadline, else the measurement rate so far
+ * times the measurements left at the trial budget). Overwritten in place; cleared before
+ * anything else is printed (progress_clear). */
+static void progress(const tuner_t *t) {
+  if (!t->tty || !t->k) return;
+  double el = now_s() - t->t0, eta;
+  if (t->deadline < 1e300) eta = t->deadline - now_s();
+  else {
+    double left = (double)(t->k_count - t->k_index - 1) * t->trials + (t->trials - t->k_measured);
+    eta = t->measured > 0 && left > 0 ? el / t->measured * left : 0;
+  }
+  char e1[32], e2[32], best[64] = "";
+  fmt_secs(el, e1, sizeof e1);
+  fmt_secs(eta, e2, sizeof e2);
+  if (t->k_best_us > 0)
+    snprintf(best, sizeof best, ", best %.2f us (%.2fx the heuristic)", t->k_best_us,
+             t->k_ref_us > 0 ? t->k_ref_us / t->k_best_us : 1.0);
+  char trial[48];
+  if (t->k_measured <= t->trials) snprintf(trial, sizeof trial, "trial %d/%d", t->k_measured, t->trials);
+  else snprintf(trial, sizeof trial, "re-measuring the winner");
+  fprintf(stderr, "\r\033[Kdrkc tune: kernel %d/%d %.28s: %s%s | %s elapsed, ETA %s", t->k_index + 1, t->k_count,
+          t->k->name, trial, best, e1, e2);
+  fflush(stderr);
+}
+
+static void progress_clear(const tuner_t *t) {
+  if (t->tty) fputs("\r\033[K", stderr);
+}
+
+static int measure_one(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out);
+
+/* measure_one, then the progress line */
 static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
+  tuner_t *t = ctx;
+  int rc = measure_one(ctx, s, p, out);
+  t->k_measured++;
+  if (rc == 0 && out->valid && out->time_us > 0 && (t->k_best_us < 0 || out->time_us < t->k_best_us))
+    t->k_best_us = out->time_us, t->k_ref_us = out->ref_time_us;
+  progress(t);
+  return rc;
+}
+
+static int measure_one(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
   tuner_t *t = ctx;
   tkernel_t *k = t->k;
   if (now_s() > t->hard_deadline) {
@@ -434,7 +491,7 @@ static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs
 }
 
 static void search_log(void *ctx, const char *line) {
-  (void)ctx;
+  progress_clear(ctx);
   fprintf(stderr, "drkc tune: %s\n", line);
 }
 
@@ -613,7 +670,7 @@ int drkc_tune_main(int argc, char **argv) {
   drk_search_target_t target;
   memset(&target, 0, sizeof target);
   snprintf(target.arch, sizeof target.arch, "%s", arch);
-  bool nvml = false;
+  bool nvml = false, l2_flush = false;
   char msg[256];
   if (t.fake) {
     snprintf(target.name, sizeof target.name, "fake GPU (DRKC_TUNE_FAKE_MEASURE)");
@@ -628,7 +685,8 @@ int drkc_tune_main(int argc, char **argv) {
     snprintf(target.driver, sizeof target.driver, "%s", dev.driver);
     snprintf(target.cuda, sizeof target.cuda, "%s", dev.cuda);
     snprintf(target.name, sizeof target.name, "%s", dev.name);
-    nvml = dev.nvml;
+    nvml = dev.nvml, l2_flush = dev.l2_flush;
+    if (!l2_flush) fprintf(stderr, "drkc tune: warning: L2 is not flushed between timed runs (no driver memory for it)\n");
     int want = drk_target_info((drk_target_t)__builtin_ctz(t.c.targets))->number;
     if (dev.cc && dev.cc != want)
       fprintf(stderr, "drkc tune: warning: the GPU %s is sm_%d; the kernels are built for %s\n", dev.name, dev.cc, arch);
@@ -680,6 +738,7 @@ int drkc_tune_main(int argc, char **argv) {
     ev_s(t.log, "policy", policy_arg);
     ev_known(t.log, "budget_s", budget > 0 ? budget : -1);
     ev_b(t.log, "nvml", nvml);
+    ev_b(t.log, "l2_flush", l2_flush);
     ev_n(t.log, "before_us", total * 1e3);
     ev_n(t.log, "kernels", (double)nks);
     ev_n(t.log, "trials", trials);
@@ -702,6 +761,8 @@ int drkc_tune_main(int argc, char **argv) {
            base ? base + 1 : model);
   bool stopped = false;
   size_t left = todo;
+  t.tty = isatty(STDERR_FILENO) && !getenv("DRKC_TUNE_NO_PROGRESS");
+  t.k_count = (int)todo, t.trials = trials, t.k_index = -1;
   for (size_t j = 0; j < nks; j++) {
     tkernel_t *k = &ks[j];
     if (!k->tried) continue;
@@ -709,6 +770,7 @@ int drkc_tune_main(int argc, char **argv) {
       k->heur_us = -1;
       k->timed_out = !stopped;
       kernel_summary(t.log, k, total, stopped ? "the tune stopped before this kernel" : "the --time budget is spent");
+      progress_clear(&t);
       printf("  %-28s not tuned: %s\n", k->name, stopped ? "the tune stopped before it" : "the --time budget is spent");
       k->tried = false;
       continue;
@@ -736,12 +798,13 @@ int drkc_tune_main(int argc, char **argv) {
       goto done;
     }
     t.k = k;
+    t.k_index++, t.k_measured = 0, t.k_best_us = t.k_ref_us = -1;
     drk_search_tune_options_t to = {.kernel = k->name, .workload = k->wl, .description = k->description,
                                     .target = &target, .model = model, .tags = tags, .budget = trials,
                                     .time_limit_s = share,
                                     .seed = t.seed + j, .config = &cfg, .db = db, .resume = resume,
                                     .warm_start = true, .events = t.log, .measure = measure, .prepare = prepare,
-                                    .ctx = &t, .log = search_log};
+                                    .ctx = &t, .log = search_log, .log_ctx = &t};
     drk_search_tune_result_t res;
     bool ok = drk_search_tune(&s, pol, &to, &res, err, sizeof err);
     drk_search_policy_destroy(pol);
@@ -750,6 +813,7 @@ int drkc_tune_main(int argc, char **argv) {
     k->tune_s = now_s() - k0;
     k->timed_out = res.timed_out;
     if (!ok) {
+      progress_clear(&t);
       fprintf(stderr, "drkc tune: %s: %s\n", k->name, err);
       if (strstr(err, "stopped the tune")) stopped = true;
     }
@@ -764,6 +828,7 @@ int drkc_tune_main(int argc, char **argv) {
       k->record = res.best_record;
       snprintf(k->best_text, sizeof k->best_text, "%s", res.best_text);
     }
+    progress_clear(&t);
     kernel_summary(t.log, k, total, ok ? NULL : err);
     if (k->tuned)
       printf("  %-28s %5.1f%% of the run: heuristic %.2f us, best %.2f us (%.2fx%s), %d trials (%d invalid, %d "

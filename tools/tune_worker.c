@@ -84,11 +84,57 @@ static double nvml_energy_mj(const nvml_t *n) {
   return n->dev && n->energy && n->energy(n->dev, &v) == 0 ? (double)v : -1;
 }
 
+/* ---- L2 flush ----
+ * Before every timed run the worker overwrites a buffer of twice the L2 size, so no run finds
+ * the previous run's weights and activations in L2 (a kernel reads what the kernels before it
+ * in the same run wrote, as it does in deployment). Through the CUDA driver the runtime has
+ * loaded (its primary context is current on this thread); cuCtxSynchronize orders the memset
+ * (legacy stream) before the run (the runtime's own stream). Without the driver functions or
+ * the memory, the worker times without it and says so (drk_tune_device_t.l2_flush). */
+typedef struct l2flush {
+  unsigned long long buf; /* CUdeviceptr */
+  size_t bytes;
+  unsigned char fill;
+  int (*memset8)(unsigned long long, unsigned char, size_t);
+  int (*sync)(void);
+} l2flush_t;
+
+static l2flush_t g_flush;
+
+static void l2flush_open(int device) {
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!cu) return;
+  int (*get)(int *, int) = (int (*)(int *, int))dlsym(cu, "cuDeviceGet");
+  int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(cu, "cuDeviceGetAttribute");
+  int (*alloc)(unsigned long long *, size_t) = (int (*)(unsigned long long *, size_t))dlsym(cu, "cuMemAlloc_v2");
+  g_flush.memset8 = (int (*)(unsigned long long, unsigned char, size_t))dlsym(cu, "cuMemsetD8_v2");
+  g_flush.sync = (int (*)(void))dlsym(cu, "cuCtxSynchronize");
+  int dev = 0, l2 = 0;
+  /* CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38 */
+  if (!get || !attr || !alloc || !g_flush.memset8 || !g_flush.sync || get(&dev, device) || attr(&l2, 38, dev) || l2 <= 0 ||
+      alloc(&g_flush.buf, 2 * (size_t)l2)) {
+    g_flush.buf = 0;
+    return;
+  }
+  g_flush.bytes = 2 * (size_t)l2;
+}
+
+/* false: the flush failed (the run is then not timed: a broken context would fail it anyway) */
+static bool l2flush(char *msg, size_t n) {
+  if (!g_flush.buf) return true;
+  if (g_flush.memset8(g_flush.buf, ++g_flush.fill, g_flush.bytes) || g_flush.sync()) {
+    snprintf(msg, n, "flushing L2 before a timed run failed");
+    return false;
+  }
+  return true;
+}
+
 /* The device's fingerprint from the CUDA driver API and NVML (dlopen; the runtime has loaded
  * libcuda in this process already). */
 static void device_info(int device, const nvml_t *nv, drk_tune_device_t *out) {
   memset(out, 0, sizeof *out);
   out->nvml = nv->dev != NULL;
+  out->l2_flush = g_flush.buf != 0;
   void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!cu) return;
   int (*init)(unsigned) = (int (*)(unsigned))dlsym(cu, "cuInit");
@@ -254,7 +300,7 @@ static bool time_runs(loaded_t *l, const char *kernel, int warmup, int iters, do
   double *ks = calloc((size_t)iters + 1, sizeof *ks), *rs = calloc((size_t)iters + 1, sizeof *rs);
   bool ok = true, found = false;
   for (int i = 0; ok && i < warmup + iters; i++) {
-    ok = !st_fail(drk_session_run(l->s), "profiled run", msg, n) &&
+    ok = l2flush(msg, n) && !st_fail(drk_session_run(l->s), "profiled run", msg, n) &&
          !st_fail(drk_session_kernel_times(l->s, kt, l->nk), "kernel times", msg, n);
     if (!ok || i < warmup) continue;
     double sum = 0, mine = 0;
@@ -324,6 +370,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
   nvml_open(&nv, device);
   bool ready = !st_fail(drk_runtime_create(&ro, &rt), "starting the GPU runtime", msg, sizeof msg) &&
                load(rt, ref_path, &ref, msg, sizeof msg);
+  if (ready) l2flush_open(device);
   request_t rq;
   while (read_all(in, &rq, sizeof rq, -1)) {
     drk_tune_result_t r = {0};
@@ -354,7 +401,7 @@ static void worker_main(int in, int out, const char *ref_path, int device) {
       double *all = calloc((ref.nk + 1) * (size_t)(rq.iters + 1), sizeof *all);
       r.ok = r.ok && !st_fail(drk_session_set_profiling(ref.s, 1), "profiling", r.msg, sizeof r.msg);
       for (int i = 0; r.ok && i < rq.warmup + rq.iters; i++) {
-        r.ok = !st_fail(drk_session_run(ref.s), "profiled run", r.msg, sizeof r.msg) &&
+        r.ok = l2flush(r.msg, sizeof r.msg) && !st_fail(drk_session_run(ref.s), "profiled run", r.msg, sizeof r.msg) &&
                !st_fail(drk_session_kernel_times(ref.s, kt, ref.nk), "kernel times", r.msg, sizeof r.msg);
         for (size_t k = 0; r.ok && i >= rq.warmup && k < ref.nk; k++) all[k * (size_t)rq.iters + (size_t)(i - rq.warmup)] = kt[k];
       }

@@ -41,6 +41,7 @@ typedef struct drk_tune_result {
 typedef struct drk_tune_device {
   bool ok;          /* the CUDA driver answered */
   bool nvml;        /* NVML could be opened (clocks, power, energy get measured) */
+  bool l2_flush;    /* timed runs start with L2 overwritten (a buffer of 2x its size) */
   char name[96];
   int cc;           /* compute capability, 90 for 9.0 */
   int sms, sm_mhz, mem_mhz, bus_bits;

@@ -49,7 +49,7 @@ np=$(grep -c ' planted ' "$W/measured")
 grep 'mm.tile_n=256' "$W/list1" | grep -q stable && bad "a planted point is stable"
 grep -q 'mm.tile_n=256' "$W/mlp.sched" && bad "the planted point was written to --out"
 # the log: model_start first, kernel_summary per kernel, model_end last, trial events between
-head -1 "$W/run1.jsonl" | grep -q '^{"event":"model_start","model":".*","target":"sm_90a","gpu":".*","policy":"random","budget_s":null,"nvml":false,"before_us":[0-9.e+-]*' ||
+head -1 "$W/run1.jsonl" | grep -q '^{"event":"model_start","model":".*","target":"sm_90a","gpu":".*","policy":"random","budget_s":null,"nvml":false,"l2_flush":false,"before_us":[0-9.e+-]*' ||
   bad "the log does not open with model_start: $(head -1 "$W/run1.jsonl")"
 tail -1 "$W/run1.jsonl" | grep -q '^{"event":"model_end","before_us":[0-9.e+-]*,"after_us":[0-9.e+-]*,"checked":false,.*"t_s":' ||
   bad "the log does not end with model_end: $(tail -1 "$W/run1.jsonl")"
@@ -105,6 +105,17 @@ awk -v t="$t_s" 'BEGIN { exit !(t < 12) }' || bad "--time=4s: the tune took $t_s
 grep -m1 '^{"event":"kernel_summary"' "$W/time.jsonl" | grep -q '"tuned":true,"stable":true' || bad "--time=4s: the first kernel is not tuned and stable"
 grep '^{"event":"kernel_summary"' "$W/time.jsonl" | grep '"tuned":false' | grep -vq '"error":"the --time budget is spent"' &&
   bad "--time=4s: a kernel not tuned without saying why"
+fi
+# ---- the progress line: on a terminal only (script(1) gives the tune one), with an ETA ----
+if command -v script >/dev/null; then
+  DRKC_TUNE_FAKE_MEASURE=1 script -qec "'$DRKC' tune '$m' ${F[*]} --out='$W/p.sched' --trials=4 --policy=random" \
+    /dev/null >"$W/tty.out" 2>&1 || bad "the tune on a terminal failed: $(tail -3 "$W/tty.out")"
+  grep -aq 'kernel 1/3 k[0-9]*_[A-Za-z_0-9]*: trial [1-4]/4.* elapsed, ETA ' "$W/tty.out" ||
+    bad "no progress line with an ETA on a terminal: $(tail -c 400 "$W/tty.out")"
+  grep -aq 'kernel 3/3 ' "$W/tty.out" || bad "the progress line never reached the third kernel"
+  grep -q 'ETA' "$W/run1.out" && bad "a progress line was written to a file (not a terminal)"
+else
+  echo "note: no script(1): the progress-line check is skipped"
 fi
 # ---- help and option errors ----
 "$DRKC" tune --help >"$W/help" || bad "tune --help failed"
