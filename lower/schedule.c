@@ -274,9 +274,10 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
  * two). TMA fills the window from one box of the NHWC input per tap, and the pixels past the
  * output's edge are computed and thrown away, so the heuristic takes the window with the
  * fewest such pixels over the whole output (ties: the wider window, whose rows are longer
- * runs of memory): 56 x 56 takes 16 x 8 (64 x 56 rows computed, 12.5 % waste), 7 x 7 two
- * images of 8 x 8 (23 % instead of 62 % for one image of 8 x 16). conv.tile_h / conv.tile_w
- * pin it. The N tile, stages and staging come from drk_sched_mm_ws on the GEMM's sizes. */
+ * runs of memory): at batch 64, 56 x 56 takes 2 images of 8 x 8 and 14 x 14 32 of 2 x 2 (no
+ * pixel wasted), 7 x 7 16 of 1 x 8 (14 %); at batch 1, 56 x 56 takes 2 x 64 (12.5 %), 7 x 7
+ * 8 x 16 (62 %, the least a 128-pixel window can do). Not measured yet: whether narrow boxes
+ * (short contiguous runs) slow TMA down. conv.tile_h / conv.tile_w pin it. The N tile, stages and staging come from drk_sched_mm_ws on the GEMM's sizes. */
 drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
                                  drk_dtype_t t, const drk_lower_options_t *o, bool epilogue) {
   drk_schedule_t s = drk_sched_mm_ws(Nb * OH * OW, OC, K, 1, t, o, epilogue);

@@ -61,6 +61,13 @@ for m in conv3x3 conv1x1 resnet50_b64; do
   build "$m" mma_sync 0
   build "$m" hopper 1
 done
+# the output window of the 3x3 conv (heuristic: 2 images of 8 x 8 at 56 x 56)
+for win in "conv.tile_h=2,conv.tile_w=64" "conv.tile_h=8,conv.tile_w=16" "conv.tile_h=4,conv.tile_w=32" "mm.tile_n=128" "mm.tile_n=256,mm.staged=0"; do
+  f=${win//[=,.]/_}
+  timeout 120 "$DRKC" "$WORK/conv3x3.onnx" $FLAGS --schedule=conv.hopper=1,$win -o "$WORK/conv3x3-$f.drkm" >"$OUT/compile-conv3x3-$f.log" 2>&1 &&
+    timeout 60 "$DRKRUN" "$WORK/conv3x3-$f.drkm" --warmup 5 --iters 30 --profile >"$OUT/profile-conv3x3-$f.log" 2>&1
+  echo "conv3x3 $win: $(grep -E '^ +[0-9]+ ' "$OUT/profile-conv3x3-$f.log" 2>/dev/null | sort -k2 -nr | head -1)"
+done
 echo "ResNet-50 b64 convs left on mma_sync with conv.hopper=1, by reason:"
 grep -h "report: k[0-9]*_" "$OUT"/compile-resnet50_b64-hopper.log | sed 's/^report: k[0-9]*_[^:]*: //' | sort | uniq -c | sort -nr | head -5
 
