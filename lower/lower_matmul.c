@@ -419,7 +419,8 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
      * strides); coordinates off the input (padding, channels past C, pixels past the
      * output's edge) read zeros. B is the filter's [BN, 1, 64] box at (n0, tap, c0). */
     const mm_t *s = W->s;
-    tv_t *tap = BIN(DIV, kp, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, kp, lw_sci(c, I, W->CB)), lw_sci(c, I, 64));
+    tv_t *ks = W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp;
+    tv_t *tap = BIN(DIV, ks, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, ks, lw_sci(c, I, W->CB)), lw_sci(c, I, 64));
     tv_t *r = BIN(DIV, tap, lw_sci(c, I, s->Kk[1])), *q = BIN(REM, tap, lw_sci(c, I, s->Kk[1]));
     tv_t *ih = BIN(ADD, BIN(SUB, BIN(MUL, T->coh, lw_sci(c, I, s->st[0])), lw_sci(c, I, s->pad[0])), BIN(MUL, r, lw_sci(c, I, s->dil[0])));
     tv_t *iw = BIN(ADD, BIN(SUB, BIN(MUL, T->cow, lw_sci(c, I, s->st[1])), lw_sci(c, I, s->pad[1])), BIN(MUL, q, lw_sci(c, I, s->dil[1])));
@@ -637,7 +638,9 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     W.conv = true;
     W.CH = S.conv_h, W.CW = S.conv_w, W.CI = W.BM / (W.CH * W.CW);
     W.TH = (s->O[0] + W.CH - 1) / W.CH, W.TW = (s->O[1] + W.CW - 1) / W.CW, W.CB = (s->C + 63) / 64;
-    W.NK = W.KPS = s->KS * W.CB;
+    /* split-K over the (tap, chunk) steps, none empty */
+    W.NK = s->KS * W.CB, W.KPS = (W.NK + W.SP - 1) / W.SP, W.SP = (W.NK + W.KPS - 1) / W.KPS;
+    S.split_k = (int)W.SP;
     W.TM = (s->Nb + W.CI - 1) / W.CI * W.TH * W.TW;
   }
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
@@ -678,7 +681,8 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     drk_larg_tma_t cb = {s->t, 3, {C, s->KS, s->OC}, {C * es, s->KS * C * es}, {64, 1, (int32_t)W.BN}, 128, 256, false, {0}};
     W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 4, (int64_t[]){W.CI, W.CH, W.CW, 64}, SW4), &ca);
     W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 3, (int64_t[]){W.BN, 1, 64}, SW3), &cb);
-    if (n->n_inputs > 2 && n->inputs[2]) W.pb = lw_param_buf(c, n->inputs[2], "bias");
+    /* split-K: the sum kernel adds the bias */
+    if (W.SP == 1 && n->n_inputs > 2 && n->inputs[2]) W.pb = lw_param_buf(c, n->inputs[2], "bias");
   } else {
     W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BM, W.BK}, SW), &ta);
     W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);

@@ -294,7 +294,6 @@ drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC,
       if (best < 0 || rows < best) best = rows, s.conv_h = h, s.conv_w = w;
     }
   if (best < 0) s.mma = NULL; /* pinned to a window TMA cannot load */
-  s.split_k = 1;
   s.persistent = 0;
   s.coop = false;
   s.cluster = 1;

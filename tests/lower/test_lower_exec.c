@@ -12,7 +12,8 @@
  *                                     and the pins KNOBS (--schedule's KEY=V,...): the TMA +
  *                                     wgmma kernels run on the executor's warp groups, TMA
  *                                     descriptors bound to their tensors; every ConvNHWC must
- *                                     be the conv_ws kernel (no silent fallback)
+ *                                     be the conv_ws kernel (no silent fallback; split-K's sum
+ *                                     kernel follows it)
  *
  * The graph is canonicalized and lowered (fusion level 0; the default fusion for a file named
  * *_fused.drkg); every launch then runs, in launch
@@ -204,7 +205,8 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     te_tma_t tma[64];
     const te_tma_t *tmas[64] = {0};
     int na = L->n_args;
-    if (g_sm90a && L->node->op == DRK_OP_CONV_NHWC && strcmp(L->sched.kind ? L->sched.kind : "", "conv_ws") != 0) {
+    /* a node's first kernel (split-K's sum kernel follows it) */
+    if (g_sm90a && L->node->op == DRK_OP_CONV_NHWC && (li == 0 || l.launches[li - 1].node != L->node) && strcmp(L->sched.kind ? L->sched.kind : "", "conv_ws") != 0) {
       fprintf(stderr, "FAIL %s: kernel %s is %s, not the TMA + wgmma convolution (%s)\n", what, L->kernel->name,
               L->sched.kind ? L->sched.kind : "plain", L->sched.note ? L->sched.note : "no note");
       ok = false;
