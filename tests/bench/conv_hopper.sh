@@ -68,6 +68,8 @@ for win in "conv.tile_h=2,conv.tile_w=64" "conv.tile_h=8,conv.tile_w=16" "conv.t
     timeout 60 "$DRKRUN" "$WORK/conv3x3-$f.drkm" --warmup 5 --iters 30 --profile >"$OUT/profile-conv3x3-$f.log" 2>&1
   echo "conv3x3 $win: $(grep -E '^ +[0-9]+ ' "$OUT/profile-conv3x3-$f.log" 2>/dev/null | sort -k2 -nr | head -1)"
 done
+timeout 120 "$DRKC" "$WORK/resnet50_b64.onnx" $FLAGS --schedule=conv.hopper=1 --emit=schedules -o "$OUT/schedules-resnet50_b64-hopper.txt" >/dev/null 2>&1
+echo "ResNet-50 b64 kernels by kind with conv.hopper=1: $(grep '^k' "$OUT/schedules-resnet50_b64-hopper.txt" | awk '{print $3}' | sort | uniq -c | tr '\n' ' ')"
 echo "ResNet-50 b64 convs left on mma_sync with conv.hopper=1, by reason:"
 grep -h "report: k[0-9]*_" "$OUT"/compile-resnet50_b64-hopper.log | sed 's/^report: k[0-9]*_[^:]*: //' | sort | uniq -c | sort -nr | head -5
 
