@@ -2,7 +2,8 @@
 """Helpers of tests/bench/conv_hopper.sh (the sm_90a implicit-GEMM convolution's GPU run).
 
   conv_hopper.py export WORK        ONNX models (fp32, NCHW, torch.onnx.export) into WORK:
-                                    conv3x3.onnx (N64 C256 H56 K256, pad 1), conv1x1.onnx
+                                    conv3x3.onnx (N64 C256 H56 K256, pad 1), conv3x3_14.onnx
+                                    (the same at H14), conv1x1.onnx
                                     (N64 C64 H56 K64), resnet50_b1.onnx, resnet50_b64.onnx
                                     (torchvision, random weights, BatchNorm statistics
                                     calibrated on random batches so activations stay O(1))
@@ -22,6 +23,7 @@ import sys
 
 SINGLE = {  # name: (N, C, H, W, K, R, S, stride, pad)
     "conv3x3": (64, 256, 56, 56, 256, 3, 3, 1, 1),
+    "conv3x3_14": (64, 256, 14, 14, 256, 3, 3, 1, 1),
     "conv1x1": (64, 64, 56, 56, 64, 1, 1, 1, 0),
 }
 

@@ -2,18 +2,20 @@
 # The sm_90a implicit-GEMM convolution (TMA + mbarrier + wgmma, lower_matmul.c's conv form,
 # behind --schedule=conv.hopper=1) on an H200: correctness first, then speed against cuDNN.
 #
-#   DRKC=... DRKRUN=... tests/bench/conv_hopper.sh OUTDIR        (about 4 minutes)
+#   DRKC=... DRKRUN=... tests/bench/conv_hopper.sh OUTDIR        (about 5 minutes)
 #
 # 1. check: `drkc run --device=cuda --check` (GPU against the CPU interpreter, rel L2 <= 1e-2
 #    for f16/bf16) on tests/lower/hopper/*.drkg with conv.hopper=1 at the default schedule and
-#    under pinned ones (BN 128/256, no staging, 1x128 and 2x2 windows, split-K 2), and on torchvision
-#    ResNet-50 b1 (torch.onnx.export, fp16 flags) with conv.hopper=0 and =1: the two errors
-#    should be alike (random-weight ResNet-50 in fp16 is itself ~1e-2 off, tests/zoo/README.md).
-# 2. time: drkrun --profile of conv 3x3 N64 C256 H56 K256 and 1x1 N64 C64 H56 K64 (ONNX Conv,
-#    fp16 flags) and of ResNet-50 b64, each with conv.hopper=0 (mma_sync) and =1, against cuDNN
-#    through torch (fp16, channels_last, cudnn.benchmark, same shapes) in the same run:
-#    TFLOP/s and ratios (OUTDIR/table.txt). 1x1 stride-1 convs are MatMuls after the layout
-#    pass (the sm_90a matmul), so conv1x1 does not depend on the knob.
+#    under pinned ones (BN 128/256, no staging, 1x128 and 2x2 windows, split-K 2), and on
+#    torchvision ResNet-50 b1 (torch.onnx.export, fp16 flags) with conv.hopper=0 and =1: the
+#    two errors should be alike (random-weight ResNet-50 in fp16 is itself ~1e-2 off,
+#    tests/zoo/README.md).
+# 2. time: drkrun --profile of conv 3x3 N64 C256 H56 K256 (and H14, ResNet-50's layer 3), 1x1
+#    N64 C64 H56 K64 (ONNX Conv, fp16 flags) and ResNet-50 b64, each with conv.hopper=0
+#    (mma_sync) and =1, against cuDNN through torch (fp16, channels_last, cudnn.benchmark, same
+#    shapes) in the same run: TFLOP/s and ratios (OUTDIR/table.txt); the 3x3s also under
+#    other windows and BN. 1x1 stride-1 convs are MatMuls after the layout pass (the sm_90a
+#    matmul), so conv1x1 does not depend on the knob.
 # Every drkc/drkrun call runs under `timeout`; logs are OUTDIR/*.log.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -57,17 +59,23 @@ build() { # model form knob
   timeout 120 "$DRKRUN" "$WORK/$1-$2.drkm" --warmup 5 --iters 30 --profile >"$OUT/profile-$1-$2.log" 2>&1 ||
     { echo "drkrun $1 $2 failed"; tail -3 "$OUT/profile-$1-$2.log"; }
 }
-for m in conv3x3 conv1x1 resnet50_b64; do
+for m in conv3x3 conv3x3_14 conv1x1 resnet50_b64; do
   build "$m" mma_sync 0
   build "$m" hopper 1
 done
-# the output window of the 3x3 conv (heuristic: 2 images of 8 x 8 at 56 x 56)
-for win in "conv.tile_h=2,conv.tile_w=64" "conv.tile_h=8,conv.tile_w=16" "conv.tile_h=4,conv.tile_w=32" "mm.tile_n=128" "mm.tile_n=256,mm.staged=0"; do
-  f=${win//[=,.]/_}
-  timeout 120 "$DRKC" "$WORK/conv3x3.onnx" $FLAGS --schedule=conv.hopper=1,$win -o "$WORK/conv3x3-$f.drkm" >"$OUT/compile-conv3x3-$f.log" 2>&1 &&
-    timeout 60 "$DRKRUN" "$WORK/conv3x3-$f.drkm" --warmup 5 --iters 30 --profile >"$OUT/profile-conv3x3-$f.log" 2>&1
-  echo "conv3x3 $win: $(grep -E '^ +[0-9]+ ' "$OUT/profile-conv3x3-$f.log" 2>/dev/null | sort -k2 -nr | head -1)"
-done
+# the output window and BN (heuristic at 56 x 56: 2 images of 8 x 8; at 14 x 14: 32 images
+# of 2 x 2, boxes of 256-byte runs: are narrow boxes slow?)
+sweep() { # model pins...
+  local m=$1; shift
+  for win in "$@"; do
+    f=${win//[=,.]/_}
+    timeout 120 "$DRKC" "$WORK/$m.onnx" $FLAGS --schedule=conv.hopper=1,$win -o "$WORK/$m-$f.drkm" >"$OUT/compile-$m-$f.log" 2>&1 &&
+      timeout 60 "$DRKRUN" "$WORK/$m-$f.drkm" --warmup 5 --iters 30 --profile >"$OUT/profile-$m-$f.log" 2>&1
+    echo "$m $win: $(grep -E '^ +[0-9]+ ' "$OUT/profile-$m-$f.log" 2>/dev/null | sort -k2 -nr | head -1)"
+  done
+}
+sweep conv3x3 conv.tile_h=2,conv.tile_w=64 conv.tile_h=8,conv.tile_w=16 conv.tile_h=4,conv.tile_w=32 mm.tile_n=128 mm.tile_n=256,mm.staged=0
+sweep conv3x3_14 conv.tile_h=8,conv.tile_w=8 conv.tile_h=4,conv.tile_w=4 conv.tile_h=16,conv.tile_w=8
 timeout 120 "$DRKC" "$WORK/resnet50_b64.onnx" $FLAGS --schedule=conv.hopper=1 --emit=schedules -o "$OUT/schedules-resnet50_b64-hopper.txt" >/dev/null 2>&1
 echo "ResNet-50 b64 kernels by kind with conv.hopper=1: $(grep '^k' "$OUT/schedules-resnet50_b64-hopper.txt" | awk '{print $3}' | sort | uniq -c | tr '\n' ' ')"
 echo "ResNet-50 b64 convs left on mma_sync with conv.hopper=1, by reason:"
