@@ -324,16 +324,32 @@ static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, w
   return true;
 }
 
+/* A 1-D or 2-D convolution's geometry as 2-D (a 1-D one is one row high): input, output and
+ * kernel extents, strides, begin pads, dilations, rows then columns. */
+typedef struct conv2 {
+  int64_t I[2], O[2], K[2], st[2], pad[2], dil[2];
+} conv2_t;
+
+static conv2_t conv2_of(const mm_t *s) {
+  conv2_t v = {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 1}};
+  for (int d = 0; d < s->nsp && d < 2; d++) {
+    int j = d + 2 - s->nsp;
+    v.I[j] = s->I[d], v.O[j] = s->O[d], v.K[j] = s->Kk[d], v.st[j] = s->st[d], v.pad[j] = s->pad[d], v.dil[j] = s->dil[d];
+  }
+  return v;
+}
+
 /* Whether a ConvNHWC on sm_90a (16-bit: the caller checked drk_sched_mm_ws) takes the
  * implicit-GEMM form of the Hopper kernel; false sets *why (--report) for the mma_sync one. */
 static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
-  if (s->nsp != 2) return *why = "TMA + wgmma convolution: only 2-D convolutions (a 4-D NHWC box per tap)", false;
+  if (s->nsp > 2) return *why = "TMA + wgmma convolution: 3-D convolutions (the box per tap is [images, rows, columns, C])", false;
   if (s->G != 1) return *why = "TMA + wgmma convolution: groups > 1 (one GEMM per group is not written yet)", false;
   if (s->C % 8) return *why = "TMA + wgmma convolution: C is not a multiple of 8 (TMA strides are multiples of 16 bytes)", false;
-  if (s->st[0] > 8 || s->st[1] > 8) return *why = "TMA + wgmma convolution: stride > 8 (TMA element strides are 1..8)", false;
+  conv2_t v = conv2_of(s);
+  if (v.st[0] > 8 || v.st[1] > 8) return *why = "TMA + wgmma convolution: stride > 8 (TMA element strides are 1..8)", false;
   if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 0) != 1)
     return *why = "TMA + wgmma convolution off (conv.hopper=1 turns it on; not yet checked on a GPU)", false;
-  drk_schedule_t S = drk_sched_conv_ws(s->Nb, s->O[0], s->O[1], s->N, s->K, s->st, s->t, &c->o, c->epi != NULL);
+  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, c->epi != NULL);
   if (!S.mma) return *why = "TMA + wgmma convolution: the pinned conv.tile_h x conv.tile_w window needs a TMA box over 256", false;
   return true;
 }
@@ -355,6 +371,7 @@ typedef struct ws {
    * output (TH x TW windows per image group), k step kp = tap * CB + channel chunk (CB chunks
    * of 64 channels per tap); pb: the bias or NULL */
   bool conv;
+  conv2_t cv;
   int64_t CI, CH, CW, TH, TW, CB;
   tv_t *pb;
   tv_t *da, *db, *db2, *py;
@@ -418,12 +435,12 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
      * 4-D box [images, CH, CW, 64] (rows and columns `stride` apart: the descriptor's element
      * strides); coordinates off the input (padding, channels past C, pixels past the
      * output's edge) read zeros. B is the filter's [BN, 1, 64] box at (n0, tap, c0). */
-    const mm_t *s = W->s;
     tv_t *ks = W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp;
     tv_t *tap = BIN(DIV, ks, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, ks, lw_sci(c, I, W->CB)), lw_sci(c, I, 64));
-    tv_t *r = BIN(DIV, tap, lw_sci(c, I, s->Kk[1])), *q = BIN(REM, tap, lw_sci(c, I, s->Kk[1]));
-    tv_t *ih = BIN(ADD, BIN(SUB, BIN(MUL, T->coh, lw_sci(c, I, s->st[0])), lw_sci(c, I, s->pad[0])), BIN(MUL, r, lw_sci(c, I, s->dil[0])));
-    tv_t *iw = BIN(ADD, BIN(SUB, BIN(MUL, T->cow, lw_sci(c, I, s->st[1])), lw_sci(c, I, s->pad[1])), BIN(MUL, q, lw_sci(c, I, s->dil[1])));
+    const conv2_t *v = &W->cv;
+    tv_t *r = BIN(DIV, tap, lw_sci(c, I, v->K[1])), *q = BIN(REM, tap, lw_sci(c, I, v->K[1]));
+    tv_t *ih = BIN(ADD, BIN(SUB, BIN(MUL, T->coh, lw_sci(c, I, v->st[0])), lw_sci(c, I, v->pad[0])), BIN(MUL, r, lw_sci(c, I, v->dil[0])));
+    tv_t *iw = BIN(ADD, BIN(SUB, BIN(MUL, T->cow, lw_sci(c, I, v->st[1])), lw_sci(c, I, v->pad[1])), BIN(MUL, q, lw_sci(c, I, v->dil[1])));
     drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 7, (tv_t *[]){W->da, ws_index(c, W->sa_t, st), fb, T->cn, ih, iw, c0}, 0, NULL);
     drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 6, (tv_t *[]){W->db, ws_index(c, W->sb_t, st), fb, T->n0, tap, c0}, 0, NULL);
     drk_tile_build_for_end(&c->b, 0, NULL);
@@ -522,9 +539,10 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
     tv_t *im = BIN(ADD, lw_splat(c, lw_cast(c, T->cn, c->it), &li->type), BIN(DIV, li, lw_ci(c, li, W->CH * W->CW)));
     tv_t *oh = BIN(ADD, lw_splat(c, lw_cast(c, T->coh, c->it), &li->type), BIN(REM, BIN(DIV, li, lw_ci(c, li, W->CW)), lw_ci(c, li, W->CH)));
     tv_t *ow = BIN(ADD, lw_splat(c, lw_cast(c, T->cow, c->it), &li->type), BIN(REM, li, lw_ci(c, li, W->CW)));
-    rmask = BIN(AND, BIN(AND, lw_cmp(c, "lt", im, lw_ci(c, im, s->Nb)), lw_cmp(c, "lt", oh, lw_ci(c, oh, s->O[0]))),
-                lw_cmp(c, "lt", ow, lw_ci(c, ow, s->O[1])));
-    rp = BIN(MUL, BIN(ADD, BIN(MUL, BIN(ADD, BIN(MUL, im, lw_ci(c, im, s->O[0])), oh), lw_ci(c, oh, s->O[1])), ow), lw_ci(c, ow, N));
+    const int64_t *O = W->cv.O;
+    rmask = BIN(AND, BIN(AND, lw_cmp(c, "lt", im, lw_ci(c, im, s->Nb)), lw_cmp(c, "lt", oh, lw_ci(c, oh, O[0]))),
+                lw_cmp(c, "lt", ow, lw_ci(c, ow, O[1])));
+    rp = BIN(MUL, BIN(ADD, BIN(MUL, BIN(ADD, BIN(MUL, im, lw_ci(c, im, O[0])), oh), lw_ci(c, oh, O[1])), ow), lw_ci(c, ow, N));
   } else {
     rp = BIN(MUL, erow, lw_ci(c, erow, N));
   }
@@ -625,7 +643,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* tiles, split-K and form for the grid this kernel has (and its epilogue); paired: the
    * problem of both weights side by side */
   bool pair = c->epi_pair != NULL;
-  S = s->conv ? drk_sched_conv_ws(s->Nb, s->O[0], s->O[1], s->N, s->K, s->st, s->t, &c->o, c->epi != NULL)
+  conv2_t cv;
+  memset(&cv, 0, sizeof cv);
+  if (s->conv) cv = conv2_of(s);
+  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, c->epi != NULL)
       : pair  ? ws_pair_sched(c, s, M, batch)
               : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
@@ -636,8 +657,9 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.G - 1) / W.G;
   if (s->conv) {
     W.conv = true;
+    W.cv = cv;
     W.CH = S.conv_h, W.CW = S.conv_w, W.CI = W.BM / (W.CH * W.CW);
-    W.TH = (s->O[0] + W.CH - 1) / W.CH, W.TW = (s->O[1] + W.CW - 1) / W.CW, W.CB = (s->C + 63) / 64;
+    W.TH = (cv.O[0] + W.CH - 1) / W.CH, W.TW = (cv.O[1] + W.CW - 1) / W.CW, W.CB = (s->C + 63) / 64;
     /* split-K over the (tap, chunk) steps, none empty */
     W.NK = s->KS * W.CB, W.KPS = (W.NK + W.SP - 1) / W.SP, W.SP = (W.NK + W.KPS - 1) / W.KPS;
     S.split_k = (int)W.SP;
@@ -674,10 +696,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   const drk_tile_layout_t *SW3 = drk_tile_layout_shared(m, 128, 3, (int[]){2, 1, 0});
   const drk_tile_layout_t *SWK = drk_tile_layout_shared(m, 128, 2, (int[]){0, 1}); /* B K-major: [BK, BN], K fastest */
   if (s->conv) {
-    int64_t C = s->C, IH = s->I[0], IW = s->I[1];
+    int64_t C = s->C, IH = cv.I[0], IW = cv.I[1];
     drk_larg_tma_t ca = {s->t, 4, {C, IW, IH, s->Nb}, {C * es, IW * C * es, IH * IW * C * es},
-                         {64, (int32_t)(W.CW * s->st[1]), (int32_t)(W.CH * s->st[0]), (int32_t)W.CI}, 128, 256, false,
-                         {1, (int32_t)s->st[1], (int32_t)s->st[0], 1}};
+                         {64, (int32_t)(W.CW * cv.st[1]), (int32_t)(W.CH * cv.st[0]), (int32_t)W.CI}, 128, 256, false,
+                         {1, (int32_t)cv.st[1], (int32_t)cv.st[0], 1}};
     drk_larg_tma_t cb = {s->t, 3, {C, s->KS, s->OC}, {C * es, s->KS * C * es}, {64, 1, (int32_t)W.BN}, 128, 256, false, {0}};
     W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 4, (int64_t[]){W.CI, W.CH, W.CW, 64}, SW4), &ca);
     W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 3, (int64_t[]){W.BN, 1, 64}, SW3), &cb);
