@@ -47,6 +47,9 @@ typedef struct drk_larg_tma {
   int swizzle;         /* bytes: 0, 32, 64 or 128 (the shared layout's swizzle) */
   int l2_promotion;    /* bytes: 0, 64, 128 or 256 */
   bool oob_nan;        /* out-of-bounds elements read as NaN (else zero) */
+  int32_t elem_strides[5]; /* traversal stride per dim (0 or 1: every element): the box
+                            * spans box[i] elements and lands ceil(box[i] / elem_strides[i])
+                            * of them (a strided convolution's input rows and columns) */
 } drk_larg_tma_t;
 
 typedef struct drk_larg {
@@ -74,6 +77,8 @@ typedef struct drk_schedule {
   bool staged;          /* mm_ws, a tile per program without split-K: the epilogue reads the tile back from shared memory, 16 bytes per thread and row */
   int cluster;          /* mm_ws: programs per cluster along M sharing B's k tiles (TMA multicast), 0/1: none */
   bool pair;            /* mm_ws: the tile's N columns are tile_n / 2 of the anchor's weight and as many of its paired MatMul's */
+  const char *note;     /* why the kernel is not the faster form (a static string; --report prints it), or NULL */
+  int conv_h, conv_w;   /* conv_ws: the M tile is images x conv_h x conv_w output pixels (images = tile_m / (conv_h conv_w)) */
 } drk_schedule_t;
 
 typedef struct drk_launch {

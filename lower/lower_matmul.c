@@ -324,6 +324,36 @@ static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, w
   return true;
 }
 
+/* A 1-D or 2-D convolution's geometry as 2-D (a 1-D one is one row high): input, output and
+ * kernel extents, strides, begin pads, dilations, rows then columns. */
+typedef struct conv2 {
+  int64_t I[2], O[2], K[2], st[2], pad[2], dil[2];
+} conv2_t;
+
+static conv2_t conv2_of(const mm_t *s) {
+  conv2_t v = {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 1}};
+  for (int d = 0; d < s->nsp && d < 2; d++) {
+    int j = d + 2 - s->nsp;
+    v.I[j] = s->I[d], v.O[j] = s->O[d], v.K[j] = s->Kk[d], v.st[j] = s->st[d], v.pad[j] = s->pad[d], v.dil[j] = s->dil[d];
+  }
+  return v;
+}
+
+/* Whether a ConvNHWC on sm_90a (16-bit: the caller checked drk_sched_mm_ws) takes the
+ * implicit-GEMM form of the Hopper kernel; false sets *why (--report) for the mma_sync one. */
+static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
+  if (s->nsp > 2) return *why = "TMA + wgmma convolution: 3-D convolutions (the box per tap is [images, rows, columns, C])", false;
+  if (s->G != 1) return *why = "TMA + wgmma convolution: groups > 1 (one GEMM per group is not written yet)", false;
+  if (s->C % 8) return *why = "TMA + wgmma convolution: C is not a multiple of 8 (TMA strides are multiples of 16 bytes)", false;
+  conv2_t v = conv2_of(s);
+  if (v.st[0] > 8 || v.st[1] > 8) return *why = "TMA + wgmma convolution: stride > 8 (TMA element strides are 1..8)", false;
+  if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 0) != 1)
+    return *why = "TMA + wgmma convolution off (conv.hopper=1 turns it on; not yet checked on a GPU)", false;
+  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, c->epi != NULL);
+  if (!S.mma) return *why = "TMA + wgmma convolution: the pinned conv.tile_h x conv.tile_w window needs a TMA box over 256", false;
+  return true;
+}
+
 /* The kernel's fixed parts. */
 typedef struct ws {
   const mm_t *s;
@@ -337,6 +367,13 @@ typedef struct ws {
   int64_t stage_off; /* staged persistent forms: staging buffers of their own at this offset
                       * (the ring is still filling for the next tile); 0: in the ring */
   tv_t *rank; /* CL > 1: the program's rank in its cluster */
+  /* conv (ConvNHWC, 2-D, groups 1): the M tile is CI images x CH rows x CW columns of the
+   * output (TH x TW windows per image group), k step kp = tap * CB + channel chunk (CB chunks
+   * of 64 channels per tap); pb: the bias or NULL */
+  bool conv;
+  conv2_t cv;
+  int64_t CI, CH, CW, TH, TW, CB;
+  tv_t *pb;
   tv_t *da, *db, *db2, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
 } ws_t;
@@ -345,18 +382,25 @@ typedef struct ws {
  * k tiles [kbeg, kbeg + nk), A's first row and B's first row in the 2-D descriptors. */
 typedef struct ws_tile {
   tv_t *m0, *n0, *pz, *kbeg, *nk, *arow, *bk0;
+  tv_t *cn, *coh, *cow; /* conv: the window's first image, output row and column */
 } ws_tile_t;
 
 static ws_tile_t ws_tile(drk_lctx_t *c, const ws_t *W, tv_t *pm, tv_t *pn, tv_t *pz) {
   drk_dtype_t I = DRK_DT_I32;
   ws_tile_t T = {BIN(MUL, pm, lw_sci(c, I, W->BM)), BIN(MUL, pn, lw_sci(c, I, W->G)), pz, lw_sci(c, I, 0),
-                 lw_sci(c, I, W->NK), NULL, NULL};
+                 lw_sci(c, I, W->NK), NULL, NULL, NULL, NULL, NULL};
   tv_t *pb = pz;
   if (W->SP > 1) {
     tv_t *sp = W->batch > 1 ? BIN(DIV, pz, lw_sci(c, I, W->batch)) : pz;
     pb = W->batch > 1 ? BIN(REM, pz, lw_sci(c, I, W->batch)) : lw_sci(c, I, 0);
     T.kbeg = BIN(MUL, sp, lw_sci(c, I, W->KPS));
     T.nk = BIN(MIN, lw_sci(c, I, W->KPS), BIN(SUB, lw_sci(c, I, W->NK), T.kbeg));
+  }
+  if (W->conv) {
+    tv_t *win = BIN(REM, pm, lw_sci(c, I, W->TH * W->TW));
+    T.cn = BIN(MUL, BIN(DIV, pm, lw_sci(c, I, W->TH * W->TW)), lw_sci(c, I, W->CI));
+    T.coh = BIN(MUL, BIN(DIV, win, lw_sci(c, I, W->TW)), lw_sci(c, I, W->CH));
+    T.cow = BIN(MUL, BIN(REM, win, lw_sci(c, I, W->TW)), lw_sci(c, I, W->CW));
   }
   T.arow = W->ba == WS_FULL && W->batch > 1 ? BIN(ADD, BIN(MUL, pb, lw_sci(c, I, W->M)), T.m0) : T.m0;
   T.bk0 = W->bb == WS_FULL && W->batch > 1 ? BIN(MUL, pb, lw_sci(c, I, W->s->K)) : lw_sci(c, I, 0);
@@ -386,6 +430,22 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   tv_t *fb = ws_index(c, W->full, st);
   int64_t es = drk_dtype_bits(W->s->t) / 8;
   ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", (W->BM + W->BN) * W->BK * es);
+  if (W->conv) {
+    /* tap (r, q) and channels [c0, c0 + 64): A is the input window shifted by the tap, one
+     * 4-D box [images, CH, CW, 64] (rows and columns `stride` apart: the descriptor's element
+     * strides); coordinates off the input (padding, channels past C, pixels past the
+     * output's edge) read zeros. B is the filter's [BN, 1, 64] box at (n0, tap, c0). */
+    tv_t *ks = W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp;
+    tv_t *tap = BIN(DIV, ks, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, ks, lw_sci(c, I, W->CB)), lw_sci(c, I, 64));
+    const conv2_t *v = &W->cv;
+    tv_t *r = BIN(DIV, tap, lw_sci(c, I, v->K[1])), *q = BIN(REM, tap, lw_sci(c, I, v->K[1]));
+    tv_t *ih = BIN(ADD, BIN(SUB, BIN(MUL, T->coh, lw_sci(c, I, v->st[0])), lw_sci(c, I, v->pad[0])), BIN(MUL, r, lw_sci(c, I, v->dil[0])));
+    tv_t *iw = BIN(ADD, BIN(SUB, BIN(MUL, T->cow, lw_sci(c, I, v->st[1])), lw_sci(c, I, v->pad[1])), BIN(MUL, q, lw_sci(c, I, v->dil[1])));
+    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 7, (tv_t *[]){W->da, ws_index(c, W->sa_t, st), fb, T->cn, ih, iw, c0}, 0, NULL);
+    drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 6, (tv_t *[]){W->db, ws_index(c, W->sb_t, st), fb, T->n0, tap, c0}, 0, NULL);
+    drk_tile_build_for_end(&c->b, 0, NULL);
+    return;
+  }
   tv_t *kk = BIN(MUL, W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp, lw_sci(c, I, W->BK));
   drk_tile_build(&c->b, DRK_TOP_TMA_LOAD, 5, (tv_t *[]){W->da, ws_index(c, W->sa_t, st), fb, T->arow, kk}, 0, NULL);
   tv_t *sbs = ws_index(c, W->sb_t, st), *kb = BIN(ADD, T->bk0, kk);
@@ -430,6 +490,14 @@ static void ws_release(drk_lctx_t *c, const ws_t *W, tv_t *st) {
 static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, int slot, tv_t *res) {
   drk_tile_module_t *m = c->m;
   const int64_t G = W->G, M = W->M, N = W->s->N, es = drk_dtype_bits(W->s->t) / 8;
+  if (W->pb) {
+    /* Conv's bias, added to the f32 accumulator as the general kernel does */
+    const drk_tile_layout_t *al = res->type.layout;
+    tv_t *bj = lw_cast(c, lw_range(c, G, drk_tile_layout_slice(m, al, 0)), c->it);
+    tv_t *bc = BIN(ADD, lw_splat(c, lw_cast(c, T->n0, c->it), &bj->type), bj);
+    tv_t *bias = lw_cast(c, lw_load(c, W->pb, bc, lw_cmp(c, "lt", bc, lw_ci(c, bc, N)), 0), DRK_DT_F32);
+    res = BIN(ADD, res, lw_bcast_col(c, bias, al, 64, G));
+  }
   if (W->staged) {
     int64_t off = W->stage_off ? W->stage_off + slot * 64 * W->BN * es : h * 64 * W->BN * es;
     ws_bar(c, W->stage_off ? 2 + slot : 1, W->stage_off ? 128 : 256);
@@ -462,9 +530,23 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
   tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
   tv_t *ej = lw_cast(c, lw_range(c, G, Cc), c->it);
   tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
-  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), acc_l, 64, G),
-                    lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), acc_l, 64, G));
-  tv_t *rp = BIN(MUL, erow, lw_ci(c, erow, N));
+  tv_t *rmask = lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), *rp;
+  if (W->conv) {
+    /* tile row i: pixel (cn + i / (CH CW), coh + i / CW % CH, cow + i % CW) of the output,
+     * stored when inside it; y [Nb, OH, OW, OC] */
+    const mm_t *s = W->s;
+    tv_t *li = BIN(ADD, ei, lw_ci(c, ei, 64 * h));
+    tv_t *im = BIN(ADD, lw_splat(c, lw_cast(c, T->cn, c->it), &li->type), BIN(DIV, li, lw_ci(c, li, W->CH * W->CW)));
+    tv_t *oh = BIN(ADD, lw_splat(c, lw_cast(c, T->coh, c->it), &li->type), BIN(REM, BIN(DIV, li, lw_ci(c, li, W->CW)), lw_ci(c, li, W->CH)));
+    tv_t *ow = BIN(ADD, lw_splat(c, lw_cast(c, T->cow, c->it), &li->type), BIN(REM, li, lw_ci(c, li, W->CW)));
+    const int64_t *O = W->cv.O;
+    rmask = BIN(AND, BIN(AND, lw_cmp(c, "lt", im, lw_ci(c, im, s->Nb)), lw_cmp(c, "lt", oh, lw_ci(c, oh, O[0]))),
+                lw_cmp(c, "lt", ow, lw_ci(c, ow, O[1])));
+    rp = BIN(MUL, BIN(ADD, BIN(MUL, BIN(ADD, BIN(MUL, im, lw_ci(c, im, O[0])), oh), lw_ci(c, oh, O[1])), ow), lw_ci(c, ow, N));
+  } else {
+    rp = BIN(MUL, erow, lw_ci(c, erow, N));
+  }
+  tv_t *emask = BIN(AND, lw_bcast_row(c, rmask, acc_l, 64, G), lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), acc_l, 64, G));
   /* split-K: z * M * N is split * numel(y) + the batch's offset */
   if (W->batch > 1 || W->SP > 1)
     rp = BIN(ADD, rp, lw_splat(c, BIN(MUL, lw_cast(c, T->pz, c->it), lw_sci(c, c->it, M * N)), &rp->type));
@@ -561,13 +643,28 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* tiles, split-K and form for the grid this kernel has (and its epilogue); paired: the
    * problem of both weights side by side */
   bool pair = c->epi_pair != NULL;
-  S = pair ? ws_pair_sched(c, s, M, batch) : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
+  conv2_t cv;
+  memset(&cv, 0, sizeof cv);
+  if (s->conv) cv = conv2_of(s);
+  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, c->epi != NULL)
+      : pair  ? ws_pair_sched(c, s, M, batch)
+              : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
             .ST = S.stages, .NC = S.tile_n / 64, .G = pair ? S.tile_n / 2 : S.tile_n, .pair = pair};
   W.SP = S.split_k > 1 && batch * S.split_k <= 65535 && !S.persistent ? S.split_k : 1;
   S.split_k = (int)W.SP;
   W.NK = (s->K + W.BK - 1) / W.BK, W.KPS = (W.NK + W.SP - 1) / W.SP;
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.G - 1) / W.G;
+  if (s->conv) {
+    W.conv = true;
+    W.cv = cv;
+    W.CH = S.conv_h, W.CW = S.conv_w, W.CI = W.BM / (W.CH * W.CW);
+    W.TH = (cv.O[0] + W.CH - 1) / W.CH, W.TW = (cv.O[1] + W.CW - 1) / W.CW, W.CB = (s->C + 63) / 64;
+    /* split-K over the (tap, chunk) steps, none empty */
+    W.NK = s->KS * W.CB, W.KPS = (W.NK + W.SP - 1) / W.SP, W.SP = (W.NK + W.KPS - 1) / W.KPS;
+    S.split_k = (int)W.SP;
+    W.TM = (s->Nb + W.CI - 1) / W.CI * W.TH * W.TW;
+  }
   int64_t tiles = W.TM * W.TN * batch, NP = tiles < S.persistent ? tiles : S.persistent;
   W.CL = S.cluster > 1 && !NP && !pair && W.NC % S.cluster == 0 && W.TM > 1 ? S.cluster : 1;
   W.staged = W.SP == 1 && S.staged;
@@ -590,10 +687,28 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
 
   const drk_tile_layout_t *SW = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
   const drk_tile_layout_t *BAR = drk_tile_layout_shared(m, 0, 1, (int[]){0});
-  drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)W.BK, (int32_t)W.BM}, 128, 256, false};
-  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)W.BK}, 128, 256, false};
-  W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BM, W.BK}, SW), &ta);
-  W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
+  drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)W.BK, (int32_t)W.BM}, 128, 256, false, {0}};
+  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)W.BK}, 128, 256, false, {0}};
+  /* conv: X [Nb, IH, IW, C] as a 4-D tensor, W [OC, KH, KW, C] as [OC, taps, C] (channels
+   * past C zero-filled in both, so C need not be a multiple of 64); strides of 16 bytes need
+   * C % 8 == 0 (conv_ws_eligible) */
+  const drk_tile_layout_t *SW4 = drk_tile_layout_shared(m, 128, 4, (int[]){3, 2, 1, 0});
+  const drk_tile_layout_t *SW3 = drk_tile_layout_shared(m, 128, 3, (int[]){2, 1, 0});
+  const drk_tile_layout_t *SWK = drk_tile_layout_shared(m, 128, 2, (int[]){0, 1}); /* B K-major: [BK, BN], K fastest */
+  if (s->conv) {
+    int64_t C = s->C, IH = cv.I[0], IW = cv.I[1];
+    drk_larg_tma_t ca = {s->t, 4, {C, IW, IH, s->Nb}, {C * es, IW * C * es, IH * IW * C * es},
+                         {64, (int32_t)(W.CW * cv.st[1]), (int32_t)(W.CH * cv.st[0]), (int32_t)W.CI}, 128, 256, false,
+                         {1, (int32_t)cv.st[1], (int32_t)cv.st[0], 1}};
+    drk_larg_tma_t cb = {s->t, 3, {C, s->KS, s->OC}, {C * es, s->KS * C * es}, {64, 1, (int32_t)W.BN}, 128, 256, false, {0}};
+    W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 4, (int64_t[]){W.CI, W.CH, W.CW, 64}, SW4), &ca);
+    W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 3, (int64_t[]){W.BN, 1, 64}, SW3), &cb);
+    /* split-K: the sum kernel adds the bias */
+    if (W.SP == 1 && n->n_inputs > 2 && n->inputs[2]) W.pb = lw_param_buf(c, n->inputs[2], "bias");
+  } else {
+    W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BM, W.BK}, SW), &ta);
+    W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
+  }
   if (pair) W.db2 = ws_param_tma(c, c->epi_pair->inputs[1], "desc_b2", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
   W.py = W.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
@@ -604,10 +719,18 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
     smem = W.stage_off + stage_bufs;
   }
   drk_dtype_t I = DRK_DT_I32;
-  W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);
+  if (s->conv) {
+    /* the same bytes as the matmul's: A's box rows (image, row, column) are the tile's 128
+     * rows of 128 bytes; B's box is BN rows of 64 k, read by wgmma as K-major [BK, BN] */
+    W.sa_t = ws_alloc(c, 0, s->t, 5, (int64_t[]){ST, W.CI, W.CH, W.CW, 64}, SW4);
+    W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.BN, 1, 64}, SW3);
+    W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SWK);
+  } else {
+    W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);
+    W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.NC, W.BK, 64}, SW);
+    W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SW);
+  }
   W.sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, W.BK}, SW);
-  W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.NC, W.BK, 64}, SW);
-  W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SW);
   W.full = ws_alloc(c, off_bar, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
   W.empty = ws_alloc(c, off_bar + 8 * ST, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
   if (NP) W.order = ws_alloc(c, off_bar + 16 * ST, DRK_DT_I64, 1, (int64_t[]){2}, BAR);
@@ -888,7 +1011,10 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   drk_schedule_t W = drk_sched_mm_ws(s.M, s.N, s.K, s.batch, s.t, &c->o, c->epi != NULL);
   ws_batch_t ba, bb;
   if (ws_eligible(c, &s, &W, &ba, &bb)) return mm_hopper(c, &s, W, ba, bb);
+  const char *note = NULL;
+  if (s.nhwc && W.mma && conv_ws_eligible(c, &s, &note)) return mm_hopper(c, &s, W, WS_NONE, WS_NONE);
   drk_schedule_t S = drk_sched_mm(s.M, s.N, s.K, s.batch, s.t, &c->o);
+  S.note = note;
   bool mma = strcmp(S.mma, "mma_sync") == 0;
   drk_dtype_t at = s.t == DRK_DT_F64 ? DRK_DT_F64 : DRK_DT_F32;
   int64_t BM = S.tile_m, BN = S.tile_n, BK = S.tile_k, ST = S.stages < 2 ? 2 : S.stages;

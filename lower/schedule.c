@@ -270,6 +270,36 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
   return s;
 }
 
+/* The M tile of the convolution is a window of 128 output pixels: images x h x w (powers of
+ * two). TMA fills the window from one box of the NHWC input per tap, and the pixels past the
+ * output's edge are computed and thrown away, so the heuristic takes the window with the
+ * fewest such pixels over the whole output (ties: the wider window, whose rows are longer
+ * runs of memory): at batch 64, 56 x 56 takes 2 images of 8 x 8 and 14 x 14 32 of 2 x 2 (no
+ * pixel wasted), 7 x 7 16 of 1 x 8 (14 %); at batch 1, 56 x 56 takes 2 x 64 (12.5 %), 7 x 7
+ * 8 x 16 (62 %, the least a 128-pixel window can do). Not measured yet: whether narrow boxes
+ * (short contiguous runs) slow TMA down. conv.tile_h / conv.tile_w pin it. The N tile, stages and staging come from drk_sched_mm_ws on the GEMM's sizes. */
+drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
+                                 drk_dtype_t t, const drk_lower_options_t *o, bool epilogue) {
+  drk_schedule_t s = drk_sched_mm_ws(Nb * OH * OW, OC, K, 1, t, o, epilogue);
+  s.kind = "conv_ws";
+  if (!s.mma) return s;
+  const drk_sched_knobs_t *kn = &o->knobs;
+  int ph = drk_knob_or(kn, DRK_KNOB_CONV_TILE_H, 0), pw = drk_knob_or(kn, DRK_KNOB_CONV_TILE_W, 0);
+  int64_t best = -1;
+  for (int w = 128; w >= 1; w /= 2)
+    for (int h = 128 / w; h >= 1; h /= 2) {
+      int img = 128 / (w * h);
+      if ((pw && w != pw) || (ph && h != ph) || w * st[1] > 256 || h * st[0] > 256) continue;
+      int64_t rows = ((Nb + img - 1) / img) * ((OH + h - 1) / h) * ((OW + w - 1) / w) * 128;
+      if (best < 0 || rows < best) best = rows, s.conv_h = h, s.conv_w = w;
+    }
+  if (best < 0) s.mma = NULL; /* pinned to a window TMA cannot load */
+  s.persistent = 0;
+  s.coop = false;
+  s.cluster = 1;
+  return s;
+}
+
 /* ---- knobs ---- */
 static const drk_knob_def_t knob_defs[DRK_KNOB_COUNT] = {
 #define DRK_KNOB(ID, name, kinds, lo, hi, pow2, doc) [DRK_KNOB_##ID] = {name, kinds, lo, hi, pow2, doc},
@@ -366,6 +396,9 @@ int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
     case DRK_KNOB_FLAT_MOVE_BLOCK: return s->block_elems ? s->block_elems : -1;
     case DRK_KNOB_ROWS_SPT: return s->spt ? s->spt : -1;
     case DRK_KNOB_ATTN_BLOCK_M: return s->tile_m ? s->tile_m : -1;
+    case DRK_KNOB_CONV_HOPPER: return s->conv_w ? 1 : 0;
+    case DRK_KNOB_CONV_TILE_H: return s->conv_h ? s->conv_h : -1;
+    case DRK_KNOB_CONV_TILE_W: return s->conv_w ? s->conv_w : -1;
     case DRK_KNOB_COUNT: break;
   }
   return -1;

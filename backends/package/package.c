@@ -52,7 +52,7 @@ static void tma_fill(drk_modfile_tma_t *t, const drk_larg_tma_t *s, uint64_t off
     t->dims[i] = (uint64_t)s->dims[i];
     if (i) t->strides[i - 1] = (uint64_t)s->strides[i - 1];
     t->box[i] = (uint32_t)s->box[i];
-    t->elem_strides[i] = 1;
+    t->elem_strides[i] = s->elem_strides[i] > 1 ? (uint32_t)s->elem_strides[i] : 1;
   }
   t->interleave = 0; /* CU_TENSOR_MAP_INTERLEAVE_NONE */
   t->swizzle = s->swizzle == 128 ? 3 : s->swizzle == 64 ? 2 : s->swizzle == 32 ? 1 : 0;
@@ -98,6 +98,8 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
   fprintf(out, "\n");
+  for (size_t i = 0; i < l->n_launches; i++)
+    if (l->launches[i].sched.note) fprintf(out, "report: %s: %s\n", l->launches[i].kernel->name, l->launches[i].sched.note);
 }
 
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,

@@ -10,12 +10,24 @@
  * with the hazards of a CTA checked per element: a read must follow the write (a cp_async
  * only once a cp_async_wait has retired its group) and a barrier after it, a write a barrier
  * after the last read, and every element read must have been written; shared buffers are
- * addressed row-major (the swizzle is a backend's permutation of each buffer). Other ops
- * (TMA, mbarriers, warp groups...) make it refuse the kernel: te_run returns
- * TE_UNSUPPORTED. */
+ * addressed by their layout's order, a swizzled fastest dim longer than the swizzle split
+ * into swizzle-wide column chunks, as the backends place them (the XOR swizzle is a
+ * permutation within each buffer that every access applies alike, left out here), so
+ * buffers aliasing the same bytes in different shapes (TMA boxes, wgmma operands) agree.
+ *
+ * The warp-specialized Hopper kernels (te_run_tma) run too: each warp_group region is a
+ * thread, and one baton passes between them, so exactly one runs at a time (deterministic,
+ * no data races in the executor). A group runs until it must wait (mbarrier_wait on a phase
+ * not yet completed, a named barrier not all its threads reached) and then hands the baton to
+ * the next group; every group waiting with nothing changing is a deadlock (an error). TMA
+ * loads complete at once: they write the box (zeros, or NaN with oob_nan, outside the
+ * tensor) and complete their bytes on the mbarrier, whose phase flips when its arrivals and
+ * bytes are all in. wgmma is synchronous. Other ops (TMA stores, clusters, remote arrivals)
+ * make it refuse the kernel: TE_UNSUPPORTED. */
 #include "tile_exec.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,10 +56,25 @@ typedef struct ex {
   double *sm;
   int64_t *sm_written, *sm_read;
   struct pend { int64_t addr, group; double v; } *pend;
+  /* Hopper kernels: TMA descriptor specs by parameter; warp groups of the program (threads
+   * passing the baton `turn`: a group's index, -1 the program's own thread); mbarriers by
+   * address; named barriers' arrived threads and generation; idle: hand-overs since the last
+   * change of any barrier (deadlock when it exceeds a few rounds) */
+  const te_tma_t *const *tmas;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct wg { pthread_t th; const drk_tile_op_t *op; struct ex *e; int id; bool done; } wg[8];
+  int n_wg, turn;
+  bool in_wg;
+  int64_t idle;
+  struct mbar { int64_t addr, count, pending, tx, phase; } mbar[64];
+  int n_mbar;
+  int64_t nbar_arrived[16], nbar_gen[16];
 } ex_t;
 
 #define SM_NEVER INT64_MIN
 #define SM_PENDING (INT64_MIN + 1)
+#define SM_ASYNC (INT64_MIN + 2) /* written by a TMA load: ordered by its mbarrier, not by barriers */
 
 static bool is_fl(drk_dtype_t t) { return drk_dtype_is_float(t); }
 
@@ -203,9 +230,38 @@ static tval_t *sres(ex_t *e, const drk_tile_value_t *v) {
 
 static int64_t sm_elem_bytes(const drk_tile_type_t *t) { return drk_dtype_bits(t->dtype) / 8; }
 
+/* Byte offset of element j (row-major) of a shared buffer of type t: leading (stage) dims
+ * row-major, the layout's dims by its order, a swizzled fastest dim longer than the swizzle
+ * in column chunks of `swizzle` bytes (backends/common/lower.c, gpu_smem_elem_addr, without
+ * the XOR). */
+static int64_t sm_off(const drk_tile_type_t *t, int64_t j) {
+  const drk_tile_layout_t *L = t->layout;
+  int64_t es = sm_elem_bytes(t);
+  if (!L || L->rank < 1 || L->rank > t->rank) return j * es;
+  int lr = L->rank, first = t->rank - lr;
+  int64_t co[DRK_TILE_MAX_RANK], q = j, lead = 0, block = es;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    co[d] = q % t->dims[d];
+    q /= t->dims[d];
+  }
+  for (int d = 0; d < first; d++) lead = lead * t->dims[d] + co[d];
+  for (int d = first; d < t->rank; d++) block *= t->dims[d];
+  int f = first + L->order[0];
+  int64_t ce = L->swizzle ? L->swizzle / es : 0, stride = es, rest = 1, off = 0;
+  bool chunked = ce > 0 && t->dims[f] > ce;
+  for (int i = 0; i < lr; i++) {
+    int d = first + L->order[i];
+    off += (chunked && i == 0 ? co[d] % ce : co[d]) * stride;
+    stride *= chunked && i == 0 ? ce : t->dims[d];
+    if (i) rest *= t->dims[d];
+  }
+  if (chunked) off += co[f] / ce * rest * L->swizzle;
+  return lead * block + off;
+}
+
 /* byte address of element j (row-major) of shared buffer v; -1 after a failure */
 static int64_t sm_addr(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t *v, int64_t j) {
-  int64_t es = sm_elem_bytes(&v->type), a = val(e, v)->i[0] + j * es;
+  int64_t es = sm_elem_bytes(&v->type), a = val(e, v)->i[0] + sm_off(&v->type, j);
   if (a < 0 || a + es > e->sm_bytes) {
     fail(e, "shared memory access outside the kernel's smem", op);
     return -1;
@@ -357,7 +413,235 @@ static void run_dot(ex_t *e, const drk_tile_op_t *op) {
   free(sa.f), free(sb.f);
 }
 
+/* ---- Hopper: warp groups, mbarriers, TMA loads, named barriers ---- */
+
+/* (lock held) the baton to the next group not done after the running one (itself when it
+ * is the only one left), or back to the program's thread */
+static void wg_pass(ex_t *e) {
+  for (int i = 1; i <= e->n_wg; i++) {
+    int j = (e->turn + i) % e->n_wg;
+    if (!e->wg[j].done) {
+      e->turn = j;
+      pthread_cond_broadcast(&e->cv);
+      return;
+    }
+  }
+  e->turn = -1;
+  pthread_cond_broadcast(&e->cv);
+}
+
+/* The running group must wait (waiting: counts toward a deadlock) or lets the others run
+ * (after releasing a buffer: the producer refills it at once, as early as the GPU could, so a
+ * consumer that releases a stage before its last read of it reads the next fill's data): hand
+ * the baton on, resume when it comes back. */
+static void wg_yield(ex_t *e, const drk_tile_op_t *op, bool waiting) {
+  if (!e->in_wg) {
+    if (waiting) fail(e, "a wait outside warp groups that nothing can satisfy", op);
+    return;
+  }
+  pthread_mutex_lock(&e->mu);
+  if (waiting && ++e->idle > 4 * (int64_t)e->n_wg + 4) fail(e, "deadlock: every warp group waits on a barrier no other one will complete", op);
+  int me = e->turn;
+  wg_pass(e);
+  while (e->turn != me) pthread_cond_wait(&e->cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void *wg_main(void *p) {
+  struct wg *w = p;
+  ex_t *e = w->e;
+  pthread_mutex_lock(&e->mu);
+  while (e->turn != w->id) pthread_cond_wait(&e->cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+  run_region(e, w->op->regions[0], NULL);
+  pthread_mutex_lock(&e->mu);
+  w->done = true;
+  wg_pass(e);
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* Runs the program's pending warp groups to completion (from the program's thread). */
+static void wg_flush(ex_t *e) {
+  if (!e->n_wg) return;
+  pthread_mutex_lock(&e->mu);
+  e->turn = -2;
+  e->in_wg = true;
+  e->idle = 0;
+  int started = 0;
+  for (int i = 0; i < e->n_wg; i++) {
+    e->wg[i].e = e;
+    e->wg[i].id = i;
+    e->wg[i].done = false;
+    if (pthread_create(&e->wg[i].th, NULL, wg_main, &e->wg[i])) break;
+    started++;
+  }
+  if (started < e->n_wg) {
+    for (int i = started; i < e->n_wg; i++) e->wg[i].done = true;
+    fail(e, "cannot start a thread for a warp group", NULL);
+  }
+  if (started) {
+    e->turn = 0;
+    while (e->wg[e->turn].done && e->turn < started - 1) e->turn++;
+    pthread_cond_broadcast(&e->cv);
+    while (e->turn != -1) pthread_cond_wait(&e->cv, &e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  for (int i = 0; i < started; i++) pthread_join(e->wg[i].th, NULL);
+  e->in_wg = false;
+  e->n_wg = 0;
+}
+
+static struct mbar *mbar_of(ex_t *e, const drk_tile_op_t *op, const drk_tile_value_t *v) {
+  int64_t a = sm_addr(e, op, v, 0);
+  if (a < 0) return NULL;
+  for (int i = 0; i < e->n_mbar; i++)
+    if (e->mbar[i].addr == a) return &e->mbar[i];
+  if (op->code != DRK_TOP_MBARRIER_INIT) {
+    fail(e, "mbarrier used before its mbarrier_init", op);
+    return NULL;
+  }
+  if (e->n_mbar == (int)(sizeof e->mbar / sizeof e->mbar[0])) {
+    e->unsupported = true;
+    fail(e, "too many mbarriers for the CPU executor", op);
+    return NULL;
+  }
+  e->mbar[e->n_mbar] = (struct mbar){.addr = a};
+  return &e->mbar[e->n_mbar++];
+}
+
+/* an arrival or completed bytes changed b: its phase completes with no arrival and no byte
+ * left to come */
+static void mbar_step(ex_t *e, const drk_tile_op_t *op, struct mbar *b) {
+  e->idle = 0;
+  if (b->pending < 0 || b->tx < 0) fail(e, "mbarrier over-arrived (more arrivals or bytes than expected)", op);
+  if (b->pending == 0 && b->tx == 0) {
+    b->phase++;
+    b->pending = b->count;
+  }
+}
+
+static void run_mbarrier(ex_t *e, const drk_tile_op_t *op) {
+  struct mbar *b = mbar_of(e, op, op->operands[0]);
+  if (!b) return;
+  switch (op->code) {
+  case DRK_TOP_MBARRIER_INIT:
+    b->count = b->pending = drk_tile_op_attr_int(op, "count", 1);
+    b->tx = b->phase = 0;
+    return;
+  case DRK_TOP_MBARRIER_EXPECT_TX: /* arrive.expect_tx: the bytes first, then the arrival */
+    b->tx += drk_tile_op_attr_int(op, "bytes", 0);
+    b->pending--;
+    mbar_step(e, op, b);
+    return;
+  case DRK_TOP_MBARRIER_ARRIVE:
+    if (op->n_operands > 1) {
+      e->unsupported = true;
+      fail(e, "mbarrier_arrive on another CTA of a cluster", op);
+      return;
+    }
+    b->pending--;
+    mbar_step(e, op, b);
+    wg_yield(e, op, false);
+    return;
+  case DRK_TOP_MBARRIER_WAIT: {
+    /* try_wait.parity P returns once the phase of parity P has completed, i.e. while the
+     * current phase's parity differs from P */
+    int64_t par = gi(val(e, op->operands[1]), 0) & 1;
+    while (!e->failed && (b->phase & 1) == par) wg_yield(e, op, true);
+    return;
+  }
+  default: return;
+  }
+}
+
+static void run_tma_load(ex_t *e, const drk_tile_op_t *op) {
+  const drk_tile_value_t *dv = op->operands[0], *dst = op->operands[1];
+  int pi = val(e, dv)->buf;
+  const te_tma_t *T = e->tmas && pi >= 0 && pi < e->n_bufs ? e->tmas[pi] : NULL;
+  if (!T || op->n_operands - 3 != dv->type.rank || drk_tile_op_attr_int(op, "multicast", 0)) {
+    e->unsupported = true;
+    fail(e, T ? "multicast TMA load" : "TMA load through a descriptor with no spec", op);
+    return;
+  }
+  struct mbar *b = mbar_of(e, op, op->operands[2]);
+  if (!b) return;
+  const drk_tile_type_t *dt = &dv->type;
+  const drk_tile_layout_t *L = dt->layout;
+  int r = dt->rank;
+  int64_t co[DRK_TILE_MAX_RANK], es[DRK_TILE_MAX_RANK], eb = drk_dtype_bits(dt->dtype) / 8;
+  if (T->rank != r || !L || L->rank != r) {
+    fail(e, "TMA descriptor spec of another rank than its box", op);
+    return;
+  }
+  for (int i = 0; i < r; i++) {
+    int d = L->order[i];
+    es[i] = T->elem_strides[i] > 1 ? T->elem_strides[i] : 1;
+    if ((T->box[i] + es[i] - 1) / es[i] != dt->dims[d]) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "TMA spec box %d / element stride %lld along dim %d does not land the tile's %lld elements",
+               T->box[i], (long long)es[i], i, (long long)dt->dims[d]);
+      fail(e, msg, op);
+      return;
+    }
+    co[d] = gi(val(e, op->operands[3 + d]), 0);
+  }
+  drk_tensor_t *B = &e->bufs[pi];
+  int64_t nb = drk_tensor_numel(B), n = drk_tile_type_numel(dt);
+  for (int64_t j = 0; j < n && !e->failed; j++) {
+    int64_t t[DRK_TILE_MAX_RANK], q = j, off = 0;
+    for (int d = r - 1; d >= 0; d--) t[d] = q % dt->dims[d], q /= dt->dims[d];
+    bool in = true;
+    for (int i = 0; i < r; i++) {
+      int d = L->order[i];
+      int64_t g = co[d] + t[d] * es[i];
+      if (g < 0 || g >= T->dims[i]) in = false;
+      off += g * (i ? T->strides[i - 1] / eb : 1);
+    }
+    double v = T->oob_nan ? NAN : 0.0;
+    if (in) {
+      if (off < 0 || off >= nb) {
+        fail(e, "TMA load outside its tensor (the descriptor's dims or strides exceed the buffer)", op);
+        return;
+      }
+      v = drk_tensor_get_f64(B, off);
+    }
+    int64_t a = sm_addr(e, op, dst, j);
+    if (a < 0) return;
+    if (e->sm_written[a] == SM_PENDING) {
+      fail(e, "TMA load into shared memory with a cp_async in flight", op);
+      return;
+    }
+    e->sm[a] = v;
+    e->sm_written[a] = SM_ASYNC;
+  }
+  b->tx -= n * eb;
+  mbar_step(e, op, b);
+}
+
+/* barrier {id, threads} in a warp group: waits for `threads` threads of the groups to arrive */
+static void run_named_barrier(ex_t *e, const drk_tile_op_t *op) {
+  int64_t id = drk_tile_op_attr_int(op, "id", 0), thr = drk_tile_op_attr_int(op, "threads", 0);
+  if (!e->in_wg || id < 0 || id >= 16 || thr <= 0 || drk_tile_op_attr(op, "scope")) {
+    e->unsupported = true;
+    fail(e, "named barrier outside warp groups, or of a cluster", op);
+    return;
+  }
+  int64_t mine = drk_tile_op_attr_int(e->wg[e->turn].op, "num_warps", 4) * 32, gen = e->nbar_gen[id];
+  e->nbar_arrived[id] += mine;
+  e->idle = 0;
+  if (e->nbar_arrived[id] >= thr) {
+    e->nbar_arrived[id] = 0;
+    e->nbar_gen[id]++;
+    e->epoch++;
+    return;
+  }
+  while (!e->failed && e->nbar_gen[id] == gen) wg_yield(e, op, true);
+}
+
 static void run_op(ex_t *e, const drk_tile_op_t *op) {
+  if (e->failed) return;
+  if (e->n_wg && !e->in_wg && op->code != DRK_TOP_WARP_GROUP) wg_flush(e);
   if (e->failed) return;
   drk_tile_opcode_t c = op->code;
   const drk_tile_value_t *r0 = op->n_results ? op->results[0] : NULL;
@@ -585,13 +869,28 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
   case DRK_TOP_WGMMA_WAIT:
     for (int i = 0; i < op->n_results; i++) copyv(res(e, op->results[i]), val(e, op->operands[i]));
     return;
-  case DRK_TOP_FENCE:
-    if (!strcmp(drk_tile_op_attr_ident(op, "kind", ""), "proxy_async")) return;
+  case DRK_TOP_FENCE: {
+    const char *fk = drk_tile_op_attr_ident(op, "kind", "");
+    if (!strcmp(fk, "proxy_async") || !strcmp(fk, "mbarrier_init")) return;
     break;
+  }
   case DRK_TOP_BARRIER:
-    if (drk_tile_op_attr(op, "id") || drk_tile_op_attr(op, "scope")) break; /* named or cluster barriers: not executed */
+    if (drk_tile_op_attr(op, "id")) {
+      run_named_barrier(e, op);
+      return;
+    }
+    if (drk_tile_op_attr(op, "scope")) break; /* cluster barriers: not executed */
     e->epoch++;
     return;
+  case DRK_TOP_WARP_GROUP:
+    if (e->in_wg || e->n_wg == (int)(sizeof e->wg / sizeof e->wg[0])) break;
+    e->wg[e->n_wg++].op = op;
+    return;
+  case DRK_TOP_SETMAXNREG: return; /* registers: nothing to do on the CPU */
+  case DRK_TOP_MBARRIER_INIT: case DRK_TOP_MBARRIER_EXPECT_TX: case DRK_TOP_MBARRIER_ARRIVE: case DRK_TOP_MBARRIER_WAIT:
+    run_mbarrier(e, op);
+    return;
+  case DRK_TOP_TMA_LOAD: run_tma_load(e, op); return;
   case DRK_TOP_YIELD: case DRK_TOP_RETURN:
     return;
   default:
@@ -611,7 +910,14 @@ static void run_region(ex_t *e, const drk_tile_region_t *r, const drk_tile_op_t 
 
 te_result_t te_run(const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_tensor_t *bufs, int n_bufs,
                    char *err, size_t err_n) {
-  ex_t e = {.k = k, .bufs = bufs, .n_bufs = n_bufs, .err = err, .err_n = err_n};
+  return te_run_tma(m, k, bufs, n_bufs, NULL, err, err_n);
+}
+
+te_result_t te_run_tma(const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_tensor_t *bufs, int n_bufs,
+                       const te_tma_t *const *tmas, char *err, size_t err_n) {
+  ex_t e = {.k = k, .bufs = bufs, .n_bufs = n_bufs, .err = err, .err_n = err_n, .tmas = tmas};
+  pthread_mutex_init(&e.mu, NULL);
+  pthread_cond_init(&e.cv, NULL);
   if (err_n) err[0] = 0;
   e.vals = calloc(m->next_value_id + 1, sizeof *e.vals);
   for (int i = 0; i < k->n_params; i++) {
@@ -636,8 +942,12 @@ te_result_t te_run(const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_t
         e.pid[2] = z;
         /* a fresh CTA: shared memory never written, no copies in flight */
         e.epoch = e.n_groups = e.n_pend = 0;
+        e.n_mbar = 0;
+        memset(e.nbar_arrived, 0, sizeof e.nbar_arrived);
+        memset(e.nbar_gen, 0, sizeof e.nbar_gen);
         for (int64_t a = 0; a < e.sm_bytes; a++) e.sm_written[a] = e.sm_read[a] = SM_NEVER;
         run_region(&e, k->body, NULL);
+        wg_flush(&e);
         if (e.n_pend && !e.failed) fail(&e, "cp_async copies still in flight at the end of the kernel", NULL);
       }
   for (uint32_t i = 0; i <= m->next_value_id; i++) {
@@ -649,5 +959,7 @@ te_result_t te_run(const drk_tile_module_t *m, const drk_tile_kernel_t *k, drk_t
   free(e.sm_written);
   free(e.sm_read);
   free(e.pend);
+  pthread_mutex_destroy(&e.mu);
+  pthread_cond_destroy(&e.cv);
   return e.unsupported ? TE_UNSUPPORTED : e.failed ? TE_ERROR : TE_OK;
 }

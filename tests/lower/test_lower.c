@@ -283,6 +283,36 @@ static int run_schedule(void) {
   }
   drk_schedule_t s = drk_sched_mm_ws(1024, 768, 768, 1, DRK_DT_F16, &op, true);
   if (s.tile_n != 256 || s.split_k != 3 || s.stages != 3) fprintf(stderr, "FAIL schedule: pinned knobs ignored\n"), bad++;
+  /* the sm_90a conv's output window: the fewest pixels computed past the output's edges
+   * (ResNet-50's layers at batch 64 and 1), ties to the wider window, pins; a pinned window
+   * whose TMA box would span more than 256 columns (128 x stride 4) leaves the kernel */
+  static const struct {
+    int64_t nb, oh, st;
+    int h, w;
+  } wins[] = {{64, 56, 1, 8, 8}, {64, 28, 1, 4, 4}, {64, 14, 1, 2, 2}, {64, 7, 1, 1, 8},
+              {1, 56, 1, 2, 64}, {1, 28, 1, 4, 32}, {1, 7, 1, 8, 16}, {64, 112, 2, 8, 16}};
+  for (size_t i = 0; i < sizeof wins / sizeof wins[0]; i++) {
+    int64_t st[2] = {wins[i].st, wins[i].st};
+    drk_schedule_t c = drk_sched_conv_ws(wins[i].nb, wins[i].oh, wins[i].oh, 256, 256 * 9, st, DRK_DT_F16, &o, true);
+    if (!c.mma || strcmp(c.kind, "conv_ws") || c.conv_h != wins[i].h || c.conv_w != wins[i].w) {
+      fprintf(stderr, "FAIL conv window N%lld %lldx%lld: %dx%d, want %dx%d\n", (long long)wins[i].nb, (long long)wins[i].oh,
+              (long long)wins[i].oh, c.conv_h, c.conv_w, wins[i].h, wins[i].w);
+      bad++;
+    }
+  }
+  drk_lower_options_t oc = o;
+  int64_t st1[2] = {1, 1}, st4[2] = {4, 4};
+  if (!drk_sched_knobs_parse("conv.tile_h=16,conv.tile_w=8,mm.tile_n=128", &oc.knobs, err, sizeof err)) {
+    fprintf(stderr, "FAIL schedule: conv knobs rejected: %s\n", err);
+    bad++;
+  }
+  drk_schedule_t cs = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &oc, true);
+  if (cs.conv_h != 16 || cs.conv_w != 8 || cs.tile_n != 128) fprintf(stderr, "FAIL schedule: pinned conv window ignored\n"), bad++;
+  drk_lower_options_t ow = o;
+  drk_sched_knobs_parse("conv.tile_h=1,conv.tile_w=128", &ow.knobs, err, sizeof err);
+  if (drk_sched_conv_ws(1, 56, 56, 64, 64 * 9, st4, DRK_DT_F16, &ow, false).mma)
+    fprintf(stderr, "FAIL schedule: a box 128 x stride 4 wide accepted\n"), bad++;
+  if (drk_sched_conv_ws(1, 56, 56, 64, 576, st1, DRK_DT_F16, &o80, false).mma) fprintf(stderr, "FAIL schedule: conv wgmma on sm_80\n"), bad++;
   /* persistent ping-pong: one program per SM, no split-K, BN at most 128 even when pinned to 256 */
   drk_lower_options_t opp = o;
   if (!drk_sched_knobs_parse("mm.persistent=1,mm.split_k=4", &opp.knobs, err, sizeof err)) {

@@ -7,6 +7,13 @@
  *   test_lower_exec drkg FILE.drkg    a text graph on random inputs (floats in [-1, 1),
  *                                     integers in [0, 4), bools fair), as `drkc run` draws them
  *   test_lower_exec errors            lowering errors of the gather family (lower_gather.c)
+ *   test_lower_exec sm90a FILE.drkg [KNOBS]
+ *                                     like drkg, lowered for sm_90a alone with conv.hopper=1
+ *                                     and the pins KNOBS (--schedule's KEY=V,...): the TMA +
+ *                                     wgmma kernels run on the executor's warp groups, TMA
+ *                                     descriptors bound to their tensors; every ConvNHWC must
+ *                                     be the conv_ws kernel (no silent fallback; split-K's sum
+ *                                     kernel follows it)
  *
  * The graph is canonicalized and lowered (fusion level 0; the default fusion for a file named
  * *_fused.drkg); every launch then runs, in launch
@@ -32,6 +39,10 @@
 #include "passes/plan_memory.h"
 #include "tests/common/lowered_check.h"
 #include "tests/fuse/tile_exec.h"
+
+/* sm90a mode: lowered for sm_90a with these pins */
+static bool g_sm90a;
+static drk_sched_knobs_t g_knobs;
 
 static uint64_t rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -164,6 +175,7 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   /* FILE_fused.drkg: default fusion (fused matmul epilogues, split-K included) */
   bool fused = strstr(what, "_fused.drkg") != NULL;
   drk_lower_options_t o = {.target_sm = 90, .fusion_set = !fused, .fusion_level = 0};
+  if (g_sm90a) o.arch_specific = true, o.knobs = g_knobs;
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
@@ -190,7 +202,16 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   for (size_t li = 0; ok && li < l.n_launches; li++) {
     const drk_launch_t *L = &l.launches[li];
     drk_tensor_t args[64];
+    te_tma_t tma[64];
+    const te_tma_t *tmas[64] = {0};
     int na = L->n_args;
+    /* a node's first kernel (split-K's sum kernel follows it) */
+    if (g_sm90a && L->node->op == DRK_OP_CONV_NHWC && (li == 0 || l.launches[li - 1].node != L->node) && strcmp(L->sched.kind ? L->sched.kind : "", "conv_ws") != 0) {
+      fprintf(stderr, "FAIL %s: kernel %s is %s, not the TMA + wgmma convolution (%s)\n", what, L->kernel->name,
+              L->sched.kind ? L->sched.kind : "plain", L->sched.note ? L->sched.note : "no note");
+      ok = false;
+      break;
+    }
     if (na > 64) { fprintf(stderr, "FAIL %s: too many args\n", what); ok = false; break; }
     for (int a = 0; a < na && ok; a++) {
       if (L->args[a].kind == DRK_LARG_SCRATCH) {
@@ -206,7 +227,19 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
         args[a].owned = false;
         continue;
       }
-      if (L->args[a].kind != DRK_LARG_BUFFER) { fprintf(stderr, "FAIL %s: non-buffer arg\n", what); ok = false; break; }
+      if (L->args[a].kind == DRK_LARG_TMA) { /* the tensor, viewed through the spec */
+        const drk_larg_tma_t *sp = &L->tmas[L->args[a].i];
+        tma[a] = (te_tma_t){.rank = sp->rank, .oob_nan = sp->oob_nan};
+        for (int q = 0; q < 5; q++) {
+          tma[a].dims[q] = sp->dims[q], tma[a].box[q] = sp->box[q], tma[a].elem_strides[q] = sp->elem_strides[q];
+          if (q < 4) tma[a].strides[q] = sp->strides[q];
+        }
+        tmas[a] = &tma[a];
+      } else if (L->args[a].kind != DRK_LARG_BUFFER) {
+        fprintf(stderr, "FAIL %s: non-buffer arg\n", what);
+        ok = false;
+        break;
+      }
       const drk_value_t *v = base_of(&l, L->args[a].value);
       if (!have[v->id]) {
         if (v->kind == DRK_VALUE_CONST) {
@@ -231,7 +264,7 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
       args[a].owned = false;
     }
     char err[400];
-    te_result_t r = ok ? te_run(l.module, L->kernel, args, na, err, sizeof err) : TE_ERROR;
+    te_result_t r = ok ? te_run_tma(l.module, L->kernel, args, na, tmas, err, sizeof err) : TE_ERROR;
     if (r != TE_OK) {
       fprintf(stderr, "FAIL %s: kernel %s: %s\n", what, L->kernel->name, r == TE_UNSUPPORTED ? "not executable on the CPU" : err);
       ok = false;
@@ -379,6 +412,17 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "onnx") == 0) return run_onnx(argv[2]);
   if (argc == 3 && strcmp(argv[1], "drkg") == 0) return run_drkg(argv[2]);
   if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "sm90a") == 0) {
+    char err[256];
+    int pin;
+    g_sm90a = true;
+    if (argc == 4 && !drk_sched_knobs_parse(argv[3], &g_knobs, err, sizeof err)) {
+      fprintf(stderr, "bad knobs: %s\n", err);
+      return 2;
+    }
+    if (!drk_knob_pinned(&g_knobs, DRK_KNOB_CONV_HOPPER, &pin)) drk_knob_set(&g_knobs, DRK_KNOB_CONV_HOPPER, 1);
+    return run_drkg(argv[2]);
+  }
   fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors\n");
   return 2;
 }

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Helpers of tests/bench/conv_hopper.sh (the sm_90a implicit-GEMM convolution's GPU run).
+
+  conv_hopper.py export WORK        ONNX models (fp32, NCHW, torch.onnx.export) into WORK:
+                                    conv3x3.onnx (N64 C256 H56 K256, pad 1), conv3x3_14.onnx
+                                    (the same at H14), conv1x1.onnx
+                                    (N64 C64 H56 K64), resnet50_b1.onnx, resnet50_b64.onnx
+                                    (torchvision, random weights, BatchNorm statistics
+                                    calibrated on random batches so activations stay O(1))
+                                    and resnet50_convs.json (every conv's shape at b64)
+  conv_hopper.py cudnn WORK OUT     cuDNN through torch (fp16, channels_last,
+                                    cudnn.benchmark) on the same shapes: median ms of the
+                                    two single convs and of each ResNet-50 b64 conv -> OUT
+  conv_hopper.py table WORK OUT     drkrun --profile logs (OUT/profile-*.log) + OUT/cudnn.json
+                                    -> the TFLOP/s table and ratios (stdout)
+
+Timing: median of CUDA-event-timed single calls after warm-up, inputs rotated over 4
+buffers (ResNet-50 layer inputs are up to 51 MB, L2 is 50 MB)."""
+import json
+import os
+import re
+import sys
+
+SINGLE = {  # name: (N, C, H, W, K, R, S, stride, pad)
+    "conv3x3": (64, 256, 56, 56, 256, 3, 3, 1, 1),
+    "conv3x3_14": (64, 256, 14, 14, 256, 3, 3, 1, 1),
+    "conv1x1": (64, 64, 56, 56, 64, 1, 1, 1, 0),
+}
+
+
+def flops(N, C, H, W, K, R, S, st, pad):
+    OH = (H + 2 * pad - R) // st + 1
+    OW = (W + 2 * pad - S) // st + 1
+    return 2.0 * N * OH * OW * K * C * R * S
+
+
+def export(work):
+    import torch
+    import torchvision
+    os.makedirs(work, exist_ok=True)
+    torch.manual_seed(0)
+
+    def onnx_export(m, x, path):
+        try:
+            torch.onnx.export(m, (x,), path, dynamo=False, opset_version=17, input_names=["x"])
+        except Exception as e:  # the TorchScript exporter is gone: the dynamo one
+            print(f"torchscript export failed ({type(e).__name__}), dynamo", flush=True)
+            torch.onnx.export(m, (x,), path, dynamo=True, input_names=["x"])
+
+    for name, (N, C, H, W, K, R, S, st, pad) in SINGLE.items():
+        m = torch.nn.Conv2d(C, K, (R, S), stride=st, padding=pad, bias=False).eval()
+        onnx_export(m, torch.randn(N, C, H, W), os.path.join(work, name + ".onnx"))
+    m = torchvision.models.resnet50(weights=None)
+    # BatchNorm running statistics from random batches (as tests/zoo does): with the default
+    # (mean 0, var 1) deep random ResNets blow up or vanish, and fp16 checks mean nothing
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.reset_running_stats()
+            mod.momentum = None
+    m.train()
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(8, 3, 224, 224))
+    m.eval()
+    convs = []
+
+    def hook(mod, inp, out):
+        x = inp[0]
+        convs.append([64, mod.in_channels, x.shape[2], x.shape[3], mod.out_channels, mod.kernel_size[0],
+                      mod.kernel_size[1], mod.stride[0], mod.padding[0]])
+    hs = [mod.register_forward_hook(hook) for mod in m.modules() if isinstance(mod, torch.nn.Conv2d)]
+    with torch.no_grad():
+        m(torch.randn(1, 3, 224, 224))  # the shapes at batch 64, from one image
+    for h in hs:
+        h.remove()
+    json.dump(convs, open(os.path.join(work, "resnet50_convs.json"), "w"))
+    for b in (1, 64):
+        onnx_export(m, torch.randn(b, 3, 224, 224), os.path.join(work, f"resnet50_b{b}.onnx"))
+    print(f"exported to {work}: {len(convs)} ResNet-50 convs", flush=True)
+
+
+def time_conv(torch, shape, iters=50, warmup=10):
+    N, C, H, W, K, R, S, st, pad = shape
+    dev = "cuda"
+    xs = [torch.randn(N, C, H, W, device=dev, dtype=torch.float16).to(memory_format=torch.channels_last) for _ in range(4)]
+    w = torch.randn(K, C, R, S, device=dev, dtype=torch.float16).to(memory_format=torch.channels_last) * 0.05
+    f = torch.nn.functional.conv2d
+    with torch.inference_mode():
+        for i in range(warmup):
+            f(xs[i % 4], w, stride=st, padding=pad)
+        torch.cuda.synchronize()
+        ms = []
+        for i in range(iters):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            f(xs[i % 4], w, stride=st, padding=pad)
+            e.record()
+            e.synchronize()
+            ms.append(s.elapsed_time(e))
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def cudnn(work, out):
+    import torch
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    res = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "single": {}, "resnet50": []}
+    for name, shape in SINGLE.items():
+        res["single"][name] = time_conv(torch, shape)
+    convs = json.load(open(os.path.join(work, "resnet50_convs.json")))
+    seen = {}
+    for c in convs:
+        k = tuple(c)
+        if k not in seen:
+            seen[k] = time_conv(torch, k, iters=20, warmup=5)
+        res["resnet50"].append([c, seen[k]])
+    json.dump(res, open(os.path.join(out, "cudnn.json"), "w"), indent=1)
+    print(f"cudnn {res['cudnn']}, torch {res['torch']}: " +
+          ", ".join(f"{n} {t:.4f} ms" for n, t in res["single"].items()) +
+          f"; ResNet-50 b64 convs sum {sum(t for _, t in res['resnet50']):.3f} ms", flush=True)
+
+
+def profile(path):
+    """(resident median ms, [(ms, kernel name)]) of a drkrun --profile log, or None."""
+    if not os.path.exists(path):
+        return None
+    txt = open(path).read()
+    m = re.search(r"resident latency .*?median ([0-9.]+) ms", txt)
+    rows = [(float(a), b) for a, b in re.findall(r"^ +\d+ +([0-9.]+) +[0-9.]+% +(\S+)", txt, re.M)]
+    return (float(m.group(1)) if m else None), rows
+
+
+def is_conv(name):
+    return "Conv" in name or "MatMul" in name  # 1x1 convs become MatMuls in the layout pass
+
+
+def table(work, out):
+    cd = json.load(open(os.path.join(out, "cudnn.json")))
+    print(f"{'case':28} {'drkc ms':>9} {'TFLOP/s':>8} {'cuDNN ms':>9} {'TFLOP/s':>8} {'x cuDNN':>7}  kernel")
+    for name, shape in SINGLE.items():
+        fl = flops(*shape)
+        ref = cd["single"][name]
+        for form in ("mma_sync", "hopper"):
+            p = profile(os.path.join(out, f"profile-{name}-{form}.log"))
+            if not p or not p[1]:
+                print(f"{name + ' ' + form:28} {'(no profile)':>9}")
+                continue
+            ms, k = max((r for r in p[1] if is_conv(r[1])), default=max(p[1]))
+            print(f"{name + ' ' + form:28} {ms:9.4f} {fl / ms / 1e9:8.1f} {ref:9.4f} {fl / ref / 1e9:8.1f} {ref / ms:7.2f}  {k}")
+    tot_ref = sum(t for _, t in cd["resnet50"])
+    fl_all = sum(flops(*c) for c, _ in cd["resnet50"])
+    print(f"ResNet-50 b64: cuDNN convs alone {tot_ref:.3f} ms ({fl_all / tot_ref / 1e9:.0f} TFLOP/s over {len(cd['resnet50'])} convs)")
+    for form in ("mma_sync", "hopper"):
+        p = profile(os.path.join(out, f"profile-resnet50_b64-{form}.log"))
+        if not p:
+            print(f"  {form}: (no profile)")
+            continue
+        conv = sum(ms for ms, k in p[1] if is_conv(k))
+        print(f"  drkc {form:8}: resident {p[0]} ms; conv/matmul kernels (epilogues fused) {conv:.3f} ms "
+              f"({fl_all / conv / 1e9:.0f} TFLOP/s), cuDNN/drkc {tot_ref / conv:.2f}")
+        for ms, k in sorted((r for r in p[1] if is_conv(r[1])), reverse=True)[:6]:
+            print(f"      {ms:8.4f} ms  {k}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "export":
+        export(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "cudnn":
+        cudnn(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "table":
+        table(sys.argv[2], sys.argv[3])
+    else:
+        print(__doc__)
+        sys.exit(2)
