@@ -900,7 +900,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   } else {
     F->rows = gr->n;
     F->R = gr->R;
-    F->s = drk_sched_rows(F->rows, F->R, true, &c->o.knobs);
+    F->s = drk_sched_rows(F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
     big = padded(F->rows, F->s.rows) * F->R + padded(F->R, F->s.cols);
   }
   for (int i = 0; i < gr->n_nodes; i++) {

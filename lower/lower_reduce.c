@@ -59,6 +59,9 @@ typedef struct rv {
   int64_t kd[LW_MAX_RANK], ks[LW_MAX_RANK], rd[LW_MAX_RANK], rs[LW_MAX_RANK];
   int64_t rows, R;
   bool contig;
+  bool may_split; /* set before rv_begin: the kernel can split its rows (plain reductions) */
+  int64_t cps;    /* split: chunks of COLS per program along R */
+  tv_t *lb, *ub;  /* split: this program's range of R */
   drk_schedule_t s;
   const drk_tile_layout_t *P, *Lr, *Lc;
   tv_t *px;
@@ -90,7 +93,14 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 }
 
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
-  v->s = drk_sched_rows(v->rows, v->R, v->contig, &c->o.knobs);
+  v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
+  if (v->may_split) {
+    int64_t chunks = (v->R + v->s.cols - 1) / v->s.cols;
+    int sp = drk_sched_rows_split((v->rows + v->s.rows - 1) / v->s.rows, chunks, lw_target_sms(&c->o), &c->o.knobs);
+    v->cps = (chunks + sp - 1) / sp;
+    sp = (int)((chunks + v->cps - 1) / v->cps); /* no program without columns */
+    v->s.split_rows = sp > 1 ? sp : 0;
+  }
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
   v->Lc = drk_tile_layout_slice(c->m, v->P, 0);
@@ -118,9 +128,13 @@ static tv_t *rv_col2(drk_lctx_t *c, rv_t *v) {
   return v->col2;
 }
 
-/* for kb in [0, R) step COLS */
+/* for kb in [0, R) step COLS; split: [lb, ub), this program's chunks (columns past R masked) */
 static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) {
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v->R),
+  if (v->s.split_rows > 1 && !v->lb) {
+    v->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v->cps * v->s.cols));
+    v->ub = BIN(ADD, v->lb, lw_sci(c, c->it, v->cps * v->s.cols));
+  }
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, v->lb ? v->lb : lw_sci(c, c->it, 0), v->ub ? v->ub : lw_sci(c, c->it, v->R),
                                                lw_sci(c, c->it, v->s.cols), n, init);
   rv_chunk(c, v, f->regions[0]->args[0]);
   return f;
@@ -149,7 +163,8 @@ static tv_t *load_chunk(drk_lctx_t *c, rv_t *v, double other, drk_dtype_t at) {
 }
 
 static void rv_end(drk_lctx_t *c, rv_t *v) {
-  lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, 1, 1, v->s.warps, 0, &v->s);
+  lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, v->s.split_rows > 1 ? v->s.split_rows : 1, 1, v->s.warps, 0,
+                &v->s);
 }
 
 static double lowest(drk_dtype_t t) {
@@ -202,6 +217,31 @@ static bool reduce_axes(drk_lctx_t *c, uint32_t *mask, bool *noop) {
   return true;
 }
 
+/* What follows the sum of a row: the mean's division, ReduceL2's root. */
+static tv_t *row_finish(drk_lctx_t *c, drk_op_t op, tv_t *res, int64_t R) {
+  if (op == DRK_OP_REDUCE_MEAN || op == DRK_OP_GLOBAL_AVERAGE_POOL) res = BIN(DIV, res, lw_cf(c, res, (double)R));
+  if (op == DRK_OP_REDUCE_L2) res = UN(SQRT, res);
+  return res;
+}
+
+/* Split rows, kernel 2 (`k<i>_<Op>_1`): flat over the rows, combines the SP partials of scratch
+ * `ws` (dtype at) in split order (deterministic, like split-K's sum kernel), finishes the row
+ * and stores y. */
+static bool split_finish(drk_lctx_t *c, int ws, int64_t SP, int64_t rows, int64_t R, drk_dtype_t at, drk_tile_opcode_t comb) {
+  const drk_node_t *n = c->node;
+  lw_kernel_begin(c, SP * rows < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
+  tv_t *pw = lw_param_scratch(c, ws, at, "ws");
+  tv_t *py = lw_param_buf(c, n->outputs[0], "y");
+  lw_flat_t F;
+  lw_flat_begin(c, rows, &F);
+  tv_t *res = lw_load(c, pw, F.offs, F.mask, 0);
+  for (int64_t i = 1; i < SP; i++)
+    res = lw_bin(c, comb, res, lw_load(c, pw, BIN(ADD, F.offs, lw_ci(c, F.offs, i * rows)), F.mask, 0));
+  lw_store(c, py, F.offs, row_finish(c, n->op, res, R), F.mask);
+  lw_flat_end(c, &F);
+  return true;
+}
+
 static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
@@ -212,10 +252,16 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   if (is_max || is_min) at = lw_compute_dtype(x->dtype);
   rv_t v;
   rv_init(&v, x, mask);
+  v.may_split = op != DRK_OP_REDUCE_LOG_SUM_EXP;
   lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   rv_begin(c, &v);
+  int ws = -1;
+  if (v.s.split_rows > 1) { /* kernel 1 stores its partial, kernel 2 (split_finish) the rest */
+    ws = lw_scratch_new(c, (uint64_t)(v.s.split_rows * v.rows) * (uint64_t)drk_dtype_bits(at) / 8);
+    py = lw_param_scratch(c, ws, at, "ws");
+  }
   tv_t *res;
   if (is_max || is_min) {
     double id = is_max ? lowest(at) : highest(at);
@@ -250,9 +296,15 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
     tv_t *nacc = BIN(ADD, acc, xv);
     drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
     res = reduce(c, &v, f->results[0], "sum");
-    if (op == DRK_OP_REDUCE_MEAN || op == DRK_OP_GLOBAL_AVERAGE_POOL) res = BIN(DIV, res, lw_cf(c, res, (double)v.R));
-    if (op == DRK_OP_REDUCE_L2) res = UN(SQRT, res);
+    if (ws < 0) res = row_finish(c, op, res, v.R);
     if (mx) res = BIN(ADD, UN(LOG, res), mx);
+  }
+  if (ws >= 0) {
+    /* partial sp of row r at sp * rows + r */
+    tv_t *o = BIN(ADD, v.row, lw_splat(c, BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v.rows)), &v.row->type));
+    lw_store(c, py, o, res, v.rmask);
+    rv_end(c, &v);
+    return split_finish(c, ws, v.s.split_rows, v.rows, v.R, at, is_max ? DRK_TOP_MAX : is_min ? DRK_TOP_MIN : DRK_TOP_ADD);
   }
   lw_store(c, py, v.row, res, v.rmask);
   rv_end(c, &v);
