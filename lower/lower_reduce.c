@@ -94,13 +94,7 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
-  if (v->may_split) {
-    int64_t chunks = (v->R + v->s.cols - 1) / v->s.cols;
-    int sp = drk_sched_rows_split((v->rows + v->s.rows - 1) / v->s.rows, chunks, lw_target_sms(&c->o), &c->o.knobs);
-    v->cps = (chunks + sp - 1) / sp;
-    sp = (int)((chunks + v->cps - 1) / v->cps); /* no program without columns */
-    v->s.split_rows = sp > 1 ? sp : 0;
-  }
+  if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
   v->Lc = drk_tile_layout_slice(c->m, v->P, 0);

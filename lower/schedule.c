@@ -126,17 +126,37 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms,
   return s;
 }
 
-/* Programs sharing each row tile of a plain reduction (knob rows.split): when the row tiles
- * (`programs`) fill less than the SMs and a row has at least 8 chunks, about two waves of
- * programs, each keeping at least 4 chunks; 1 otherwise. The caller evens the chunks out. */
+/* Programs sharing each row tile (knob rows.split): when the row tiles (`programs`) fill less
+ * than the SMs and a row has at least 8 chunks, about two waves of programs, each keeping at
+ * least 2 chunks, at most 128; 1 otherwise. */
 int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn) {
   int64_t sp = 1;
   if (programs < sms && chunks >= 8) {
     sp = (2 * sms + programs - 1) / programs;
-    if (sp > chunks / 4) sp = chunks / 4;
-    if (sp > 64) sp = 64;
+    if (sp > chunks / 2) sp = chunks / 2;
+    if (sp > 128) sp = 128;
   }
   return drk_knob_or(kn, DRK_KNOB_ROWS_SPLIT, (int)(sp < 1 ? 1 : sp));
+}
+
+/* Split rows for a rows schedule s with warps along the row (col_warps > 1): a chunk becomes
+ * one layout cover (so that more programs get columns), then drk_sched_rows_split; evens the
+ * chunks out so that no program is left without columns. Sets s->split_rows (0: none, and
+ * s->cols is kept) and returns the chunks per program. */
+int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
+                                  const drk_sched_knobs_t *kn) {
+  s->split_rows = 0;
+  if (s->col_warps <= 1) return 0;
+  int cols = contiguous ? s->col_warps * 32 * s->spt : s->cols;
+  int64_t chunks = (R + cols - 1) / cols;
+  int sp = drk_sched_rows_split((rows + s->rows - 1) / s->rows, chunks, sms, kn);
+  if (sp <= 1) return 0;
+  int64_t cps = (chunks + sp - 1) / sp;
+  sp = (int)((chunks + cps - 1) / cps);
+  if (sp <= 1) return 0;
+  s->cols = cols;
+  s->split_rows = sp;
+  return cps;
 }
 
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {

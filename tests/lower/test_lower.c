@@ -347,7 +347,7 @@ static int run_schedule(void) {
                                       "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=3", "flat.move_block=1000",
                                       "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2", "mm.pair=2",
                                       "rows.spt=3", "rows.spt=16", "rows.col_warps=3", "rows.col_warps=32",
-                                      "rows.split=0", "rows.split=65"};
+                                      "rows.split=0", "rows.split=129"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;
