@@ -186,6 +186,8 @@ drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, powe
 drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms, const drk_sched_knobs_t *kn);
 /* programs splitting each of `programs` row tiles of `chunks` chunks (knob rows.split) */
 int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn);
+/* strided rows with col_warps > 1: 16 bytes of consecutive rows per thread (esize: bytes per element) */
+void drk_sched_rows_vec(drk_schedule_t *s, int esize);
 /* split rows for s (col_warps > 1): sets s->split_rows (and s->cols), returns chunks per program */
 int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
                                   const drk_sched_knobs_t *kn);

@@ -94,6 +94,7 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
+  if (!v->contig) drk_sched_rows_vec(&v->s, drk_dtype_bits(v->x->dtype) / 8);
   if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
@@ -104,7 +105,9 @@ static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->rmask = lw_cmp(c, "lt", v->row, lw_ci(c, v->row, v->rows));
   v->rowoff = lw_affine(c, v->row, v->nk, v->kd, v->ks, 0);
   v->rowoff2 = lw_bcast_row(c, v->rowoff, v->P, v->s.rows, v->s.cols);
-  v->rmask2 = lw_bcast_row(c, v->rmask, v->P, v->s.rows, v->s.cols);
+  /* whole row tiles: no row mask on the loads, so that the backend can see runs of rows
+   * (strided rows' 16-byte vectors) */
+  v->rmask2 = v->rows % v->s.rows ? lw_bcast_row(c, v->rmask, v->P, v->s.rows, v->s.cols) : NULL;
   v->ci = lw_cast(c, lw_range(c, v->s.cols, v->Lc), c->it);
 }
 
@@ -113,7 +116,8 @@ static void rv_chunk(drk_lctx_t *c, rv_t *v, tv_t *kb) {
   v->cmask = lw_cmp(c, "lt", v->col, lw_ci(c, v->col, v->R));
   tv_t *coff = lw_affine(c, v->col, v->nr, v->rd, v->rs, 0);
   v->off2 = BIN(ADD, v->rowoff2, lw_bcast_col(c, coff, v->P, v->s.rows, v->s.cols));
-  v->mask2 = BIN(AND, v->rmask2, lw_bcast_col(c, v->cmask, v->P, v->s.rows, v->s.cols));
+  v->mask2 = lw_bcast_col(c, v->cmask, v->P, v->s.rows, v->s.cols);
+  if (v->rmask2) v->mask2 = BIN(AND, v->rmask2, v->mask2);
   v->col2 = NULL;
 }
 

@@ -147,7 +147,7 @@ int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bo
                                   const drk_sched_knobs_t *kn) {
   s->split_rows = 0;
   if (s->col_warps <= 1) return 0;
-  int cols = contiguous ? s->col_warps * 32 * s->spt : s->cols;
+  int cols = contiguous ? s->col_warps * 32 * s->spt : s->spt > 1 ? s->cols / 2 : s->cols;
   int64_t chunks = (R + cols - 1) / cols;
   int sp = drk_sched_rows_split((rows + s->rows - 1) / s->rows, chunks, sms, kn);
   if (sp <= 1) return 0;
@@ -159,6 +159,18 @@ int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bo
   return cps;
 }
 
+/* Strided rows with warps along the reduced axis (an NHWC spatial reduction: the rows are the
+ * channels, contiguous): each thread takes 16 bytes of consecutive rows (spt along the rows;
+ * the backend makes them one vector load where its axis facts allow), the rest of a warp's
+ * lanes go along the columns, two layout covers per chunk. esize: bytes per element. */
+void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
+  if (s->col_warps <= 1 || s->rows != 32 || esize < 1 || esize > 8) return;
+  int vec = 16 / esize;
+  if (vec > 8) vec = 8;
+  s->spt = vec;
+  s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+}
+
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
   int cw = s->col_warps > 1 ? s->col_warps : 1;
   int spt[2], tpw[2], wpc[2] = {s->warps / cw, cw}, ord[2] = {1, 0};
@@ -167,6 +179,13 @@ const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_s
     spt[1] = s->spt;
     tpw[0] = 1;
     tpw[1] = 32;
+  } else if (cw > 1 && s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
+    spt[0] = s->spt;
+    spt[1] = 1;
+    tpw[0] = 32 / s->spt;
+    tpw[1] = s->spt;
+    ord[0] = 0;
+    ord[1] = 1;
   } else {
     spt[0] = 1;
     spt[1] = 1;
