@@ -387,6 +387,39 @@ static bool lower_softmax(drk_lctx_t *c) {
   return true;
 }
 
+/* Split rows of a normalization: slot q (0 mean, 1 M2) of split sp for the tile's rows in
+ * scratch [2, SP, rows]. */
+static tv_t *split_off(drk_lctx_t *c, rv_t *v, int q, tv_t *sp) {
+  tv_t *base = BIN(MUL, BIN(ADD, sp, lw_sci(c, c->it, q * v->s.split_rows)), lw_sci(c, c->it, v->rows));
+  return BIN(ADD, v->row, lw_splat(c, base, &v->row->type));
+}
+
+/* Kernel 2 of a split normalization: the row's mean and M2 from the SP partials in split order
+ * (Chan et al.: mean = sum n_i mean_i / R, M2 = sum M2_i + n_i (mean_i - mean)^2). */
+static void norm_combine(drk_lctx_t *c, rv_t *v, tv_t *pws, tv_t **out_mean, tv_t **out_m2) {
+  int64_t SP = v->s.split_rows, span = v->cps * v->s.cols;
+  tv_t *pa[128] = {0}, *pb[128] = {0}, *mean = NULL, *m2 = NULL;
+  DRK_ASSERT(SP >= 2 && SP <= 128);
+  for (int64_t i = 0; i < SP; i++) {
+    pa[i] = lw_load(c, pws, split_off(c, v, 0, lw_sci(c, c->it, i)), v->rmask, 0);
+    pb[i] = lw_load(c, pws, split_off(c, v, 1, lw_sci(c, c->it, i)), v->rmask, 0);
+  }
+  for (int64_t i = 0; i < SP; i++) {
+    int64_t ni = v->R - i * span < span ? v->R - i * span : span;
+    tv_t *t = BIN(MUL, pa[i], lw_cf(c, pa[i], (double)ni));
+    mean = mean ? BIN(ADD, mean, t) : t;
+  }
+  mean = BIN(DIV, mean, lw_cf(c, mean, (double)v->R));
+  for (int64_t i = 0; i < SP; i++) {
+    int64_t ni = v->R - i * span < span ? v->R - i * span : span;
+    tv_t *d = BIN(SUB, pa[i], mean);
+    tv_t *t = BIN(ADD, pb[i], BIN(MUL, BIN(MUL, d, d), lw_cf(c, d, (double)ni)));
+    m2 = m2 ? BIN(ADD, m2, t) : t;
+  }
+  *out_mean = mean;
+  *out_m2 = m2;
+}
+
 /* Normalization over rows: LayerNorm, InstanceNorm, GroupNorm. */
 static bool lower_norm(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
@@ -422,34 +455,62 @@ static bool lower_norm(drk_lctx_t *c) {
       v.contig = true;
     }
   }
+  v.may_split = v.contig;
+  int part = 0, ws = -1;
+  tv_t *ps, *pb, *py, *pmean, *pinv, *mean, *mean2, *rstd, *rstd2;
+again:
   lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
-  tv_t *ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
-  tv_t *pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
-  tv_t *py = lw_param_buf(c, y, "y");
-  tv_t *pmean = n->n_outputs > 1 && n->outputs[1] ? lw_param_buf(c, n->outputs[1], "mean") : NULL;
-  tv_t *pinv = n->n_outputs > 2 && n->outputs[2] ? lw_param_buf(c, n->outputs[2], "inv_std") : NULL;
+  ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
+  pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
+  py = lw_param_buf(c, y, "y");
+  pmean = n->n_outputs > 1 && n->outputs[1] ? lw_param_buf(c, n->outputs[1], "mean") : NULL;
+  pinv = n->n_outputs > 2 && n->outputs[2] ? lw_param_buf(c, n->outputs[2], "inv_std") : NULL;
+  v.lb = v.ub = NULL;
   rv_begin(c, &v);
-  /* pass 1: mean */
-  tv_t *init = acc_tile(c, &v, at, 0);
-  rv_loop_begin(c, &v, 1, &init);
-  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
-  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *s1 = reduce(c, &v, f->results[0], "sum");
-  tv_t *mean = BIN(DIV, s1, lw_cf(c, s1, (double)v.R));
-  tv_t *mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
-  /* pass 2: variance around the mean */
-  init = acc_tile(c, &v, at, 0);
-  rv_loop_begin(c, &v, 1, &init);
-  acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
-  dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
-  nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
-  f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *s2 = reduce(c, &v, f->results[0], "sum");
-  tv_t *rstd = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, (double)v.R)), lw_cf(c, s2, eps)));
-  tv_t *rstd2 = lw_bcast_row(c, rstd, v.P, v.s.rows, v.s.cols);
+  tv_t *pws = NULL;
+  if (v.s.split_rows > 1) {
+    if (ws < 0) ws = lw_scratch_new(c, (uint64_t)(2 * v.s.split_rows * v.rows) * (uint64_t)drk_dtype_bits(at) / 8);
+    pws = lw_param_scratch(c, ws, at, "ws");
+  }
+  if (part == 1) {
+    /* split rows, kernel 2: the row statistics from the partials */
+    tv_t *m2;
+    norm_combine(c, &v, pws, &mean, &m2);
+    rstd = UN(RSQRT, BIN(ADD, BIN(DIV, m2, lw_cf(c, m2, (double)v.R)), lw_cf(c, m2, eps)));
+  } else {
+    /* pass 1: mean (split rows: of this program's columns) */
+    tv_t *init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
+    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    tv_t *s1 = reduce(c, &v, f->results[0], "sum");
+    tv_t *cnt = lw_cf(c, s1, (double)v.R);
+    if (pws) /* min(ub, R) - lb columns, never 0 */
+      cnt = lw_splat(c, lw_cast(c, BIN(SUB, BIN(MIN, v.ub, lw_sci(c, c->it, v.R)), v.lb), at), &s1->type);
+    mean = BIN(DIV, s1, cnt);
+    mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
+    /* pass 2: variance around the mean */
+    init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
+    dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
+    nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
+    f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    tv_t *s2 = reduce(c, &v, f->results[0], "sum");
+    if (pws) { /* split rows, kernel 1: the partial mean and M2 of its columns, then kernel 2 */
+      lw_store(c, pws, split_off(c, &v, 0, lw_pid(c, 1)), mean, v.rmask);
+      lw_store(c, pws, split_off(c, &v, 1, lw_pid(c, 1)), s2, v.rmask);
+      rv_end(c, &v);
+      part = 1;
+      goto again;
+    }
+    rstd = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, (double)v.R)), lw_cf(c, s2, eps)));
+  }
+  mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
+  rstd2 = lw_bcast_row(c, rstd, v.P, v.s.rows, v.s.cols);
   /* per-row parameter offsets (InstanceNorm, GroupNorm) */
   tv_t *prow = NULL;
   if (n->op == DRK_OP_INSTANCE_NORMALIZATION) prow = BIN(REM, v.row, lw_ci(c, v.row, C));
