@@ -18,6 +18,16 @@ graph @gn1(%x: f32[1, 64, 56, 56], %s: f32[64], %b: f32[64]) -> (%y) {
   return %y
 }
 G
+# poolformer's token mixer: the GroupNorm feeds a pool, so it is a kernel of its own
+cat > "$W/pool.drkg" <<'G'
+graph @pool(%x: f16[1, 64, 56, 56], %s: f16[64], %b: f16[64]) -> (%y) {
+  %g: f16[1, 64, 56, 56] = GroupNormalization(%x, %s, %b) {num_groups = 1, epsilon = 1e-5}
+  %p: f16[1, 64, 56, 56] = AveragePool(%g) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [1, 1], count_include_pad = 0}
+  %d: f16[1, 64, 56, 56] = Sub(%p, %g)
+  %y: f16[1, 64, 56, 56] = Add(%x, %d)
+  return %y
+}
+G
 cat > "$W/nhwc.drkg" <<'G'
 graph @nhwc(%x: f16[1, 112, 112, 32]) -> (%y) {
   %axes: i64[2] = const [1, 2]
@@ -48,6 +58,7 @@ check() {
   done <<< "$lines"
 }
 check gn1 gn1.drkg 'fused_GroupNormalization|fused_GroupNormalization_1' 16 256
+check pool pool.drkg 'GroupNormalization|GroupNormalization_1' 16 256
 check nhwc nhwc.drkg ReduceMean 16 256
 check gn1_pinned gn1.drkg fused_GroupNormalization 1 32 --schedule=rows.col_warps=1,rows.split=1
 if ! grep -q "grid(1, 1, 1) block(32)" "$W/gn1_pinned.drkt"; then
