@@ -634,6 +634,8 @@ void drk_lowered_print(const drk_lowered_t *l, FILE *out) {
     if (s->spt) fprintf(out, ", spt = %d", s->spt);
     if (s->warps) fprintf(out, ", warps = %d", s->warps);
     if (s->rows) fprintf(out, ", rows = %d, cols = %d", s->rows, s->cols);
+    if (s->col_warps > 1) fprintf(out, ", col_warps = %d", s->col_warps);
+    if (s->split_rows > 1) fprintf(out, ", split = %d", s->split_rows);
     if (s->tile_m) fprintf(out, ", tile = [%d, %d, %d], stages = %d", s->tile_m, s->tile_n, s->tile_k, s->stages);
     if (s->mma) fprintf(out, ", mma = %s%s", s->mma, s->tf32 ? " (tf32)" : "");
     if (s->split_k > 1) fprintf(out, ", split_k = %d", s->split_k);

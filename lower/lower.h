@@ -68,6 +68,8 @@ typedef struct drk_schedule {
   int spt;              /* elements per thread (fastest dim) */
   int warps;
   int rows, cols;       /* rows: rows per program, columns per chunk */
+  int col_warps;        /* rows: warps along the reduced axis (reductions cross warps through shared memory), 0/1: none */
+  int split_rows;       /* rows (plain reductions): programs sharing one row tile's reduction (partials through scratch), 0/1: none */
   int tile_m, tile_n, tile_k, stages;
   const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;

@@ -123,7 +123,17 @@ typedef struct fl {
   const drk_tile_layout_t *P, *Lr, *Lc;
   tv_t *rowi, *rmask, *rowR2, *rmask2, *ci;
   tv_t *col, *lin2, *mask2; /* current chunk */
+  /* split rows (a single norm/softmax anchor, few long rows): kernel 1 (mode SPLIT_PARTIAL)
+   * stores each program's partial statistics of its columns [lb, ub) into scratch ws, kernel 2
+   * (SPLIT_FINISH) combines them and writes its columns */
+  int mode;
+  int64_t SP, cps; /* programs per row tile, chunks of COLS per program */
+  int ws;
+  drk_dtype_t ws_dtype;
+  tv_t *pws, *lb, *ub;
 } fl_t;
+
+enum { SPLIT_NONE, SPLIT_PARTIAL, SPLIT_FINISH };
 
 static int64_t numel(const drk_value_t *v) { return lw_numel(v); }
 
@@ -697,7 +707,7 @@ static void chunk(fl_t *F, tv_t *kb) {
 
 static drk_tile_op_t *loop_begin(fl_t *F, int n, tv_t **init) {
   drk_lctx_t *c = F->c;
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, F->R),
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, F->lb ? F->lb : lw_sci(c, c->it, 0), F->ub ? F->ub : lw_sci(c, c->it, F->R),
                                                lw_sci(c, c->it, F->s.cols), n, init);
   chunk(F, f->regions[0]->args[0]);
   return f;
@@ -755,11 +765,106 @@ static tv_t *finite_max(fl_t *F, tv_t *m) {
 }
 
 /* the per-row work of anchor n at its place in node order */
+static bool split_anchor(const drk_node_t *n) {
+  switch (n->op) {
+  case DRK_OP_LAYER_NORMALIZATION: case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION:
+  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX:
+    return true;
+  default: return false;
+  }
+}
+
+/* scratch slot q (0, 1) of split sp for the tile's rows: ws[(q * SP + sp) * rows + row] */
+static tv_t *ws_off(fl_t *F, int q, tv_t *sp) {
+  drk_lctx_t *c = F->c;
+  tv_t *base = BIN(MUL, BIN(ADD, sp, lw_sci(c, c->it, q * F->SP)), lw_sci(c, c->it, F->rows));
+  return BIN(ADD, F->rowi, lw_splat(c, base, &F->rowi->type));
+}
+
+/* Split rows, kernel 1: this program's partial statistics of anchor n over its columns
+ * [lb, ub): norms the mean and the sum of squared deviations from it (Chan et al.'s pairwise
+ * form, so that kernel 2's combination loses nothing against a two-pass variance), softmax
+ * the (finite) max and the sum of exp(x - max). */
+static void split_partial(fl_t *F, const drk_node_t *n) {
+  drk_lctx_t *c = F->c;
+  tv_t *sp = lw_pid(c, 1), *a, *b;
+  if (n->op == DRK_OP_SOFTMAX || n->op == DRK_OP_LOG_SOFTMAX) {
+    a = finite_max(F, row_loop(F, n, 2, NULL));
+    b = row_loop(F, n, 4, a);
+  } else {
+    /* columns of this split: min(ub, R) - lb (never 0: kernel 1's grid has no empty split) */
+    tv_t *cnt = BIN(SUB, BIN(MIN, F->ub, lw_sci(c, c->it, F->R)), F->lb);
+    tv_t *s1 = row_loop(F, n, 0, NULL);
+    a = BIN(DIV, s1, lw_splat(c, lw_cast(c, cnt, s1->type.dtype), &s1->type));
+    b = row_loop(F, n, 5, a);
+  }
+  lw_store(c, F->pws, ws_off(F, 0, sp), a, F->rmask);
+  lw_store(c, F->pws, ws_off(F, 1, sp), b, F->rmask);
+}
+
+/* Split rows, kernel 2: anchor n's row statistics from the SP partials, in split order. */
+static void split_combine(fl_t *F, const drk_node_t *n, tv_t **out_a, tv_t **out_b) {
+  drk_lctx_t *c = F->c;
+  tv_t *pa[128] = {0}, *pb[128] = {0};
+  DRK_ASSERT(F->SP >= 2 && F->SP <= 128);
+  for (int64_t i = 0; i < F->SP; i++) {
+    tv_t *sp = lw_sci(c, c->it, i);
+    pa[i] = lw_load(c, F->pws, ws_off(F, 0, sp), F->rmask, 0);
+    pb[i] = lw_load(c, F->pws, ws_off(F, 1, sp), F->rmask, 0);
+  }
+  if (n->op == DRK_OP_SOFTMAX || n->op == DRK_OP_LOG_SOFTMAX) {
+    tv_t *m = pa[0];
+    for (int64_t i = 1; i < F->SP; i++) m = BIN(MAX, m, pa[i]);
+    tv_t *sum = NULL;
+    for (int64_t i = 0; i < F->SP; i++) {
+      tv_t *t = BIN(MUL, pb[i], UN(EXP, BIN(SUB, pa[i], m)));
+      sum = sum ? BIN(ADD, sum, t) : t;
+    }
+    *out_a = m;
+    *out_b = sum;
+    return;
+  }
+  int64_t span = F->cps * F->s.cols;
+  tv_t *mean = NULL;
+  for (int64_t i = 0; i < F->SP; i++) {
+    int64_t ni = F->R - i * span < span ? F->R - i * span : span;
+    tv_t *t = BIN(MUL, pa[i], lw_cf(c, pa[i], (double)ni));
+    mean = mean ? BIN(ADD, mean, t) : t;
+  }
+  mean = BIN(DIV, mean, lw_cf(c, mean, (double)F->R));
+  tv_t *m2 = NULL;
+  for (int64_t i = 0; i < F->SP; i++) {
+    int64_t ni = F->R - i * span < span ? F->R - i * span : span;
+    tv_t *d = BIN(SUB, pa[i], mean);
+    tv_t *t = BIN(ADD, pb[i], BIN(MUL, BIN(MUL, d, d), lw_cf(c, d, (double)ni)));
+    m2 = m2 ? BIN(ADD, m2, t) : t;
+  }
+  *out_a = mean;
+  *out_b = m2;
+}
+
 static void anchor_stats(fl_t *F, const drk_node_t *n) {
   drk_lctx_t *c = F->c;
   int k = F->pos[n->id];
   c->b.loc = n->loc;
   double R = (double)F->R;
+  if (F->mode == SPLIT_PARTIAL) {
+    split_partial(F, n);
+    return;
+  }
+  if (F->mode == SPLIT_FINISH) {
+    tv_t *a, *b;
+    split_combine(F, n, &a, &b);
+    if (n->op == DRK_OP_SOFTMAX || n->op == DRK_OP_LOG_SOFTMAX) {
+      F->st0[k] = a;
+      F->st1[k] = n->op == DRK_OP_SOFTMAX ? BIN(DIV, lw_cf(c, b, 1), b) : BIN(ADD, a, UN(LOG, b));
+    } else {
+      double eps = drk_node_attr_float(n, "epsilon", 1e-5);
+      F->st0[k] = a;
+      F->st1[k] = UN(RSQRT, BIN(ADD, BIN(DIV, b, lw_cf(c, b, R)), lw_cf(c, b, eps)));
+    }
+    return;
+  }
   switch (n->op) {
   case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_L2: {
     bool sq = n->op == DRK_OP_REDUCE_SUM_SQUARE || n->op == DRK_OP_REDUCE_L2;
@@ -835,6 +940,170 @@ static drk_schedule_t flat_sched(const drk_lctx_t *c, int64_t n, bool moving) {
   return s.block_elems > 1024 ? drk_sched_flat(1024) : s;
 }
 
+/* One kernel of group gr (part 0; part 1: the second kernel of split rows, named `_1`). */
+static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head, bool moving, int part) {
+  drk_lctx_t *c = F->c;
+  const drk_graph_t *g = F->g;
+  const drk_fusion_group_t *gr = F->gr;
+  drk_arena_t *A = c->m->arena;
+  /* index dtype, from the largest index any access can form */
+  int64_t big = 0;
+  if (F->flat) {
+    F->N = gr->n;
+    big = padded(F->N, flat_sched(c, F->N, moving).block_elems);
+  } else {
+    F->rows = gr->n;
+    F->R = gr->R;
+    big = padded(F->rows, F->s.rows) * F->R + padded(F->R, F->s.cols);
+  }
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] && numel(n->inputs[j]) > big) big = numel(n->inputs[j]);
+    /* with data movement, indexes of every value of the group are formed (and lanes of a
+     * branch not taken go past them) */
+    for (int j = 0; moving && j < n->n_outputs; j++)
+      if (n->outputs[j] && 2 * numel(n->outputs[j]) > big) big = 2 * numel(n->outputs[j]);
+  }
+  c->node = last;
+  c->node_index = (size_t)gr->last;
+  lw_kernel_begin(c, lw_index_dtype_for(big));
+  c->k->name = drk_arena_printf(A, part ? "k%d_fused_%s_%d" : "k%d_fused_%s", gr->last, drk_op_name(head->op), part);
+
+  /* parameters: outside inputs in node order (data inputs of movement nodes: their other
+   * inputs are constants read now), then stored values */
+  int np = 0;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    int nin = drk_op_aliases_input(n->op) || (F->mv[gr->nodes[i]] && n->op != DRK_OP_CONCAT) ? 1 : n->n_inputs;
+    for (int j = 0; j < nin; j++) {
+      const drk_value_t *v = n->inputs[j];
+      if (!v || made_in(F, v) || F->param[v->id] || immediate(v)) continue;
+      F->param[v->id] = lw_param_buf(c, v, drk_arena_printf(A, "x%d", np++));
+    }
+    if (drk_op_aliases_input(n->op) && !part) lw_alias(c, n->outputs[0], n->inputs[0]);
+  }
+  np = 0;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    for (int o = 0; o < n->n_outputs; o++) {
+      const drk_value_t *y = n->outputs[o];
+      if (y && F->store[y->id]) F->param[y->id] = lw_param_buf(c, y, drk_arena_printf(A, "y%d", np++));
+    }
+  }
+
+  if (F->flat) {
+    lw_flat_begin_sched(c, F->N, flat_sched(c, F->N, moving), &F->ff);
+    F->root = ix_new(F, 1, &F->N, F->ff.mask);
+    F->root->flat = F->ff.offs;
+    F->root->from_flat = true;
+    F->ixs = F->root;
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[gr->nodes[i]];
+      for (int o = 0; o < n->n_outputs; o++) {
+        const drk_value_t *y = n->outputs[o];
+        if (!y || !F->store[y->id]) continue;
+        DRK_ASSERT(numel(y) == F->N); /* fuse.c: a flat group stores values of one count */
+        lw_store(c, F->param[y->id], F->ff.offs, fx_at(F, y, ix_as(F, F->root, &y->shape)), F->ff.mask);
+        F->stored = true;
+      }
+    }
+    lw_flat_end(c, &F->ff);
+    flat_inplace(F);
+    return true;
+  }
+
+  /* row frame (lower_reduce.c's rv_begin with one contiguous reduced run) */
+  F->P = drk_sched_rows_layout(c->m, &F->s, true);
+  F->Lr = drk_tile_layout_slice(c->m, F->P, 1);
+  F->Lc = drk_tile_layout_slice(c->m, F->P, 0);
+  tv_t *ri = lw_cast(c, lw_range(c, F->s.rows, F->Lr), c->it);
+  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, F->s.rows));
+  F->rowi = BIN(ADD, lw_splat(c, base, &ri->type), ri);
+  F->rmask = lw_cmp(c, "lt", F->rowi, lw_ci(c, F->rowi, F->rows));
+  F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
+  F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
+  F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
+  if (F->mode != SPLIT_NONE) {
+    F->pws = lw_param_scratch(c, F->ws, F->ws_dtype, "ws");
+    F->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, F->cps * F->s.cols));
+    F->ub = BIN(ADD, F->lb, lw_sci(c, c->it, F->cps * F->s.cols));
+  }
+
+  bool any_full = false;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[gr->nodes[i]];
+    const drk_value_t *y = n->outputs[0];
+    if (drk_op_aliases_input(n->op)) continue;
+    unsigned fl = drk_op_info(n->op)->flags;
+    bool ew = (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION;
+    if (!ew) anchor_stats(F, n);
+    else if (vframe(F, y) == F_ROW && F->mode != SPLIT_PARTIAL) eval(F, y, F_ROW);
+    any_full |= F->store[y->id] && vframe(F, y) == F_FULL && F->mode != SPLIT_PARTIAL;
+  }
+  if (any_full) {
+    loop_begin(F, 0, NULL);
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+      if (F->store[y->id] && vframe(F, y) == F_FULL) lw_store(c, F->param[y->id], F->lin2, eval(F, y, F_FULL), F->mask2);
+    }
+    loop_end(F, 0, NULL);
+  }
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
+    /* split rows: every program of a row stores the same row values */
+    if (F->store[y->id] && vframe(F, y) == F_ROW && F->mode != SPLIT_PARTIAL)
+      lw_store(c, F->param[y->id], F->rowi, F->row[y->id], F->rmask);
+  }
+  drk_schedule_t s = F->s;
+  s.split_rows = F->mode != SPLIT_NONE ? (int)F->SP : 0;
+  lw_kernel_end(c, (F->rows + s.rows - 1) / s.rows, F->mode != SPLIT_NONE ? F->SP : 1, 1, s.warps, 0, &s);
+  return true;
+}
+
+/* Split rows (drk_sched_rows_split, knob rows.split): a row group whose one anchor is a
+ * normalization or softmax over few long rows (the row schedule put warps along the row) gets
+ * two kernels over (row tiles, SP): partial statistics of each program's columns into scratch,
+ * then their combination and the writes of each program's columns. */
+static void plan_split(fl_t *F) {
+  drk_lctx_t *c = F->c;
+  const drk_node_t *anchor = NULL;
+  int anchors = 0;
+  for (int i = 0; i < F->gr->n_nodes; i++) {
+    const drk_node_t *n = F->g->nodes[F->gr->nodes[i]];
+    unsigned fl = drk_op_info(n->op)->flags;
+    if (drk_op_aliases_input(n->op) || (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION) continue;
+    anchors++;
+    anchor = n;
+  }
+  if (anchors != 1 || !split_anchor(anchor) || F->s.col_warps <= 1) return;
+  F->cps = drk_sched_rows_split_plan(&F->s, F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
+  F->SP = F->s.split_rows;
+  if (F->SP <= 1) return;
+  F->ws_dtype = acc_dtype(anchor->inputs[0]->dtype);
+  F->ws = lw_scratch_new(c, (uint64_t)(2 * F->SP * F->rows) * (uint64_t)drk_dtype_bits(F->ws_dtype) / 8);
+}
+
+/* forget the first kernel's values before building the second */
+static void reset_kernel_state(fl_t *F) {
+  size_t nv = F->g->next_value_id + 1, nn = F->g->n_nodes + 1;
+  memset(F->param, 0, sizeof(tv_t *) * nv);
+  memset(F->full, 0, sizeof(tv_t *) * nv);
+  memset(F->full_gen, 0, sizeof(int) * nv);
+  memset(F->row, 0, sizeof(tv_t *) * nv);
+  memset(F->vm, 0, sizeof(vmemo_t *) * nv);
+  memset(F->st0, 0, sizeof(tv_t *) * nn);
+  memset(F->st1, 0, sizeof(tv_t *) * nn);
+  F->n_memo = 0;
+  F->loads = NULL;
+  F->as = NULL;
+  F->maps = NULL;
+  F->zero = NULL;
+  F->lb = F->ub = F->pws = NULL;
+  F->stored = false;
+  F->gen++;
+}
+
 bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   const drk_graph_t *g = c->g;
   const drk_fusion_group_t *gr = &f->groups[gi];
@@ -892,110 +1161,16 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     }
   }
 
-  /* index dtype, from the largest index any access can form */
-  int64_t big = 0;
-  if (F->flat) {
-    F->N = gr->n;
-    big = padded(F->N, flat_sched(c, F->N, moving).block_elems);
-  } else {
+  if (!F->flat) {
     F->rows = gr->n;
     F->R = gr->R;
-    F->s = drk_sched_rows(F->rows, F->R, true, &c->o.knobs);
-    big = padded(F->rows, F->s.rows) * F->R + padded(F->R, F->s.cols);
+    F->s = drk_sched_rows(F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
+    plan_split(F);
   }
-  for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_node_t *n = g->nodes[gr->nodes[i]];
-    for (int j = 0; j < n->n_inputs; j++)
-      if (n->inputs[j] && numel(n->inputs[j]) > big) big = numel(n->inputs[j]);
-    /* with data movement, indexes of every value of the group are formed (and lanes of a
-     * branch not taken go past them) */
-    for (int j = 0; moving && j < n->n_outputs; j++)
-      if (n->outputs[j] && 2 * numel(n->outputs[j]) > big) big = 2 * numel(n->outputs[j]);
-  }
-  c->node = last;
-  c->node_index = (size_t)gr->last;
-  lw_kernel_begin(c, lw_index_dtype_for(big));
-  c->k->name = drk_arena_printf(A, "k%d_fused_%s", gr->last, drk_op_name(head->op));
-
-  /* parameters: outside inputs in node order (data inputs of movement nodes: their other
-   * inputs are constants read now), then stored values */
-  int np = 0;
-  for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_node_t *n = g->nodes[gr->nodes[i]];
-    int nin = drk_op_aliases_input(n->op) || (F->mv[gr->nodes[i]] && n->op != DRK_OP_CONCAT) ? 1 : n->n_inputs;
-    for (int j = 0; j < nin; j++) {
-      const drk_value_t *v = n->inputs[j];
-      if (!v || made_in(F, v) || F->param[v->id] || immediate(v)) continue;
-      F->param[v->id] = lw_param_buf(c, v, drk_arena_printf(A, "x%d", np++));
-    }
-    if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
-  }
-  np = 0;
-  for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_node_t *n = g->nodes[gr->nodes[i]];
-    for (int o = 0; o < n->n_outputs; o++) {
-      const drk_value_t *y = n->outputs[o];
-      if (y && F->store[y->id]) F->param[y->id] = lw_param_buf(c, y, drk_arena_printf(A, "y%d", np++));
-    }
-  }
-
-  if (F->flat) {
-    lw_flat_begin_sched(c, F->N, flat_sched(c, F->N, moving), &F->ff);
-    F->root = ix_new(F, 1, &F->N, F->ff.mask);
-    F->root->flat = F->ff.offs;
-    F->root->from_flat = true;
-    F->ixs = F->root;
-    for (int i = 0; i < gr->n_nodes; i++) {
-      const drk_node_t *n = g->nodes[gr->nodes[i]];
-      for (int o = 0; o < n->n_outputs; o++) {
-        const drk_value_t *y = n->outputs[o];
-        if (!y || !F->store[y->id]) continue;
-        DRK_ASSERT(numel(y) == F->N); /* fuse.c: a flat group stores values of one count */
-        lw_store(c, F->param[y->id], F->ff.offs, fx_at(F, y, ix_as(F, F->root, &y->shape)), F->ff.mask);
-        F->stored = true;
-      }
-    }
-    lw_flat_end(c, &F->ff);
-    flat_inplace(F);
-    return true;
-  }
-
-  /* row frame (lower_reduce.c's rv_begin with one contiguous reduced run) */
-  F->P = drk_sched_rows_layout(c->m, &F->s, true);
-  F->Lr = drk_tile_layout_slice(c->m, F->P, 1);
-  F->Lc = drk_tile_layout_slice(c->m, F->P, 0);
-  tv_t *ri = lw_cast(c, lw_range(c, F->s.rows, F->Lr), c->it);
-  tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, F->s.rows));
-  F->rowi = BIN(ADD, lw_splat(c, base, &ri->type), ri);
-  F->rmask = lw_cmp(c, "lt", F->rowi, lw_ci(c, F->rowi, F->rows));
-  F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
-  F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
-  F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
-
-  bool any_full = false;
-  for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_node_t *n = g->nodes[gr->nodes[i]];
-    const drk_value_t *y = n->outputs[0];
-    if (drk_op_aliases_input(n->op)) continue;
-    unsigned fl = drk_op_info(n->op)->flags;
-    bool ew = (fl & DRK_OPF_EW) || n->op == DRK_OP_BATCH_NORMALIZATION;
-    if (!ew) anchor_stats(F, n);
-    else if (vframe(F, y) == F_ROW) eval(F, y, F_ROW);
-    any_full |= F->store[y->id] && vframe(F, y) == F_FULL;
-  }
-  if (any_full) {
-    loop_begin(F, 0, NULL);
-    for (int i = 0; i < gr->n_nodes; i++) {
-      const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-      if (F->store[y->id] && vframe(F, y) == F_FULL) lw_store(c, F->param[y->id], F->lin2, eval(F, y, F_FULL), F->mask2);
-    }
-    loop_end(F, 0, NULL);
-  }
-  for (int i = 0; i < gr->n_nodes; i++) {
-    const drk_value_t *y = g->nodes[gr->nodes[i]]->outputs[0];
-    if (F->store[y->id] && vframe(F, y) == F_ROW) lw_store(c, F->param[y->id], F->rowi, F->row[y->id], F->rmask);
-  }
-  drk_schedule_t s = F->s;
-  lw_kernel_end(c, (F->rows + s.rows - 1) / s.rows, 1, 1, s.warps, 0, &s);
-  return true;
+  if (F->SP <= 1) return emit_kernel(F, last, head, moving, 0);
+  F->mode = SPLIT_PARTIAL;
+  if (!emit_kernel(F, last, head, moving, 0)) return false;
+  reset_kernel_state(F);
+  F->mode = SPLIT_FINISH;
+  return emit_kernel(F, last, head, moving, 1);
 }

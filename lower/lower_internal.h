@@ -183,7 +183,14 @@ bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_
 drk_schedule_t drk_sched_flat(int64_t n);
 drk_schedule_t drk_sched_flat_block(int block); /* a pinned block (>= 1024, power of two) */
 /* rows x R reduction: contiguous: the reduced index is memory-contiguous */
-drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const drk_sched_knobs_t *kn);
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms, const drk_sched_knobs_t *kn);
+/* programs splitting each of `programs` row tiles of `chunks` chunks (knob rows.split) */
+int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn);
+/* strided rows with col_warps > 1: 16 bytes of consecutive rows per thread (esize: bytes per element) */
+void drk_sched_rows_vec(drk_schedule_t *s, int esize);
+/* split rows for s (col_warps > 1): sets s->split_rows (and s->cols), returns chunks per program */
+int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
+                                  const drk_sched_knobs_t *kn);
 drk_schedule_t drk_sched_seq(int64_t rows);
 drk_schedule_t drk_sched_mm(int64_t M, int64_t N, int64_t K, int64_t batch, drk_dtype_t t, const drk_lower_options_t *o);
 /* The sm_90a warp-specialized TMA + wgmma matmul (lower/lower_matmul.c): mma = "wgmma",

@@ -59,6 +59,9 @@ typedef struct rv {
   int64_t kd[LW_MAX_RANK], ks[LW_MAX_RANK], rd[LW_MAX_RANK], rs[LW_MAX_RANK];
   int64_t rows, R;
   bool contig;
+  bool may_split; /* set before rv_begin: the kernel can split its rows (plain reductions) */
+  int64_t cps;    /* split: chunks of COLS per program along R */
+  tv_t *lb, *ub;  /* split: this program's range of R */
   drk_schedule_t s;
   const drk_tile_layout_t *P, *Lr, *Lc;
   tv_t *px;
@@ -90,7 +93,9 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 }
 
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
-  v->s = drk_sched_rows(v->rows, v->R, v->contig, &c->o.knobs);
+  v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
+  if (!v->contig) drk_sched_rows_vec(&v->s, drk_dtype_bits(v->x->dtype) / 8);
+  if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
   v->Lc = drk_tile_layout_slice(c->m, v->P, 0);
@@ -100,7 +105,9 @@ static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->rmask = lw_cmp(c, "lt", v->row, lw_ci(c, v->row, v->rows));
   v->rowoff = lw_affine(c, v->row, v->nk, v->kd, v->ks, 0);
   v->rowoff2 = lw_bcast_row(c, v->rowoff, v->P, v->s.rows, v->s.cols);
-  v->rmask2 = lw_bcast_row(c, v->rmask, v->P, v->s.rows, v->s.cols);
+  /* whole row tiles: no row mask on the loads, so that the backend can see runs of rows
+   * (strided rows' 16-byte vectors) */
+  v->rmask2 = v->rows % v->s.rows ? lw_bcast_row(c, v->rmask, v->P, v->s.rows, v->s.cols) : NULL;
   v->ci = lw_cast(c, lw_range(c, v->s.cols, v->Lc), c->it);
 }
 
@@ -109,7 +116,8 @@ static void rv_chunk(drk_lctx_t *c, rv_t *v, tv_t *kb) {
   v->cmask = lw_cmp(c, "lt", v->col, lw_ci(c, v->col, v->R));
   tv_t *coff = lw_affine(c, v->col, v->nr, v->rd, v->rs, 0);
   v->off2 = BIN(ADD, v->rowoff2, lw_bcast_col(c, coff, v->P, v->s.rows, v->s.cols));
-  v->mask2 = BIN(AND, v->rmask2, lw_bcast_col(c, v->cmask, v->P, v->s.rows, v->s.cols));
+  v->mask2 = lw_bcast_col(c, v->cmask, v->P, v->s.rows, v->s.cols);
+  if (v->rmask2) v->mask2 = BIN(AND, v->rmask2, v->mask2);
   v->col2 = NULL;
 }
 
@@ -118,9 +126,13 @@ static tv_t *rv_col2(drk_lctx_t *c, rv_t *v) {
   return v->col2;
 }
 
-/* for kb in [0, R) step COLS */
+/* for kb in [0, R) step COLS; split: [lb, ub), this program's chunks (columns past R masked) */
 static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) {
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v->R),
+  if (v->s.split_rows > 1 && !v->lb) {
+    v->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v->cps * v->s.cols));
+    v->ub = BIN(ADD, v->lb, lw_sci(c, c->it, v->cps * v->s.cols));
+  }
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, v->lb ? v->lb : lw_sci(c, c->it, 0), v->ub ? v->ub : lw_sci(c, c->it, v->R),
                                                lw_sci(c, c->it, v->s.cols), n, init);
   rv_chunk(c, v, f->regions[0]->args[0]);
   return f;
@@ -149,7 +161,8 @@ static tv_t *load_chunk(drk_lctx_t *c, rv_t *v, double other, drk_dtype_t at) {
 }
 
 static void rv_end(drk_lctx_t *c, rv_t *v) {
-  lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, 1, 1, v->s.warps, 0, &v->s);
+  lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, v->s.split_rows > 1 ? v->s.split_rows : 1, 1, v->s.warps, 0,
+                &v->s);
 }
 
 static double lowest(drk_dtype_t t) {
@@ -202,6 +215,31 @@ static bool reduce_axes(drk_lctx_t *c, uint32_t *mask, bool *noop) {
   return true;
 }
 
+/* What follows the sum of a row: the mean's division, ReduceL2's root. */
+static tv_t *row_finish(drk_lctx_t *c, drk_op_t op, tv_t *res, int64_t R) {
+  if (op == DRK_OP_REDUCE_MEAN || op == DRK_OP_GLOBAL_AVERAGE_POOL) res = BIN(DIV, res, lw_cf(c, res, (double)R));
+  if (op == DRK_OP_REDUCE_L2) res = UN(SQRT, res);
+  return res;
+}
+
+/* Split rows, kernel 2 (`k<i>_<Op>_1`): flat over the rows, combines the SP partials of scratch
+ * `ws` (dtype at) in split order (deterministic, like split-K's sum kernel), finishes the row
+ * and stores y. */
+static bool split_finish(drk_lctx_t *c, int ws, int64_t SP, int64_t rows, int64_t R, drk_dtype_t at, drk_tile_opcode_t comb) {
+  const drk_node_t *n = c->node;
+  lw_kernel_begin(c, SP * rows < ((int64_t)1 << 31) - 65536 ? DRK_DT_I32 : DRK_DT_I64);
+  tv_t *pw = lw_param_scratch(c, ws, at, "ws");
+  tv_t *py = lw_param_buf(c, n->outputs[0], "y");
+  lw_flat_t F;
+  lw_flat_begin(c, rows, &F);
+  tv_t *res = lw_load(c, pw, F.offs, F.mask, 0);
+  for (int64_t i = 1; i < SP; i++)
+    res = lw_bin(c, comb, res, lw_load(c, pw, BIN(ADD, F.offs, lw_ci(c, F.offs, i * rows)), F.mask, 0));
+  lw_store(c, py, F.offs, row_finish(c, n->op, res, R), F.mask);
+  lw_flat_end(c, &F);
+  return true;
+}
+
 static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
@@ -212,10 +250,16 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   if (is_max || is_min) at = lw_compute_dtype(x->dtype);
   rv_t v;
   rv_init(&v, x, mask);
+  v.may_split = op != DRK_OP_REDUCE_LOG_SUM_EXP;
   lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
   tv_t *py = lw_param_buf(c, y, "y");
   rv_begin(c, &v);
+  int ws = -1;
+  if (v.s.split_rows > 1) { /* kernel 1 stores its partial, kernel 2 (split_finish) the rest */
+    ws = lw_scratch_new(c, (uint64_t)(v.s.split_rows * v.rows) * (uint64_t)drk_dtype_bits(at) / 8);
+    py = lw_param_scratch(c, ws, at, "ws");
+  }
   tv_t *res;
   if (is_max || is_min) {
     double id = is_max ? lowest(at) : highest(at);
@@ -250,9 +294,15 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
     tv_t *nacc = BIN(ADD, acc, xv);
     drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
     res = reduce(c, &v, f->results[0], "sum");
-    if (op == DRK_OP_REDUCE_MEAN || op == DRK_OP_GLOBAL_AVERAGE_POOL) res = BIN(DIV, res, lw_cf(c, res, (double)v.R));
-    if (op == DRK_OP_REDUCE_L2) res = UN(SQRT, res);
+    if (ws < 0) res = row_finish(c, op, res, v.R);
     if (mx) res = BIN(ADD, UN(LOG, res), mx);
+  }
+  if (ws >= 0) {
+    /* partial sp of row r at sp * rows + r */
+    tv_t *o = BIN(ADD, v.row, lw_splat(c, BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v.rows)), &v.row->type));
+    lw_store(c, py, o, res, v.rmask);
+    rv_end(c, &v);
+    return split_finish(c, ws, v.s.split_rows, v.rows, v.R, at, is_max ? DRK_TOP_MAX : is_min ? DRK_TOP_MIN : DRK_TOP_ADD);
   }
   lw_store(c, py, v.row, res, v.rmask);
   rv_end(c, &v);
@@ -337,6 +387,39 @@ static bool lower_softmax(drk_lctx_t *c) {
   return true;
 }
 
+/* Split rows of a normalization: slot q (0 mean, 1 M2) of split sp for the tile's rows in
+ * scratch [2, SP, rows]. */
+static tv_t *split_off(drk_lctx_t *c, rv_t *v, int q, tv_t *sp) {
+  tv_t *base = BIN(MUL, BIN(ADD, sp, lw_sci(c, c->it, q * v->s.split_rows)), lw_sci(c, c->it, v->rows));
+  return BIN(ADD, v->row, lw_splat(c, base, &v->row->type));
+}
+
+/* Kernel 2 of a split normalization: the row's mean and M2 from the SP partials in split order
+ * (Chan et al.: mean = sum n_i mean_i / R, M2 = sum M2_i + n_i (mean_i - mean)^2). */
+static void norm_combine(drk_lctx_t *c, rv_t *v, tv_t *pws, tv_t **out_mean, tv_t **out_m2) {
+  int64_t SP = v->s.split_rows, span = v->cps * v->s.cols;
+  tv_t *pa[128] = {0}, *pb[128] = {0}, *mean = NULL, *m2 = NULL;
+  DRK_ASSERT(SP >= 2 && SP <= 128);
+  for (int64_t i = 0; i < SP; i++) {
+    pa[i] = lw_load(c, pws, split_off(c, v, 0, lw_sci(c, c->it, i)), v->rmask, 0);
+    pb[i] = lw_load(c, pws, split_off(c, v, 1, lw_sci(c, c->it, i)), v->rmask, 0);
+  }
+  for (int64_t i = 0; i < SP; i++) {
+    int64_t ni = v->R - i * span < span ? v->R - i * span : span;
+    tv_t *t = BIN(MUL, pa[i], lw_cf(c, pa[i], (double)ni));
+    mean = mean ? BIN(ADD, mean, t) : t;
+  }
+  mean = BIN(DIV, mean, lw_cf(c, mean, (double)v->R));
+  for (int64_t i = 0; i < SP; i++) {
+    int64_t ni = v->R - i * span < span ? v->R - i * span : span;
+    tv_t *d = BIN(SUB, pa[i], mean);
+    tv_t *t = BIN(ADD, pb[i], BIN(MUL, BIN(MUL, d, d), lw_cf(c, d, (double)ni)));
+    m2 = m2 ? BIN(ADD, m2, t) : t;
+  }
+  *out_mean = mean;
+  *out_m2 = m2;
+}
+
 /* Normalization over rows: LayerNorm, InstanceNorm, GroupNorm. */
 static bool lower_norm(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
@@ -372,34 +455,62 @@ static bool lower_norm(drk_lctx_t *c) {
       v.contig = true;
     }
   }
+  v.may_split = v.contig;
+  int part = 0, ws = -1;
+  tv_t *ps, *pb, *py, *pmean, *pinv, *mean, *mean2, *rstd, *rstd2;
+again:
   lw_kernel_begin(c, lw_index_dtype(n));
   v.px = lw_param_buf(c, x, "x");
-  tv_t *ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
-  tv_t *pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
-  tv_t *py = lw_param_buf(c, y, "y");
-  tv_t *pmean = n->n_outputs > 1 && n->outputs[1] ? lw_param_buf(c, n->outputs[1], "mean") : NULL;
-  tv_t *pinv = n->n_outputs > 2 && n->outputs[2] ? lw_param_buf(c, n->outputs[2], "inv_std") : NULL;
+  ps = scale ? lw_param_buf(c, scale, "scale") : NULL;
+  pb = bias ? lw_param_buf(c, bias, "bias") : NULL;
+  py = lw_param_buf(c, y, "y");
+  pmean = n->n_outputs > 1 && n->outputs[1] ? lw_param_buf(c, n->outputs[1], "mean") : NULL;
+  pinv = n->n_outputs > 2 && n->outputs[2] ? lw_param_buf(c, n->outputs[2], "inv_std") : NULL;
+  v.lb = v.ub = NULL;
   rv_begin(c, &v);
-  /* pass 1: mean */
-  tv_t *init = acc_tile(c, &v, at, 0);
-  rv_loop_begin(c, &v, 1, &init);
-  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
-  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *s1 = reduce(c, &v, f->results[0], "sum");
-  tv_t *mean = BIN(DIV, s1, lw_cf(c, s1, (double)v.R));
-  tv_t *mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
-  /* pass 2: variance around the mean */
-  init = acc_tile(c, &v, at, 0);
-  rv_loop_begin(c, &v, 1, &init);
-  acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
-  dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
-  nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
-  f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *s2 = reduce(c, &v, f->results[0], "sum");
-  tv_t *rstd = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, (double)v.R)), lw_cf(c, s2, eps)));
-  tv_t *rstd2 = lw_bcast_row(c, rstd, v.P, v.s.rows, v.s.cols);
+  tv_t *pws = NULL;
+  if (v.s.split_rows > 1) {
+    if (ws < 0) ws = lw_scratch_new(c, (uint64_t)(2 * v.s.split_rows * v.rows) * (uint64_t)drk_dtype_bits(at) / 8);
+    pws = lw_param_scratch(c, ws, at, "ws");
+  }
+  if (part == 1) {
+    /* split rows, kernel 2: the row statistics from the partials */
+    tv_t *m2;
+    norm_combine(c, &v, pws, &mean, &m2);
+    rstd = UN(RSQRT, BIN(ADD, BIN(DIV, m2, lw_cf(c, m2, (double)v.R)), lw_cf(c, m2, eps)));
+  } else {
+    /* pass 1: mean (split rows: of this program's columns) */
+    tv_t *init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
+    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    tv_t *s1 = reduce(c, &v, f->results[0], "sum");
+    tv_t *cnt = lw_cf(c, s1, (double)v.R);
+    if (pws) /* min(ub, R) - lb columns, never 0 */
+      cnt = lw_splat(c, lw_cast(c, BIN(SUB, BIN(MIN, v.ub, lw_sci(c, c->it, v.R)), v.lb), at), &s1->type);
+    mean = BIN(DIV, s1, cnt);
+    mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
+    /* pass 2: variance around the mean */
+    init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
+    dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
+    nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
+    f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    tv_t *s2 = reduce(c, &v, f->results[0], "sum");
+    if (pws) { /* split rows, kernel 1: the partial mean and M2 of its columns, then kernel 2 */
+      lw_store(c, pws, split_off(c, &v, 0, lw_pid(c, 1)), mean, v.rmask);
+      lw_store(c, pws, split_off(c, &v, 1, lw_pid(c, 1)), s2, v.rmask);
+      rv_end(c, &v);
+      part = 1;
+      goto again;
+    }
+    rstd = UN(RSQRT, BIN(ADD, BIN(DIV, s2, lw_cf(c, s2, (double)v.R)), lw_cf(c, s2, eps)));
+  }
+  mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
+  rstd2 = lw_bcast_row(c, rstd, v.P, v.s.rows, v.s.cols);
   /* per-row parameter offsets (InstanceNorm, GroupNorm) */
   tv_t *prow = NULL;
   if (n->op == DRK_OP_INSTANCE_NORMALIZATION) prow = BIN(REM, v.row, lw_ci(c, v.row, C));

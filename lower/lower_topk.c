@@ -157,7 +157,7 @@ bool drk_lower_topk(drk_lctx_t *c) {
 
   tkf_t f;
   bool contig = inner == 1;
-  f.s = drk_sched_rows(rows, L, contig, &c->o.knobs);
+  f.s = drk_sched_rows(rows, L, contig, 0, &c->o.knobs);
   /* narrower chunks than a plain reduction: each lane carries a value and an index */
   if (contig && f.s.cols > 256) f.s.cols = 256;
   if (!contig && f.s.cols > 16) f.s.cols = 16;

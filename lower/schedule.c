@@ -51,10 +51,24 @@ const drk_tile_layout_t *drk_sched_flat_layout(drk_tile_module_t *m, const drk_s
   return drk_tile_layout_blocked(m, 1, spt, tpw, wpc, ord);
 }
 
-/* Warps go along rows only, so that `reduce` along the columns never crosses warps (no
- * scratch shared memory). Contiguous rows: a warp's lanes walk the columns (coalesced);
- * otherwise lanes walk rows (neighbouring rows are neighbours in memory). */
-drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const drk_sched_knobs_t *kn) {
+/* Row kernels. By default warps go along rows, so `reduce` along the columns stays inside a
+ * warp (shuffles only). Contiguous rows: a warp's lanes walk the columns (coalesced);
+ * otherwise lanes walk rows (neighbouring rows are neighbours in memory).
+ *
+ * Few long rows (the grid of that form has fewer programs than two waves of `sms` and a row
+ * is longer than one chunk: GroupNorm(1 group) over [1, 64, 56, 56] is 1 row of 200,704, an
+ * NHWC SE block's ReduceMean over [1, 112, 112, 32] 32 rows of 12,544) would leave one warp
+ * walking a whole row on one SM. Then warps go along the columns instead (col_warps, knob
+ * rows.col_warps): a program takes one row (contiguous) or one 32-row strip (strided), its
+ * warps split the columns, and each `reduce` ends with a round through shared memory (the
+ * backend's cross-warp reduction). sms <= 0 keeps the warps along rows (TopK). */
+static int64_t pow2floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms, const drk_sched_knobs_t *kn) {
   drk_schedule_t s = {0};
   s.kind = "rows";
   int64_t cols = lw_pow2ceil(R < 1 ? 1 : R);
@@ -71,6 +85,21 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const dr
     s.warps = (int)(rp >= 4 ? 4 : rp);
     int spt = drk_knob_or(kn, DRK_KNOB_ROWS_SPT, 4);
     s.spt = (int)(cols / 32 >= spt ? spt : cols / 32);
+    if (sms > 0) {
+      /* one row per program, cw warps over the columns: about 1K elements per warp and row */
+      int64_t dflt = (rows + rp - 1) / rp < 2 * sms && R > cols ? pow2floor(R / 1024) : 1;
+      int cw = drk_knob_or(kn, DRK_KNOB_ROWS_COL_WARPS, (int)(dflt < 1 ? 1 : dflt > 16 ? 16 : dflt));
+      if (cw > 1) {
+        int sp = drk_knob_or(kn, DRK_KNOB_ROWS_SPT, 4);
+        int64_t cover = (int64_t)cw * 32 * sp, want = lw_pow2ceil(R);
+        /* two layout repeats per chunk keep more loads in flight, never less than the layout */
+        s.rows = 1;
+        s.cols = (int)(want < cover ? cover : want > 2 * cover ? 2 * cover : want);
+        s.spt = sp;
+        s.warps = cw;
+        s.col_warps = cw;
+      }
+    }
   } else {
     if (cols > 64) cols = 64;
     int64_t rp = 128;
@@ -81,17 +110,82 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, const dr
     s.cols = (int)cols;
     s.warps = (int)(rp / 32 >= 4 ? 4 : rp / 32);
     s.spt = 1;
+    if (sms > 0) {
+      /* a 32-row strip per program (lanes along the rows), cw warps over the columns with
+       * four columns each per chunk */
+      int64_t dflt = (rows + rp - 1) / rp < 2 * sms && R > cols ? pow2floor(R / 256) : 1;
+      int cw = drk_knob_or(kn, DRK_KNOB_ROWS_COL_WARPS, (int)(dflt < 1 ? 1 : dflt > 16 ? 16 : dflt));
+      if (cw > 1) {
+        s.rows = 32;
+        s.cols = 4 * cw;
+        s.warps = cw;
+        s.col_warps = cw;
+      }
+    }
   }
   return s;
 }
 
+/* Programs sharing each row tile (knob rows.split): when the row tiles (`programs`) fill less
+ * than the SMs and a row has at least 8 chunks, about two waves of programs, each keeping at
+ * least 2 chunks, at most 128; 1 otherwise. */
+int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn) {
+  int64_t sp = 1;
+  if (programs < sms && chunks >= 8) {
+    sp = (2 * sms + programs - 1) / programs;
+    if (sp > chunks / 2) sp = chunks / 2;
+    if (sp > 128) sp = 128;
+  }
+  return drk_knob_or(kn, DRK_KNOB_ROWS_SPLIT, (int)(sp < 1 ? 1 : sp));
+}
+
+/* Split rows for a rows schedule s with warps along the row (col_warps > 1): a chunk becomes
+ * one layout cover (so that more programs get columns), then drk_sched_rows_split; evens the
+ * chunks out so that no program is left without columns. Sets s->split_rows (0: none, and
+ * s->cols is kept) and returns the chunks per program. */
+int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
+                                  const drk_sched_knobs_t *kn) {
+  s->split_rows = 0;
+  if (s->col_warps <= 1) return 0;
+  int cols = contiguous ? s->col_warps * 32 * s->spt : s->spt > 1 ? s->cols / 2 : s->cols;
+  int64_t chunks = (R + cols - 1) / cols;
+  int sp = drk_sched_rows_split((rows + s->rows - 1) / s->rows, chunks, sms, kn);
+  if (sp <= 1) return 0;
+  int64_t cps = (chunks + sp - 1) / sp;
+  sp = (int)((chunks + cps - 1) / cps);
+  if (sp <= 1) return 0;
+  s->cols = cols;
+  s->split_rows = sp;
+  return cps;
+}
+
+/* Strided rows with warps along the reduced axis (an NHWC spatial reduction: the rows are the
+ * channels, contiguous): each thread takes 16 bytes of consecutive rows (spt along the rows;
+ * the backend makes them one vector load where its axis facts allow), the rest of a warp's
+ * lanes go along the columns, two layout covers per chunk. esize: bytes per element. */
+void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
+  if (s->col_warps <= 1 || s->rows != 32 || esize < 1 || esize > 8) return;
+  int vec = 16 / esize;
+  if (vec > 8) vec = 8;
+  s->spt = vec;
+  s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+}
+
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
-  int spt[2], tpw[2], wpc[2] = {s->warps, 1}, ord[2] = {1, 0};
+  int cw = s->col_warps > 1 ? s->col_warps : 1;
+  int spt[2], tpw[2], wpc[2] = {s->warps / cw, cw}, ord[2] = {1, 0};
   if (contiguous) {
     spt[0] = 1;
     spt[1] = s->spt;
     tpw[0] = 1;
     tpw[1] = 32;
+  } else if (cw > 1 && s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
+    spt[0] = s->spt;
+    spt[1] = 1;
+    tpw[0] = 32 / s->spt;
+    tpw[1] = s->spt;
+    ord[0] = 0;
+    ord[1] = 1;
   } else {
     spt[0] = 1;
     spt[1] = 1;
@@ -399,6 +493,8 @@ int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
     case DRK_KNOB_CONV_HOPPER: return s->conv_w ? 1 : 0;
     case DRK_KNOB_CONV_TILE_H: return s->conv_h ? s->conv_h : -1;
     case DRK_KNOB_CONV_TILE_W: return s->conv_w ? s->conv_w : -1;
+    case DRK_KNOB_ROWS_COL_WARPS: return s->col_warps > 1 ? s->col_warps : 1;
+    case DRK_KNOB_ROWS_SPLIT: return s->split_rows > 1 ? s->split_rows : 1;
     case DRK_KNOB_COUNT: break;
   }
   return -1;

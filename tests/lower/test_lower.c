@@ -350,13 +350,34 @@ static int run_schedule(void) {
   if (!drk_sched_knobs_parse("mm.pair=0,rows.spt=8", &opp.knobs, err, sizeof err) ||
       drk_knob_or(&opp.knobs, DRK_KNOB_MM_PAIR, -1) != 0 || drk_knob_or(&opp.knobs, DRK_KNOB_ROWS_SPT, 0) != 8)
     fprintf(stderr, "FAIL schedule: mm.pair=0,rows.spt=8 not parsed \n"), bad++;
-  if (drk_sched_rows(2048, 2048, true, &opp.knobs).spt != 8 || drk_sched_rows(2048, 2048, true, NULL).spt != 4 ||
-      drk_sched_rows(64, 64, true, &opp.knobs).spt != 2)
+  if (drk_sched_rows(2048, 2048, true, 132, &opp.knobs).spt != 8 || drk_sched_rows(2048, 2048, true, 132, NULL).spt != 4 ||
+      drk_sched_rows(64, 64, true, 132, &opp.knobs).spt != 2)
     fprintf(stderr, "FAIL schedule: rows.spt not applied\n"), bad++;
+  /* few long rows: warps along the reduced axis (GroupNorm(1 group) over [1, 64, 56, 56]: one
+   * row of 200,704; an NHWC ReduceMean over [1, 112, 112, 32]: 32 strided rows of 12,544);
+   * many rows, TopK (sms 0) and rows.col_warps=1 keep them along rows */
+  s = drk_sched_rows(1, 64 * 56 * 56, true, 132, NULL);
+  if (s.col_warps != 16 || s.warps != 16 || s.rows != 1 || s.cols < 16 * 32 * 4)
+    fprintf(stderr, "FAIL schedule: GroupNorm(1) [1,64,56,56]: col_warps %d warps %d rows %d cols %d\n", s.col_warps, s.warps,
+            s.rows, s.cols), bad++;
+  s = drk_sched_rows(32, 112 * 112, false, 132, NULL);
+  if (s.col_warps < 8 || s.warps != s.col_warps || s.rows != 32)
+    fprintf(stderr, "FAIL schedule: NHWC [1,112,112,32]: col_warps %d warps %d rows %d\n", s.col_warps, s.warps, s.rows), bad++;
+  if (drk_sched_rows(4096, 4096, true, 132, NULL).col_warps > 1 || drk_sched_rows(1, 200704, true, 0, NULL).col_warps > 1 ||
+      drk_sched_rows(32 * 2048, 49, false, 132, NULL).col_warps > 1)
+    fprintf(stderr, "FAIL schedule: col_warps where rows fill the GPU, or for TopK\n"), bad++;
+  opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("rows.col_warps=1,rows.split=3", &opp.knobs, err, sizeof err) ||
+      drk_sched_rows(1, 200704, true, 132, &opp.knobs).col_warps > 1 || drk_sched_rows_split(1, 100, 132, &opp.knobs) != 3)
+    fprintf(stderr, "FAIL schedule: rows.col_warps=1,rows.split=3 not applied\n"), bad++;
+  if (drk_sched_rows_split(1, 49, 132, NULL) < 8 || drk_sched_rows_split(1, 7, 132, NULL) != 1 ||
+      drk_sched_rows_split(512, 100, 132, NULL) != 1)
+    fprintf(stderr, "FAIL schedule: rows.split heuristic\n"), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
                                       "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=3", "flat.move_block=1000",
                                       "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2", "mm.pair=2",
-                                      "rows.spt=3", "rows.spt=16"};
+                                      "rows.spt=3", "rows.spt=16", "rows.col_warps=3", "rows.col_warps=32",
+                                      "rows.split=0", "rows.split=129"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;
