@@ -109,6 +109,33 @@ def group_norm_relu(shape, groups):
     return build, torch_fn
 
 
+def gn1_token_mixer(shape):
+    """poolformer's block: x + (AvgPool3x3(GroupNorm(x)) - GroupNorm(x)); the GroupNorm is a
+    kernel of its own (it feeds a pool)."""
+    C = shape[1]
+
+    def build(dt):
+        rng = np.random.default_rng(3)
+        sc = numpy_helper.from_array((1 + 0.1 * rng.standard_normal(C)).astype(np_of(dt)), "scale")
+        bi = numpy_helper.from_array((0.1 * rng.standard_normal(C)).astype(np_of(dt)), "bias")
+        nodes = [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["g"], num_groups=1, epsilon=1e-5),
+                 helper.make_node("AveragePool", ["g"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1],
+                                  count_include_pad=0),
+                 helper.make_node("Sub", ["p", "g"], ["d"]),
+                 helper.make_node("Add", ["x", "d"], ["y"])]
+        return nodes, [("x", shape)], [("y", shape)], [sc, bi]
+
+    def torch_fn(torch):
+        def f(x, _w={}):
+            if "w" not in _w:
+                _w["w"] = torch.ones(C, dtype=x.dtype, device=x.device)
+                _w["b"] = torch.zeros(C, dtype=x.dtype, device=x.device)
+            g = torch.nn.functional.group_norm(x, 1, _w["w"], _w["b"], 1e-5)
+            return x + (torch.nn.functional.avg_pool2d(g, 3, 1, 1, count_include_pad=False) - g)
+        return f
+    return build, torch_fn
+
+
 def layer_norm_last(shape):
     C = shape[-1]
 
@@ -163,6 +190,7 @@ CASES = {
     "gn1_relu_1x64x56x56": group_norm_relu([1, 64, 56, 56], 1),
     "gn1_relu_1x512x7x7": group_norm_relu([1, 512, 7, 7], 1),
     "gn1_relu_32x64x56x56": group_norm_relu([32, 64, 56, 56], 1),
+    "gn1_token_mixer_1x64x56x56": gn1_token_mixer([1, 64, 56, 56]),
     # ConvNeXt's channels-last LayerNorm (many short rows: the form that was already fine)
     "ln_convnext_1x56x56x96": layer_norm_last([1, 56, 56, 96]),
     "ln_convnext_32x56x56x96": layer_norm_last([32, 56, 56, 96]),
