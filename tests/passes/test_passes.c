@@ -1175,7 +1175,53 @@ static void test_fold_weight_transpose(void) {
   drk_graph_destroy(g);
 }
 
+/* MatMul widths padded (passes/pad_matmul_n.c): a constant [16, 70] weight becomes [16, 72]
+ * with zero columns, the result a Slice of the [.., 72] product with the same values and the
+ * same name; N a multiple of 8, or K not one, is left alone. */
+static drk_graph_t *pad_graph(int64_t K, int64_t N) {
+  drk_graph_t *g = drk_graph_create("t");
+  char xs[32], ws[32];
+  snprintf(xs, sizeof xs, "2,5,%lld", (long long)K);
+  snprintf(ws, sizeof ws, "%lld,%lld", (long long)K, (long long)N);
+  drk_value_t *x = input(g, "x", DRK_DT_F32, xs);
+  drk_node_t *mm = node(g, DRK_OP_MATMUL, "logits", 1, 2, x, wavy(g, "w", ws, 0.6));
+  drk_graph_add_output(g, OUT(mm));
+  return g;
+}
+
+static void test_pad_matmul_n(void) {
+  static const int64_t cases[][3] = {{16, 70, 1}, {16, 72, 0}, {12, 70, 0}, {16, 7, 0}};
+  for (size_t k = 0; k < DRK_ARRAY_LEN(cases); k++) {
+    int64_t K = cases[k][0], N = cases[k][1];
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = pad_graph(K, N), *ref = pad_graph(K, N);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_pad_matmul_n(g, &n) && n == (size_t)cases[k][2]);
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    const drk_value_t *y = g->outputs[0];
+    CHECK(strcmp(y->name, "logits") == 0 && y->shape.dims[2].size == N);
+    if (cases[k][2]) {
+      CHECK(y->def->op == DRK_OP_SLICE && y->def->inputs[0]->def->op == DRK_OP_MATMUL);
+      CHECK(y->def->inputs[0]->def->inputs[1]->shape.dims[1].size == 72);
+    }
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 3, (int64_t[]){2, 5, K}));
+    for (int64_t i = 0; i < 10 * K; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f;
+    drk_tensor_t a = {0}, b = {0};
+    CHECK(drk_interp_run(g, &in, &a, &d) && drk_interp_run(ref, &in, &b, &d));
+    CHECK(a.rank == 3 && a.dims[2] == N && drk_tensor_numel(&a) == drk_tensor_numel(&b));
+    double err = drk_tensor_rel_error(&a, &b);
+    if (!(err <= 1e-6)) fprintf(stderr, "pad_matmul_n rel. error %g (case %zu)\n", err, k), failures++;
+    drk_tensor_free(&a), drk_tensor_free(&b), drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
+    {"pad_matmul_n", test_pad_matmul_n},
     {"gemm_to_matmul", test_gemm_to_matmul},
     {"fold_weight_transpose", test_fold_weight_transpose},
     {"plan_inplace", test_plan_inplace},
