@@ -1,6 +1,7 @@
 /* Gemm as MatMul (drk_pass_gemm_to_matmul): Y = alpha * A' . B' + beta * C (A' = A or A^T,
  * B' = B or B^T) becomes MatMul(A', B') -> Mul(., alpha) -> Add(., C') with the Mul left out
- * when alpha is 1 and the Add when there is no C or beta is 0 (C' = C, or Mul(C, beta)). A
+ * when alpha is 1 and the Add when there is no C or beta is 0 (C' = C, beta * C computed here
+ * when C is a constant, else Mul(C, beta)). A
  * transposed operand that is a constant is stored transposed here, once, at compile time
  * (HF Conv1D and nn.Linear weights as torch's exporters write them); one that is computed
  * gets a Transpose node. Why: the sm_90a TMA + wgmma kernel and the sibling merge
@@ -92,7 +93,14 @@ static bool rewrite(drk_graph_t *g, drk_node_t *n) {
     r = node1(g, DRK_OP_MUL, 2, (drk_value_t *[]){r, s}, drk_graph_unique_namef(g, "%s_scaled", base), t, M, N, n->loc);
   }
   if (c && beta != 0.0) {
-    if (beta != 1.0) {
+    drk_tensor_t cv, ct; /* cv borrows C's bytes; ct is the scaled copy */
+    if (beta != 1.0 && c->kind == DRK_VALUE_CONST && c->data && drk_tensor_from_const(&cv, c) &&
+        drk_tensor_alloc(&ct, cv.dtype, cv.rank, cv.dims)) {
+      /* a constant C (a bias) is scaled here, once, rounded to its dtype once */
+      for (int64_t i = 0; i < drk_tensor_numel(&ct); i++) drk_tensor_set_f64(&ct, i, beta * drk_tensor_get_f64(&cv, i));
+      c = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_betaC", base), c->dtype, c->shape, ct.data, ct.nbytes);
+      drk_tensor_free(&ct);
+    } else if (beta != 1.0) {
       drk_value_t *s = scalar(g, drk_graph_unique_namef(g, "%s_beta", base), t, beta);
       if (!s) return false;
       drk_node_t *m = drk_graph_add_node(g, DRK_OP_MUL, 2, (drk_value_t *[]){c, s}, 1,
