@@ -55,11 +55,21 @@ static drk_value_t *scalar(drk_graph_t *g, const char *name, drk_dtype_t t, doub
   return drk_graph_add_const_copy(g, name, t, drk_graph_shape_static(g, 0, NULL), buf, nb);
 }
 
-/* v^T: a transposed copy when v is a constant, else a Transpose node. */
-static drk_value_t *transposed(drk_graph_t *g, drk_value_t *v, const char *base, drk_loc_t loc) {
+/* Transposed copies made so far: a weight shared by several Gemms (ALBERT's layers, a tied
+ * embedding) is transposed and stored once. */
+typedef struct tcache {
+  const drk_value_t **src;
+  drk_value_t **dst;
+  size_t n, cap;
+} tcache_t;
+
+/* v^T: a transposed copy when v is a constant (one per constant), else a Transpose node. */
+static drk_value_t *transposed(drk_graph_t *g, tcache_t *tc, drk_value_t *v, const char *base, drk_loc_t loc) {
   int64_t r = v->shape.dims[0].size, c = v->shape.dims[1].size;
   const char *name = drk_graph_unique_namef(g, "%s_T", base);
   if (v->kind == DRK_VALUE_CONST && v->data) {
+    for (size_t i = 0; i < tc->n; i++)
+      if (tc->src[i] == v) return tc->dst[i];
     size_t es = (size_t)drk_dtype_bits(v->dtype) / 8;
     unsigned char *t = malloc(es * (size_t)(r * c) + 1);
     if (!t) return NULL;
@@ -69,6 +79,10 @@ static drk_value_t *transposed(drk_graph_t *g, drk_value_t *v, const char *base,
     drk_value_t *o = drk_graph_add_const_copy(g, name, v->dtype, drk_graph_shape_static(g, 2, (int64_t[]){c, r}), t,
                                               es * (size_t)(r * c));
     free(t);
+    if (tc->n < tc->cap) {
+      tc->src[tc->n] = v;
+      tc->dst[tc->n++] = o;
+    }
     return o;
   }
   drk_value_t *o = node1(g, DRK_OP_TRANSPOSE, 1, (drk_value_t *[]){v}, name, v->dtype, c, r, loc);
@@ -76,15 +90,15 @@ static drk_value_t *transposed(drk_graph_t *g, drk_value_t *v, const char *base,
   return o;
 }
 
-static bool rewrite(drk_graph_t *g, drk_node_t *n) {
+static bool rewrite(drk_graph_t *g, tcache_t *tc, drk_node_t *n) {
   drk_value_t *a = n->inputs[0], *b = n->inputs[1], *c = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
   const char *base = y->name;
   bool ta = drk_node_attr_int(n, "transA", 0) != 0, tb = drk_node_attr_int(n, "transB", 0) != 0;
   double alpha = drk_node_attr_float(n, "alpha", 1.0), beta = drk_node_attr_float(n, "beta", 1.0);
   int64_t M = y->shape.dims[0].size, N = y->shape.dims[1].size;
   drk_dtype_t t = y->dtype;
-  if (ta && !(a = transposed(g, a, base, n->loc))) return false;
-  if (tb && !(b = transposed(g, b, base, n->loc))) return false;
+  if (ta && !(a = transposed(g, tc, a, base, n->loc))) return false;
+  if (tb && !(b = transposed(g, tc, b, base, n->loc))) return false;
   drk_value_t *r = node1(g, DRK_OP_MATMUL, 2, (drk_value_t *[]){a, b}, drk_graph_unique_namef(g, "%s_mm", base), t, M,
                          N, n->loc);
   if (alpha != 1.0) {
@@ -127,6 +141,8 @@ bool drk_pass_gemm_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
   drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
   if (!orig) return false;
   memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  tcache_t tc = {drk_arena_alloc(g->arena, sizeof *tc.src * 2 * n_orig), drk_arena_alloc(g->arena, sizeof *tc.dst * 2 * n_orig),
+                 0, 2 * n_orig};
   g->n_nodes = 0; /* nodes are pushed again in order, the new ones in place of their Gemm */
   bool ok = true;
   for (size_t i = 0; i < n_orig; i++) {
@@ -134,7 +150,7 @@ bool drk_pass_gemm_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
     DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
     if (ok && eligible(n)) {
       /* the new nodes were appended after n by drk_graph_add_node; n is dead once rewritten */
-      if (!(ok = rewrite(g, n))) break;
+      if (!(ok = rewrite(g, &tc, n))) break;
       done++;
     }
   }

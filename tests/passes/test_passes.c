@@ -1117,6 +1117,26 @@ static drk_graph_t *gemm_graph(int k) {
 }
 
 static void test_gemm_to_matmul(void) {
+  { /* a weight two Gemms read with transB (shared layers) is transposed and stored once */
+    drk_graph_t *g = drk_graph_create("t");
+    drk_value_t *x = input(g, "x", DRK_DT_F32, "5,7"), *w = wavy(g, "w", "7,7", 0.5);
+    drk_node_t *g1 = node(g, DRK_OP_GEMM, "g1", 1, 2, x, w), *g2 = node(g, DRK_OP_GEMM, "g2", 1, 2, OUT(g1), w);
+    drk_node_set_int(g, g1, "transB", 1);
+    drk_node_set_int(g, g2, "transB", 1);
+    drk_graph_add_output(g, OUT(g2));
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    size_t n = 0;
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_gemm_to_matmul(g, &n) && n == 2);
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d));
+    const drk_value_t *b[2] = {NULL, NULL};
+    int k = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->op == DRK_OP_MATMUL && k < 2) b[k++] = g->nodes[i]->inputs[1];
+    CHECK(k == 2 && b[0] == b[1] && b[0]->kind == DRK_VALUE_CONST);
+    drk_graph_destroy(g);
+  }
   for (int k = 0; k < 4; k++) {
     drk_diag_t d;
     drk_diag_init(&d, stderr);
