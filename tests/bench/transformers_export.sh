@@ -10,7 +10,7 @@
 #        transformers_export.py, e.g. --only gpt2 llama --precisions fp16]
 # Writes OUTDIR/log.txt (the table lines) and OUTDIR/results.json. Time: about 6 minutes (the
 # exports on the CPU ~1.5 min, torch.compile ~30 s a model; torch timings stop being started
-# after --budget 270 s); hard limit 9 minutes.
+# after --budget 330 s; fp16 only unless --torch-bf16); hard limit 9 minutes.
 set -u
 OUT=${1:?usage: DRKC=... DRKRUN=... $0 OUTDIR [args]}
 shift
