@@ -193,6 +193,33 @@ static bool st_conv_to_matmul(drk_pipeline_t *p) {
   return drk_pass_infer_shapes(p->g, p->d);
 }
 
+static bool st_gemm_to_matmul(drk_pipeline_t *p) {
+  size_t n = 0;
+  if (!drk_pass_gemm_to_matmul(p->g, &n)) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory rewriting Gemm as MatMul");
+    return false;
+  }
+  if (!n) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu Gemms run as MatMuls\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* Only for sm_90a, whose TMA + wgmma kernel needs N % 8 == 0 (the general kernel takes any N),
+ * and where the Slice it adds fuses into a flat group (level >= 1). */
+static bool st_pad_matmul_n(drk_pipeline_t *p) {
+  if (!(p->o->targets & (1u << DRK_TARGET_SM90A)) || fusion_level(p->o) < 1) return true;
+  size_t n = 0;
+  if (!drk_pass_pad_matmul_n(p->g, &n)) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory padding MatMul weights");
+    return false;
+  }
+  if (!n) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu MatMul weights padded to a multiple of 8 columns\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
 /* Sibling MatMuls of one activation as one (q/k/v projections): only where matmul epilogues
  * fuse (fusion level >= 2, the default), so levels 0 and 1 keep a kernel per MatMul. */
 static bool st_merge_matmul(drk_pipeline_t *p) {
@@ -372,6 +399,9 @@ static const drk_stage_t stages[] = {
     {"fold-batchnorm", "folds inference BatchNormalization into the convolution before it", st_fold_batchnorm,
      dump_graph},
     {"conv-to-matmul", "pointwise convolutions become MatMuls", st_conv_to_matmul, dump_graph},
+    {"gemm-to-matmul", "Gemms become MatMuls with their alpha/beta/C as an epilogue", st_gemm_to_matmul, dump_graph},
+    {"pad-matmul-n", "sm_90a: constant MatMul weights of N % 8 != 0 columns padded, the result sliced", st_pad_matmul_n,
+     dump_graph},
     {"merge-matmul", "sibling MatMuls of one input become one (fusion level >= 2)", st_merge_matmul, dump_graph},
     {"precision", "applies --precision/--matmul-precision: casts at the compute boundaries, the interface keeps "
                   "its dtypes", st_precision, dump_graph},

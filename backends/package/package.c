@@ -94,6 +94,28 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
   fprintf(out, "report: activations %.2f MiB planned vs %.2f MiB naive sum (%.0f%%); weights %.2f MiB; arena %.2f MiB\n",
           act / 1048576.0, plan->naive_size / 1048576.0, plan->naive_size ? 100.0 * (double)act / (double)plan->naive_size : 0.0,
           plan->weights_size / 1048576.0, plan->arena_size / 1048576.0);
+  /* kernel forms (schedule kind / mma kind) in order of first launch: which attention became
+   * a flash kernel and which matmuls run on the sm_90a TMA + wgmma kernel (mm_ws) */
+  const char *fk[32];
+  size_t fn[32], nf = 0, flash = 0;
+  char names[32][48];
+  for (size_t i = 0; i < l->n_launches; i++) {
+    const drk_schedule_t *S = &l->launches[i].sched;
+    char nm[48];
+    snprintf(nm, sizeof nm, "%s%s%s", S->kind ? S->kind : "other", S->mma ? "/" : "", S->mma ? S->mma : "");
+    flash += S->kind && !strcmp(S->kind, "attention");
+    size_t j = 0;
+    while (j < nf && strcmp(names[j], nm)) j++;
+    if (j == nf && nf < 32) {
+      memcpy(names[nf], nm, sizeof nm);
+      fk[nf] = names[nf];
+      fn[nf++] = 0;
+    }
+    if (j < nf) fn[j]++;
+  }
+  fprintf(out, "report: %zu flash-attention kernels; kernel forms:", flash);
+  for (size_t j = 0; j < nf; j++) fprintf(out, " %zu %s", fn[j], fk[j]);
+  fprintf(out, "\n");
   fprintf(out, "report: precision mix (float nodes by compute dtype):");
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
