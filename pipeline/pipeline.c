@@ -268,7 +268,15 @@ static void dump_lower(const drk_pipeline_t *p, FILE *out) { drk_lowered_print(&
 static bool st_plan_memory(drk_pipeline_t *p) {
   if (!drk_lowered_plan_memory(p->g, &p->l, &p->plan, p->d)) return false;
   p->planned = true;
-  if (p->o->report) drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+  if (p->o->report) {
+    drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+    /* One plan serves every image (lower_options): an sm_90a image beside an older target
+     * runs that target's kernels, without wgmma or TMA. */
+    drk_lower_options_t lo = lower_options(p->o);
+    if ((p->o->targets & (1u << DRK_TARGET_SM90A)) && !lo.arch_specific)
+      fprintf(p->o->report, "report: kernels are lowered for the oldest target (sm_%d class): the sm_90a image has "
+                            "no wgmma/TMA kernels; build sm_90a alone for Hopper speed\n", lo.target_sm);
+  }
   return true;
 }
 

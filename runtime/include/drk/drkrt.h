@@ -60,6 +60,11 @@ typedef struct drk_allocator {
   void *user;
 } drk_allocator_t;
 
+/* A status of the caller's making (code must not be DRK_STATUS_OK), for code that wraps this
+ * API, e.g. the headers drkc writes with host objects (-c). The message is copied; NULL
+ * alloc: malloc. When even that fails the result is a static out-of-memory status. */
+drk_status_t drk_status_create(const drk_allocator_t *alloc, drk_status_code_t code, const char *message);
+
 /* ---- modules (host side; no driver needed) ---- */
 typedef struct drk_module drk_module_t;
 
