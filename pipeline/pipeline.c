@@ -336,6 +336,15 @@ static bool st_codegen(drk_pipeline_t *p) {
       drk_nv_code_t *c = &p->code[p->n_code++];
       c->t = drk_target_info((drk_target_t)t);
       bool cubin = !wants(p, "ptx");
+      /* Which ptxas makes this target's cubins (sm_87 needs a CUDA 12.x one): found once,
+       * before any kernel, so a missing one is one clear error; said with -v and --report. */
+      const char *release = NULL;
+      char *ptxas = cubin ? drk_nvptx_ptxas_find_for(c->t->name, &release, p->d) : NULL;
+      if (cubin && !ptxas) return false;
+      if (ptxas && (p->o->verbose || p->o->report))
+        fprintf(p->o->report ? p->o->report : stderr, "%s: %s cubins by ptxas %s (CUDA %s)\n",
+                p->o->report ? "report" : "drkc", c->t->name, ptxas, release ? release : "unknown");
+      free(ptxas);
       drk_codegen_opts_t co = {.jobs = p->o->jobs, .no_cache = p->o->no_cache, .progress = codegen_progress,
                                .progress_ctx = p, .stats = &p->stats};
       p->target_now = c->t->name;
