@@ -24,5 +24,6 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/drkcConfigVersion.cmake VER
 install(FILES ${CMAKE_BINARY_DIR}/drkcConfig.cmake ${CMAKE_BINARY_DIR}/drkcConfigVersion.cmake
               ${CMAKE_SOURCE_DIR}/cmake/drkcAddModel.cmake DESTINATION ${DRK_CMAKE_DIR})
 # pkg-config: `cc app.c model.o $(pkg-config --cflags --libs drkrt)` (shared), --static for libdrkrt.a
+file(RELATIVE_PATH DRK_PC_TO_PREFIX /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x) # ../.. (or ../../.. for lib/<multiarch>)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/drkrt.pc.in ${CMAKE_BINARY_DIR}/drkrt.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/drkrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
