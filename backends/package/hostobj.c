@@ -6,6 +6,8 @@
  * producer strings that change with the LLVM build). */
 #include "backends/package/hostobj.h"
 
+#include "backends/package/module.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,7 +63,6 @@ static void w64(uint8_t *p, uint64_t v) {
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 enum { EHDR = 64, SHDR = 64, SYM = 24, DATA_ALIGN = 4096 };
-enum { SEC_NULL, SEC_DATA, SEC_SYMTAB, SEC_STRTAB, SEC_SHSTRTAB, SEC_NOTE, N_SEC };
 
 static void section(uint8_t *sh, uint32_t name, uint32_t type, uint64_t flags, uint64_t off, uint64_t size,
                     uint32_t link, uint32_t info, uint64_t align, uint64_t entsize) {
@@ -86,6 +87,17 @@ static void symbol(uint8_t *s, uint32_t name, uint8_t info, uint16_t shndx, uint
   w64(s + 16, size);
 }
 
+/* The module's NVIDIA fat binary, if it has one (borrowed from module). */
+static const void *module_fatbin(const void *module, size_t size, size_t *out_size) {
+  drk_modfile_t *m = NULL;
+  const void *fb = NULL;
+  if (drk_modfile_read(module, size, NULL, &m, NULL, 0) != DRK_MODFILE_OK) return NULL;
+  for (uint32_t i = 0; i < m->n_images && !fb; i++)
+    if (m->images[i].kind == DRK_MODFILE_IMAGE_FATBIN) fb = m->images[i].data, *out_size = (size_t)m->images[i].size;
+  drk_modfile_free(NULL, m);
+  return fb;
+}
+
 bool drk_host_object(const void *module, size_t size, const char *name, drk_host_arch_t arch, void **out_data,
                      size_t *out_size, drk_diag_t *d) {
   if (!drk_host_name_ok(name)) {
@@ -93,6 +105,15 @@ bool drk_host_object(const void *module, size_t size, const char *name, drk_host
                                     "not starting with a digit); give one with --name=NAME", name);
     return false;
   }
+  /* A copy of the fat binary in .nv_fatbin, where NVIDIA's tools look (cuobjdump --list-elf
+   * --list-ptx, -sass): the object's GPU code can be inspected like nvcc's. The runtime uses
+   * the module's own copy; nothing registers this one (no .nvFatBinSegment wrapper). */
+  size_t fb_size = 0;
+  const void *fb = module_fatbin(module, size, &fb_size);
+  enum { SEC_NULL, SEC_DATA };
+  const uint16_t sec_fatbin = fb ? 2 : 0, sec_symtab = fb ? 3 : 2, sec_strtab = (uint16_t)(sec_symtab + 1),
+                 sec_shstrtab = (uint16_t)(sec_symtab + 2), sec_note = (uint16_t)(sec_symtab + 3),
+                 n_sec = (uint16_t)(sec_note + 1);
   /* String tables: symbol names, then section names. */
   size_t nlen = strlen(name);
   char strtab[512];
@@ -101,16 +122,17 @@ bool drk_host_object(const void *module, size_t size, const char *name, drk_host
   strtab[0] = 0;
   snprintf(strtab + sym_mod, sizeof strtab - sym_mod, "%s_drkm", name);
   snprintf(strtab + sym_size, sizeof strtab - sym_size, "%s_drkm_size", name);
-  static const char shstr[] = "\0.rodata.drkm\0.symtab\0.strtab\0.shstrtab\0.note.GNU-stack";
-  const uint32_t n_data = 1, n_symtab = 14, n_strtab = 22, n_shstrtab = 30, n_note = 40;
+  static const char shstr[] = "\0.rodata.drkm\0.symtab\0.strtab\0.shstrtab\0.note.GNU-stack\0.nv_fatbin";
+  const uint32_t n_data = 1, n_symtab = 14, n_strtab = 22, n_shstrtab = 30, n_note = 40, n_fatbin = 56;
 
   size_t data_size = align_up(size, 8) + 8; /* the bytes, then the u64 size */
   size_t off_data = DATA_ALIGN;
-  size_t off_sym = align_up(off_data + data_size, 8), n_syms = 4;
+  size_t off_fb = align_up(off_data + data_size, 8);
+  size_t off_sym = align_up(off_fb + (fb ? fb_size : 0), 8), n_syms = 4;
   size_t off_str = off_sym + n_syms * SYM;
   size_t off_shstr = off_str + strtab_size;
   size_t off_sh = align_up(off_shstr + sizeof shstr, 8);
-  size_t total = off_sh + N_SEC * SHDR;
+  size_t total = off_sh + (size_t)n_sec * SHDR;
   uint8_t *b = calloc(1, total);
   if (!b) {
     drk_diag_error(d, drk_loc_none, "out of memory making the host object (%zu bytes)", total);
@@ -128,11 +150,12 @@ bool drk_host_object(const void *module, size_t size, const char *name, drk_host
   w64(b + 40, off_sh);
   w16(b + 52, EHDR);
   w16(b + 58, SHDR);
-  w16(b + 60, N_SEC);
-  w16(b + 62, SEC_SHSTRTAB);
+  w16(b + 60, n_sec);
+  w16(b + 62, sec_shstrtab);
   /* data */
   memcpy(b + off_data, module, size);
   w64(b + off_data + align_up(size, 8), (uint64_t)size);
+  if (fb) memcpy(b + off_fb, fb, fb_size);
   /* symbols: null, the section, then the two globals (sh_info: the first global) */
   uint8_t *sy = b + off_sym;
   symbol(sy + 1 * SYM, 0, 3 /* LOCAL SECTION */, SEC_DATA, 0, 0);
@@ -143,11 +166,12 @@ bool drk_host_object(const void *module, size_t size, const char *name, drk_host
   /* section headers */
   uint8_t *sh = b + off_sh;
   section(sh + SEC_DATA * SHDR, n_data, 1 /* PROGBITS */, 2 /* ALLOC */, off_data, data_size, 0, 0, DATA_ALIGN, 0);
-  section(sh + SEC_SYMTAB * SHDR, n_symtab, 2 /* SYMTAB */, 0, off_sym, n_syms * SYM, SEC_STRTAB, 2, 8, SYM);
-  section(sh + SEC_STRTAB * SHDR, n_strtab, 3 /* STRTAB */, 0, off_str, strtab_size, 0, 0, 1, 0);
-  section(sh + SEC_SHSTRTAB * SHDR, n_shstrtab, 3, 0, off_shstr, sizeof shstr, 0, 0, 1, 0);
+  if (fb) section(sh + sec_fatbin * SHDR, n_fatbin, 1, 2, off_fb, fb_size, 0, 0, 8, 0);
+  section(sh + sec_symtab * SHDR, n_symtab, 2 /* SYMTAB */, 0, off_sym, n_syms * SYM, sec_strtab, 2, 8, SYM);
+  section(sh + sec_strtab * SHDR, n_strtab, 3 /* STRTAB */, 0, off_str, strtab_size, 0, 0, 1, 0);
+  section(sh + sec_shstrtab * SHDR, n_shstrtab, 3, 0, off_shstr, sizeof shstr, 0, 0, 1, 0);
   /* an empty .note.GNU-stack: the object needs no executable stack (linkers warn otherwise) */
-  section(sh + SEC_NOTE * SHDR, n_note, 1, 0, off_sh, 0, 0, 0, 1, 0);
+  section(sh + sec_note * SHDR, n_note, 1, 0, off_sh, 0, 0, 0, 1, 0);
   *out_data = b;
   *out_size = total;
   return true;

@@ -7,7 +7,9 @@
  * its own alignment, as drk_module_load_memory wants), with two global symbols:
  *   <name>_drkm       the module bytes (size = the module's size)
  *   <name>_drkm_size  a uint64_t holding that size (after the bytes, 8-aligned)
- * and no relocations, no code: an application links it with libdrkrt and nothing else. The
+ * and no relocations, no code: an application links it with libdrkrt and nothing else. A copy
+ * of the module's NVIDIA fat binary sits in .nv_fatbin (align 8), where cuobjdump and the
+ * other CUDA tools look, so the object's GPU code can be listed and disassembled. The
  * object is written here, byte by byte (ELF64, little-endian; no timestamps), so the same
  * module gives the same object (deterministic builds).
  *
