@@ -7,9 +7,11 @@
 # at paths that do not exist so this holds on a GPU machine too (tests/gpu/deploy.sh runs it
 # there). Also: --emit=lib (a static archive), the object's layout (section alignment,
 # symbols, the module bytes inside it read back by drkrun --list), and option errors.
-# usage: c_app.sh DRKC DRKRUN MODEL SRC_DIR INCLUDE_DIR LIBDRKRT_A LIBDRKRT_SO WORK_DIR [CC]
+# With MODELS_DIR (tests/models' data), a two-input model (bert_layer: f32 and int64 inputs)
+# gets a typed run() that a -Werror C program calls.
+# usage: c_app.sh DRKC DRKRUN MODEL SRC_DIR INCLUDE_DIR LIBDRKRT_A LIBDRKRT_SO WORK_DIR [CC [MODELS_DIR]]
 set -u
-DRKC=$1; DRKRUN=$2; MODEL=$3; SRC=$4; INC=$5; LIBA=$6; LIBSO=$7; W=$8; CC=${9:-cc}
+DRKC=$1; DRKRUN=$2; MODEL=$3; SRC=$4; INC=$5; LIBA=$6; LIBSO=$7; W=$8; CC=${9:-cc}; MODELS=${10:-}
 rm -rf "$W"; mkdir -p "$W"
 fails=0
 pass() { echo "PASS $1"; }
@@ -98,6 +100,32 @@ else fail "drkc --emit=lib"; sed 's/^/  | /' "$W/lib.log"; fi
 (cd "$W" && "$DRKC" "$MODEL" --target=sm_87 -c --host=aarch64-linux-gnu --name=orin -o orin.o -q) 2>"$W/a64.log" &&
   readelf -hW "$W/orin.o" >"$W/a64.txt" && has a64.machine "$W/a64.txt" 'Machine: +AArch64' 1 &&
   has a64.header "$W/orin.h" '^static inline drk_status_t orin_run\(orin_t \*m' 1 || { fail "aarch64 object"; cat "$W/a64.log"; }
+
+# a model with two inputs of two dtypes: the typed run() takes each with its C type
+B=$MODELS/bert_layer
+if [ -n "$MODELS" ] && [ -f "$B/model.onnx" ]; then
+  mkdir -p "$W/bert"
+  if (cd "$W/bert" && "$DRKC" "$B/model.onnx" --target=sm_90 --shapes-from="$B/test_data_set_0" -c -o bert.o -q) 2>"$W/bert.log"; then
+    has bert.run "$W/bert/bert.h" '^static inline drk_status_t bert_run\(bert_t \*m, const float \*hidden_states, const int64_t \*attention_mask, float \*last_hidden_state\)' 1
+    cat >"$W/bert/main.c" <<'C'
+#include <stdio.h>
+#include "bert.h"
+static float h[BERT_INPUT_0_NUMEL], y[BERT_OUTPUT_0_NUMEL];
+static int64_t mask[BERT_INPUT_1_NUMEL];
+int main(void) {
+  bert_t *m;
+  drk_status_t st = bert_create(&m, NULL);
+  if (!st) st = bert_run(m, h, mask, y), bert_destroy(m);
+  printf("%s\n", drk_status_code_name(drk_status_code(st)));
+  drk_status_destroy(st);
+  return 0;
+}
+C
+    if "$CC" -std=c11 -Wall -Wextra -Werror -I"$INC" -I"$W/bert" "$W/bert/main.c" "$W/bert/bert.o" "$LIBA" -ldl -o "$W/bert/app" 2>"$W/bert_cc.log"; then
+      "$W/bert/app" >"$W/bert.out" 2>&1; has bert.app "$W/bert.out" '^DRK_STATUS_NO_(DRIVER|DEVICE)$' 1
+    else fail "bert app does not build with -Werror"; sed 's/^/  | /' "$W/bert_cc.log"; fi
+  else fail "drkc bert_layer -c"; sed 's/^/  | /' "$W/bert.log"; fi
+fi
 
 # errors: located and with the way out, exit 2, no file left behind
 err() { # NAME REGEX ARGS...
