@@ -51,8 +51,9 @@ static const char usage_text[] =
     "                          --gpu-architecture=sm_90. Known: %s.\n"
     "                          sm_90 means Hopper at full speed: it builds sm_90a (wgmma, TMA;\n"
     "                          every compute-capability-9.0 GPU runs it) with compute_90a PTX,\n"
-    "                          which no later GPU can JIT. One plan serves every target: a list\n"
-    "                          with an older target (sm_87,sm_90) lowers for the oldest\n"
+    "                          which no later GPU can JIT. One plan serves every target: with\n"
+    "                          an older target in the list (sm_87,sm_90) every image runs the\n"
+    "                          oldest target's kernels (no wgmma; --report says so)\n"
     "  --portable              keep sm_90 portable: sm_80-class kernels, an sm_90 cubin and\n"
     "                          compute_90 PTX that later GPUs (Blackwell) JIT-compile\n"
     "  --emit=KIND             %s | obj | lib (default module; schedules: every\n"
@@ -491,7 +492,7 @@ static int compile(options_t *o) {
     return 2;
   }
   if (!ek) {
-    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s)\n", o->emit, emit_names());
+    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s | obj | lib)\n", o->emit, emit_names());
     return 2;
   }
   if (has_suffix(o->input, ".drkt")) {
