@@ -46,8 +46,8 @@ struct drk_pipeline {
   drk_nv_code_t code[DRK_TARGET_COUNT]; /* NVIDIA targets in target order */
   size_t n_code;
   char *llvm;  /* --emit=llvm */
-  void *hsaco, *bundle, *fatbin, *module;
-  size_t hsaco_size, bundle_size, fatbin_size, module_size;
+  void *hsaco, *bundle, *fatbin, *module, *weights;
+  size_t hsaco_size, bundle_size, fatbin_size, module_size, weights_size;
   char image_targets[256]; /* the fat binary's images, "sm_90a,compute_90a" */
   double ms[32];           /* wall time per stage */
   double t_start;          /* when the stage running now began (progress line) */
@@ -373,8 +373,10 @@ static bool st_package(drk_pipeline_t *p) {
   if (p->bundle)
     imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
   const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
-  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash};
-  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, p->d);
+  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
+                              .weights_file = p->o->weights_file};
+  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
+                            &p->weights_size, p->d);
 }
 
 /* ---- the table ---- */
@@ -472,6 +474,7 @@ void drk_pipeline_destroy(drk_pipeline_t *p) {
   free(p->bundle);
   free(p->fatbin);
   free(p->module);
+  free(p->weights);
   if (p->owns_graph) drk_graph_destroy(p->g);
   free(p);
 }
@@ -598,6 +601,7 @@ bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, s
   if (strcmp(kind, "bundle") == 0) return take(&p->bundle, p->bundle_size, out_data, out_size);
   if (strcmp(kind, "fatbin") == 0) return take(&p->fatbin, p->fatbin_size, out_data, out_size);
   if (strcmp(kind, "module") == 0) return take(&p->module, p->module_size, out_data, out_size);
+  if (strcmp(kind, "weights") == 0) return take(&p->weights, p->weights_size, out_data, out_size);
   return false;
 }
 

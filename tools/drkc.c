@@ -65,6 +65,10 @@ static const char usage_text[] =
     "  --host=TRIPLE           the CPU of the host object: x86_64-linux-gnu (default) or\n"
     "                          aarch64-linux-gnu (Jetson)\n"
     "  --name=NAME             the C API's name (default: OUT's base name, e.g. model)\n"
+    "  --weights=W             embedded (the default) | external: the weights go to a side file\n"
+    "                          next to OUT (model.weights), which the runtime reads (drkrun: next\n"
+    "                          to the module; the header's NAME_create: its weights_path option);\n"
+    "                          for models too big for an object's section\n"
     "  --dump-after=STAGE      print the IR after a stage of the pipeline to stderr (STAGE: %s,\n"
     "                          or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
@@ -138,6 +142,7 @@ typedef struct options {
   bool portable;              /* --portable: sm_90 stays sm_90 (drk_target_resolve) */
   const char *host;           /* --host: the host object's CPU (-c, --emit=obj|lib) */
   const char *name;           /* --name: the C API's name (default: the output's base name) */
+  bool external_weights;      /* --weights=external */
   drk_compile_options_t c;
 } options_t;
 
@@ -467,6 +472,26 @@ static bool db_check(const drk_compile_options_t *c, drk_search_tuned_t *tuned, 
   return false;
 }
 
+/* --weights=external: the side file next to the output, named after it (model.drkm, model.o:
+ * model.weights; libmodel.a: model.weights, as its header), malloc'ed. */
+static char *weights_path(const options_t *o, bool host_out) {
+  bool lib = strcmp(o->emit, "lib") == 0;
+  char *dflt = o->output ? NULL : default_output(o->input, lib ? ".a" : host_out ? ".o" : ".drkm");
+  const char *path = o->output ? o->output : dflt;
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char *stem = host_out ? (o->name ? strdup(o->name)
+                                   : drk_host_name_from_path(lib && strncmp(base, "lib", 3) == 0 && base[3] ? base + 3 : base))
+                        : default_output(base, "");
+  size_t dir = (size_t)(base - path);
+  char *out = malloc(dir + strlen(stem) + 16);
+  memcpy(out, path, dir);
+  sprintf(out + dir, "%s.weights", stem);
+  free(stem);
+  free(dflt);
+  return out;
+}
+
 /* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
 static int compile(options_t *o) {
   drk_diag_t d;
@@ -491,7 +516,27 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: --emit=%s writes a file and its header; give -o FILE\n", o->emit);
     return 2;
   }
+  char *wpath = NULL;
+  if (o->external_weights) {
+    if (!host_out && strcmp(o->emit, "module") != 0) {
+      fprintf(stderr, "drkc: error: --weights=external applies to modules and host objects (--emit=module, obj, lib)\n");
+      return 2;
+    }
+    if (o->output && strcmp(o->output, "-") == 0) {
+      fprintf(stderr, "drkc: error: --weights=external writes a side file next to the output; give -o FILE\n");
+      return 2;
+    }
+    wpath = weights_path(o, host_out);
+    const char *wb = strrchr(wpath, '/');
+    o->c.weights_file = wb ? wb + 1 : wpath;
+    if (output_is_input(wpath, o->input)) {
+      fprintf(stderr, "drkc: error: the weights file %s would overwrite the input model\n", wpath);
+      free(wpath);
+      return 1;
+    }
+  }
   if (!ek) {
+    free(wpath);
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s | obj | lib)\n", o->emit, emit_names());
     return 2;
   }
@@ -542,6 +587,20 @@ static int compile(options_t *o) {
     hash_join(&hj);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* the weights first: a module is never left without its side file */
+    void *wdata = NULL;
+    size_t wsize = 0;
+    if (wpath && hj.ok) {
+      if (!drk_pipeline_output(p, "weights", &wdata, &wsize)) {
+        fprintf(stderr, "drkc: error: no weights blob for --weights=external\n");
+        hj.ok = false;
+      } else if (write_result_to(o, wpath, wdata, wsize, true, NULL, 0, sec) != 0) {
+        hj.ok = false;
+      } else if (!o->quiet) {
+        fprintf(stderr, "drkc: wrote %s: the weights, %.1f MB\n", wpath, (double)wsize / 1e6);
+      }
+      free(wdata);
+    }
     if (host_out && hj.ok) rc = write_host_outputs(o, data, size, drk_pipeline_kernel_count(p), sec, &d);
     else if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext, drk_pipeline_kernel_count(p), sec);
     free(data);
@@ -550,6 +609,7 @@ static int compile(options_t *o) {
   if (p && o->c.time_stages) drk_pipeline_print_times(p, stderr);
   drk_pipeline_destroy(p);
   drk_search_tuned_close(tuned);
+  free(wpath);
   return rc;
 }
 
@@ -988,7 +1048,7 @@ int main(int argc, char **argv) {
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL},
                            *const o_freeze[] = {"--freeze-input", NULL}, *const o_host[] = {"--host", NULL},
-                           *const o_name[] = {"--name", NULL};
+                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     int k;
@@ -1006,6 +1066,11 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-c") == 0) o.emit = "obj";
     else if ((v = drkc_opt_value(argc, argv, &i, o_host))) o.host = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_name))) o.name = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_weights))) {
+      if (strcmp(v, "external") != 0 && strcmp(v, "embedded") != 0)
+        return drkc_usage_error("--weights: embedded or external, not '%s'", v);
+      o.external_weights = strcmp(v, "external") == 0;
+    }
     else if ((v = drkc_opt_value(argc, argv, &i, o_target))) o.targets_arg = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_emit))) o.emit = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;

@@ -154,8 +154,16 @@ bool drk_host_header(const void *module, size_t size, const char *name, char **o
   fprintf(f, "/* The module bytes (in the object) and their size. */\nextern const unsigned char %s_drkm[];\n"
              "extern const uint64_t %s_drkm_size;\n\n",
           n, n);
-  fprintf(f, "#define %s_NUM_INPUTS %" PRIu32 "\n#define %s_NUM_OUTPUTS %" PRIu32 "\n#define %s_TARGETS \"%s\"\n\n", NAME,
+  fprintf(f, "#define %s_NUM_INPUTS %" PRIu32 "\n#define %s_NUM_OUTPUTS %" PRIu32 "\n#define %s_TARGETS \"%s\"\n", NAME,
           m->n_inputs, NAME, m->n_outputs, NAME, m->prov.targets);
+  if (m->weights_file)
+    fprintf(f, "/* The weights are not in the object (--weights=external): %s_create reads this file,\n"
+               " * %" PRIu64 " bytes (or the one options.weights_path names), and checks its size and SHA-256. */\n"
+               "#define %s_WEIGHTS_FILE \"%s\"\n",
+            n, m->weights_size, NAME, m->weights_file);
+  else
+    fprintf(f, "#define %s_WEIGHTS_FILE NULL /* the weights are in the object */\n", NAME);
+  fprintf(f, "\n");
   for (uint32_t i = 0; i < m->n_inputs; i++) tensor_consts(f, NAME, "input", i, &m->inputs[i]);
   for (uint32_t i = 0; i < m->n_outputs; i++) tensor_consts(f, NAME, "output", i, &m->outputs[i]);
 
@@ -168,9 +176,11 @@ bool drk_host_header(const void *module, size_t size, const char *name, char **o
           "  int device;                       /* GPU ordinal (0: the first) */\n"
           "  const drk_allocator_t *allocator; /* host memory of the runtime and this API; NULL: malloc */\n"
           "  const char *driver_library;       /* NULL: libcuda.so.1 ($DRK_CUDA_DRIVER) */\n"
+          "  const char *weights_path;         /* --weights=external: the side file (NULL: %s_WEIGHTS_FILE\n"
+          "                                     * in the current directory); unused otherwise */\n"
           "} %s_options_t;\n\n"
           "static inline void %s_destroy(%s_t *m);\n\n",
-          n, n, n, n, n, n);
+          n, n, n, NAME, n, n, n);
   fprintf(f,
           "/* The embedded module, without a GPU (shapes, provenance: drk_module_*); the caller\n"
           " * destroys it with drk_module_destroy. */\n"
@@ -188,6 +198,8 @@ bool drk_host_header(const void *module, size_t size, const char *name, char **o
           "  m->module = NULL;\n  m->runtime = NULL;\n  m->session = NULL;\n"
           "  drk_runtime_options_t ro = {ua ? &m->alloc : NULL, opts ? opts->device : 0, opts ? opts->driver_library : NULL};\n"
           "  drk_status_t st = %s_module(ro.allocator, &m->module);\n"
+          "  if (!st && drk_module_weights_file(m->module))\n"
+          "    st = drk_module_load_weights(m->module, opts ? opts->weights_path : NULL);\n"
           "  if (!st) st = drk_runtime_create(&ro, &m->runtime);\n"
           "  if (!st) st = drk_session_create(m->runtime, m->module, &m->session);\n"
           "  if (st) {\n    %s_destroy(m);\n    return st;\n  }\n"

@@ -127,6 +127,39 @@ C
   else fail "drkc bert_layer -c"; sed 's/^/  | /' "$W/bert.log"; fi
 fi
 
+# --weights=external: the weights in model.weights beside the object; the app reads it (by
+# name, from the current directory), checks size and hash, and fails clearly without it
+mkdir -p "$W/ext"
+if (cd "$W/ext" && "$DRKC" "$MODEL" --target=sm_90 --weights=external -c -o model.o -q) 2>"$W/ext.log"; then
+  wsize=$(stat -c %s "$W/ext/model.weights"); osize=$(stat -c %s "$W/ext/model.o"); full=$(stat -c %s "$W/model.o")
+  [ "$wsize" = 814336 ] && [ $((osize + wsize)) -le $((full + 8192)) ] && [ "$osize" -lt $((full - wsize + 8192)) ] &&
+    pass "external: model.weights $wsize bytes, model.o $osize bytes (embedded: $full)" ||
+    fail "external: sizes weights $wsize, object $osize, embedded object $full"
+  has ext.header "$W/ext/model.h" '^#define MODEL_WEIGHTS_FILE "model.weights"$' 1
+  if "$CC" -I"$INC" -I"$W/ext" "$SRC/examples/c-app/app.c" "$W/ext/model.o" "$LIBA" -ldl -o "$W/ext/app" 2>"$W/ext_cc.log"; then
+    (cd "$W/ext" && ./app >run.out 2>run.err); rc=$?
+    [ "$rc" = 3 ] && pass "external: app reads model.weights, exit 3 (no GPU)" || { fail "external: app exit $rc"; cat "$W/ext/run.err"; }
+    has ext.provenance "$W/ext/run.out" '\(in model.weights\)$' 1
+    mv "$W/ext/model.weights" "$W/ext/saved.weights"
+    (cd "$W/ext" && ./app >run2.out 2>run2.err); rc=$?
+    [ "$rc" = 1 ] && has ext.missing "$W/ext/run2.err" "^app: error: starting the model: model.weights: cannot open the module's weights" 1 ||
+      { fail "external: app without its weights: exit $rc"; cat "$W/ext/run2.err"; }
+    head -c 1000 "$W/ext/saved.weights" >"$W/ext/model.weights"
+    (cd "$W/ext" && ./app >run3.out 2>run3.err)
+    has ext.short "$W/ext/run3.err" "model.weights: 1000 bytes, the module needs 814336" 1
+    cp "$W/ext/saved.weights" "$W/ext/model.weights"; printf 'X' | dd of="$W/ext/model.weights" bs=1 seek=4000 conv=notrunc 2>/dev/null
+    (cd "$W/ext" && ./app >run4.out 2>run4.err)
+    has ext.hash "$W/ext/run4.err" "SHA-256 is not the one the module records" 1
+  else fail "external: app does not build"; sed 's/^/  | /' "$W/ext_cc.log"; fi
+  # drkrun: the side file next to the module, or --weights FILE
+  (cd "$W/ext" && "$DRKC" "$MODEL" --target=sm_90 --weights=external -o m.drkm -q) 2>>"$W/ext.log"
+  "$DRKRUN" "$W/ext/m.drkm" --list >"$W/ext/list.txt" 2>&1; has ext.list "$W/ext/list.txt" 'weights in the side file m.weights' 1
+  "$DRKRUN" "$W/ext/m.drkm" >"$W/ext/drkrun.out" 2>&1; has ext.drkrun "$W/ext/drkrun.out" 'error: starting the runtime: no CUDA driver' 1
+  mv "$W/ext/m.weights" "$W/ext/other.bin"
+  "$DRKRUN" "$W/ext/m.drkm" >"$W/ext/drkrun2.out" 2>&1; has ext.drkrun.missing "$W/ext/drkrun2.out" "error: loading the weights: .*/ext/m.weights: cannot open" 1
+  "$DRKRUN" "$W/ext/m.drkm" --weights "$W/ext/other.bin" >"$W/ext/drkrun3.out" 2>&1; has ext.drkrun.flag "$W/ext/drkrun3.out" 'error: starting the runtime: no CUDA driver' 1
+else fail "drkc --weights=external"; sed 's/^/  | /' "$W/ext.log"; fi
+
 # errors: located and with the way out, exit 2, no file left behind
 err() { # NAME REGEX ARGS...
   local name=$1 re=$2; shift 2
@@ -137,6 +170,8 @@ err err.host "unknown --host 'mips-linux-gnu' \(x86_64-linux-gnu, aarch64-linux-
 err err.name "--name=1model: the C API's name must be a C identifier" -c --name=1model -o bad2.o
 err err.stdout "--emit=obj writes a file and its header; give -o FILE" -c -o -
 err err.notobj "--host and --name apply to host objects" --host=aarch64-linux-gnu -o bad3.drkm
+err err.weights "--weights: embedded or external, not 'elsewhere'" --weights=elsewhere -o bad4.drkm
+err err.weights_emit "--weights=external applies to modules and host objects" --weights=external --emit=ptx -o bad5.ptx
 ls "$W"/bad* >/dev/null 2>&1 && fail "an error left a file: $(ls "$W"/bad*)" || pass "errors leave no file"
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -25,7 +25,8 @@ same() { # NAME FILE_A FILE_B
 }
 C=$W/cache
 for kind in "module|-o model.drkm|model.drkm" "obj|-c -o model.o|model.o model.h" "lib|--emit=lib -o libmodel.a|libmodel.a model.h" \
-            "aarch64|-c --host=aarch64-linux-gnu -o model.o|model.o model.h" "fp16|--precision=fp16 -c -o model.o|model.o model.h"; do
+            "aarch64|-c --host=aarch64-linux-gnu -o model.o|model.o model.h" "fp16|--precision=fp16 -c -o model.o|model.o model.h" \
+            "external|--weights=external -c -o model.o|model.o model.h model.weights"; do
   IFS='|' read -r name args files <<<"$kind"
   # a: empty cache, 2 jobs; b: the cache a filled, 1 job; c: no cache at all
   # (the job count from DRK_JOBS: -j would be part of the command line, which is provenance)
