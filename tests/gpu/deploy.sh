@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: the deployment path of docs/deploy.md gives what drkrun gives. For two
 # models (examples/mlp, f32; tests/models resnet_block with --precision=fp16, convolutions on
-# tensor cores), at --target=sm_90 (= sm_90a kernels):
+# tensor cores, its object built with --weights=external so the app reads model.weights), at
+# --target=sm_90 (= sm_90a kernels):
 #   1. `drkc run --device=cuda --check` with the same flags: the GPU kernels against the CPU
 #      interpreter (PASS/FAIL lines);
 #   2. `drkc -o model.drkm` and `drkc -c -o model.o` (+ model.h) from the same flags;
@@ -28,8 +29,8 @@ command -v "$CC" >/dev/null || { log "deploy: no C compiler ($CC); set CC"; exit
 timeout 120 "$PY" "$SRC/tests/models/gen_models.py" "$OUT/models" --only resnet_block >"$OUT/gen.log" 2>&1 ||
   log "deploy: gen_models.py failed (see gen.log)"
 same=0; n=0
-for spec in "mlp|$SRC/examples/mlp/model.onnx|" "resnet_block|$OUT/models/resnet_block/model.onnx|--precision=fp16"; do
-  IFS='|' read -r name model flags <<<"$spec"
+for spec in "mlp|$SRC/examples/mlp/model.onnx||" "resnet_block|$OUT/models/resnet_block/model.onnx|--precision=fp16|--weights=external"; do
+  IFS='|' read -r name model flags objflags <<<"$spec"
   d="$OUT/$name"; mkdir -p "$d"; n=$((n + 1))
   [ -f "$model" ] || { log "deploy $name: no model"; continue; }
   # 1. the GPU kernels against the interpreter
@@ -37,7 +38,7 @@ for spec in "mlp|$SRC/examples/mlp/model.onnx|" "resnet_block|$OUT/models/resnet
   check=FAIL; grep -q PASS "$d/check.log" && ! grep -q FAIL "$d/check.log" && check=PASS
   # 2. module and object from the same flags (run in $d: -o names in the provenance match)
   (cd "$d" && timeout 180 "$DRKC" "$model" --target=sm_90 $flags -o model.drkm -q &&
-     timeout 180 "$DRKC" "$model" --target=sm_90 $flags -c -o model.o -q) >"$d/drkc.log" 2>&1 ||
+     timeout 180 "$DRKC" "$model" --target=sm_90 $flags $objflags -c -o model.o -q) >"$d/drkc.log" 2>&1 ||
     { log "deploy $name: check $check, drkc failed: $(tail -n 3 "$d/drkc.log" | tr '\n' ' ')"; continue; }
   # 3. the app
   "$CC" -O2 -I"$SRC/runtime/include" -I"$d" "$SRC/examples/c-app/app.c" "$d/model.o" "$LIBDRKRT" -ldl -o "$d/app" \
@@ -52,7 +53,8 @@ np.random.default_rng(7).standard_normal(numel).astype(np.float32).tofile(sys.ar
 PY
   timeout 120 "$DRKRUN" "$d/model.drkm" --input-dir "$d/in" --output-dir "$d/out" --warmup 1 --iters 3 >"$d/drkrun.log" 2>&1 ||
     { log "deploy $name: check $check, drkrun failed: $(tail -n 2 "$d/drkrun.log" | tr '\n' ' ')"; continue; }
-  timeout 120 "$d/app" "$d/in/input_0.bin" "$d/app_out.bin" >"$d/app.log" 2>&1 ||
+  # (in $d: a model.weights of --weights=external is read from the current directory)
+  (cd "$d" && timeout 120 ./app in/input_0.bin app_out.bin) >"$d/app.log" 2>&1 ||
     { log "deploy $name: check $check, the app failed (exit $?): $(tail -n 2 "$d/app.log" | tr '\n' ' ')"; continue; }
   cmp=$("$PY" - "$d/out" "$d/app_out.bin" <<'PY'
 import glob, sys, numpy as np, onnx
