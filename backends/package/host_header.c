@@ -133,9 +133,9 @@ bool drk_host_header(const void *module, size_t size, const char *name, char **o
           "/* %s.h: the model '%s' compiled by drkc %s for %s, embedded in the object that came with this\n"
           " * header (symbols %s_drkm, %s_drkm_size). Model %s.\n"
           " *\n"
-          " * Link: cc app.c %s.o -ldrkrt -ldl (libdrkrt static or shared; nothing else, and no file is\n"
-          " * read at run time). The GPU driver is opened with dlopen: the app builds and starts on a\n"
-          " * machine without a GPU, and %s_create then returns DRK_STATUS_NO_DRIVER or NO_DEVICE.\n"
+          " * Link: cc app.c %s.o -ldrkrt -ldl (libdrkrt static or shared; nothing else). %s\n"
+          " * The GPU driver is opened with dlopen: the app builds and starts on a machine without a\n"
+          " * GPU, and %s_create then returns DRK_STATUS_NO_DRIVER or NO_DEVICE.\n"
           " *\n"
           " *   %s_t *m; drk_status_t st = %s_create(&m, NULL);   (NULL options: device 0, malloc)\n"
           " *   if (!st) st = %s_run(m, <inputs>, <outputs>);      (host pointers, shapes below)\n"
@@ -147,7 +147,10 @@ bool drk_host_header(const void *module, size_t size, const char *name, char **o
           " * back before it returns; it allocates nothing. A %s_t is not thread-safe. The weights, the\n"
           " * plan and the GPU code are the module's: see drkrun --list for what it holds.\n"
           " * Generated: do not edit; recompile the model to change it. */\n",
-          n, n, m->prov.drkc_version, m->prov.targets, n, n, m->prov.model_hash, n, n, n, n, n, n, n, n, n);
+          n, n, m->prov.drkc_version, m->prov.targets, n, n, m->prov.model_hash, n,
+          m->weights_file ? "The one file read at\n * run time is the weights (below)."
+                          : "No file is read at run\n * time: the weights are in the object.",
+          n, n, n, n, n, n, n, n);
   fprintf(f, "#ifndef %s_DRKC_H\n#define %s_DRKC_H\n\n#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n"
              "#include <drk/drkrt.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
           NAME, NAME);
