@@ -270,6 +270,7 @@ static bool st_plan_memory(drk_pipeline_t *p) {
   p->planned = true;
   if (p->o->report) {
     drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+    drk_package_report_cuda_cores(p->o->report, p->g, &p->l);
     /* One plan serves every image (lower_options): an sm_90a image beside an older target
      * runs that target's kernels, without wgmma or TMA. */
     drk_lower_options_t lo = lower_options(p->o);

@@ -98,18 +98,6 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
   fprintf(out, "\n");
-  /* f32 matrix products on CUDA cores are the usual reason an f32 model runs far below a
-   * GPU's tensor-core peak (the default keeps f32 math exact); say so and name the way out.
-   * Read from the kernels' tile IR, as the module's PRECISION section is. */
-  drk_build_precision_t prec = {0};
-  if (!drk_build_precision(g, l, &prec)) return;
-  size_t fma = 0;
-  for (uint32_t i = 0; i < prec.n_kernels; i++) fma += (prec.kernels[i].dot & (1u << DRK_MODFILE_PREC_F32)) != 0;
-  if (fma)
-    fprintf(out, "report: %zu of %zu kernels multiply f32 matrices on CUDA cores (f32 FMA, not tensor cores); "
-                 "--matmul-precision=high (TF32) or --precision=bf16|fp16 puts them on tensor cores\n",
-            fma, l->n_launches);
-  drk_build_precision_free(&prec);
 }
 
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,
@@ -268,4 +256,19 @@ bool drk_package_fatbin(const drk_nv_code_t *code, size_t n_code, void **out_fb,
     return false;
   }
   return true;
+}
+
+void drk_package_report_cuda_cores(FILE *out, const drk_graph_t *g, const drk_lowered_t *l) {
+  /* f32 matrix products on CUDA cores are the usual reason an f32 model runs far below a
+   * GPU's tensor-core peak (the default keeps f32 math exact); say so and name the way out.
+   * Read from the kernels' tile IR, as the module's PRECISION section is. */
+  drk_build_precision_t prec = {0};
+  if (!drk_build_precision(g, l, &prec)) return;
+  size_t fma = 0;
+  for (uint32_t i = 0; i < prec.n_kernels; i++) fma += (prec.kernels[i].dot & (1u << DRK_MODFILE_PREC_F32)) != 0;
+  if (fma)
+    fprintf(out, "report: %zu of %zu kernels multiply f32 matrices on CUDA cores (f32 FMA, not tensor cores); "
+                 "--matmul-precision=high (TF32) or --precision=bf16|fp16 puts them on tensor cores\n",
+            fma, l->n_launches);
+  drk_build_precision_free(&prec);
 }

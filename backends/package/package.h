@@ -52,5 +52,8 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
 
 /* --report: kernels, planned memory and the precision mix. */
 void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan);
+/* --report: how many kernels multiply f32 matrices on CUDA cores, naming the flags that put
+ * them on tensor cores (nothing when none does). */
+void drk_package_report_cuda_cores(FILE *out, const drk_graph_t *g, const drk_lowered_t *l);
 
 #endif
