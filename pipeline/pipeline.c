@@ -46,8 +46,8 @@ struct drk_pipeline {
   drk_nv_code_t code[DRK_TARGET_COUNT]; /* NVIDIA targets in target order */
   size_t n_code;
   char *llvm;  /* --emit=llvm */
-  void *hsaco, *bundle, *fatbin, *module;
-  size_t hsaco_size, bundle_size, fatbin_size, module_size;
+  void *hsaco, *bundle, *fatbin, *module, *weights;
+  size_t hsaco_size, bundle_size, fatbin_size, module_size, weights_size;
   char image_targets[256]; /* the fat binary's images, "sm_90a,compute_90a" */
   double ms[32];           /* wall time per stage */
   double t_start;          /* when the stage running now began (progress line) */
@@ -295,7 +295,16 @@ static void dump_lower(const drk_pipeline_t *p, FILE *out) { drk_lowered_print(&
 static bool st_plan_memory(drk_pipeline_t *p) {
   if (!drk_lowered_plan_memory(p->g, &p->l, &p->plan, p->d)) return false;
   p->planned = true;
-  if (p->o->report) drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+  if (p->o->report) {
+    drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+    drk_package_report_cuda_cores(p->o->report, p->g, &p->l);
+    /* One plan serves every image (lower_options): an sm_90a image beside an older target
+     * runs that target's kernels, without wgmma or TMA. */
+    drk_lower_options_t lo = lower_options(p->o);
+    if ((p->o->targets & (1u << DRK_TARGET_SM90A)) && !lo.arch_specific)
+      fprintf(p->o->report, "report: kernels are lowered for the oldest target (sm_%d class): the sm_90a image has "
+                            "no wgmma/TMA kernels; build sm_90a alone for Hopper speed\n", lo.target_sm);
+  }
   return true;
 }
 
@@ -355,6 +364,15 @@ static bool st_codegen(drk_pipeline_t *p) {
       drk_nv_code_t *c = &p->code[p->n_code++];
       c->t = drk_target_info((drk_target_t)t);
       bool cubin = !wants(p, "ptx");
+      /* Which ptxas makes this target's cubins (sm_87 needs a CUDA 12.x one): found once,
+       * before any kernel, so a missing one is one clear error; said with -v and --report. */
+      const char *release = NULL;
+      char *ptxas = cubin ? drk_nvptx_ptxas_find_for(c->t->name, &release, p->d) : NULL;
+      if (cubin && !ptxas) return false;
+      if (ptxas && (p->o->verbose || p->o->report))
+        fprintf(p->o->report ? p->o->report : stderr, "%s: %s cubins by ptxas %s (CUDA %s)\n",
+                p->o->report ? "report" : "drkc", c->t->name, ptxas, release ? release : "unknown");
+      free(ptxas);
       drk_codegen_opts_t co = {.jobs = p->o->jobs, .no_cache = p->o->no_cache, .progress = codegen_progress,
                                .progress_ctx = p, .stats = &p->stats};
       p->target_now = c->t->name;
@@ -383,8 +401,10 @@ static bool st_package(drk_pipeline_t *p) {
   if (p->bundle)
     imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
   const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
-  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash};
-  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, p->d);
+  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
+                              .weights_file = p->o->weights_file};
+  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
+                            &p->weights_size, p->d);
 }
 
 /* ---- the table ---- */
@@ -485,6 +505,7 @@ void drk_pipeline_destroy(drk_pipeline_t *p) {
   free(p->bundle);
   free(p->fatbin);
   free(p->module);
+  free(p->weights);
   if (p->owns_graph) drk_graph_destroy(p->g);
   free(p);
 }
@@ -611,6 +632,7 @@ bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, s
   if (strcmp(kind, "bundle") == 0) return take(&p->bundle, p->bundle_size, out_data, out_size);
   if (strcmp(kind, "fatbin") == 0) return take(&p->fatbin, p->fatbin_size, out_data, out_size);
   if (strcmp(kind, "module") == 0) return take(&p->module, p->module_size, out_data, out_size);
+  if (strcmp(kind, "weights") == 0) return take(&p->weights, p->weights_size, out_data, out_size);
   return false;
 }
 

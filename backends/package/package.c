@@ -126,7 +126,8 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
 
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,
                         const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
-                        void **out_data, size_t *out_size, drk_diag_t *d) {
+                        void **out_data, size_t *out_size, void **out_weights, size_t *out_weights_size,
+                        drk_diag_t *d) {
   const drk_mem_plan_t plan = *pl;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
@@ -212,10 +213,28 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_images = n_images,
   };
   drk_build_precision_attach(&prec, &mf);
+  /* --weights=external: the blob goes to the caller (the side file), its hash into the module */
+  void *blob = NULL;
+  size_t blob_size = 0;
+  if (o->weights_file) {
+    if (!drk_modfile_weights_blob(&mf, &blob, &blob_size)) {
+      drk_diag_error(d, drk_loc_none, "out of memory for the weights blob (%llu bytes)", (unsigned long long)mf.weights_size);
+      ok = false;
+      goto done;
+    }
+    drk_modfile_sha256(blob, blob_size, mf.weights_sha256);
+    mf.weights_file = o->weights_file;
+  }
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
   if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
   ok = r == DRK_MODFILE_OK;
+  if (ok && blob) {
+    *out_weights = blob;
+    *out_weights_size = blob_size;
+  } else {
+    free(blob);
+  }
 done:
   drk_build_precision_free(&prec);
   free(tstr);
@@ -261,4 +280,19 @@ bool drk_package_fatbin(const drk_nv_code_t *code, size_t n_code, void **out_fb,
     return false;
   }
   return true;
+}
+
+void drk_package_report_cuda_cores(FILE *out, const drk_graph_t *g, const drk_lowered_t *l) {
+  /* f32 matrix products on CUDA cores are the usual reason an f32 model runs far below a
+   * GPU's tensor-core peak (the default keeps f32 math exact); say so and name the way out.
+   * Read from the kernels' tile IR, as the module's PRECISION section is. */
+  drk_build_precision_t prec = {0};
+  if (!drk_build_precision(g, l, &prec)) return;
+  size_t fma = 0;
+  for (uint32_t i = 0; i < prec.n_kernels; i++) fma += (prec.kernels[i].dot & (1u << DRK_MODFILE_PREC_F32)) != 0;
+  if (fma)
+    fprintf(out, "report: %zu of %zu kernels multiply f32 matrices on CUDA cores (f32 FMA, not tensor cores); "
+                 "--matmul-precision=high (TF32) or --precision=bf16|fp16 puts them on tensor cores\n",
+            fma, l->n_launches);
+  drk_build_precision_free(&prec);
 }
