@@ -339,6 +339,23 @@ static conv2_t conv2_of(const mm_t *s) {
   return v;
 }
 
+/* The conv's fused epilogue for drk_sched_conv_ws: light when every member is a cheap
+ * per-element op (few registers per accumulator), so BN = 256 does not spill. */
+static int conv_epi_kind(const drk_lctx_t *c) {
+  if (!c->epi) return DRK_CONV_EPI_NONE;
+  const drk_fusion_group_t *gr = &c->epi->groups[c->epi_group];
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = c->g->nodes[gr->nodes[i]];
+    switch (n->op) {
+      case DRK_OP_CONV_NHWC: case DRK_OP_ADD: case DRK_OP_SUB: case DRK_OP_MUL: case DRK_OP_RELU:
+      case DRK_OP_CLIP: case DRK_OP_MAX: case DRK_OP_MIN: case DRK_OP_CAST: case DRK_OP_IDENTITY:
+        break;
+      default: return DRK_CONV_EPI_OTHER;
+    }
+  }
+  return DRK_CONV_EPI_LIGHT;
+}
+
 /* Whether a ConvNHWC on sm_90a (16-bit: the caller checked drk_sched_mm_ws) takes the
  * implicit-GEMM form of the Hopper kernel; false sets *why (--report) for the mma_sync one. */
 static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
@@ -351,7 +368,7 @@ static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
    * interpreter, conv3x3 56x56 C256 at 0.84x cuDNN where mma_sync is at 0.28x) */
   if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 1) != 1)
     return *why = "TMA + wgmma convolution off (conv.hopper=0 pinned)", false;
-  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, c->epi != NULL);
+  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, conv_epi_kind(c));
   if (!S.mma) return *why = "TMA + wgmma convolution: the pinned conv.tile_h x conv.tile_w window needs a TMA box over 256", false;
   return true;
 }
@@ -648,7 +665,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   conv2_t cv;
   memset(&cv, 0, sizeof cv);
   if (s->conv) cv = conv2_of(s);
-  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, c->epi != NULL)
+  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, conv_epi_kind(c))
       : pair  ? ws_pair_sched(c, s, M, batch)
               : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
