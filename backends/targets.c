@@ -31,6 +31,11 @@ bool drk_target_from_name(const char *s, drk_target_t *out_t) {
   return false;
 }
 
+unsigned drk_target_resolve(unsigned set, bool portable) {
+  if (portable || !(set & (1u << DRK_TARGET_SM90))) return set;
+  return (set & ~(1u << DRK_TARGET_SM90)) | (1u << DRK_TARGET_SM90A);
+}
+
 const char *drk_target_known_list(void) {
   static char buf[256];
   if (!buf[0])

@@ -30,6 +30,13 @@ bool drk_target_from_name(const char *s, drk_target_t *out_t);
 /* Parses a comma list into a bit set (bit t set for each target; duplicates fold). Reports an
  * unknown name through d with the list of known targets. */
 bool drk_target_parse_list(const char *list, unsigned *out_set, drk_diag_t *d);
+/* What a user's sm_90 means (docs/targets in drkc --help): Hopper at full speed. Without
+ * portable, an sm_90 in set becomes sm_90a (wgmma, TMA, clusters: every compute-capability-9.0
+ * device runs them); the fat binary then carries the sm_90a cubin and compute_90a PTX, which
+ * a newer driver can JIT for a 9.0 device but no later GPU can run. With portable, sm_90 stays
+ * the sm_80-class kernels with an sm_90 cubin and compute_90 PTX that later GPUs JIT. Other
+ * targets pass through. Returns the resolved set. */
+unsigned drk_target_resolve(unsigned set, bool portable);
 /* "sm_80 sm_86 ..." for messages. */
 const char *drk_target_known_list(void);
 

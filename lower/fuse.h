@@ -106,6 +106,10 @@ typedef struct drk_fusion_attention {
    * gives the others a value <= -1e4 (their exp is 0 next to any kept score); -1: none */
   int causal_step;
   int64_t causal_offset;
+  /* P = Where(IsNaN(Softmax(S)), 0, Softmax(S)) (torch's dynamo exporter, for rows whose keys
+   * are all masked): the kernel stores 0 for a row whose running sum l is not > 0 (0: every
+   * score -inf; NaN: a NaN or +inf score), the rows where Softmax gives NaN */
+  bool zero_nan_rows;
   int scores, softmax, pv;      /* node positions */
   /* Splits whose outputs the group reads (as buffers) but which stay kernels because a used
    * output of theirs is not read through the group's views: positions, and why (the reason

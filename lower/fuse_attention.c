@@ -591,6 +591,30 @@ static bool causal_step(const drk_fusion_attention_t *at, const drk_attn_step_t 
   return true;
 }
 
+/* Whether value w is Where(IsNaN(s), 0, s) with s a Softmax's result that only this IsNaN
+ * and this Where read (torch's dynamo exporter zeroes the rows Softmax leaves NaN: all keys
+ * masked); guard: the Where and the IsNaN. Exact once the kernel zeroes those rows
+ * (zero_nan_rows): Softmax gives a NaN row exactly when the row's scores are all -inf or hold
+ * a NaN or +inf, and then the kernel's running sum l is 0 or NaN. */
+static bool nan_guard(const am_t *m, const drk_value_t *w, const drk_node_t *guard[2]) {
+  double z;
+  if (!used_once(m, w) || w->def->op != DRK_OP_WHERE || w->def->n_inputs != 3) return false;
+  const drk_node_t *wh = w->def;
+  const drk_value_t *cond = wh->inputs[0], *s = wh->inputs[2];
+  if (!cond || !s || !used_once(m, cond) || cond->def->op != DRK_OP_IS_NAN || cond->def->inputs[0] != s) return false;
+  if (!scalar_const(wh->inputs[1], &z) || z != 0) return false;
+  if (s->kind != DRK_VALUE_NODE || s->def->op != DRK_OP_SOFTMAX || m->u->is_out[s->id] || m->u->n_users[s->id] != 2 ||
+      !is_static(s) || !drk_shape_equal(&s->shape, &w->shape) || s->dtype != w->dtype)
+    return false;
+  for (int i = 0; i < 2; i++) {
+    const drk_node_t *c = m->u->g->nodes[m->u->users[s->id][i]];
+    if (c != wh && c != cond->def) return false;
+  }
+  guard[0] = wh;
+  guard[1] = cond->def;
+  return true;
+}
+
 /* One match of the pattern ending at P.V MatMul k, with m's Splits kept as kernels. */
 static const char *match(am_t *m, int k, drk_fusion_attention_t *out, int *n_members) {
   const drk_fusion_uses_t *u = m->u;
@@ -608,7 +632,12 @@ static const char *match(am_t *m, int k, drk_fusion_attention_t *out, int *n_mem
     p = p->def->inputs[0];
     ncast++;
   }
-  if (!used_once(m, p) || p->def->op != DRK_OP_SOFTMAX) return ""; /* not an attention */
+  const drk_value_t *pcast = p; /* the value the Casts start from */
+  const drk_node_t *guard[2] = {NULL, NULL};
+  bool nan_rows = nan_guard(m, p, guard);
+  if (nan_rows) p = guard[0]->inputs[2];
+  else if (!used_once(m, p)) return "";
+  if (p->kind != DRK_VALUE_NODE || p->def->op != DRK_OP_SOFTMAX) return ""; /* not an attention */
   const drk_node_t *sm = p->def;
   const drk_value_t *x = sm->inputs[0];
   if (!is_static(x) || x->shape.rank < 2) return "Softmax input not static";
@@ -618,9 +647,14 @@ static const char *match(am_t *m, int k, drk_fusion_attention_t *out, int *n_mem
   if (why) return why;
   add_member(m, sm);
   at.softmax = pos_of(m, sm);
-  for (const drk_value_t *q = pv->inputs[0]; q != p; q = q->def->inputs[0]) {
+  for (const drk_value_t *q = pv->inputs[0]; q != pcast; q = q->def->inputs[0]) {
     if (!is_flt(q->dtype)) return "P is cast to a non-float type";
     add_member(m, q->def);
+  }
+  if (nan_rows) {
+    add_member(m, guard[0]);
+    add_member(m, guard[1]);
+    at.zero_nan_rows = true;
   }
   /* shapes */
   const drk_value_t *v = pv->inputs[1], *o = pv->outputs[0];

@@ -18,7 +18,9 @@
  * with m' read as 0 while it is -inf (a row with only -inf scores so far) so that no
  * exp(-inf - -inf) appears. At the end O / l is stored (rows < Sq, columns < Dv) through the
  * output view. A row whose scores are all -inf ends with l = 0 and O = 0/0 = NaN, which is
- * what Softmax gives it in the interpreter. With a causal mask (fuse.h: causal_step) the
+ * what Softmax gives it in the interpreter; when the group ends in torch's Where(IsNaN(P), 0,
+ * P) (zero_nan_rows) a row whose l is not > 0 (0, or NaN from a NaN/+inf score: exactly the
+ * rows Softmax leaves NaN) stores 0 instead. With a causal mask (fuse.h: causal_step) the
  * loop stops at the block holding the last kept key of the program's last row, the last row
  * block runs first (the longest programs), and the key blocks lie in two loops on one ring:
  * those at or below the diagonal of the program's first row skip the causal step and the
@@ -707,6 +709,8 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   for (int i = 0; i < K->nvc; i++) {
     tv_t *oc = range_at(K, lw_sci(c, it, i * VC), VC, K->Lc);
     tv_t *o = BIN(DIV, res[2 + i], l2);
+    if (at->zero_nan_rows) /* Where(IsNaN(P), 0, P): rows with l = 0 or NaN store 0 */
+      o = lw_sel(c, lw_cmp(c, "gt", l2, lw_cf(c, l2, 0)), o, lw_cf(c, o, 0));
     lw_store(c, param_of(K, at->out.value), offs2(K, &at->out, ob, dr, ro, dc, oc, K->acc), o,
              mask2(K, ro, at->Sq, at->Sq % BM != 0, oc, at->Dv, (i + 1) * VC > at->Dv, K->acc));
   }

@@ -342,52 +342,7 @@ static bool lower_argmax(drk_lctx_t *c) {
   return true;
 }
 
-static bool lower_softmax(drk_lctx_t *c) {
-  const drk_node_t *n = c->node;
-  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
-  int r = x->shape.rank;
-  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
-  if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
-  drk_dtype_t at = acc_dtype(x->dtype);
-  rv_t v;
-  rv_init(&v, x, 1u << axis);
-  lw_kernel_begin(c, lw_index_dtype(n));
-  v.px = lw_param_buf(c, x, "x");
-  tv_t *py = lw_param_buf(c, y, "y");
-  rv_begin(c, &v);
-  /* pass 1: row max */
-  tv_t *init = acc_tile(c, &v, at, -INFINITY);
-  rv_loop_begin(c, &v, 1, &init);
-  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
-  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *m = reduce(c, &v, f->results[0], "max");
-  m = lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
-  tv_t *m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
-  /* pass 2: sum of exp(x - max) */
-  init = acc_tile(c, &v, at, 0);
-  rv_loop_begin(c, &v, 1, &init);
-  acc = c->b.stack[c->b.depth - 1]->args[1];
-  tv_t *e = UN(EXP, BIN(SUB, load_chunk(c, &v, -INFINITY, at), m2));
-  e = lw_sel(c, v.mask2, e, lw_cf(c, e, 0));
-  nacc = BIN(ADD, acc, e);
-  f = drk_tile_build_for_end(&c->b, 1, &nacc);
-  tv_t *s = reduce(c, &v, f->results[0], "sum");
-  tv_t *k2;
-  if (n->op == DRK_OP_SOFTMAX) k2 = lw_bcast_row(c, BIN(DIV, lw_cf(c, s, 1), s), v.P, v.s.rows, v.s.cols);
-  else k2 = lw_bcast_row(c, BIN(ADD, m, UN(LOG, s)), v.P, v.s.rows, v.s.cols);
-  /* pass 3: write */
-  drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v.R), lw_sci(c, c->it, v.s.cols), 0, NULL);
-  rv_chunk(c, &v, c->b.stack[c->b.depth - 1]->args[0]);
-  tv_t *xv = load_chunk(c, &v, 0, at);
-  tv_t *out = n->op == DRK_OP_SOFTMAX ? BIN(MUL, UN(EXP, BIN(SUB, xv, m2)), k2) : BIN(SUB, xv, k2);
-  lw_store(c, py, v.off2, out, v.mask2);
-  drk_tile_build_for_end(&c->b, 0, NULL);
-  rv_end(c, &v);
-  return true;
-}
-
-/* Split rows of a normalization: slot q (0 mean, 1 M2) of split sp for the tile's rows in
+/* Split rows of a normalization or softmax: slot q (0 mean or max, 1 M2 or sum of exp) of split sp for the tile's rows in
  * scratch [2, SP, rows]. */
 static tv_t *split_off(drk_lctx_t *c, rv_t *v, int q, tv_t *sp) {
   tv_t *base = BIN(MUL, BIN(ADD, sp, lw_sci(c, c->it, q * v->s.split_rows)), lw_sci(c, c->it, v->rows));
@@ -418,6 +373,87 @@ static void norm_combine(drk_lctx_t *c, rv_t *v, tv_t *pws, tv_t **out_mean, tv_
   }
   *out_mean = mean;
   *out_m2 = m2;
+}
+
+static bool lower_softmax(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  int r = x->shape.rank;
+  int axis = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r);
+  if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
+  drk_dtype_t at = acc_dtype(x->dtype);
+  rv_t v;
+  rv_init(&v, x, 1u << axis);
+  v.may_split = v.contig;
+  int part = 0, ws = -1;
+  tv_t *py, *m, *m2, *s;
+again:
+  lw_kernel_begin(c, lw_index_dtype(n));
+  v.px = lw_param_buf(c, x, "x");
+  py = lw_param_buf(c, y, "y");
+  v.lb = v.ub = NULL;
+  rv_begin(c, &v);
+  tv_t *pws = NULL;
+  if (v.s.split_rows > 1) {
+    if (ws < 0) ws = lw_scratch_new(c, (uint64_t)(2 * v.s.split_rows * v.rows) * (uint64_t)drk_dtype_bits(at) / 8);
+    pws = lw_param_scratch(c, ws, at, "ws");
+  }
+  if (part == 1) {
+    /* split rows, kernel 2: m = max m_i, s = sum s_i exp(m_i - m) in split order */
+    int64_t SP = v.s.split_rows;
+    tv_t *pm[128] = {0}, *psum[128] = {0};
+    DRK_ASSERT(SP >= 2 && SP <= 128);
+    for (int64_t i = 0; i < SP; i++) {
+      pm[i] = lw_load(c, pws, split_off(c, &v, 0, lw_sci(c, c->it, i)), v.rmask, 0);
+      psum[i] = lw_load(c, pws, split_off(c, &v, 1, lw_sci(c, c->it, i)), v.rmask, 0);
+    }
+    m = pm[0];
+    for (int64_t i = 1; i < SP; i++) m = BIN(MAX, m, pm[i]);
+    s = NULL;
+    for (int64_t i = 0; i < SP; i++) {
+      tv_t *t = BIN(MUL, psum[i], UN(EXP, BIN(SUB, pm[i], m)));
+      s = s ? BIN(ADD, s, t) : t;
+    }
+    m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
+  } else {
+    /* pass 1: row max (split rows: of this program's columns) */
+    tv_t *init = acc_tile(c, &v, at, -INFINITY);
+    rv_loop_begin(c, &v, 1, &init);
+    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
+    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    m = reduce(c, &v, f->results[0], "max");
+    m = lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
+    m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
+    /* pass 2: sum of exp(x - max) */
+    init = acc_tile(c, &v, at, 0);
+    rv_loop_begin(c, &v, 1, &init);
+    acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *e = UN(EXP, BIN(SUB, load_chunk(c, &v, -INFINITY, at), m2));
+    e = lw_sel(c, v.mask2, e, lw_cf(c, e, 0));
+    nacc = BIN(ADD, acc, e);
+    f = drk_tile_build_for_end(&c->b, 1, &nacc);
+    s = reduce(c, &v, f->results[0], "sum");
+    if (pws) { /* split rows, kernel 1: the partial max and sum of its columns, then kernel 2 */
+      lw_store(c, pws, split_off(c, &v, 0, lw_pid(c, 1)), m, v.rmask);
+      lw_store(c, pws, split_off(c, &v, 1, lw_pid(c, 1)), s, v.rmask);
+      rv_end(c, &v);
+      part = 1;
+      goto again;
+    }
+  }
+  tv_t *k2;
+  if (n->op == DRK_OP_SOFTMAX) k2 = lw_bcast_row(c, BIN(DIV, lw_cf(c, s, 1), s), v.P, v.s.rows, v.s.cols);
+  else k2 = lw_bcast_row(c, BIN(ADD, m, UN(LOG, s)), v.P, v.s.rows, v.s.cols);
+  /* pass 3: write */
+  drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v.R), lw_sci(c, c->it, v.s.cols), 0, NULL);
+  rv_chunk(c, &v, c->b.stack[c->b.depth - 1]->args[0]);
+  tv_t *xv = load_chunk(c, &v, 0, at);
+  tv_t *out = n->op == DRK_OP_SOFTMAX ? BIN(MUL, UN(EXP, BIN(SUB, xv, m2)), k2) : BIN(SUB, xv, k2);
+  lw_store(c, py, v.off2, out, v.mask2);
+  drk_tile_build_for_end(&c->b, 0, NULL);
+  rv_end(c, &v);
+  return true;
 }
 
 /* Normalization over rows: LayerNorm, InstanceNorm, GroupNorm. */

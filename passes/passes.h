@@ -59,6 +59,17 @@ bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded);
  * dead (run drk_pass_eliminate_dead). *out_n_rewritten (may be NULL): Convs rewritten. */
 bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten);
 
+/* Gemm (static 2-D operands, float) as MatMul -> Mul(alpha) -> Add(beta * C), constant
+ * transposed operands stored transposed: passes/gemm_to_matmul.c. Leaves the Gemm nodes
+ * dead. *out_n_rewritten: how many. False only when out of memory. */
+bool drk_pass_gemm_to_matmul(drk_graph_t *g, size_t *out_n_rewritten);
+
+/* MatMul by a constant [K, N] weight with N % 8 != 0 (K % 8 == 0, N >= 64): the weight padded
+ * with zero columns to a multiple of 8 once, the result a Slice of the wider product (the
+ * sm_90a TMA + wgmma kernel's alignment): passes/pad_matmul_n.c. False only when out of
+ * memory. */
+bool drk_pass_pad_matmul_n(drk_graph_t *g, size_t *out_n_rewritten);
+
 /* Sibling MatMuls of one activation x by constant [K, N_i] matrices (with or without a
  * constant bias Add each) as one MatMul by the side-by-side matrix, each former result a
  * Slice of its columns: passes/merge_matmul.c (which ones: the file's header). Only members

@@ -22,6 +22,8 @@
  *  - ReduceSum/ReduceMean/GlobalAveragePool over >= DRK_PRECISION_LARGE_REDUCE elements or
  *    a symbolic extent; ReduceSumSquare, ReduceL2, ReduceLogSumExp, ReduceProd, CumSum and
  *    float Range always;
+ *  - rotary angles: Cos/Sin of positions (a Cast of integers or a float Range) times inverse
+ *    frequencies, with the products, sums and data movement between them (find_rotary);
  *  - a node taking a constant that T destroys: a small constant (<= 16 elements, e.g. eps
  *    1e-12) with a nonzero element T flushes to zero, or a tensor of which over 1% of the
  *    nonzero elements flush;
@@ -394,6 +396,47 @@ static void find_div_by_sum(pctx_t *c, drk_node_t *dv) {
   }
 }
 
+/* Rotary angles: a Cos or Sin whose argument is computed (by products, sums and data
+ * movement, in f32) from positions, i.e. a Cast of integers or a float Range. Positions times
+ * inverse frequencies in f16 are off by up to (position / 2048) radians (f16 keeps 11
+ * significant bits), which turns cos/sin into noise past a few thousand positions; the whole
+ * cone, the Cos/Sin and the position Cast stay f32 (the Cos/Sin results, in [-1, 1], are then
+ * cast to T where T consumers read them). A cone that meets anything else (an activation
+ * from a MatMul of weights, a graph input of floats) is left alone. */
+static void find_rotary(pctx_t *c, drk_node_t *trig) {
+  drk_node_t *cone[64];
+  int n = 0;
+  bool positions = false;
+  cone[n++] = trig;
+  for (int k = 0; k < n; k++) {
+    drk_node_t *m = cone[k];
+    for (int i = 0; i < m->n_inputs; i++) {
+      const drk_value_t *v = m->inputs[i];
+      if (!v || v->kind == DRK_VALUE_CONST || orig_dt(c, v) != DRK_DT_F32) continue; /* shapes, axes, weights */
+      drk_node_t *p = producer(v);
+      if (!p) return; /* a float graph input */
+      bool seen = false;
+      for (int j = 0; j < n && !seen; j++) seen = cone[j] == p;
+      if (seen) continue;
+      switch (p->op) {
+      case DRK_OP_CAST:
+        if (!drk_dtype_is_float(orig_dt(c, p->inputs[0]))) positions = true;
+        break;
+      case DRK_OP_RANGE: positions = true; break;
+      case DRK_OP_MUL: case DRK_OP_DIV: case DRK_OP_ADD: case DRK_OP_SUB: case DRK_OP_MATMUL: case DRK_OP_TRANSPOSE:
+      case DRK_OP_RESHAPE: case DRK_OP_UNSQUEEZE: case DRK_OP_SQUEEZE: case DRK_OP_EXPAND: case DRK_OP_CONCAT:
+      case DRK_OP_SLICE: case DRK_OP_IDENTITY: case DRK_OP_FLATTEN:
+        break;
+      default: return;
+      }
+      if (n == (int)DRK_ARRAY_LEN(cone)) return;
+      cone[n++] = p;
+    }
+  }
+  if (!positions) return;
+  for (int k = 0; k < n; k++) mark(c, cone[k]);
+}
+
 static void find_fragile(pctx_t *c) {
   drk_graph_t *g = c->g;
   for (size_t i = 0; i < g->n_nodes; i++) {
@@ -410,6 +453,7 @@ static void find_fragile(pctx_t *c) {
         break;
       }
       case DRK_OP_EXP: find_exp_sum(c, n); break;
+      case DRK_OP_COS: case DRK_OP_SIN: find_rotary(c, n); break;
       case DRK_OP_DIV: find_div_by_sum(c, n); break;
       default: break;
     }

@@ -46,8 +46,8 @@ struct drk_pipeline {
   drk_nv_code_t code[DRK_TARGET_COUNT]; /* NVIDIA targets in target order */
   size_t n_code;
   char *llvm;  /* --emit=llvm */
-  void *hsaco, *bundle, *fatbin, *module;
-  size_t hsaco_size, bundle_size, fatbin_size, module_size;
+  void *hsaco, *bundle, *fatbin, *module, *weights;
+  size_t hsaco_size, bundle_size, fatbin_size, module_size, weights_size;
   char image_targets[256]; /* the fat binary's images, "sm_90a,compute_90a" */
   double ms[32];           /* wall time per stage */
   double t_start;          /* when the stage running now began (progress line) */
@@ -193,6 +193,33 @@ static bool st_conv_to_matmul(drk_pipeline_t *p) {
   return drk_pass_infer_shapes(p->g, p->d);
 }
 
+static bool st_gemm_to_matmul(drk_pipeline_t *p) {
+  size_t n = 0;
+  if (!drk_pass_gemm_to_matmul(p->g, &n)) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory rewriting Gemm as MatMul");
+    return false;
+  }
+  if (!n) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu Gemms run as MatMuls\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* Only for sm_90a, whose TMA + wgmma kernel needs N % 8 == 0 (the general kernel takes any N),
+ * and where the Slice it adds fuses into a flat group (level >= 1). */
+static bool st_pad_matmul_n(drk_pipeline_t *p) {
+  if (!(p->o->targets & (1u << DRK_TARGET_SM90A)) || fusion_level(p->o) < 1) return true;
+  size_t n = 0;
+  if (!drk_pass_pad_matmul_n(p->g, &n)) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory padding MatMul weights");
+    return false;
+  }
+  if (!n) return true;
+  drk_pass_eliminate_dead(p->g);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu MatMul weights padded to a multiple of 8 columns\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
 /* Sibling MatMuls of one activation as one (q/k/v projections): only where matmul epilogues
  * fuse (fusion level >= 2, the default), so levels 0 and 1 keep a kernel per MatMul. */
 static bool st_merge_matmul(drk_pipeline_t *p) {
@@ -273,7 +300,16 @@ static void dump_lower(const drk_pipeline_t *p, FILE *out) { drk_lowered_print(&
 static bool st_plan_memory(drk_pipeline_t *p) {
   if (!drk_lowered_plan_memory(p->g, &p->l, &p->plan, p->d)) return false;
   p->planned = true;
-  if (p->o->report) drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+  if (p->o->report) {
+    drk_package_report(p->o->report, p->g, &p->l, &p->plan);
+    drk_package_report_cuda_cores(p->o->report, p->g, &p->l);
+    /* One plan serves every image (lower_options): an sm_90a image beside an older target
+     * runs that target's kernels, without wgmma or TMA. */
+    drk_lower_options_t lo = lower_options(p->o);
+    if ((p->o->targets & (1u << DRK_TARGET_SM90A)) && !lo.arch_specific)
+      fprintf(p->o->report, "report: kernels are lowered for the oldest target (sm_%d class): the sm_90a image has "
+                            "no wgmma/TMA kernels; build sm_90a alone for Hopper speed\n", lo.target_sm);
+  }
   return true;
 }
 
@@ -333,6 +369,15 @@ static bool st_codegen(drk_pipeline_t *p) {
       drk_nv_code_t *c = &p->code[p->n_code++];
       c->t = drk_target_info((drk_target_t)t);
       bool cubin = !wants(p, "ptx");
+      /* Which ptxas makes this target's cubins (sm_87 needs a CUDA 12.x one): found once,
+       * before any kernel, so a missing one is one clear error; said with -v and --report. */
+      const char *release = NULL;
+      char *ptxas = cubin ? drk_nvptx_ptxas_find_for(c->t->name, &release, p->d) : NULL;
+      if (cubin && !ptxas) return false;
+      if (ptxas && (p->o->verbose || p->o->report))
+        fprintf(p->o->report ? p->o->report : stderr, "%s: %s cubins by ptxas %s (CUDA %s)\n",
+                p->o->report ? "report" : "drkc", c->t->name, ptxas, release ? release : "unknown");
+      free(ptxas);
       drk_codegen_opts_t co = {.jobs = p->o->jobs, .no_cache = p->o->no_cache, .progress = codegen_progress,
                                .progress_ctx = p, .stats = &p->stats};
       p->target_now = c->t->name;
@@ -361,8 +406,10 @@ static bool st_package(drk_pipeline_t *p) {
   if (p->bundle)
     imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
   const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
-  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash};
-  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, p->d);
+  drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
+                              .weights_file = p->o->weights_file};
+  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
+                            &p->weights_size, p->d);
 }
 
 /* ---- the table ---- */
@@ -377,6 +424,9 @@ static const drk_stage_t stages[] = {
     {"fold-batchnorm", "folds inference BatchNormalization into the convolution before it", st_fold_batchnorm,
      dump_graph},
     {"conv-to-matmul", "pointwise convolutions become MatMuls", st_conv_to_matmul, dump_graph},
+    {"gemm-to-matmul", "Gemms become MatMuls with their alpha/beta/C as an epilogue", st_gemm_to_matmul, dump_graph},
+    {"pad-matmul-n", "sm_90a: constant MatMul weights of N % 8 != 0 columns padded, the result sliced", st_pad_matmul_n,
+     dump_graph},
     {"merge-matmul", "sibling MatMuls of one input become one (fusion level >= 2)", st_merge_matmul, dump_graph},
     {"precision", "applies --precision/--matmul-precision: casts at the compute boundaries, the interface keeps "
                   "its dtypes", st_precision, dump_graph},
@@ -460,6 +510,7 @@ void drk_pipeline_destroy(drk_pipeline_t *p) {
   free(p->bundle);
   free(p->fatbin);
   free(p->module);
+  free(p->weights);
   if (p->owns_graph) drk_graph_destroy(p->g);
   free(p);
 }
@@ -586,6 +637,7 @@ bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, s
   if (strcmp(kind, "bundle") == 0) return take(&p->bundle, p->bundle_size, out_data, out_size);
   if (strcmp(kind, "fatbin") == 0) return take(&p->fatbin, p->fatbin_size, out_data, out_size);
   if (strcmp(kind, "module") == 0) return take(&p->module, p->module_size, out_data, out_size);
+  if (strcmp(kind, "weights") == 0) return take(&p->weights, p->weights_size, out_data, out_size);
   return false;
 }
 

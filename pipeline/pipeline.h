@@ -65,6 +65,9 @@ typedef struct drk_compile_options {
   int verbose;                   /* -v: each stage; per-kernel register reports */
   bool time_stages;              /* --time-stages: a table of stage times on stderr at the end */
   bool progress;                 /* a progress line on stderr (the driver: a TTY and not -q) */
+  /* package */
+  const char *weights_file;      /* --weights=external: the side file's base name (the blob is the
+                                  * output "weights"); NULL: the weights are in the module */
   /* provenance */
   const char *command_line;
   /* the model file's hash ("sha256:<hex>"), asked for once the module is packed (drkc hashes
@@ -112,7 +115,8 @@ bool drk_pipeline_run_to(drk_pipeline_t *p, const char *stage);
 /* The graph (borrowed; NULL before import or after a failure). The caller may bind its dims
  * between stages (drkc run binds them from its inputs after import). */
 drk_graph_t *drk_pipeline_graph(drk_pipeline_t *p);
-/* Output `kind` (drk_emit_kind_t) once its stage ran: malloc'ed (free()). */
+/* Output `kind` (drk_emit_kind_t) once its stage ran: malloc'ed (free()). "weights": the
+ * weights blob of a module packed with o->weights_file (--weights=external). */
 bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, size_t *out_size);
 /* --time-stages: the wall time of every stage run so far, as a table. */
 void drk_pipeline_print_times(const drk_pipeline_t *p, FILE *out);

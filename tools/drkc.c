@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/package/hostobj.h"
 #include "backends/package/module.h"
 #include "backends/targets.h"
 #include "drk/drkrt.h"
@@ -35,7 +36,7 @@ static const char usage_text[] =
     "                  [--layout=L] [--db=FILE [--require-tuned]] [--report] [--time-stages] [-v] [-q]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
-    "                      [--target=LIST (default: the GPU's own arch)]\n"
+    "                      [--target=LIST (default: the GPU's own arch)] [--portable]\n"
     "                      [--precision=P] [--matmul-precision=M] [--layout=L] [--db=FILE]\n"
     "       drkc tune MODEL [--trials=N] [--time=S] ... (drkc tune --help)\n"
     "       drkc db list|show|best|workloads|export|import|merge|prune|tag ... (drkc db --help)\n"
@@ -47,9 +48,27 @@ static const char usage_text[] =
     "options:\n"
     "  -o OUT                  output file (default: stdout for text kinds, INPUT.drkm for modules)\n"
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
-    "                          --gpu-architecture=sm_90. Known: %s\n"
-    "  --emit=KIND             %s (default module; schedules: every kernel's\n"
-    "                          workload key, knob space and schedule, the text --schedules reads)\n"
+    "                          --gpu-architecture=sm_90. Known: %s.\n"
+    "                          sm_90 means Hopper at full speed: it builds sm_90a (wgmma, TMA;\n"
+    "                          every compute-capability-9.0 GPU runs it) with compute_90a PTX,\n"
+    "                          which no later GPU can JIT. One plan serves every target: with\n"
+    "                          an older target in the list (sm_87,sm_90) every image runs the\n"
+    "                          oldest target's kernels (no wgmma; --report says so)\n"
+    "  --portable              keep sm_90 portable: sm_80-class kernels, an sm_90 cubin and\n"
+    "                          compute_90 PTX that later GPUs (Blackwell) JIT-compile\n"
+    "  --emit=KIND             %s | obj | lib (default module; schedules: every\n"
+    "                          kernel's workload key, knob space and schedule, the text --schedules\n"
+    "                          reads; obj: a host object embedding the module plus a C header\n"
+    "                          OUT.h, lib: the same as a static archive; docs/deploy.md)\n"
+    "  -c                      --emit=obj: -c -o model.o writes model.o and model.h, a typed C\n"
+    "                          API (model_create, model_run, model_destroy) over libdrkrt\n"
+    "  --host=TRIPLE           the CPU of the host object: x86_64-linux-gnu (default) or\n"
+    "                          aarch64-linux-gnu (Jetson)\n"
+    "  --name=NAME             the C API's name (default: OUT's base name, e.g. model)\n"
+    "  --weights=W             embedded (the default) | external: the weights go to a side file\n"
+    "                          next to OUT (model.weights), which the runtime reads (drkrun: next\n"
+    "                          to the module; the header's NAME_create: its weights_path option);\n"
+    "                          for models too big for an object's section\n"
     "  --dump-after=STAGE      print the IR after a stage of the pipeline to stderr (STAGE: %s,\n"
     "                          or all)\n"
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
@@ -122,6 +141,10 @@ typedef struct options {
   const char *schedules_path; /* --schedules=FILE */
   drk_schedules_t schedules;  /* its lines (load_schedules) */
   bool quiet;                 /* -q: no progress line */
+  bool portable;              /* --portable: sm_90 stays sm_90 (drk_target_resolve) */
+  const char *host;           /* --host: the host object's CPU (-c, --emit=obj|lib) */
+  const char *name;           /* --name: the C API's name (default: the output's base name) */
+  bool external_weights;      /* --weights=external */
   drk_compile_options_t c;
 } options_t;
 
@@ -240,10 +263,10 @@ static char *default_output(const char *input, const char *ext) {
  * temporary file of the target folder, renamed over the target once complete, so a failed
  * write (disk full, a file size limit, a kill) never leaves a truncated module where a good one
  * was. */
-static int write_result(const options_t *o, const void *data, size_t size, bool text, const char *ext,
-                        size_t kernels, double seconds) {
+static int write_result_to(const options_t *o, const char *out, const void *data, size_t size, bool text,
+                           const char *ext, size_t kernels, double seconds) {
   char *dflt = NULL;
-  const char *path = o->output;
+  const char *path = out;
   if (!path && !text) path = dflt = default_output(o->input, ext);
   if (!path || strcmp(path, "-") == 0) {
     bool ok = fwrite(data, 1, size, stdout) == size && fflush(stdout) == 0;
@@ -286,6 +309,53 @@ static bool output_is_input(const char *out, const char *in) {
   struct stat a, b;
   return out && stat(out, &a) == 0 && stat(in, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
+
+static int write_result(const options_t *o, const void *data, size_t size, bool text, const char *ext,
+                        size_t kernels, double seconds) {
+  return write_result_to(o, o->output, data, size, text, ext, kernels, seconds);
+}
+
+/* -c / --emit=obj|lib: the module as a host object (or an archive of it) at OUT, and the C
+ * header next to it (OUT's folder, the API's name + .h). */
+static int write_host_outputs(const options_t *o, const void *module, size_t size, size_t kernels, double seconds,
+                              drk_diag_t *d) {
+  bool lib = strcmp(o->emit, "lib") == 0;
+  char *dflt = o->output ? NULL : default_output(o->input, lib ? ".a" : ".o");
+  const char *path = o->output ? o->output : dflt;
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  /* libmodel.a names the API model */
+  char *name = o->name ? strdup(o->name) : drk_host_name_from_path(lib && strncmp(base, "lib", 3) == 0 && base[3] ? base + 3 : base);
+  drk_host_arch_t arch = DRK_HOST_X86_64;
+  void *obj = NULL, *ar = NULL;
+  char *header = NULL, *hpath = NULL;
+  size_t obj_size = 0, ar_size = 0;
+  int rc = 1;
+  if (o->host) drk_host_parse(o->host, &arch); /* checked in main */
+  if (name && drk_host_object(module, size, name, arch, &obj, &obj_size, d) &&
+      (!lib || drk_host_archive(obj, obj_size, "drkm_model.o", name, &ar, &ar_size, d)) &&
+      drk_host_header(module, size, name, &header, d)) {
+    size_t dir = (size_t)(base - path);
+    hpath = malloc(dir + strlen(name) + 3);
+    memcpy(hpath, path, dir);
+    sprintf(hpath + dir, "%s.h", name);
+    if (output_is_input(hpath, o->input)) {
+      fprintf(stderr, "drkc: error: the header %s would overwrite the input model\n", hpath);
+    } else {
+      rc = write_result_to(o, path, lib ? ar : obj, lib ? ar_size : obj_size, false, NULL, kernels, seconds);
+      if (rc == 0) rc = write_result_to(o, hpath, header, strlen(header), true, NULL, kernels, seconds);
+      if (rc == 0 && !o->quiet) fprintf(stderr, "drkc: wrote %s: the C API %s_create/_run/_destroy\n", hpath, name);
+    }
+  }
+  free(hpath);
+  free(header);
+  free(ar);
+  free(obj);
+  free(name);
+  free(dflt);
+  return rc;
+}
+
 
 /* The model file's SHA-256 (provenance) on a thread of its own while the build runs: for
  * big models reading and hashing the file take seconds. */
@@ -404,13 +474,72 @@ static bool db_check(const drk_compile_options_t *c, drk_search_tuned_t *tuned, 
   return false;
 }
 
+/* --weights=external: the side file next to the output, named after it (model.drkm, model.o:
+ * model.weights; libmodel.a: model.weights, as its header), malloc'ed. */
+static char *weights_path(const options_t *o, bool host_out) {
+  bool lib = strcmp(o->emit, "lib") == 0;
+  char *dflt = o->output ? NULL : default_output(o->input, lib ? ".a" : host_out ? ".o" : ".drkm");
+  const char *path = o->output ? o->output : dflt;
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char *stem = host_out ? (o->name ? strdup(o->name)
+                                   : drk_host_name_from_path(lib && strncmp(base, "lib", 3) == 0 && base[3] ? base + 3 : base))
+                        : default_output(base, "");
+  size_t dir = (size_t)(base - path);
+  char *out = malloc(dir + strlen(stem) + 16);
+  memcpy(out, path, dir);
+  sprintf(out + dir, "%s.weights", stem);
+  free(stem);
+  free(dflt);
+  return out;
+}
+
 /* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
 static int compile(options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
-  const drk_emit_kind_t *ek = drk_emit_kind_find(o->emit);
+  /* -c, --emit=obj|lib: the module, then wrapped for the host (write_host_outputs) */
+  bool host_out = strcmp(o->emit, "obj") == 0 || strcmp(o->emit, "lib") == 0;
+  const drk_emit_kind_t *ek = drk_emit_kind_find(host_out ? "module" : o->emit);
+  drk_host_arch_t harch;
+  if (o->host && !drk_host_parse(o->host, &harch)) {
+    fprintf(stderr, "drkc: error: unknown --host '%s' (x86_64-linux-gnu, aarch64-linux-gnu)\n", o->host);
+    return 2;
+  }
+  if (!host_out && (o->host || o->name)) {
+    fprintf(stderr, "drkc: error: --host and --name apply to host objects (-c, --emit=obj, --emit=lib)\n");
+    return 2;
+  }
+  if (host_out && o->name && !drk_host_name_ok(o->name)) {
+    fprintf(stderr, "drkc: error: --name=%s: the C API's name must be a C identifier\n", o->name);
+    return 2;
+  }
+  if (host_out && o->output && strcmp(o->output, "-") == 0) {
+    fprintf(stderr, "drkc: error: --emit=%s writes a file and its header; give -o FILE\n", o->emit);
+    return 2;
+  }
+  char *wpath = NULL;
+  if (o->external_weights) {
+    if (!host_out && strcmp(o->emit, "module") != 0) {
+      fprintf(stderr, "drkc: error: --weights=external applies to modules and host objects (--emit=module, obj, lib)\n");
+      return 2;
+    }
+    if (o->output && strcmp(o->output, "-") == 0) {
+      fprintf(stderr, "drkc: error: --weights=external writes a side file next to the output; give -o FILE\n");
+      return 2;
+    }
+    wpath = weights_path(o, host_out);
+    const char *wb = strrchr(wpath, '/');
+    o->c.weights_file = wb ? wb + 1 : wpath;
+    if (output_is_input(wpath, o->input)) {
+      fprintf(stderr, "drkc: error: the weights file %s would overwrite the input model\n", wpath);
+      free(wpath);
+      return 1;
+    }
+  }
   if (!ek) {
-    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s)\n", o->emit, emit_names());
+    free(wpath);
+    fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s | obj | lib)\n", o->emit, emit_names());
     return 2;
   }
   if (has_suffix(o->input, ".drkt")) {
@@ -460,13 +589,29 @@ static int compile(options_t *o) {
     hash_join(&hj);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext, drk_pipeline_kernel_count(p), sec);
+    /* the weights first: a module is never left without its side file */
+    void *wdata = NULL;
+    size_t wsize = 0;
+    if (wpath && hj.ok) {
+      if (!drk_pipeline_output(p, "weights", &wdata, &wsize)) {
+        fprintf(stderr, "drkc: error: no weights blob for --weights=external\n");
+        hj.ok = false;
+      } else if (write_result_to(o, wpath, wdata, wsize, true, NULL, 0, sec) != 0) {
+        hj.ok = false;
+      } else if (!o->quiet) {
+        fprintf(stderr, "drkc: wrote %s: the weights, %.1f MB\n", wpath, (double)wsize / 1e6);
+      }
+      free(wdata);
+    }
+    if (host_out && hj.ok) rc = write_host_outputs(o, data, size, drk_pipeline_kernel_count(p), sec, &d);
+    else if (!module || hj.ok) rc = write_result(o, data, size, ek->text, ek->ext, drk_pipeline_kernel_count(p), sec);
     free(data);
   }
   hash_join(&hj);
   if (p && o->c.time_stages) drk_pipeline_print_times(p, stderr);
   drk_pipeline_destroy(p);
   drk_search_tuned_close(tuned);
+  free(wpath);
   return rc;
 }
 
@@ -479,7 +624,7 @@ typedef struct run_options {
   const char *named_inputs[64]; /* NAME=FILE */
   int n_named;
   uint64_t seed;
-  bool npy, check;
+  bool npy, check, portable;
   const char *target; /* --target for --device=cuda: default the device's own */
   const char *schedules_path;
   drk_schedules_t schedules;
@@ -579,7 +724,7 @@ static bool device_targets(drk_runtime_t *rt, unsigned *out_targets, drk_diag_t 
   snprintf(arch, sizeof arch, "%s", drk_runtime_device_arch(rt));
   char *colon = strchr(arch, ':'); /* gfx942:sramecc+:xnack- */
   if (colon) *colon = 0;
-  if (strcmp(arch, "sm_90") == 0) strcpy(arch, "sm_90a");
+  /* sm_90 becomes sm_90a in drk_target_resolve (unless --portable) */
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
   if (!drk_target_parse_list(arch, out_targets, &quiet)) {
@@ -708,6 +853,7 @@ static int run_model(run_options_t *ro) {
     drk_runtime_options_t rto = {.device = ro->device[4] == ':' ? atoi(ro->device + 5) : 0};
     if (!rt_ok(drk_runtime_create(&rto, &rt), "starting the GPU runtime", &d) ||
         !(ro->target ? drk_target_parse_list(ro->target, &o->targets, &d) : device_targets(rt, &o->targets, &d)) ||
+        !(o->targets = drk_target_resolve(o->targets, ro->portable)) ||
         !db_attach(o, &tuned))
       goto gpu_done;
   } else if (o->db || o->require_tuned) {
@@ -879,6 +1025,7 @@ static int main_run(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;
+    else if (strcmp(argv[i], "--portable") == 0) ro.portable = true;
     else if ((v = drkc_opt_value(argc, argv, &i, o_target))) ro.target = v;
     else if ((k = drkc_parse_compile_option(argc, argv, &i, &ro.c, &ro.schedules_path))) {
       if (k < 0) return 2;
@@ -902,7 +1049,8 @@ int main(int argc, char **argv) {
   static const char *const o_target[] = {"--target", "-arch", "--gpu-architecture", "--arch", NULL},
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL},
-                           *const o_freeze[] = {"--freeze-input", NULL};
+                           *const o_freeze[] = {"--freeze-input", NULL}, *const o_host[] = {"--host", NULL},
+                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     int k;
@@ -916,6 +1064,15 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[i], "-v") == 0) o.c.verbose = 1;
     else if (strcmp(argv[i], "-q") == 0) o.quiet = true;
+    else if (strcmp(argv[i], "--portable") == 0) o.portable = true;
+    else if (strcmp(argv[i], "-c") == 0) o.emit = "obj";
+    else if ((v = drkc_opt_value(argc, argv, &i, o_host))) o.host = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_name))) o.name = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_weights))) {
+      if (strcmp(v, "external") != 0 && strcmp(v, "embedded") != 0)
+        return drkc_usage_error("--weights: embedded or external, not '%s'", v);
+      o.external_weights = strcmp(v, "external") == 0;
+    }
     else if ((v = drkc_opt_value(argc, argv, &i, o_target))) o.targets_arg = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_emit))) o.emit = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
@@ -940,6 +1097,7 @@ int main(int argc, char **argv) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   if (!drk_target_parse_list(o.targets_arg, &o.c.targets, &d)) return 1;
+  o.c.targets = drk_target_resolve(o.c.targets, o.portable);
   if (o.c.dump_after && strcmp(o.c.dump_after, "all") != 0) {
     int si = drk_pipeline_stage_index(o.c.dump_after);
     size_t n;

@@ -37,6 +37,8 @@ static const char usage_text[] =
     "  --iters N           timed runs (default 100)\n"
     "  --profile           also time each kernel (trtexec-like table)\n"
     "  --device N          the CUDA device (default 0)\n"
+    "  --weights FILE      the weights of a module compiled with --weights=external (default:\n"
+    "                      the file the module names, next to the module)\n"
     "  --latencies FILE    write every timed run's latency (ms), a line each\n";
 
 static int usage(void) {
@@ -201,6 +203,7 @@ static int list_module(const char *path) {
          mf->prov.drkc_version, mf->prov.model_hash, mf->prov.targets, mf->prov.command_line);
   printf("  arena %llu bytes (weights %llu), %u kernels, %u inputs, %u outputs\n", (unsigned long long)mf->arena_size,
          (unsigned long long)mf->weights_size, mf->n_kernels, mf->n_inputs, mf->n_outputs);
+  if (mf->weights_file) printf("  weights in the side file %s (--weights=external)\n", mf->weights_file);
   for (uint32_t i = 0; i < mf->n_images; i++) {
     const drk_modfile_image_t *im = &mf->images[i];
     printf("  image %u: slot %u, kind %d, %llu bytes, targets %s\n", i, im->slot, (int)im->kind,
@@ -269,7 +272,7 @@ static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, 
 }
 
 int main(int argc, char **argv) {
-  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL;
+  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL, *weights = NULL;
   int warmup = 10, iters = 100, profile = 0, device = 0, list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -281,6 +284,7 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, "--input-dir", &missing))) in_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--output-dir", &missing))) out_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--latencies", &missing))) lat_path = v;
+    else if ((v = opt_value(argc, argv, &i, "--weights", &missing))) weights = v;
     else if ((v = opt_value(argc, argv, &i, "--warmup", &missing)) ||
              (v = opt_value(argc, argv, &i, "--iters", &missing)) ||
              (v = opt_value(argc, argv, &i, "--device", &missing))) {
@@ -318,6 +322,17 @@ int main(int argc, char **argv) {
   drk_module_t *m = NULL;
   drk_status_t st = drk_module_load_file(NULL, module_path, &m);
   if (st) return fail(st, "loading the module");
+  if (drk_module_weights_file(m)) { /* --weights=external: FILE, or the named file next to the module */
+    char wp[4096];
+    const char *slash = strrchr(module_path, '/');
+    snprintf(wp, sizeof wp, "%.*s%s", slash ? (int)(slash - module_path + 1) : 0, module_path, drk_module_weights_file(m));
+    if ((st = drk_module_load_weights(m, weights ? weights : wp))) {
+      drk_module_destroy(m);
+      return fail(st, "loading the weights");
+    }
+  } else if (weights) {
+    fprintf(stderr, "drkrun: note: --weights ignored: the module holds its weights\n");
+  }
   printf("module: %s\n  %s\n", module_path, drk_module_provenance(m));
 
   drk_runtime_options_t ro = {.device = device};

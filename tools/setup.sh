@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what drkc needs on Debian 12, then a Python venv (.venv) with the test oracles.
 # Quiet and fast when everything is present; works as root or through sudo. chromium: the
-# report test (tests/report) opens `drkc report`'s page in it, headless.
+# report test (tests/report) opens `drkc report`'s page in it, headless. The aarch64 cross
+# compiler, qemu-user and pkgconf serve the deployment tests (tests/deploy, docs/deploy.md), as do
+# the PyPI CUDA tools: a CUDA 12.x ptxas for Jetson Orin's sm_87 cubins and cuobjdump.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES="build-essential cmake llvm-22-dev lld-22 clang-22 clang-tools-22 libclang-rt-22-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev
   libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip
-  chromium"
+  chromium gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkgconf"
 PY_PACKAGES="onnx onnxruntime numpy"
+# ptxas 12.x (nvidia/cuda_nvcc/bin/ptxas) and cuobjdump; no system CUDA needed
+PY_CUDA_PACKAGES="nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump"
 
 missing=()
 for p in $APT_PACKAGES; do
@@ -29,6 +33,11 @@ if ! .venv/bin/python -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   rm -rf .venv
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check $PY_PACKAGES
+fi
+if ! ls .venv/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas >/dev/null 2>&1 ||
+   ! ls .venv/lib/python3*/site-packages/nvidia/*/bin/cuobjdump >/dev/null 2>&1; then
+  echo "setup: installing $PY_CUDA_PACKAGES into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check $PY_CUDA_PACKAGES
 fi
 
 cuda_bin=""

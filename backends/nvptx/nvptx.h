@@ -40,6 +40,8 @@ typedef struct drk_nvptx_arch {
   bool arch_specific;   /* the 'a' suffix: wgmma, setmaxnreg, TMA multicast */
   int ptx_version;      /* PTX ISA emitted, e.g. 86 for .version 8.6 */
   const char *features; /* LLVM target features, e.g. "+ptx86" */
+  int ptxas_major;      /* 0: any ptxas; else the CUDA major release its cubins must come from
+                         * (sm_87: 12, what Jetson Orin's JetPack 6 driver loads) */
 } drk_nvptx_arch_t;
 
 /* The supported architectures, in ascending order; *out_n receives the count. */
@@ -91,6 +93,13 @@ bool drk_nvptx_ptx_join(const char *const *ptx, size_t n, const char *const *lib
 /* Path of ptxas: $DRK_PTXAS, $CUDA_HOME/bin/ptxas, /usr/local/cuda/bin/ptxas, then $PATH.
  * Returns a malloc'ed path, or NULL + "ptxas not found (looked in ...)". */
 char *drk_nvptx_ptxas_find(drk_diag_t *d);
+/* The ptxas that assembles for arch: for an arch with ptxas_major (sm_87), $DRK_PTXAS_CUDA12
+ * when set (then the only candidate), else the first of the CUDA 12 ptxas found at build time (PyPI nvidia-cuda-nvcc-cu12 in the
+ * project's venv), $DRK_PTXAS, $CUDA_HOME/bin, /usr/local/cuda-12*\/bin, /usr/local/cuda/bin
+ * and $PATH whose `--version` is that major release; an error naming every one tried (with
+ * its release) and how to get one when none is. Other archs: drk_nvptx_ptxas_find. Sets
+ * *out_release (may be NULL) to "12.9" etc. when known (borrowed). Malloc'ed path. */
+char *drk_nvptx_ptxas_find_for(const char *arch, const char **out_release, drk_diag_t *d);
 /* Assembles `ptx` for `arch` with `ptxas -arch=<arch> -O3 -v`. On success *out_cubin
  * (free()) holds the ELF; out_log (may be NULL) receives ptxas's output (free()), which
  * includes the register/spill/smem report of -v. On failure the diagnostic quotes the log. */

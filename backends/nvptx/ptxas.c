@@ -3,12 +3,14 @@
  * (backends/common/subprocess.c), or takes the cubin from the kernel cache (keyed on the PTX,
  * the arch, `ptxas --version` and the options). Also parses the -v resource report.
  *
- * ptxas is looked for in $DRK_PTXAS, $CUDA_HOME/bin, /usr/local/cuda/bin and $PATH. */
+ * ptxas is looked for in $DRK_PTXAS, $CUDA_HOME/bin, /usr/local/cuda/bin and $PATH; for sm_87 a
+ * CUDA 12.x one (drk_nvptx_ptxas_find_for). */
 #define _GNU_SOURCE /* memmem */
 #include "backends/nvptx/nvptx.h"
 #include "backends/common/subprocess.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +81,7 @@ static bool ptxas_run(const char *exe, const char *ptx, const char *arch, void *
 bool drk_nvptx_ptxas(const char *ptx, const char *arch, void **out_cubin, size_t *out_size,
                      char **out_log, drk_diag_t *d) {
   if (!drk_nvptx_arch_find(arch, d)) return false;
-  char *exe = drk_nvptx_ptxas_find(d);
+  char *exe = drk_nvptx_ptxas_find_for(arch, NULL, d);
   if (!exe) return false;
   bool ok = ptxas_run(exe, ptx, arch, out_cubin, out_size, out_log, d);
   free(exe);
@@ -159,7 +161,7 @@ const char *drk_nvptx_ptxas_version(const char *exe, drk_diag_t *d) {
 bool drk_nvptx_ptxas_cached(const char *ptx, size_t ptx_len, const char *arch, drk_kcache_t *c, void **out_cubin,
                             size_t *out_size, drk_diag_t *d) {
   if (!drk_nvptx_arch_find(arch, d)) return false;
-  char *exe = drk_nvptx_ptxas_find(d);
+  char *exe = drk_nvptx_ptxas_find_for(arch, NULL, d);
   if (!exe) return false;
   uint8_t key[32];
   bool keyed = false;
@@ -194,6 +196,111 @@ bool drk_nvptx_ptxas_cached(const char *ptx, size_t ptx_len, const char *arch, d
   *out_cubin = cub;
   *out_size = cn;
   return true;
+}
+
+/* "12.9" from `ptxas --version` ("Cuda compilation tools, release 12.9, V12.9.86"), in buf. */
+static bool release_of(const char *version, char *buf, size_t n) {
+  const char *r = version ? strstr(version, "release ") : NULL;
+  if (!r) return false;
+  r += 8;
+  size_t k = 0;
+  while (k + 1 < n && ((r[k] >= '0' && r[k] <= '9') || r[k] == '.')) buf[k] = r[k], k++;
+  buf[k] = 0;
+  return k > 0;
+}
+
+/* The releases of the ptxas programs looked at, for "ptxas_find_for" (a few per process). */
+static pthread_mutex_t rel_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { char exe[512], release[16]; } rel_cache[16];
+static int n_rel;
+
+static const char *release_cached(const char *exe) {
+  pthread_mutex_lock(&rel_mu);
+  for (int i = 0; i < n_rel; i++)
+    if (strcmp(rel_cache[i].exe, exe) == 0) {
+      pthread_mutex_unlock(&rel_mu);
+      return rel_cache[i].release;
+    }
+  pthread_mutex_unlock(&rel_mu);
+  drk_diag_t q;
+  drk_diag_init(&q, NULL);
+  char rel[16];
+  if (!release_of(drk_nvptx_ptxas_version(exe, &q), rel, sizeof rel)) snprintf(rel, sizeof rel, "unknown");
+  pthread_mutex_lock(&rel_mu);
+  const char *out = NULL;
+  for (int i = 0; i < n_rel && !out; i++)
+    if (strcmp(rel_cache[i].exe, exe) == 0) out = rel_cache[i].release;
+  if (!out && n_rel < (int)DRK_ARRAY_LEN(rel_cache) && strlen(exe) < sizeof rel_cache[0].exe) {
+    snprintf(rel_cache[n_rel].exe, sizeof rel_cache[n_rel].exe, "%s", exe);
+    snprintf(rel_cache[n_rel].release, sizeof rel_cache[n_rel].release, "%s", rel);
+    out = rel_cache[n_rel++].release;
+  }
+  pthread_mutex_unlock(&rel_mu);
+  return out ? out : "unknown";
+}
+
+/* Where a CUDA 12.x ptxas may be (drk_nvptx_ptxas_find_for), in order; returns the count. */
+static int candidates_cuda12(char cands[16][512]) {
+  int n = 0;
+  const char *e;
+  /* $DRK_PTXAS_CUDA12, when set, is the only one: an explicit choice is never passed over */
+  if ((e = getenv("DRK_PTXAS_CUDA12")) && *e) {
+    snprintf(cands[n++], 512, "%s", e);
+    return n;
+  }
+#ifdef DRK_PTXAS_CUDA12_DEFAULT
+  snprintf(cands[n++], 512, "%s", DRK_PTXAS_CUDA12_DEFAULT);
+#endif
+  if ((e = getenv("DRK_PTXAS")) && *e) snprintf(cands[n++], 512, "%s", e);
+  if ((e = getenv("CUDA_HOME")) && *e) snprintf(cands[n++], 512, "%s/bin/ptxas", e);
+  glob_t gl;
+  if (glob("/usr/local/cuda-12*/bin/ptxas", 0, NULL, &gl) == 0) {
+    for (size_t i = gl.gl_pathc; i-- > 0 && n < 12;) snprintf(cands[n++], 512, "%s", gl.gl_pathv[i]);
+    globfree(&gl);
+  }
+  snprintf(cands[n++], 512, "/usr/local/cuda/bin/ptxas");
+  drk_diag_t q;
+  drk_diag_init(&q, NULL);
+  char *on_path = drk_nvptx_ptxas_find(&q);
+  if (on_path) snprintf(cands[n++], 512, "%s", on_path);
+  free(on_path);
+  return n;
+}
+
+char *drk_nvptx_ptxas_find_for(const char *arch, const char **out_release, drk_diag_t *d) {
+  const drk_nvptx_arch_t *a = drk_nvptx_arch_find(arch, d);
+  if (!a) return NULL;
+  if (!a->ptxas_major) {
+    char *exe = drk_nvptx_ptxas_find(d);
+    if (exe && out_release) *out_release = release_cached(exe);
+    return exe;
+  }
+  /* candidates, in order; the first of the right major release wins */
+  char cands[16][512];
+  int n = candidates_cuda12(cands);
+  char tried[2048] = "";
+  for (int i = 0; i < n; i++) {
+    bool dup = false;
+    for (int j = 0; j < i; j++) dup |= strcmp(cands[i], cands[j]) == 0;
+    if (dup) continue;
+    size_t len = strlen(tried);
+    if (!drk_subprocess_is_exec(cands[i])) {
+      snprintf(tried + len, sizeof tried - len, "%s%.400s (missing)", len ? ", " : "", cands[i]);
+      continue;
+    }
+    const char *rel = release_cached(cands[i]);
+    if (atoi(rel) == a->ptxas_major) {
+      if (out_release) *out_release = rel;
+      return drk_subprocess_strdup(cands[i]);
+    }
+    snprintf(tried + len, sizeof tried - len, "%s%.400s (CUDA %s)", len ? ", " : "", cands[i], rel);
+  }
+  drk_diag_error(d, drk_loc_none,
+                 "%s needs a CUDA %d.x ptxas (Jetson Orin: JetPack 6 ships CUDA 12.6 and CUDA 13 does not cover "
+                 "Orin), found none: tried %s; install one with `pip install nvidia-cuda-nvcc-cu12` (tools/setup.sh "
+                 "does) and set DRK_PTXAS_CUDA12=.../nvidia/cuda_nvcc/bin/ptxas, or reconfigure drkc to find it",
+                 arch, a->ptxas_major, tried);
+  return NULL;
 }
 
 /* Reads the integer before `unit` in a line like "ptxas info : Used 40 registers, ...". */

@@ -14,12 +14,15 @@
 #include <llvm-c/Target.h>
 
 static const drk_nvptx_arch_t drk_nvptx_archs[] = {
-    {"sm_80", 80, false, 70, "+ptx70"},
-    {"sm_86", 86, false, 71, "+ptx71"},
-    {"sm_87", 87, false, 74, "+ptx74"},
-    {"sm_89", 89, false, 84, "+ptx84"},
-    {"sm_90", 90, false, 84, "+ptx84"},
-    {"sm_90a", 90, true, 86, "+ptx86"},
+    {"sm_80", 80, false, 70, "+ptx70", 0},
+    {"sm_86", 86, false, 71, "+ptx71", 0},
+    /* Jetson Orin: JetPack 6 is CUDA 12.6 and CUDA 13 does not cover Orin, so cubins come
+     * from a CUDA 12.x ptxas (ptxas.c) and the PTX stays at ISA 7.4 (<= 8.5, what a 12.6
+     * driver JIT-compiles). */
+    {"sm_87", 87, false, 74, "+ptx74", 12},
+    {"sm_89", 89, false, 84, "+ptx84", 0},
+    {"sm_90", 90, false, 84, "+ptx84", 0},
+    {"sm_90a", 90, true, 86, "+ptx86", 0},
 };
 
 const drk_nvptx_arch_t *drk_nvptx_arch_all(size_t *out_n) {

@@ -34,11 +34,12 @@ enum {
   SEC_IMAGE_TABLE = 10,
   SEC_IMAGE_DATA = 11,
   SEC_PRECISION = 12, /* optional: at most once */
-  SEC_KIND_COUNT = 13,
+  SEC_EXTERNAL_WEIGHTS = 13, /* optional: at most once; the weights are in a side file */
+  SEC_KIND_COUNT = 14,
 };
 static const char *const sec_names[SEC_KIND_COUNT] = {
     "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
-    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION"};
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS"};
 
 #define HEADER_SIZE 64u
 #define SECTION_ENTRY_SIZE 32u
@@ -54,6 +55,8 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
 #define PREC_HEADER 16u
 #define PREC_KERNEL_REC 16u
 #define PREC_NODE_REC 24u
+#define EXTW_SIZE 48u
+#define EXTW_VERSION 1u
 
 static void set_err(char *err, size_t n, const char *fmt, ...) {
   if (!err || !n) return;
@@ -251,7 +254,9 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
     if (w->offset % DRK_MODFILE_WEIGHT_ALIGN || !in_range(w->offset, w->size, m->weights_size))
       FAIL("weight %u ('%s'): range [%llu, +%llu) is unaligned or outside the %llu-byte blob", i, w->name ? w->name : "", (unsigned long long)w->offset, (unsigned long long)w->size, (unsigned long long)m->weights_size);
   }
-  if (m->weights_size && !m->weights && !entry_data) FAIL("weights_size is %llu but weights is NULL", (unsigned long long)m->weights_size);
+  if (m->weights_file && (!m->weights_file[0] || strchr(m->weights_file, '/')))
+    FAIL("weights file name '%s' is empty or has a '/' (a base name, found next to the module)", m->weights_file);
+  if (m->weights_size && !m->weights && !entry_data && !m->weights_file) FAIL("weights_size is %llu but weights is NULL", (unsigned long long)m->weights_size);
   for (uint32_t i = 0; i < m->n_images; i++) {
     const drk_modfile_image_t *im = &m->images[i];
     if (im->kind < DRK_MODFILE_IMAGE_FATBIN || im->kind > DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE) FAIL("image %u: unknown kind %d", i, (int)im->kind);
@@ -450,7 +455,8 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     set_err(err, err_size, "this writer writes PRECISION section version %u, not %u", DRK_MODFILE_PRECISION_VERSION, m->precision_version);
     return DRK_MODFILE_ERR_INVALID;
   }
-  buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0};
+  buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0},
+        extw = {0};
   wsec_t *secs = NULL;
   uint8_t *out = NULL;
   r = DRK_MODFILE_ERR_NOMEM;
@@ -515,7 +521,15 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   }
   int has_prec = m->precision_version != 0;
   if (has_prec) write_precision(&prec, &str, m);
-  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec;
+  /* --weights=external: an empty WEIGHTS section, and the blob's file, size and hash */
+  int has_extw = m->weights_file != NULL;
+  if (has_extw && (p = buf_extend(&extw, EXTW_SIZE))) {
+    put32(p, EXTW_VERSION);
+    put32(p + 4, add_str(&str, m->weights_file));
+    put64(p + 8, m->weights_size);
+    memcpy(p + 16, m->weights_sha256, 32);
+  }
+  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw;
   for (uint32_t i = 0; i < m->n_images; i++) {
     if (!(p = buf_extend(&img, IMAGE_REC))) break;
     put32(p, (uint32_t)m->images[i].kind);
@@ -523,16 +537,19 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put32(p + 8, add_str(&str, m->images[i].targets));
     put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
   }
-  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom) goto fail;
+  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom)
+    goto fail;
   if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
   wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
                       {SEC_PLAN, 8, plan.p, plan.n, 0},         {SEC_KERNELS, 8, kern.p, kern.n, 0},
                       {SEC_PARAMS, 8, par.p, par.n, 0},         {SEC_TENSORS, 8, ten.p, ten.n, 0},
                       {SEC_TMAS, 8, tma.p, tma.n, 0},           {SEC_WEIGHT_TABLE, 8, wt.p, wt.n, 0},
-                      {SEC_IMAGE_TABLE, 8, img.p, img.n, 0},    {SEC_WEIGHTS, DRK_MODFILE_WEIGHT_ALIGN, m->weights, m->weights_size, 0}};
+                      {SEC_IMAGE_TABLE, 8, img.p, img.n, 0},
+                      {SEC_WEIGHTS, DRK_MODFILE_WEIGHT_ALIGN, has_extw ? NULL : m->weights, has_extw ? 0 : m->weights_size, 0}};
   memcpy(secs, fixed, sizeof fixed);
   for (uint32_t i = 0; i < m->n_images; i++) secs[10 + i] = (wsec_t){SEC_IMAGE_DATA, 256, m->images[i].data, m->images[i].size, 0};
   if (has_prec) secs[10 + m->n_images] = (wsec_t){SEC_PRECISION, 8, prec.p, prec.n, 0}; /* last: old readers skip it */
+  if (has_extw) secs[10 + m->n_images + has_prec] = (wsec_t){SEC_EXTERNAL_WEIGHTS, 8, extw.p, extw.n, 0};
   uint64_t off = HEADER_SIZE;
   for (uint32_t i = 0; i < nsec; i++) {
     off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
@@ -552,7 +569,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   snprintf((char *)out + 40, 16, "drkc %s", DRK_VERSION_STRING);
   for (uint32_t i = 0; i < nsec; i++) {
     if (secs[i].size && secs[i].data) memcpy(out + secs[i].offset, secs[i].data, (size_t)secs[i].size);
-    if (secs[i].kind == SEC_WEIGHTS && !m->weights) /* the blob from its entries (module.h) */
+    if (secs[i].kind == SEC_WEIGHTS && !m->weights && !has_extw) /* the blob from its entries (module.h) */
       for (uint32_t j = 0; j < m->n_weight_entries; j++) {
         const drk_modfile_weight_t *w = &m->weight_entries[j];
         if (w->data && w->data_size) memcpy(out + secs[i].offset + w->offset, w->data, (size_t)w->data_size);
@@ -574,7 +591,7 @@ fail:
   if (r == DRK_MODFILE_ERR_NOMEM) set_err(err, err_size, "out of memory writing the module");
   free(out);
   free(secs);
-  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p);
+  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p), free(extw.p);
   return r;
 }
 
@@ -729,6 +746,15 @@ static drk_modfile_result_t read_counts(rctx_t *r) {
     r->prec_version = get32(P->p);
     if (!r->prec_version) BAD("PRECISION section has version 0");
   }
+  /* EXTERNAL_WEIGHTS (optional): unlike PRECISION it cannot be skipped (the weights would be
+   * missing), so an unknown version is an error; with it, WEIGHTS must be empty. */
+  const rsec_t *X = r->seen[SEC_EXTERNAL_WEIGHTS] ? &one[SEC_EXTERNAL_WEIGHTS] : NULL;
+  if (X) {
+    if (X->size < 4) BAD("EXTERNAL_WEIGHTS section has %llu bytes, too few for its version", (unsigned long long)X->size);
+    if (get32(X->p) != EXTW_VERSION) BAD("EXTERNAL_WEIGHTS section version %u, this reader knows %u: use the runtime of the drkc that wrote the module", get32(X->p), EXTW_VERSION);
+    if (X->size != EXTW_SIZE) BAD("EXTERNAL_WEIGHTS section has %llu bytes, expected %u", (unsigned long long)X->size, EXTW_SIZE);
+    if (one[SEC_WEIGHTS].size) BAD("the module has both a WEIGHTS blob (%llu bytes) and an EXTERNAL_WEIGHTS section", (unsigned long long)one[SEC_WEIGHTS].size);
+  }
   if (r->prec_version == DRK_MODFILE_PRECISION_VERSION) {
     if (P->size < PREC_HEADER) BAD("PRECISION section is truncated: %llu bytes, its header alone is %u", (unsigned long long)P->size, PREC_HEADER);
     uint32_t ck = get32(P->p + 4), cn = get32(P->p + 8);
@@ -752,6 +778,13 @@ static drk_modfile_result_t read_provenance(const rctx_t *r, drk_modfile_t *m) {
   m->weights_offset = get64(r->one[SEC_PLAN].p + 8);
   m->weights = r->one[SEC_WEIGHTS].p;
   m->weights_size = r->one[SEC_WEIGHTS].size;
+  if (r->seen[SEC_EXTERNAL_WEIGHTS]) { /* checked in read_counts */
+    const uint8_t *x = r->one[SEC_EXTERNAL_WEIGHTS].p;
+    STR(get32(x + 4), m->weights_file);
+    m->weights = NULL;
+    m->weights_size = get64(x + 8);
+    memcpy(m->weights_sha256, x + 16, 32);
+  }
   return DRK_MODFILE_OK;
 }
 
@@ -923,6 +956,23 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
 fail:
   alloc->free(alloc->user, blk, total);
   return res;
+}
+
+bool drk_modfile_weights_blob(const drk_modfile_t *m, void **out_data, size_t *out_size) {
+  if (m->weights_size > SIZE_MAX) return false;
+  uint8_t *b = malloc(m->weights_size ? (size_t)m->weights_size : 1);
+  if (!b) return false;
+  if (m->weights) memcpy(b, m->weights, (size_t)m->weights_size);
+  else {
+    memset(b, 0, (size_t)m->weights_size);
+    for (uint32_t j = 0; j < m->n_weight_entries; j++) {
+      const drk_modfile_weight_t *w = &m->weight_entries[j];
+      if (w->data && w->data_size) memcpy(b + w->offset, w->data, (size_t)w->data_size);
+    }
+  }
+  *out_data = b;
+  *out_size = (size_t)m->weights_size;
+  return true;
 }
 
 void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m) {

@@ -207,6 +207,12 @@ typedef struct drk_modfile {
   const drk_modfile_kernel_prec_t *kernel_precision;
   const drk_modfile_node_prec_t *node_precision;
   uint32_t n_node_precision;
+  /* The optional EXTERNAL_WEIGHTS section (drkc --weights=external): NULL, or the base name of
+   * the side file that holds the weights blob (weights_size bytes, SHA-256 weights_sha256),
+   * found next to the module; the writer then writes an empty WEIGHTS section, the reader
+   * returns weights = NULL, and the runtime needs drk_module_load_weights. */
+  const char *weights_file;
+  uint8_t weights_sha256[32];
 } drk_modfile_t;
 
 typedef enum drk_modfile_result {
@@ -231,6 +237,9 @@ drk_modfile_result_t drk_modfile_write_file(const drk_modfile_t *m, const char *
 drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_allocator_t *alloc,
                                       drk_modfile_t **out_m, char *err, size_t err_size);
 void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m);
+/* The weights blob of m (weights_size bytes: m->weights, or built from the entries), malloc'ed
+ * (free()); false when out of memory. What --weights=external writes to the side file. */
+bool drk_modfile_weights_blob(const drk_modfile_t *m, void **out_data, size_t *out_size);
 
 /* Checks m against the rules above (what the writer and reader both enforce). */
 drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t err_size);

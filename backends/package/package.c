@@ -94,6 +94,28 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
   fprintf(out, "report: activations %.2f MiB planned vs %.2f MiB naive sum (%.0f%%); weights %.2f MiB; arena %.2f MiB\n",
           act / 1048576.0, plan->naive_size / 1048576.0, plan->naive_size ? 100.0 * (double)act / (double)plan->naive_size : 0.0,
           plan->weights_size / 1048576.0, plan->arena_size / 1048576.0);
+  /* kernel forms (schedule kind / mma kind) in order of first launch: which attention became
+   * a flash kernel and which matmuls run on the sm_90a TMA + wgmma kernel (mm_ws) */
+  const char *fk[32];
+  size_t fn[32], nf = 0, flash = 0;
+  char names[32][48];
+  for (size_t i = 0; i < l->n_launches; i++) {
+    const drk_schedule_t *S = &l->launches[i].sched;
+    char nm[48];
+    snprintf(nm, sizeof nm, "%s%s%s", S->kind ? S->kind : "other", S->mma ? "/" : "", S->mma ? S->mma : "");
+    flash += S->kind && !strcmp(S->kind, "attention");
+    size_t j = 0;
+    while (j < nf && strcmp(names[j], nm)) j++;
+    if (j == nf && nf < 32) {
+      memcpy(names[nf], nm, sizeof nm);
+      fk[nf] = names[nf];
+      fn[nf++] = 0;
+    }
+    if (j < nf) fn[j]++;
+  }
+  fprintf(out, "report: %zu flash-attention kernels; kernel forms:", flash);
+  for (size_t j = 0; j < nf; j++) fprintf(out, " %zu %s", fn[j], fk[j]);
+  fprintf(out, "\n");
   fprintf(out, "report: precision mix (float nodes by compute dtype):");
   for (int t = 0; t < DRK_DT_COUNT; t++)
     if (mix[t]) fprintf(out, " %zu %s", mix[t], drk_dtype_name((drk_dtype_t)t));
@@ -104,7 +126,8 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
 
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,
                         const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
-                        void **out_data, size_t *out_size, drk_diag_t *d) {
+                        void **out_data, size_t *out_size, void **out_weights, size_t *out_weights_size,
+                        drk_diag_t *d) {
   const drk_mem_plan_t plan = *pl;
 
   drk_modfile_kernel_t *ks = calloc(l->n_launches + 1, sizeof *ks);
@@ -190,10 +213,28 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_images = n_images,
   };
   drk_build_precision_attach(&prec, &mf);
+  /* --weights=external: the blob goes to the caller (the side file), its hash into the module */
+  void *blob = NULL;
+  size_t blob_size = 0;
+  if (o->weights_file) {
+    if (!drk_modfile_weights_blob(&mf, &blob, &blob_size)) {
+      drk_diag_error(d, drk_loc_none, "out of memory for the weights blob (%llu bytes)", (unsigned long long)mf.weights_size);
+      ok = false;
+      goto done;
+    }
+    drk_modfile_sha256(blob, blob_size, mf.weights_sha256);
+    mf.weights_file = o->weights_file;
+  }
   char err[512];
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
   if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
   ok = r == DRK_MODFILE_OK;
+  if (ok && blob) {
+    *out_weights = blob;
+    *out_weights_size = blob_size;
+  } else {
+    free(blob);
+  }
 done:
   drk_build_precision_free(&prec);
   free(tstr);
@@ -239,4 +280,19 @@ bool drk_package_fatbin(const drk_nv_code_t *code, size_t n_code, void **out_fb,
     return false;
   }
   return true;
+}
+
+void drk_package_report_cuda_cores(FILE *out, const drk_graph_t *g, const drk_lowered_t *l) {
+  /* f32 matrix products on CUDA cores are the usual reason an f32 model runs far below a
+   * GPU's tensor-core peak (the default keeps f32 math exact); say so and name the way out.
+   * Read from the kernels' tile IR, as the module's PRECISION section is. */
+  drk_build_precision_t prec = {0};
+  if (!drk_build_precision(g, l, &prec)) return;
+  size_t fma = 0;
+  for (uint32_t i = 0; i < prec.n_kernels; i++) fma += (prec.kernels[i].dot & (1u << DRK_MODFILE_PREC_F32)) != 0;
+  if (fma)
+    fprintf(out, "report: %zu of %zu kernels multiply f32 matrices on CUDA cores (f32 FMA, not tensor cores); "
+                 "--matmul-precision=high (TF32) or --precision=bf16|fp16 puts them on tensor cores\n",
+            fma, l->n_launches);
+  drk_build_precision_free(&prec);
 }

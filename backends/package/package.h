@@ -38,15 +38,22 @@ typedef struct drk_package_options {
   unsigned targets;         /* bit set over drk_target_t: the module's target list */
   const char *command_line; /* provenance */
   const char *model_hash;   /* provenance: "sha256:<hex>"; NULL: "sha256:unknown" */
+  const char *weights_file; /* --weights=external: the side file's base name; NULL: embedded */
 } drk_package_options_t;
 
 /* The module file of g lowered into l with memory plan plan and code images[0..n_images)
- * (malloc'ed; free()). */
+ * (malloc'ed; free()). With o->weights_file the weights blob is not in the module but in
+ * *out_weights (malloc'ed; free()), which the caller writes to that file; out_weights may be
+ * NULL otherwise. */
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan,
                         const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
-                        void **out_data, size_t *out_size, drk_diag_t *d);
+                        void **out_data, size_t *out_size, void **out_weights, size_t *out_weights_size,
+                        drk_diag_t *d);
 
 /* --report: kernels, planned memory and the precision mix. */
 void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *plan);
+/* --report: how many kernels multiply f32 matrices on CUDA cores, naming the flags that put
+ * them on tensor cores (nothing when none does). */
+void drk_package_report_cuda_cores(FILE *out, const drk_graph_t *g, const drk_lowered_t *l);
 
 #endif

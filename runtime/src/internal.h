@@ -35,6 +35,8 @@ struct drk_module {
   drk_modfile_t *mf;
   void *owned;       /* file bytes when loaded from a file, else NULL */
   size_t owned_size;
+  void *weights_owned; /* drk_module_load_weights's copy of the side file, else NULL */
+  size_t weights_owned_size;
   char provenance[768];
 };
 

@@ -34,6 +34,10 @@ static drk_status_t finish(const drk_allocator_t *alloc, const void *data, size_
   snprintf(m->provenance, sizeof m->provenance, "drkc %s; targets %s; model %s; %u kernels, %" PRIu64 " weight bytes, arena %" PRIu64 " bytes",
            *p->drkc_version ? p->drkc_version : "?", *p->targets ? p->targets : "?",
            *p->model_hash ? p->model_hash : "?", m->mf->n_kernels, m->mf->weights_size, m->mf->arena_size);
+  if (m->mf->weights_file) {
+    size_t len = strlen(m->provenance);
+    snprintf(m->provenance + len, sizeof m->provenance - len, " (in %s)", m->mf->weights_file);
+  }
   *out = m;
   return NULL;
 }
@@ -71,11 +75,62 @@ drk_status_t drk_module_load_file(const drk_allocator_t *alloc, const char *path
   return drk_rt_status_wrap(st, "%s", path);
 }
 
+const char *drk_module_weights_file(const drk_module_t *m) { return m ? m->mf->weights_file : NULL; }
+
+drk_status_t drk_module_set_weights(drk_module_t *m, const void *data, size_t size) {
+  if (!m || (!data && size)) return drk_rt_status(m ? &m->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_module_set_weights: NULL argument");
+  const drk_modfile_t *mf = m->mf;
+  if (!mf->weights_file)
+    return drk_rt_status(&m->alloc, DRK_STATUS_INVALID_ARGUMENT, "drk_module_set_weights: the module's weights are in the module itself");
+  if (size != mf->weights_size)
+    return drk_rt_status(&m->alloc, DRK_STATUS_BAD_MODULE, "weights for %s: %zu bytes, the module needs %" PRIu64 " (another build's weights?)", mf->weights_file, size, mf->weights_size);
+  uint8_t h[32];
+  drk_modfile_sha256(data, size, h);
+  if (memcmp(h, mf->weights_sha256, 32) != 0)
+    return drk_rt_status(&m->alloc, DRK_STATUS_BAD_MODULE, "weights for %s: their SHA-256 is not the one the module records (another build's weights, or a corrupted file)", mf->weights_file);
+  m->mf->weights = data;
+  return NULL;
+}
+
+drk_status_t drk_module_load_weights(drk_module_t *m, const char *path) {
+  if (!m) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_module_load_weights: NULL module");
+  if (!m->mf->weights_file)
+    return drk_rt_status(&m->alloc, DRK_STATUS_INVALID_ARGUMENT, "drk_module_load_weights: the module's weights are in the module itself");
+  if (!path) path = m->mf->weights_file;
+  FILE *f = fopen(path, "rb");
+  if (!f) return drk_rt_status(&m->alloc, DRK_STATUS_IO, "%s: cannot open the module's weights: %s", path, strerror(errno));
+  long size = -1;
+  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+  if (size < 0 || fseek(f, 0, SEEK_SET) != 0 || (uint64_t)size != m->mf->weights_size) {
+    fclose(f);
+    return drk_rt_status(&m->alloc, DRK_STATUS_BAD_MODULE, "%s: %ld bytes, the module needs %" PRIu64 " (another build's weights?)", path, size, m->mf->weights_size);
+  }
+  /* 256-byte alignment, as the blob has inside a module */
+  void *data = drk_rt_alloc(&m->alloc, size ? (size_t)size : 1, 256);
+  if (!data) {
+    fclose(f);
+    return drk_rt_status(&m->alloc, DRK_STATUS_OUT_OF_MEMORY, "%s: out of memory reading %ld bytes", path, size);
+  }
+  size_t got = fread(data, 1, (size_t)size, f);
+  fclose(f);
+  drk_status_t st = got == (size_t)size ? drk_module_set_weights(m, data, (size_t)size)
+                                        : drk_rt_status(&m->alloc, DRK_STATUS_IO, "%s: short read (%zu of %ld bytes)", path, got, size);
+  if (st) {
+    drk_rt_free(&m->alloc, data, size ? (size_t)size : 1);
+    return drk_rt_status_wrap(st, "%s", path);
+  }
+  drk_rt_free(&m->alloc, m->weights_owned, m->weights_owned_size);
+  m->weights_owned = data;
+  m->weights_owned_size = size ? (size_t)size : 1;
+  return NULL;
+}
+
 void drk_module_destroy(drk_module_t *m) {
   if (!m) return;
   drk_allocator_t a = m->alloc;
   drk_modfile_free(&a, m->mf);
   drk_rt_free(&a, m->owned, m->owned_size);
+  drk_rt_free(&a, m->weights_owned, m->weights_owned_size);
   drk_rt_free(&a, m, sizeof *m);
 }
 

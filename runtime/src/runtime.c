@@ -89,6 +89,8 @@ const char *drk_runtime_driver_name(const drk_runtime_t *rt) { return rt ? rt->d
 
 drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session) {
   if (!rt || !m || !out_session) return drk_rt_status(rt ? &rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_create: NULL argument");
+  if (m->mf->weights_size && !m->mf->weights)
+    return drk_rt_status(&rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "the module's weights are in a side file (%s): load them first (drk_module_load_weights)", m->mf->weights_file ? m->mf->weights_file : "?");
   drk_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
   if (!s) return drk_rt_status(&rt->alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the session");
   s->drv = rt->drv;

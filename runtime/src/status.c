@@ -126,6 +126,11 @@ const char *drk_status_code_name(drk_status_code_t c) {
   return "DRK_STATUS_UNKNOWN";
 }
 
+drk_status_t drk_status_create(const drk_allocator_t *alloc, drk_status_code_t code, const char *message) {
+  if (code == DRK_STATUS_OK) code = DRK_STATUS_INVALID_ARGUMENT;
+  return drk_rt_status(alloc, code, "%s", message ? message : "");
+}
+
 void drk_status_destroy(drk_status_t st) {
   if (!st || st->is_static) return;
   drk_allocator_t a = st->alloc;

@@ -32,5 +32,5 @@ done
 # mma.sync ones for sm_90 without the 'a')
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 for k in add_bf16 matmul_bf16 matmul_f16; do "$DRKC" "$SRC/tests/bench/$k.drkg" --target="$TARGET" -o "$OUT/$k.drkm"; done
-for k in matmul_bf16 matmul_f16; do "$DRKC" "$SRC/tests/bench/$k.drkg" --target=sm_90 -o "$OUT/${k}_mma.drkm"; done
+for k in matmul_bf16 matmul_f16; do "$DRKC" "$SRC/tests/bench/$k.drkg" --target=sm_90 --portable -o "$OUT/${k}_mma.drkm"; done
 echo "mm_shapes: $(ls "$OUT"/mm_*.drkm | wc -l) modules in $OUT"

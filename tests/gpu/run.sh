@@ -66,7 +66,7 @@ prepare() {
     "$DRKC" "$SRC/tests/bench/$k.drkg" --target="$ARCH" -o "$dir/bench/$k.drkm" || echo "prepare: bench $k failed"
   done
   for k in matmul_bf16 matmul_f16; do # the mma.sync kernel (sm_90 is not sm_90a: no wgmma)
-    "$DRKC" "$SRC/tests/bench/$k.drkg" --target=sm_90 -o "$dir/bench/${k}_mma.drkm" || echo "prepare: bench ${k}_mma failed"
+    "$DRKC" "$SRC/tests/bench/$k.drkg" --target=sm_90 --portable -o "$dir/bench/${k}_mma.drkm" || echo "prepare: bench ${k}_mma failed"
   done
   echo "prepared $n cases to run in $dir"
 }

@@ -27,7 +27,7 @@ if has models; then
   echo "== drkc run --device=cuda --check on the whole models, per precision and fusion level"
   # --target=sm_80 runs the sm_80 code (cp.async, ldmatrix, mma.sync) through the PTX JIT;
   # --target=sm_90 the mma.sync path on sm_90 (no wgmma); comma-separated options in one config
-  configs=${CONFIGS:-"default --precision=fp16 --precision=bf16 --precision=fp8 --matmul-precision=high --fusion-aggressiveness=0 --fusion-aggressiveness=1 --fusion-aggressiveness=3 --fusion-aggressiveness=3,--precision=fp16 --target=sm_80 --target=sm_80,--precision=fp16 --target=sm_90,--precision=bf16"}
+  configs=${CONFIGS:-"default --precision=fp16 --precision=bf16 --precision=fp8 --matmul-precision=high --fusion-aggressiveness=0 --fusion-aggressiveness=1 --fusion-aggressiveness=3 --fusion-aggressiveness=3,--precision=fp16 --target=sm_80 --target=sm_80,--precision=fp16 --target=sm_90,--portable,--precision=bf16"}
   mkdir -p "$W/mc"
   cat >"$W/mc.sh" <<'EOS'
 #!/bin/sh

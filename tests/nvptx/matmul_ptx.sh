@@ -14,7 +14,8 @@ fail=0
 bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 ptx() { # out graph arch [drkc options...]
   local out=$1 g=$2 arch=$3; shift 3
-  "$DRKC" "$G/$g.drkg" --target="$arch" --emit=ptx "$@" -o "$W/$out.ptx" 2>"$W/$out.err" ||
+  # --portable: sm_90 here is the portable mma.sync path (plain sm_90 builds sm_90a's wgmma)
+  "$DRKC" "$G/$g.drkg" --target="$arch" --portable --emit=ptx "$@" -o "$W/$out.ptx" 2>"$W/$out.err" ||
     { bad "$out: drkc failed: $(head -c 300 "$W/$out.err")"; return 1; }
 }
 has() { grep -q -- "$2" "$W/$1.ptx" || bad "$1: no '$2' in the PTX"; }

@@ -1099,7 +1099,153 @@ static void test_merge_matmul(void) {
   }
 }
 
+/* Gemm as MatMul (passes/gemm_to_matmul.c): every attribute form (transA with a computed A,
+ * transB with a constant B stored transposed, alpha, beta, a row-vector C and a full C, no C)
+ * computes what the Gemm did, and no Gemm is left. */
+static drk_graph_t *gemm_graph(int k) {
+  drk_graph_t *g = drk_graph_create("t");
+  bool ta = k == 1 || k == 3, tb = k >= 1;
+  drk_value_t *x = input(g, "x", DRK_DT_F32, ta ? "7,5" : "5,7");
+  drk_value_t *w = wavy(g, "w", tb ? "11,7" : "7,11", 0.7);
+  drk_value_t *c = k == 0 ? NULL : wavy(g, "c", k == 2 ? "5,11" : "11", 0.4);
+  drk_node_t *n = c ? node(g, DRK_OP_GEMM, "y", 1, 3, x, w, c) : node(g, DRK_OP_GEMM, "y", 1, 2, x, w);
+  drk_node_set_int(g, n, "transA", ta);
+  drk_node_set_int(g, n, "transB", tb);
+  if (k >= 2) drk_node_set_float(g, n, "alpha", 0.75);
+  if (k == 3) drk_node_set_float(g, n, "beta", -1.5);
+  drk_node_t *r = node(g, DRK_OP_RELU, "r", 1, 1, OUT(n));
+  drk_graph_add_output(g, OUT(r));
+  return g;
+}
+
+static void test_gemm_to_matmul(void) {
+  { /* a weight two Gemms read with transB (shared layers) is transposed and stored once */
+    drk_graph_t *g = drk_graph_create("t");
+    drk_value_t *x = input(g, "x", DRK_DT_F32, "5,7"), *w = wavy(g, "w", "7,7", 0.5);
+    drk_node_t *g1 = node(g, DRK_OP_GEMM, "g1", 1, 2, x, w), *g2 = node(g, DRK_OP_GEMM, "g2", 1, 2, OUT(g1), w);
+    drk_node_set_int(g, g1, "transB", 1);
+    drk_node_set_int(g, g2, "transB", 1);
+    drk_graph_add_output(g, OUT(g2));
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    size_t n = 0;
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_gemm_to_matmul(g, &n) && n == 2);
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d));
+    const drk_value_t *b[2] = {NULL, NULL};
+    int k = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->op == DRK_OP_MATMUL && k < 2) b[k++] = g->nodes[i]->inputs[1];
+    CHECK(k == 2 && b[0] == b[1] && b[0]->kind == DRK_VALUE_CONST);
+    drk_graph_destroy(g);
+  }
+  for (int k = 0; k < 4; k++) {
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = gemm_graph(k), *ref = gemm_graph(k);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_gemm_to_matmul(g, &n) && n == 1);
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    int gemms = 0, transposes = 0, matmuls = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+      const drk_node_t *m = g->nodes[i];
+      gemms += !m->dead && m->op == DRK_OP_GEMM;
+      transposes += !m->dead && m->op == DRK_OP_TRANSPOSE;
+      matmuls += !m->dead && m->op == DRK_OP_MATMUL;
+      /* a constant B^T is stored transposed: the MatMul reads a constant */
+      if (!m->dead && m->op == DRK_OP_MATMUL) CHECK(m->inputs[1]->kind == DRK_VALUE_CONST);
+    }
+    CHECK(gemms == 0 && matmuls == 1 && transposes == (k == 1 || k == 3));
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 2, (k == 1 || k == 3) ? (int64_t[]){7, 5} : (int64_t[]){5, 7}));
+    for (int64_t i = 0; i < 35; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f;
+    drk_tensor_t a = {0}, b = {0};
+    CHECK(drk_interp_run(g, &in, &a, &d) && drk_interp_run(ref, &in, &b, &d));
+    CHECK(a.rank == 2 && a.dims[0] == 5 && a.dims[1] == 11 && drk_tensor_numel(&a) == drk_tensor_numel(&b));
+    double err = drk_tensor_rel_error(&a, &b);
+    if (!(err <= 1e-6)) fprintf(stderr, "gemm_to_matmul rel. error %g (case %d)\n", err, k), failures++;
+    drk_tensor_free(&a), drk_tensor_free(&b), drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
+/* A tied embedding: one constant read by a Gather (as [V, H]) and, through a Transpose, by the
+ * LM head MatMul (as [H, V]). The Transpose is folded at compile time although the constant
+ * has another reader and is over the size limit (a weight layout, not a copy kernel per run);
+ * a Transpose of a constant that something other than a MatMul's B reads is not. */
+static void test_fold_weight_transpose(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *ids = input(g, "ids", DRK_DT_I64, "4");
+  drk_value_t *emb = f32s(g, "emb", "1003,80"); /* 80240 elements: over the size limit */
+  drk_node_t *ga = node(g, DRK_OP_GATHER, "h", 1, 2, emb, ids);
+  drk_node_t *t = node(g, DRK_OP_TRANSPOSE, "embT", 1, 1, emb);
+  drk_node_t *mm = node(g, DRK_OP_MATMUL, "logits", 1, 2, OUT(ga), OUT(t));
+  drk_node_t *t2 = node(g, DRK_OP_TRANSPOSE, "embT2", 1, 1, emb);
+  drk_node_t *ng = node(g, DRK_OP_NEG, "neg", 1, 1, OUT(t2));
+  drk_graph_add_output(g, OUT(mm));
+  drk_graph_add_output(g, OUT(ng));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(drk_pass_pipeline_canonicalize(g, &d));
+  CHECK(t->dead && mm->inputs[1]->kind == DRK_VALUE_CONST);
+  CHECK_SHAPE(mm->inputs[1], "f32[80,1003]");
+  CHECK(((const float *)mm->inputs[1]->data)[1] == 80 * 0.5f); /* embT[0, 1] = emb[1, 0] */
+  CHECK(!ga->dead && ga->inputs[0] == emb);
+  CHECK(!t2->dead); /* read by a Neg: a copy, not a weight layout */
+  drk_graph_destroy(g);
+}
+
+/* MatMul widths padded (passes/pad_matmul_n.c): a constant [16, 70] weight becomes [16, 72]
+ * with zero columns, the result a Slice of the [.., 72] product with the same values and the
+ * same name; N a multiple of 8, or K not one, is left alone. */
+static drk_graph_t *pad_graph(int64_t K, int64_t N) {
+  drk_graph_t *g = drk_graph_create("t");
+  char xs[32], ws[32];
+  snprintf(xs, sizeof xs, "2,5,%lld", (long long)K);
+  snprintf(ws, sizeof ws, "%lld,%lld", (long long)K, (long long)N);
+  drk_value_t *x = input(g, "x", DRK_DT_F32, xs);
+  drk_node_t *mm = node(g, DRK_OP_MATMUL, "logits", 1, 2, x, wavy(g, "w", ws, 0.6));
+  drk_graph_add_output(g, OUT(mm));
+  return g;
+}
+
+static void test_pad_matmul_n(void) {
+  static const int64_t cases[][3] = {{16, 70, 1}, {16, 72, 0}, {12, 70, 0}, {16, 7, 0}};
+  for (size_t k = 0; k < DRK_ARRAY_LEN(cases); k++) {
+    int64_t K = cases[k][0], N = cases[k][1];
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = pad_graph(K, N), *ref = pad_graph(K, N);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_pad_matmul_n(g, &n) && n == (size_t)cases[k][2]);
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    const drk_value_t *y = g->outputs[0];
+    CHECK(strcmp(y->name, "logits") == 0 && y->shape.dims[2].size == N);
+    if (cases[k][2]) {
+      CHECK(y->def->op == DRK_OP_SLICE && y->def->inputs[0]->def->op == DRK_OP_MATMUL);
+      CHECK(y->def->inputs[0]->def->inputs[1]->shape.dims[1].size == 72);
+    }
+    drk_tensor_t in;
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 3, (int64_t[]){2, 5, K}));
+    for (int64_t i = 0; i < 10 * K; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f;
+    drk_tensor_t a = {0}, b = {0};
+    CHECK(drk_interp_run(g, &in, &a, &d) && drk_interp_run(ref, &in, &b, &d));
+    CHECK(a.rank == 3 && a.dims[2] == N && drk_tensor_numel(&a) == drk_tensor_numel(&b));
+    double err = drk_tensor_rel_error(&a, &b);
+    if (!(err <= 1e-6)) fprintf(stderr, "pad_matmul_n rel. error %g (case %zu)\n", err, k), failures++;
+    drk_tensor_free(&a), drk_tensor_free(&b), drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
+    {"pad_matmul_n", test_pad_matmul_n},
+    {"gemm_to_matmul", test_gemm_to_matmul},
+    {"fold_weight_transpose", test_fold_weight_transpose},
     {"plan_inplace", test_plan_inplace},
     {"plan_kernels", test_plan_kernels},
     {"conv_to_matmul", test_conv_to_matmul},

@@ -339,6 +339,50 @@ static void test_casts(void) {
   drk_graph_destroy(g);
 }
 
+/* Rotary angles from positions (HF LLaMA's rotary embedding as exported with position ids):
+ * positions 3000.. (a Cast of integers) times inverse frequencies, cos/sin of them, applied
+ * to x. In f16 the angles near 3000 are off by up to 1 radian; the cone stays f32 under
+ * fp16/bf16 while the product with x runs in T. */
+static const char *k_rope =
+    "graph @rope(%ids: i64[1, 64], %x: f32[1, 64, 16]) -> (%y) {\n"
+    "  %off: i64[] = const [3000]\n"
+    "  %ax: i64[1] = const [1]\n"
+    "  %invf: f32[1, 8, 1] = const [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125]\n"
+    "  %pos: i64[1, 64] = Add(%ids, %off)\n"
+    "  %pu: i64[1, 1, 64] = Unsqueeze(%pos, %ax)\n"
+    "  %pf: f32[1, 1, 64] = Cast(%pu) {to = 1}\n"
+    "  %fr: f32[1, 8, 64] = MatMul(%invf, %pf)\n"
+    "  %ft: f32[1, 64, 8] = Transpose(%fr) {perm = [0, 2, 1]}\n"
+    "  %emb: f32[1, 64, 16] = Concat(%ft, %ft) {axis = -1}\n"
+    "  %cos: f32[1, 64, 16] = Cos(%emb)\n"
+    "  %sin: f32[1, 64, 16] = Sin(%emb)\n"
+    "  %xc: f32[1, 64, 16] = Mul(%x, %cos)\n"
+    "  %xs: f32[1, 64, 16] = Mul(%x, %sin)\n"
+    "  %y: f32[1, 64, 16] = Add(%xc, %xs)\n"
+    "  return %y\n"
+    "}\n";
+
+static void test_rotary(drk_precision_t p) {
+  drk_graph_t *ref = parse(k_rope), *g = parse(k_rope);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(apply(g, p, DRK_MMP_HIGHEST, 90, &d));
+  check_consistent(g, "rope");
+  static const char *const f32s[] = {"pf", "fr", "ft", "emb", "cos", "sin"};
+  for (size_t i = 0; i < DRK_ARRAY_LEN(f32s); i++) CHECK_DT(g, f32s[i], DRK_DT_F32);
+  drk_dtype_t T = p == DRK_PREC_BF16 ? DRK_DT_BF16 : DRK_DT_F16;
+  CHECK_DT(g, "xc", T);
+  drk_tensor_t in[2];
+  fill_inputs(ref, in, 1.0);
+  double e = compare(ref, g, in);
+  printf("rotary %s: rel. L2 error %.3g\n", p == DRK_PREC_BF16 ? "bf16" : "fp16", e);
+  CHECK(e <= 1e-2);
+  drk_tensor_free(&in[0]);
+  drk_tensor_free(&in[1]);
+  drk_graph_destroy(ref);
+  drk_graph_destroy(g);
+}
+
 static const char *k_mm =
     "graph @mm(%x: f32[8, 32]) -> (%y, %z) {\n"
     "  %w: f32[32, 16] = const hex\"HEX\"\n"
@@ -712,6 +756,8 @@ static int run_unit(void) {
   test_norm_patterns(DRK_PREC_BF16);
   test_naive_would_fail();
   test_casts();
+  test_rotary(DRK_PREC_FP16);
+  test_rotary(DRK_PREC_BF16);
   test_medium_and_options();
   test_fp8_fallback();
   test_fp8();

@@ -406,6 +406,71 @@ int main(int argc, char **argv) {
   CHECK_CONTAINS(drk_status_message(st), "/nonexistent/model.drkm");
   drk_status_destroy(st);
 
+  { /* --weights=external: an empty WEIGHTS section and EXTERNAL_WEIGHTS (file, size, hash);
+     * the module loads without its weights, runs nothing until it gets the right ones */
+    drk_modfile_t mx = t.m;
+    void *blob = NULL;
+    size_t nblob = 0;
+    CHECK(drk_modfile_weights_blob(&mx, &blob, &nblob) && nblob == mx.weights_size && !memcmp(blob, t.weights, nblob));
+    drk_modfile_sha256(blob, nblob, mx.weights_sha256);
+    mx.weights_file = "model.weights";
+    void *x = NULL;
+    size_t nx = 0;
+    CHECK(drk_modfile_write(&mx, &x, &nx, err, sizeof err) == DRK_MODFILE_OK);
+    CHECK(x && nx + mx.weights_size - 64 <= na); /* the blob is not in it */
+    drk_modfile_t *rx = NULL;
+    CHECK(x && drk_modfile_read(x, nx, NULL, &rx, err, sizeof err) == DRK_MODFILE_OK);
+    if (rx) {
+      CHECK(rx->weights == NULL && rx->weights_size == mx.weights_size && str_eq(rx->weights_file, "model.weights"));
+      CHECK(!memcmp(rx->weights_sha256, mx.weights_sha256, 32));
+      void *x2 = NULL;
+      size_t nx2 = 0;
+      CHECK(drk_modfile_write(rx, &x2, &nx2, err, sizeof err) == DRK_MODFILE_OK && nx2 == nx && !memcmp(x, x2, nx));
+      free(x2);
+      drk_modfile_free(NULL, rx);
+    }
+    drk_module_t *mm = NULL;
+    drk_status_t sx = drk_module_load_memory(NULL, x, nx, &mm);
+    CHECK(!sx && mm && str_eq(drk_module_weights_file(mm), "model.weights"));
+    CHECK_CONTAINS(drk_module_provenance(mm), "(in model.weights)");
+    if (mm) {
+      sx = drk_module_set_weights(mm, blob, nblob - 1);
+      CHECK(drk_status_code(sx) == DRK_STATUS_BAD_MODULE);
+      CHECK_CONTAINS(drk_status_message(sx), "the module needs");
+      drk_status_destroy(sx);
+      ((unsigned char *)blob)[7] ^= 1;
+      sx = drk_module_set_weights(mm, blob, nblob);
+      CHECK(drk_status_code(sx) == DRK_STATUS_BAD_MODULE);
+      CHECK_CONTAINS(drk_status_message(sx), "SHA-256");
+      drk_status_destroy(sx);
+      ((unsigned char *)blob)[7] ^= 1;
+      CHECK(drk_module_set_weights(mm, blob, nblob) == NULL);
+      sx = drk_module_load_weights(mm, "/nonexistent/model.weights");
+      CHECK(drk_status_code(sx) == DRK_STATUS_IO);
+      CHECK_CONTAINS(drk_status_message(sx), "/nonexistent/model.weights");
+      drk_status_destroy(sx);
+      drk_module_destroy(mm);
+    }
+    /* an EXTERNAL_WEIGHTS section of a version this reader does not know: refused (the weights would be missing) */
+    unsigned char *c = malloc(nx);
+    memcpy(c, x, nx);
+    uint64_t table = rd64(c + 24);
+    for (uint32_t i = 0; i < rd32(c + 32); i++) {
+      unsigned char *e = c + table + 32 * (uint64_t)i;
+      if (rd32(e) == 13) wr32(c + rd64(e + 8), 2);
+    }
+    fix_crcs(c);
+    CHECK(drk_modfile_read(c, nx, NULL, &rx, err, sizeof err) == DRK_MODFILE_ERR_FORMAT);
+    CHECK_CONTAINS(err, "EXTERNAL_WEIGHTS section version 2, this reader knows 1");
+    free(c);
+    mx.weights_file = "dir/model.weights";
+    void *bad = NULL;
+    CHECK(drk_modfile_write(&mx, &bad, &nx, err, sizeof err) == DRK_MODFILE_ERR_INVALID && !bad);
+    CHECK_CONTAINS(err, "has a '/'");
+    free(blob);
+    free(x);
+  }
+
   /* the writer refuses inconsistent descriptions */
   ks[0].slot = 9;
   CHECK(drk_modfile_write(&t.m, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);

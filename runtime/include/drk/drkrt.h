@@ -60,6 +60,11 @@ typedef struct drk_allocator {
   void *user;
 } drk_allocator_t;
 
+/* A status of the caller's making (code must not be DRK_STATUS_OK), for code that wraps this
+ * API, e.g. the headers drkc writes with host objects (-c). The message is copied; NULL
+ * alloc: malloc. When even that fails the result is a static out-of-memory status. */
+drk_status_t drk_status_create(const drk_allocator_t *alloc, drk_status_code_t code, const char *message);
+
 /* ---- modules (host side; no driver needed) ---- */
 typedef struct drk_module drk_module_t;
 
@@ -71,6 +76,19 @@ drk_status_t drk_module_load_file(const drk_allocator_t *alloc, const char *path
 drk_status_t drk_module_load_memory(const drk_allocator_t *alloc, const void *data,
                                     size_t size, drk_module_t **out_module);
 void drk_module_destroy(drk_module_t *m);
+
+/* Weights in a side file (drkc --weights=external): its base name as drkc wrote it (the file
+ * lay next to the module or object), or NULL when the weights are in the module. Such a module
+ * needs its weights before drk_session_create (which otherwise fails, naming the file). */
+const char *drk_module_weights_file(const drk_module_t *m);
+/* Gives the module its weights: the side file's bytes, whose size and SHA-256 must be those the
+ * module records (DRK_STATUS_BAD_MODULE otherwise). Borrowed: valid and unchanged until
+ * drk_module_destroy. */
+drk_status_t drk_module_set_weights(drk_module_t *m, const void *data, size_t size);
+/* Reads the side file at path (NULL: drk_module_weights_file's name, relative to the current
+ * directory) into memory from the module's allocator, freed with the module, and checks it as
+ * drk_module_set_weights does. */
+drk_status_t drk_module_load_weights(drk_module_t *m, const char *path);
 
 /* Data types are ONNX TensorProto.DataType codes (1 float, 10 float16, 16 bfloat16, ...). */
 #define DRK_TENSOR_MAX_RANK 8

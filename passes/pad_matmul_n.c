@@ -1,0 +1,83 @@
+/* Matmul widths padded for the sm_90a kernel (drk_pass_pad_matmul_n): MatMul(A, B) with B a
+ * 2-D constant [K, N], N not a multiple of 8 (K one, N >= 64) becomes
+ *   Slice(MatMul(A, B padded with zero columns to [K, N8]), [0, N) of the last axis)
+ * with N8 = N rounded up to 8. Why: the TMA + wgmma kernel needs 16-byte row strides in B and
+ * the result (N and K multiples of 8 in 16-bit types); GPT-2's LM head (N = 50257) otherwise
+ * runs on the general mma.sync kernel (0.99 ms of a 3.48 ms b1 s1024 run on an H200). The
+ * weight is padded once here (N8 - N < 8 columns); the Slice is data movement that a flat
+ * group takes (with the Cast to f32 of a logits output it is one kernel, the one the Cast was).
+ *
+ * Requires: shapes inferred and static on the MatMul. Guarantees: the same function (the
+ * padded columns are computed and dropped; the kept ones are the same sums); the MatMul's
+ * result keeps its name and becomes the Slice's. Leaves the MatMul nodes dead. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+static bool eligible(const drk_node_t *n) {
+  if (n->op != DRK_OP_MATMUL || n->dead || n->n_outputs != 1 || n->n_inputs != 2) return false;
+  const drk_value_t *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+  if (!a || !b || b->kind != DRK_VALUE_CONST || !b->data || b->shape.rank != 2 || !drk_shape_is_static(&b->shape) ||
+      !drk_shape_is_static(&y->shape) || a->shape.rank < 2 || y->shape.rank < 2 || y->shape.rank > 8 ||
+      !drk_dtype_is_float(b->dtype) || drk_dtype_bits(b->dtype) < 8)
+    return false;
+  int64_t K = b->shape.dims[0].size, N = b->shape.dims[1].size;
+  return N >= 64 && N % 8 != 0 && K % 8 == 0 && y->shape.dims[y->shape.rank - 1].size == N;
+}
+
+static bool rewrite(drk_graph_t *g, drk_node_t *n) {
+  drk_value_t *a = n->inputs[0], *b = n->inputs[1], *y = n->outputs[0];
+  const char *base = y->name;
+  int64_t K = b->shape.dims[0].size, N = b->shape.dims[1].size, N8 = (N + 7) / 8 * 8;
+  size_t es = (size_t)drk_dtype_bits(b->dtype) / 8;
+  unsigned char *p = calloc((size_t)(K * N8), es);
+  if (!p) return false;
+  for (int64_t k = 0; k < K; k++) memcpy(p + es * (size_t)(k * N8), (const unsigned char *)b->data + es * (size_t)(k * N), es * (size_t)N);
+  drk_value_t *bp = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_wpad", b->name), b->dtype,
+                                             drk_graph_shape_static(g, 2, (int64_t[]){K, N8}), p, es * (size_t)(K * N8));
+  free(p);
+  int r = y->shape.rank;
+  int64_t yd[8];
+  for (int i = 0; i < r; i++) yd[i] = y->shape.dims[i].size;
+  yd[r - 1] = N8;
+  const char *mn = drk_graph_unique_namef(g, "%s_padded", base);
+  drk_node_t *mm = drk_graph_add_node(g, DRK_OP_MATMUL, 2, (drk_value_t *[]){a, bp}, 1, &mn, n->loc);
+  mm->outputs[0]->dtype = y->dtype;
+  mm->outputs[0]->shape = drk_graph_shape_static(g, r, yd);
+  int64_t one = 1, st = 0, en = N, ax = -1;
+  drk_shape_t s1 = drk_graph_shape_static(g, 1, &one);
+  drk_value_t *vs = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_starts", base), DRK_DT_I64, s1, &st, 8);
+  drk_value_t *ve = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_ends", base), DRK_DT_I64, s1, &en, 8);
+  drk_value_t *va = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_axes", base), DRK_DT_I64, s1, &ax, 8);
+  const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
+  drk_node_t *sl = drk_graph_add_node(g, DRK_OP_SLICE, 4, (drk_value_t *[]){mm->outputs[0], vs, ve, va}, 1, &tmp, n->loc);
+  /* the MatMul's result (its name, its users, maybe a graph output) becomes the Slice's */
+  sl->outputs[0] = y;
+  y->def = sl;
+  y->def_index = 0;
+  n->dead = true;
+  return true;
+}
+
+bool drk_pass_pad_matmul_n(drk_graph_t *g, size_t *out_n_rewritten) {
+  size_t done = 0, n_orig = g->n_nodes;
+  if (out_n_rewritten) *out_n_rewritten = 0;
+  if (!n_orig) return true;
+  drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
+  if (!orig) return false;
+  memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  g->n_nodes = 0; /* nodes are pushed again in order, the new ones right after their MatMul */
+  bool ok = true;
+  for (size_t i = 0; i < n_orig; i++) {
+    drk_node_t *n = orig[i];
+    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+    if (ok && eligible(n)) {
+      if (!(ok = rewrite(g, n))) break;
+      done++;
+    }
+  }
+  free(orig);
+  if (out_n_rewritten) *out_n_rewritten = done;
+  return ok;
+}
