@@ -203,9 +203,10 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
  * split-K), no persistent form or cluster, and the M tile's shape images x conv_h x conv_w
  * (128 output pixels of a window of the output); mma = NULL when the target or dtype does
  * not allow it. st: the spatial strides (TMA boxes span conv_h*st[0] rows and conv_w*st[1]
- * columns, <= 256). */
+ * columns, <= 256). epi: the fused epilogue, DRK_CONV_EPI_*. */
+enum { DRK_CONV_EPI_NONE, DRK_CONV_EPI_LIGHT /* bias, ReLU, Clip, Add, Mul, Cast */, DRK_CONV_EPI_OTHER };
 drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
-                                 drk_dtype_t t, const drk_lower_options_t *o, bool epilogue);
+                                 drk_dtype_t t, const drk_lower_options_t *o, int epi);
 /* The multiprocessors of the lowering's target (o->target_sm): 132 (sm_90, H100/H200), 16
  * (sm_87, Orin), 108 otherwise (A100; modules with gfx942 are lowered for sm_80). */
 int lw_target_sms(const drk_lower_options_t *o);

@@ -373,11 +373,22 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
  * 8 x 16 (62 %, the least a 128-pixel window can do). Not measured yet: whether narrow boxes
  * (short contiguous runs) slow TMA down. conv.tile_h / conv.tile_w pin it. The N tile, stages and staging come from drk_sched_mm_ws on the GEMM's sizes. */
 drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
-                                 drk_dtype_t t, const drk_lower_options_t *o, bool epilogue) {
-  drk_schedule_t s = drk_sched_mm_ws(Nb * OH * OW, OC, K, 1, t, o, epilogue);
+                                 drk_dtype_t t, const drk_lower_options_t *o, int epi) {
+  /* Big grids (4 waves or more of 128 x 256 tiles) may take BN = 256 with a light fused
+   * epilogue, unstaged: bias, ReLU, the residual Add, a Cast do not spill there (ptxas -v:
+   * 0 bytes on a 3x3 conv + bias + Add + ReLU; an erf GELU spills 772 bytes, so other
+   * epilogues keep BN <= 128), and on the H200 conv3x3 N64 C256 56x56
+   * K256 (with its f32 Cast) ran in 0.345 ms with BN 256 unstaged against 0.409 ms with
+   * the default BN 128 staged (device call 36; cuDNN 0.344 ms). Smaller grids keep the
+   * matmul's rule (128: conv3x3 at 14 x 14 was 1.51x cuDNN with it). */
+  const drk_sched_knobs_t *kn = &o->knobs;
+  int64_t M = Nb * OH * OW;
+  bool big = ((M + 127) / 128) * ((OC + 255) / 256) >= 4 * (int64_t)lw_target_sms(o);
+  drk_schedule_t s = drk_sched_mm_ws(M, OC, K, 1, t, o, epi == DRK_CONV_EPI_OTHER || (epi && !big));
   s.kind = "conv_ws";
   if (!s.mma) return s;
-  const drk_sched_knobs_t *kn = &o->knobs;
+  int pin;
+  if (big && s.tile_n == 256 && !drk_knob_pinned(kn, DRK_KNOB_MM_STAGED, &pin)) s.staged = false;
   int ph = drk_knob_or(kn, DRK_KNOB_CONV_TILE_H, 0), pw = drk_knob_or(kn, DRK_KNOB_CONV_TILE_W, 0);
   int64_t best = -1;
   for (int w = 128; w >= 1; w /= 2)

@@ -42,6 +42,13 @@
  * those computing in a 16-bit float or f8 (f16, bf16, f8e4m3, f8e5m2) when every target is
  * NVIDIA; nchw: none (the graph is left alone).
  *
+ * Padded channels (pad_channels, set for sm_90a): a chosen f16/bf16 conv of one group with
+ * strides <= 8 whose C is not a multiple of pad_channels (the RGB stem's C = 3) computes
+ * with Cp = C rounded up: W' gets Cp - C zero channels here, and its channels-last input
+ * goes through a constant Pad of the channel dim (zeros), which fuses with the layout
+ * Transpose at the model input. The extra terms are 0 * 0, so the result is the same in
+ * the interpreter bit for bit; the TMA convolution then reads rows of 16-byte multiples.
+ *
  * Requires: shapes and dtypes inferred (after the precision policy: the compute dtypes are
  * final); nodes in topological order. Guarantees: the same function, bit for bit in the
  * interpreter (the channels-last ops are defined as their ONNX counterparts on transposed
@@ -75,6 +82,7 @@ typedef struct lctx {
   uint32_t n0;           /* value ids below this are the graph's before the pass */
   sunk_t *sk;            /* per original value id */
   drk_value_t **nhwc_in; /* per original value id: its channels-last form for the convs */
+  drk_value_t **padded_in; /* per original value id: its channels-last form, channel-padded */
   relaid_t *rl;          /* constants permuted so far (weights, biases) */
   size_t n_rl, cap_rl;
   drk_layout_stats_t st;
@@ -283,6 +291,52 @@ static drk_node_t *clone_node(lctx_t *L, const drk_node_t *n, drk_op_t op, int n
   return m;
 }
 
+/* The channel count conv n computes with: C, or C rounded up to pad_channels for a 16-bit
+ * conv of one group that the sm_90a TMA kernel could then take (strides 1..8: TMA's element
+ * strides; wider ones stay on mma_sync, where padding would only add work). */
+static int64_t conv_channels(lctx_t *L, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0];
+  int64_t q = L->o->pad_channels, C = x->shape.dims[1].size;
+  if (q <= 1 || C % q == 0 || drk_node_attr_int(n, "group", 1) != 1) return C;
+  if (x->dtype != DRK_DT_F16 && x->dtype != DRK_DT_BF16) return C;
+  size_t ns = 0;
+  const int64_t *st = drk_node_attr_ints(n, "strides", &ns);
+  for (size_t i = 0; st && i < ns; i++)
+    if (st[i] < 1 || st[i] > 8) return C;
+  return (C + q - 1) / q * q;
+}
+
+/* w' [OC, KH, KW, C] with its channels zero-padded to Cp: the padded channels add 0 * 0. */
+static drk_value_t *const_pad_last(lctx_t *L, const drk_value_t *w, int64_t Cp) {
+  int r = w->shape.rank;
+  int64_t d[LR], C = w->shape.dims[r - 1].size, rows = drk_shape_numel(&w->shape) / C;
+  for (int i = 0; i < r; i++) d[i] = w->shape.dims[i].size;
+  d[r - 1] = Cp;
+  size_t es = (size_t)drk_dtype_bits(w->dtype) / 8, nb = (size_t)(rows * Cp) * es;
+  uint8_t *data = drk_arena_alloc(L->g->arena, nb);
+  memset(data, 0, nb);
+  for (int64_t i = 0; i < rows; i++) memcpy(data + (size_t)(i * Cp) * es, (const uint8_t *)w->data + (size_t)(i * C) * es, (size_t)C * es);
+  drk_value_t *v = drk_graph_add_const(L->g, fresh(L, w->name, "pad"), w->dtype, drk_graph_shape_static(L->g, r, d), data, nb);
+  v->loc = w->loc;
+  return v;
+}
+
+/* xs (x channels last) with Cp - C zero channels appended, one per x: a constant Pad, which the fusion
+ * joins to the Transpose (or Cast) that makes xs at the model's input */
+static drk_value_t *pad_channels_of(lctx_t *L, const drk_value_t *x, drk_value_t *xs, int64_t Cp, drk_loc_t loc) {
+  if (x->id < L->n0 && L->padded_in[x->id]) return L->padded_in[x->id];
+  int r = xs->shape.rank;
+  int64_t pads[2 * LR] = {0}, d[LR];
+  pads[r + r - 1] = Cp - xs->shape.dims[r - 1].size;
+  for (int i = 0; i < r; i++) d[i] = xs->shape.dims[i].size;
+  d[r - 1] = Cp;
+  drk_value_t *pv = i64_const(L, xs->name, "pads", 2 * r, pads);
+  drk_value_t *res = node1(L, DRK_OP_PAD, 2, (drk_value_t *[]){xs, pv}, fresh(L, xs->name, "padc"), xs->dtype,
+                           drk_graph_shape_static(L->g, r, d), loc);
+  if (x->id < L->n0) L->padded_in[x->id] = res;
+  return res;
+}
+
 static bool rule_conv(lctx_t *L, drk_node_t *n) {
   drk_value_t *x = n->inputs[0], *w = n->inputs[1], *b = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
   int r = x->shape.rank, tl[LR], tf[LR];
@@ -290,6 +344,12 @@ static bool rule_conv(lctx_t *L, drk_node_t *n) {
   perm_to_first(r, tf);
   drk_value_t *xs = channels_last_of(L, x, n->loc);
   drk_value_t *ws = const_perm(L, w, r, tl);
+  int64_t Cp = conv_channels(L, n);
+  if (Cp != x->shape.dims[1].size) {
+    xs = pad_channels_of(L, x, xs, Cp, n->loc);
+    ws = const_pad_last(L, ws, Cp);
+    L->st.padded++;
+  }
   drk_shape_t ys = shape_unperm(L->g, &y->shape, tf);
   drk_node_t *m = clone_node(L, n, DRK_OP_CONV_NHWC, b ? 3 : 2, (drk_value_t *[]){xs, ws, b}, y->dtype, ys, "nhwc");
   set_sunk(L, y, m->outputs[0], tf);
@@ -659,9 +719,10 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   if (!any) return true;
   L.sk = calloc(L.n0 + 1, sizeof *L.sk);
   L.nhwc_in = calloc(L.n0 + 1, sizeof *L.nhwc_in);
+  L.padded_in = calloc(L.n0 + 1, sizeof *L.padded_in);
   size_t n_orig = g->n_nodes;
   drk_node_t **orig = malloc(sizeof *orig * n_orig);
-  DRK_ASSERT(L.sk && L.nhwc_in && orig);
+  DRK_ASSERT(L.sk && L.nhwc_in && L.padded_in && orig);
   memcpy(orig, g->nodes, sizeof *orig * n_orig);
 
   /* nodes are pushed again in order; new ones where the node they replace or feed was */
@@ -685,6 +746,7 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   free(orig);
   free(L.sk);
   free(L.nhwc_in);
+  free(L.padded_in);
   free(L.rl);
   return true;
 }

@@ -95,6 +95,13 @@ expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layo
 expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
 expect layout-auto-amd 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --target=gfx942
 expect layout-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --layout=nhwc
+# sm_90a (conv.hopper's default 1): C = 2 padded to 8 for the TMA convolution (the weight
+# here, a fused Pad of the input), which then takes the conv; sm_80 and conv.hopper=0 keep C
+expect layout-pad-sm90a 0 'w\.nhwc\.pad: f16\[4, 3, 3, 8\]' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a
+expect layout-pad-sm90a-conv-ws 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90a
+expect layout-pad-sm80 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_80
+expect layout-pad-hopper0 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a --schedule=conv.hopper=0
+expect layout-pad-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --target=sm_90a
 expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
 expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
 expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph

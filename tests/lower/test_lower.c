@@ -293,7 +293,7 @@ static int run_schedule(void) {
               {1, 56, 1, 2, 64}, {1, 28, 1, 4, 32}, {1, 7, 1, 8, 16}, {64, 112, 2, 8, 16}};
   for (size_t i = 0; i < sizeof wins / sizeof wins[0]; i++) {
     int64_t st[2] = {wins[i].st, wins[i].st};
-    drk_schedule_t c = drk_sched_conv_ws(wins[i].nb, wins[i].oh, wins[i].oh, 256, 256 * 9, st, DRK_DT_F16, &o, true);
+    drk_schedule_t c = drk_sched_conv_ws(wins[i].nb, wins[i].oh, wins[i].oh, 256, 256 * 9, st, DRK_DT_F16, &o, DRK_CONV_EPI_LIGHT);
     if (!c.mma || strcmp(c.kind, "conv_ws") || c.conv_h != wins[i].h || c.conv_w != wins[i].w) {
       fprintf(stderr, "FAIL conv window N%lld %lldx%lld: %dx%d, want %dx%d\n", (long long)wins[i].nb, (long long)wins[i].oh,
               (long long)wins[i].oh, c.conv_h, c.conv_w, wins[i].h, wins[i].w);
@@ -306,13 +306,32 @@ static int run_schedule(void) {
     fprintf(stderr, "FAIL schedule: conv knobs rejected: %s\n", err);
     bad++;
   }
-  drk_schedule_t cs = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &oc, true);
+  drk_schedule_t cs = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &oc, DRK_CONV_EPI_LIGHT);
   if (cs.conv_h != 16 || cs.conv_w != 8 || cs.tile_n != 128) fprintf(stderr, "FAIL schedule: pinned conv window ignored\n"), bad++;
+  /* BN 256 unstaged on big grids (>= 4 waves of 128 x 256 tiles) with a light epilogue
+   * (conv3x3 56x56 C256 b64: 0.345 vs 0.409 ms, device call 36); other epilogues (GELU spills)
+   * and small grids (14 x 14) keep BN 128 staged; a pinned mm.staged stays */
+  static const struct {
+    int64_t nb, oh;
+    int epi, bn;
+    bool staged;
+  } bns[] = {{64, 56, DRK_CONV_EPI_LIGHT, 256, false}, {64, 56, DRK_CONV_EPI_NONE, 256, false},
+             {64, 56, DRK_CONV_EPI_OTHER, 128, true}, {64, 14, DRK_CONV_EPI_LIGHT, 128, true}};
+  for (size_t i = 0; i < sizeof bns / sizeof bns[0]; i++) {
+    drk_schedule_t c = drk_sched_conv_ws(bns[i].nb, bns[i].oh, bns[i].oh, 256, 256 * 9, st1, DRK_DT_F16, &o, bns[i].epi);
+    if (c.tile_n != bns[i].bn || c.staged != bns[i].staged)
+      fprintf(stderr, "FAIL conv BN N%lld %lld epi %d: BN %d staged %d, want %d %d\n", (long long)bns[i].nb,
+              (long long)bns[i].oh, bns[i].epi, c.tile_n, c.staged, bns[i].bn, bns[i].staged), bad++;
+  }
+  drk_lower_options_t osg = o;
+  drk_sched_knobs_parse("mm.staged=1", &osg.knobs, err, sizeof err);
+  drk_schedule_t cst = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &osg, DRK_CONV_EPI_LIGHT);
+  if (cst.tile_n != 256 || !cst.staged) fprintf(stderr, "FAIL schedule: pinned mm.staged=1 on the big conv ignored\n"), bad++;
   drk_lower_options_t ow = o;
   drk_sched_knobs_parse("conv.tile_h=1,conv.tile_w=128", &ow.knobs, err, sizeof err);
-  if (drk_sched_conv_ws(1, 56, 56, 64, 64 * 9, st4, DRK_DT_F16, &ow, false).mma)
+  if (drk_sched_conv_ws(1, 56, 56, 64, 64 * 9, st4, DRK_DT_F16, &ow, DRK_CONV_EPI_NONE).mma)
     fprintf(stderr, "FAIL schedule: a box 128 x stride 4 wide accepted\n"), bad++;
-  if (drk_sched_conv_ws(1, 56, 56, 64, 576, st1, DRK_DT_F16, &o80, false).mma) fprintf(stderr, "FAIL schedule: conv wgmma on sm_80\n"), bad++;
+  if (drk_sched_conv_ws(1, 56, 56, 64, 576, st1, DRK_DT_F16, &o80, DRK_CONV_EPI_NONE).mma) fprintf(stderr, "FAIL schedule: conv wgmma on sm_80\n"), bad++;
   /* persistent ping-pong: one program per SM, no split-K, BN at most 128 even when pinned to 256 */
   drk_lower_options_t opp = o;
   if (!drk_sched_knobs_parse("mm.persistent=1,mm.split_k=4", &opp.knobs, err, sizeof err)) {
