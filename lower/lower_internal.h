@@ -82,6 +82,11 @@ bool drk_lower_conv_transpose(drk_lctx_t *c);
 bool drk_lower_topk_supported(const drk_node_t *n, const char **why);
 bool drk_lower_einsum_supported(const drk_node_t *n, const char **why);
 bool drk_lower_conv_transpose_supported(const drk_node_t *n, const char **why);
+/* Depthwise and small-group convolutions (lower_dwconv.c): whether c->node (a Conv or
+ * ConvNHWC that drk_lower_matmul was asked to lower) takes the direct kernel (knob
+ * dw.direct), and that kernel (with c->epi's fused epilogue, as drk_lower_matmul's). */
+bool drk_lower_dwconv_wanted(drk_lctx_t *c);
+bool drk_lower_dwconv(drk_lctx_t *c);
 
 /* ---- errors ---- */
 bool lw_err(drk_lctx_t *c, const char *fmt, ...) DRK_PRINTF(2, 3); /* always false */
