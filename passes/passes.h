@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "ir/graph.h"
 
 /* Symbols that shape inference makes up for dimensions it cannot name start with this
@@ -78,6 +80,8 @@ typedef enum drk_layout {
 typedef struct drk_layout_options {
   drk_layout_t layout;
   bool nvidia_only; /* every target is NVIDIA (auto keeps NCHW otherwise) */
+  FILE *explain;    /* not NULL: one `// layout:` line per 2-D Conv (the layout it computes in
+                       and why) and per layout change placed (which consumer needs it) */
 } drk_layout_options_t;
 
 typedef struct drk_layout_stats {

@@ -820,7 +820,7 @@ static void test_layout_nhwc(void) {
   drk_diag_init(&d, stderr);
   /* nchw, and auto on f32 convs: nothing happens; nhwc rewrites every conv even when not every
    * target is NVIDIA (auto's choice by dtype and target: tests/driver/cli.sh layout-*) */
-  drk_layout_options_t keep[3] = {{DRK_LAYOUT_NCHW, true}, {DRK_LAYOUT_AUTO, true}, {DRK_LAYOUT_NHWC, false}};
+  drk_layout_options_t keep[3] = {{DRK_LAYOUT_NCHW, true, NULL}, {DRK_LAYOUT_AUTO, true, NULL}, {DRK_LAYOUT_NHWC, false, NULL}};
   for (int k = 0; k < 3; k++) {
     drk_graph_t *g = layout_graph(false);
     CHECK(drk_pass_pipeline_canonicalize(g, &d));
@@ -843,7 +843,7 @@ static void layout_check(bool tf_input) {
   CHECK(drk_pass_conv_to_matmul(g, &n) && n == 1);
   drk_pass_eliminate_dead(g);
   CHECK(drk_pass_infer_shapes(g, &d));
-  drk_layout_options_t o = {DRK_LAYOUT_NHWC, true};
+  drk_layout_options_t o = {DRK_LAYOUT_NHWC, true, NULL};
   drk_layout_stats_t st;
   CHECK(drk_pass_layout_nhwc(g, &o, &st));
   drk_pass_eliminate_dead(g);
