@@ -35,8 +35,8 @@
  * CT the largest of 8V, 4V, 2V, V (NHWC) whose padding of OC is at most an eighth; 4 warps,
  * halved while the grid has fewer than two programs per SM.
  *
- * Not here: the multiply-add is a mul then an add (the tile IR has no elementwise fma), so
- * large kernels (7x7) are bound by the FP32 pipe before HBM.
+ * Each tap is one `fma` (a mul and an add would be two FP32 instructions: a 7x7 kernel
+ * at f32 accumulation is then bound by the FP32 pipe, not HBM).
  *
  * Requires: static shapes; weights (constant or not) and bias of the input's dtype. */
 #include <string.h>
@@ -261,7 +261,7 @@ bool drk_lower_dwconv(drk_lctx_t *c) {
       for (int j = 0; j < PW; j++) {
         int64_t d = u - j * g.sw;
         if (d < 0 || d % g.dw || d / g.dw >= g.KW) continue;
-        acc[j] = BIN(ADD, acc[j], BIN(MUL, xv, wv[d / g.dw]));
+        acc[j] = lw_fma(c, xv, wv[d / g.dw], acc[j]);
       }
     }
   }

@@ -127,6 +127,7 @@ tv_t *lw_bin(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a, tv_t *b);
 tv_t *lw_un(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a);
 tv_t *lw_cmp(drk_lctx_t *c, const char *pred, tv_t *a, tv_t *b);
 tv_t *lw_sel(drk_lctx_t *c, tv_t *cond, tv_t *a, tv_t *b);
+tv_t *lw_fma(drk_lctx_t *c, tv_t *a, tv_t *b, tv_t *acc); /* a * b + acc, one rounding (floats) */
 tv_t *lw_cast(drk_lctx_t *c, tv_t *a, drk_dtype_t t); /* no-op when same dtype */
 tv_t *lw_ci(drk_lctx_t *c, const tv_t *like, int64_t v);   /* constant of like's type */
 tv_t *lw_cf(drk_lctx_t *c, const tv_t *like, double v);    /* float (or int-valued) constant */
