@@ -91,6 +91,16 @@ for m in mnv3_112x16_k3s1_b32 convnext_56x96_k7_b32; do
   done
   echo "$line"
 done
+# NCHW f32: lanes along the pixel groups; is register blocking (PW 4, lanes 16 bytes apart) or
+# coalesced single columns (PW 1) better there?
+m=mnv3_112x16_k3s1_b32
+line="$m nchw32: heuristic $(grep -E 'Conv' "$OUT/profile-$m-nchw32.log" 2>/dev/null | awk '{print $2}' | head -1)"
+for pin in dw.pix=1 dw.pix=2 dw.ctile=1; do
+  f=nchw32-pin-${pin//[=,.]/_}
+  prof "$m" "$f" --target=sm_90a --schedule=$pin >/dev/null
+  line="$line, $pin $(grep -E 'Conv' "$OUT/profile-$m-$f.log" 2>/dev/null | awk '{print $2}' | head -1)"
+done
+echo "$line"
 
 say "== torch on the same shapes (cuDNN eager; torch.compile on two)"
 timeout 120 $PY "$SRC/tests/bench/dwconv.py" torch "$WORK" "$OUT" mnv3_14x480_k3s1_b32,convnext_56x96_k7_b32 >"$OUT/torch.log" 2>&1
