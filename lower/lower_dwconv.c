@@ -32,8 +32,8 @@
  *
  * Schedule (kind "dw", knobs dw.direct, dw.pix, dw.ctile, dw.warps in lower/knobs.def):
  * heuristic PW = 4 unless that pads the output row by more than a sixth (then 2, then 1);
- * CT the largest of 8V, 4V, 2V, V (NHWC) whose padding of OC is at most an eighth; 4 warps,
- * halved while the grid has fewer than two programs per SM.
+ * CT the largest of 8V, 4V, 2V, V (NHWC) whose padding of OC is at most an eighth; 4 warps;
+ * while the grid has fewer than two programs per SM: 2 warps, then PW halved, then 1 warp.
  *
  * Each tap is one `fma` (a mul and an add would be two FP32 instructions: a 7x7 kernel
  * at f32 accumulation is then bound by the FP32 pipe, not HBM).
@@ -133,14 +133,19 @@ static drk_schedule_t dw_sched(drk_lctx_t *c, const dwgeo_t *g, int V) {
     ct = g->OC >= 4 ? 4 : (int)lw_pow2ceil(g->OC);
   }
   ct = drk_knob_or(&c->o.knobs, DRK_KNOB_DW_CTILE, ct);
+  /* small grids (batch 1 late layers): fewer warps per program, then fewer columns per
+   * thread (more threads, less reuse), then one warp, until two programs per SM */
   int sms = lw_target_sms(&c->o);
-  int64_t groups = g->N * g->OH * ceil_div(g->OW, pw);
+  int lanes_c = g->nhwc ? (ct / V > 32 ? 32 : ct / V < 1 ? 1 : ct / V) : 1;
+  bool pix_pinned = drk_knob_pinned(&c->o.knobs, DRK_KNOB_DW_PIX, &(int){0});
   int warps = 4;
   for (;;) {
-    int lanes_c = g->nhwc ? (ct / V > 32 ? 32 : ct / V < 1 ? 1 : ct / V) : 1;
     int64_t rows = (int64_t)(32 / lanes_c) * warps;
-    if (warps == 1 || ceil_div(groups, rows) * ceil_div(g->OC, ct) >= 2 * sms) break;
-    warps /= 2;
+    if (ceil_div(g->N * g->OH * ceil_div(g->OW, pw), rows) * ceil_div(g->OC, ct) >= 2 * sms) break;
+    if (warps > 2) warps /= 2;
+    else if (pw > 1 && !pix_pinned) pw /= 2;
+    else if (warps > 1) warps /= 2;
+    else break;
   }
   warps = drk_knob_or(&c->o.knobs, DRK_KNOB_DW_WARPS, warps);
   s.spt = pw;
