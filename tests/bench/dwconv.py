@@ -3,7 +3,8 @@
 
   dwconv.py export WORK        one ONNX model per depthwise shape of SHAPES (fp32, NCHW,
                                Conv group = C with constant weights and bias, then the
-                               network's activation), written with the onnx package alone
+                               network's activation) and per small-group shape of SMALLG,
+                               written with the onnx package alone
   dwconv.py torch WORK OUT [ONLY]  the same convs in torch (fp16, channels_last; cuDNN eager
                                with cudnn.benchmark, and torch.compile of conv + activation)
                                -> OUT/torch.json (median ms; torch.compile only for the
@@ -46,6 +47,14 @@ SHAPES = {
     "convnext_56x96_k7_b1": (1, 96, 56, 56, 7, 1, None),
 }
 
+# small groups (RegNet-like group widths 2, 4 and 8): the direct kernel against the grouped
+# implicit GEMM (dw.direct=0); name: (N, C, H, W, K, stride, group)
+SMALLG = {
+    "g2_56x64_k3_b32": (32, 64, 56, 56, 3, 1, 32),
+    "g4_56x64_k3_b32": (32, 64, 56, 56, 3, 1, 16),
+    "g8_28x128_k3_b32": (32, 128, 28, 28, 3, 1, 16),
+}
+
 
 def out_hw(H, K, st):
     return (H + 2 * (K // 2) - K) // st + 1
@@ -77,7 +86,17 @@ def export(work):
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         onnx.save(m, os.path.join(work, name + ".onnx"))
-    print(f"exported {len(SHAPES)} depthwise convs to {work}", flush=True)
+    for name, (N, C, H, W, K, st, G) in SMALLG.items():
+        OH = out_hw(H, K, st)
+        w = (rng.standard_normal((C, C // G, K, K)) / K).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], group=G, kernel_shape=[K, K], strides=[st, st],
+                                  pads=[K // 2] * 4)]
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, C, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, C, OH, OH])],
+                              [numpy_helper.from_array(w, "w")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        onnx.save(m, os.path.join(work, name + ".onnx"))
+    print(f"exported {len(SHAPES)} depthwise and {len(SMALLG)} small-group convs to {work}", flush=True)
 
 
 def med_ms(torch, f, xs, iters=50, warmup=10):
@@ -200,6 +219,17 @@ def table(work, out):
           " alone) and torch.compile (conv + activation); GB/s of the fp16 input + output")
     table_form(out, t, "nhwc", "NHWC fp16 (--layout=nhwc)")
     table_form(out, t, "nchw32", "NCHW f32 (default flags; torch columns are still fp16 channels_last)")
+    print("\nsmall groups (NHWC fp16): direct kernel vs grouped implicit GEMM (dw.direct=0), conv kernel ms")
+    for name, (N, C, H, W, K, st, G) in SMALLG.items():
+        r = []
+        for form in ("nhwc", "gemm"):
+            p = profile(os.path.join(out, f"profile-{name}-{form}.log"))
+            conv = [x for x in (p[1] if p else []) if "Conv" in x[1]]
+            r.append(max(conv)[0] if conv else None)
+        d, gm = r
+        by = gbytes(N, C, H, W, K, st, None)
+        print(f"{name:26} direct {d if d else '-'} ms" + (f" ({by / d / 1e6:.0f} GB/s)" if d else "") +
+              f", GEMM {gm if gm else '-'} ms" + (f", GEMM/direct {gm / d:.2f}" if d and gm else ""))
     zj = os.path.join(out, "zoo_torch.json")
     z = json.load(open(zj)) if os.path.exists(zj) else {"eager": {}, "compile": {}}
     print("\nnetworks: drkrun resident median (ms) vs torch fp16 channels_last")

@@ -13,7 +13,9 @@
 #    SHAPES, b32 and some b1) as single-conv ONNX models: drkrun --profile's conv kernel, NHWC
 #    fp16 (--layout=nhwc: the kernel the networks run) for all, NCHW f32 (default flags) for
 #    six; a pin sweep (dw.pix, dw.warps) on two shapes; cuDNN (fp16 channels_last,
-#    cudnn.benchmark) on the same shapes in the same run, torch.compile on two -> GB/s vs 4.2 TB/s.
+#    cudnn.benchmark) on the same shapes in the same run, torch.compile on two -> GB/s vs 4.2 TB/s;
+#    three small-group convs (group widths 2, 4, 8) on the direct kernel and on the grouped
+#    implicit GEMM (dw.direct=0), which decides whether dw.direct's default should cover them.
 # 3. networks: torchvision MobileNetV3-Large and EfficientNet-B0 at b1 and b32 (random
 #    weights, calibrated BatchNorm; torch.onnx.export): drkrun resident median of the fp16
 #    build (--target=sm_90a --precision=fp16 --fusion-aggressiveness=3) at b1 and b32 and of the
@@ -90,6 +92,12 @@ for m in mnv3_112x16_k3s1_b32 convnext_56x96_k7_b32; do
     line="$line, $pin $(grep -E 'Conv' "$OUT/profile-$m-$f.log" 2>/dev/null | awk '{print $2}' | head -1)"
   done
   echo "$line"
+done
+say "small groups: direct kernel vs grouped implicit GEMM"
+SMALLG=$($PY -c "import sys; sys.path.insert(0, '$SRC/tests/bench'); import dwconv; print(' '.join(dwconv.SMALLG))")
+for m in $SMALLG; do
+  prof "$m" nhwc $F16 --layout=nhwc
+  prof "$m" gemm $F16 --layout=nhwc --schedule=dw.direct=0
 done
 # NCHW f32: lanes along the pixel groups; is register blocking (PW 4, lanes 16 bytes apart) or
 # coalesced single columns (PW 1) better there?
