@@ -12,7 +12,7 @@
 # 2. time: the depthwise shapes of MobileNetV3-L, EfficientNet-B0 and ConvNeXt-T (dwconv.py
 #    SHAPES, b32 and some b1) as single-conv ONNX models: drkrun --profile's conv kernel, NHWC
 #    fp16 (--layout=nhwc: the kernel the networks run) for all, NCHW f32 (default flags) for
-#    six; a pin sweep (dw.pix, dw.warps) on two shapes; cuDNN (fp16 channels_last,
+#    six; a pin sweep (dw.pix 2 and 8, dw.warps 8 and 2) on two shapes; cuDNN (fp16 channels_last,
 #    cudnn.benchmark) on the same shapes in the same run, torch.compile on two -> GB/s vs 4.2 TB/s;
 #    three small-group convs (group widths 2, 4, 8) on the direct kernel and on the grouped
 #    implicit GEMM (dw.direct=0), which decides whether dw.direct's default should cover them.
@@ -86,7 +86,7 @@ done
 say "pin sweep (conv kernel ms; heuristic first)"
 for m in mnv3_112x16_k3s1_b32 convnext_56x96_k7_b32; do
   line="$m: heuristic $(grep -E 'Conv' "$OUT/profile-$m-nhwc.log" 2>/dev/null | awk '{print $2}' | head -1) ($(grep -o 'dw.pix=[0-9]* dw.ctile=[0-9]* dw.warps=[0-9]*' "$OUT/schedules-$m-nhwc.txt" 2>/dev/null))"
-  for pin in dw.pix=2 dw.warps=8 dw.warps=2; do
+  for pin in dw.pix=2 dw.pix=8 dw.warps=8 dw.warps=2; do
     f=pin-${pin//[=,.]/_}
     prof "$m" "$f" $F16 --layout=nhwc --schedule=$pin >/dev/null
     line="$line, $pin $(grep -E 'Conv' "$OUT/profile-$m-$f.log" 2>/dev/null | awk '{print $2}' | head -1)"
