@@ -38,18 +38,19 @@ timeout 60 $PY "$SRC/tests/bench/dwconv.py" export "$WORK" >"$OUT/export.log" 2>
 tail -1 "$OUT/export.log"
 # the networks' exports and compiles (CPU) overlap the GPU work below
 netbuild() {
-  timeout 150 $PY "$SRC/tests/bench/dwconv.py" models "$WORK" >"$OUT/export-models.log" 2>&1
+  timeout 120 $PY "$SRC/tests/bench/dwconv.py" models "$WORK" >"$OUT/export-models.log" 2>&1
   for k in mobilenet_v3_large_b1 mobilenet_v3_large_b32 efficientnet_b0_b1 efficientnet_b0_b32; do
-    timeout 120 "$DRKC" "$WORK/$k.onnx" $F16 --report -o "$WORK/$k-fp16.drkm" >"$OUT/compile-$k-fp16.log" 2>&1
+    timeout 60 "$DRKC" "$WORK/$k.onnx" $F16 --report -o "$WORK/$k-fp16.drkm" >"$OUT/compile-$k-fp16.log" 2>&1
   done
   for k in mobilenet_v3_large_b32 efficientnet_b0_b1; do
-    timeout 120 "$DRKC" "$WORK/$k.onnx" --target=sm_90a -o "$WORK/$k-f32.drkm" >"$OUT/compile-$k-f32.log" 2>&1
+    timeout 60 "$DRKC" "$WORK/$k.onnx" --target=sm_90a -o "$WORK/$k-f32.drkm" >"$OUT/compile-$k-f32.log" 2>&1
   done
   for net in mobilenet_v3_large efficientnet_b0; do
-    timeout 120 "$DRKC" "$WORK/${net}_b32.onnx" $F16 --dump-after=layout --emit=graph -o /dev/null 2>&1 |
+    timeout 60 "$DRKC" "$WORK/${net}_b32.onnx" $F16 --dump-after=layout --emit=graph -o /dev/null 2>&1 |
       grep '^// layout:' >"$OUT/layout-${net}_b32.txt"
   done
 }
+NET_T0=$SECONDS
 netbuild &
 EXPORT_PID=$!
 
@@ -115,7 +116,10 @@ timeout 120 $PY "$SRC/tests/bench/dwconv.py" torch "$WORK" "$OUT" mnv3_14x480_k3
 tail -1 "$OUT/torch.log"
 
 say "== 3. networks (waiting for the background exports and compiles)"
-wait $EXPORT_PID; tail -1 "$OUT/export-models.log"
+# at most 300 s after the exports began (each of its steps has a timeout of its own too)
+while kill -0 $EXPORT_PID 2>/dev/null && [ $((SECONDS - NET_T0)) -lt 300 ]; do sleep 1; done
+kill -0 $EXPORT_PID 2>/dev/null && { echo "network exports/compiles still running after 300 s: going on without them"; kill $EXPORT_PID; }
+tail -1 "$OUT/export-models.log"
 for net in mobilenet_v3_large efficientnet_b0; do
   for b in 1 32; do
     k=${net}_b$b
