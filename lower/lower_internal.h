@@ -82,6 +82,11 @@ bool drk_lower_conv_transpose(drk_lctx_t *c);
 bool drk_lower_topk_supported(const drk_node_t *n, const char **why);
 bool drk_lower_einsum_supported(const drk_node_t *n, const char **why);
 bool drk_lower_conv_transpose_supported(const drk_node_t *n, const char **why);
+/* Depthwise and small-group convolutions (lower_dwconv.c): whether c->node (a Conv or
+ * ConvNHWC that drk_lower_matmul was asked to lower) takes the direct kernel (knob
+ * dw.direct), and that kernel (with c->epi's fused epilogue, as drk_lower_matmul's). */
+bool drk_lower_dwconv_wanted(drk_lctx_t *c);
+bool drk_lower_dwconv(drk_lctx_t *c);
 
 /* ---- errors ---- */
 bool lw_err(drk_lctx_t *c, const char *fmt, ...) DRK_PRINTF(2, 3); /* always false */
@@ -122,6 +127,7 @@ tv_t *lw_bin(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a, tv_t *b);
 tv_t *lw_un(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a);
 tv_t *lw_cmp(drk_lctx_t *c, const char *pred, tv_t *a, tv_t *b);
 tv_t *lw_sel(drk_lctx_t *c, tv_t *cond, tv_t *a, tv_t *b);
+tv_t *lw_fma(drk_lctx_t *c, tv_t *a, tv_t *b, tv_t *acc); /* a * b + acc, one rounding (floats) */
 tv_t *lw_cast(drk_lctx_t *c, tv_t *a, drk_dtype_t t); /* no-op when same dtype */
 tv_t *lw_ci(drk_lctx_t *c, const tv_t *like, int64_t v);   /* constant of like's type */
 tv_t *lw_cf(drk_lctx_t *c, const tv_t *like, double v);    /* float (or int-valued) constant */

@@ -1040,6 +1040,7 @@ static tv_t *mm_pipeline(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, int64
 
 bool drk_lower_matmul(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
+  if (drk_lower_dwconv_wanted(c)) return drk_lower_dwconv(c); /* depthwise, small groups */
   mm_t s;
   if (!mm_setup(c, &s)) return false;
   if (s.batch > 65535) return lw_err(c, "batch of %lld matrices exceeds the grid limit", (long long)s.batch);

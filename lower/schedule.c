@@ -506,6 +506,10 @@ int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
     case DRK_KNOB_CONV_TILE_W: return s->conv_w ? s->conv_w : -1;
     case DRK_KNOB_ROWS_COL_WARPS: return s->col_warps > 1 ? s->col_warps : 1;
     case DRK_KNOB_ROWS_SPLIT: return s->split_rows > 1 ? s->split_rows : 1;
+    case DRK_KNOB_DW_DIRECT: return s->kind && strcmp(s->kind, "dw") == 0;
+    case DRK_KNOB_DW_PIX: return s->spt ? s->spt : -1;
+    case DRK_KNOB_DW_CTILE: return s->tile_n ? s->tile_n : -1;
+    case DRK_KNOB_DW_WARPS: return s->warps ? s->warps : -1;
     case DRK_KNOB_COUNT: break;
   }
   return -1;

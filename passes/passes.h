@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "ir/graph.h"
 
 /* Symbols that shape inference makes up for dimensions it cannot name start with this
@@ -93,6 +95,8 @@ typedef struct drk_layout_options {
    * channels zero-padded to one (the weight here, the channels-last input by a constant Pad):
    * the sm_90a TMA convolution needs C % 8 == 0 (the pipeline sets 8 there); 0: never */
   int pad_channels;
+  FILE *explain;    /* not NULL: one `// layout:` line per 2-D Conv (the layout it computes in
+                       and why) and per layout change placed (which consumer needs it) */
 } drk_layout_options_t;
 
 typedef struct drk_layout_stats {

@@ -253,9 +253,12 @@ static bool st_precision(drk_pipeline_t *p) {
   return drk_pass_apply_precision(p->g, &po, p->d);
 }
 
+static bool dump_wanted(const drk_pipeline_t *p, const char *stage);
+
 /* --layout: NHWC convolutions (auto: on NVIDIA-only target lists) */
 static bool st_layout(drk_pipeline_t *p) {
   drk_layout_options_t lo = {.layout = p->o->layout, .nvidia_only = p->o->targets != 0};
+  if (dump_wanted(p, "layout")) lo.explain = stderr; /* the decisions, before the graph's dump */
   for (int t = 0; t < DRK_TARGET_COUNT; t++)
     if ((p->o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV)
       lo.nvidia_only = false;

@@ -17,6 +17,10 @@
  *                                     w* inputs as constants and the layout pass as the
  *                                     pipeline runs it for sm_90a (channels padded to 8),
  *                                     which must keep the interpreter's results bit for bit
+ *   test_lower_exec dw FILE.drkg [KNOBS]
+ *                                     like drkg with the pins KNOBS; every grouped Conv or
+ *                                     ConvNHWC must be the direct depthwise kernel (kind dw,
+ *                                     lower_dwconv.c) unless dw.direct=0 is pinned
  *
  * The graph is canonicalized and lowered (fusion level 0; the default fusion for a file named
  * *_fused.drkg); every launch then runs, in launch
@@ -43,8 +47,8 @@
 #include "tests/common/lowered_check.h"
 #include "tests/fuse/tile_exec.h"
 
-/* sm90a mode: lowered for sm_90a with these pins */
-static bool g_sm90a;
+/* sm90a mode: lowered for sm_90a with these pins; dw mode: the pins, grouped convs direct */
+static bool g_sm90a, g_dw;
 static drk_sched_knobs_t g_knobs;
 
 static uint64_t rng_next(uint64_t *s) {
@@ -179,6 +183,7 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   bool fused = strstr(what, "_fused.drkg") != NULL;
   drk_lower_options_t o = {.target_sm = 90, .fusion_set = !fused, .fusion_level = 0};
   if (g_sm90a) o.arch_specific = true, o.knobs = g_knobs;
+  if (g_dw) o.knobs = g_knobs;
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
@@ -212,6 +217,15 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     if (g_sm90a && L->node->op == DRK_OP_CONV_NHWC && (li == 0 || l.launches[li - 1].node != L->node) && strcmp(L->sched.kind ? L->sched.kind : "", "conv_ws") != 0) {
       fprintf(stderr, "FAIL %s: kernel %s is %s, not the TMA + wgmma convolution (%s)\n", what, L->kernel->name,
               L->sched.kind ? L->sched.kind : "plain", L->sched.note ? L->sched.note : "no note");
+      ok = false;
+      break;
+    }
+    int dpin = 1;
+    drk_knob_pinned(&g_knobs, DRK_KNOB_DW_DIRECT, &dpin);
+    if (g_dw && dpin && (L->node->op == DRK_OP_CONV || L->node->op == DRK_OP_CONV_NHWC) &&
+        drk_node_attr_int(L->node, "group", 1) > 1 && strcmp(L->sched.kind ? L->sched.kind : "", "dw") != 0) {
+      fprintf(stderr, "FAIL %s: kernel %s is %s, not the direct depthwise kernel\n", what, L->kernel->name,
+              L->sched.kind ? L->sched.kind : "plain");
       ok = false;
       break;
     }
@@ -482,6 +496,15 @@ int main(int argc, char **argv) {
     }
     return run_drkg(argv[2]);
   }
-  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors\n");
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "dw") == 0) {
+    char err[256];
+    g_dw = true;
+    if (argc == 4 && !drk_sched_knobs_parse(argv[3], &g_knobs, err, sizeof err)) {
+      fprintf(stderr, "bad knobs: %s\n", err);
+      return 2;
+    }
+    return run_drkg(argv[2]);
+  }
+  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors | sm90a FILE.drkg [KNOBS] | dw FILE.drkg [KNOBS]\n");
   return 2;
 }
