@@ -16,7 +16,7 @@
                                     torch on the whole model MODEL (a name of MODELS: fp16,
                                     channels_last, cudnn.benchmark), MODES a comma list of
                                     eager and reduce-overhead (torch.compile, CUDA graphs):
-                                    median ms -> OUT/torch-MODEL.json
+                                    median ms added to OUT/torch-MODEL.json
   conv_hopper.py table WORK OUT     drkrun --profile logs (OUT/profile-*.log) + OUT/cudnn.json
                                     + OUT/torch-*.json -> the TFLOP/s table and ratios (stdout)
 
@@ -42,10 +42,12 @@ MODELS = {
 }
 
 
-def torchvision_model(torch, ctor):
+def torchvision_model(torch, ctor, calibrate=True):
     import torchvision
     torch.manual_seed(0)
     m = getattr(torchvision.models, ctor)(weights=None)
+    if not calibrate:  # timing only
+        return m.eval()
     # BatchNorm running statistics from random batches (as tests/zoo does): with the default
     # (mean 0, var 1) deep random nets blow up or vanish, and fp16 checks mean nothing
     bns = [mod for mod in m.modules() if isinstance(mod, torch.nn.BatchNorm2d)]
@@ -153,8 +155,9 @@ def torch_models(work, out, name, modes):
     torch.backends.cudnn.allow_tf32 = False
     ctor, b = MODELS[name]
     path = os.path.join(out, f"torch-{name}.json")
-    res = {"torch": torch.__version__, "model": name}
-    m = torchvision_model(torch, ctor).half().cuda().to(memory_format=torch.channels_last)
+    res = json.load(open(path)) if os.path.exists(path) else {}  # other modes' results stay
+    res.update({"torch": torch.__version__, "model": name})
+    m = torchvision_model(torch, ctor, calibrate=False).half().cuda().to(memory_format=torch.channels_last)
     x = torch.randn(b, 3, 224, 224, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     for mode in modes:
         try:

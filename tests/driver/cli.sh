@@ -99,6 +99,7 @@ expect layout-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/con
 # here, a fused Pad of the input), which then takes the conv; sm_80 and conv.hopper=0 keep C
 expect layout-pad-sm90a 0 'w\.nhwc\.pad: f16\[4, 3, 3, 8\]' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a
 expect layout-pad-sm90a-conv-ws 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90a
+expect layout-pad-sm90 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90
 expect layout-pad-sm80 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_80
 expect layout-pad-hopper0 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a --schedule=conv.hopper=0
 expect layout-pad-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --target=sm_90a
