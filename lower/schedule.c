@@ -171,6 +171,53 @@ void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
   s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
 }
 
+/* Whole rows (knob rows.whole) of a contiguous row kernel, applied after drk_sched_rows. A warp
+ * walking a long row chunk by chunk reads it once per pass: LayerNorm's mean, variance and
+ * write, softmax's max, sum and write read it three times, the later passes from L2 (the
+ * issue's bf16 LayerNorm over 8192 x 8192 at 1684 GB/s of 4200). When the rows fill the SMs
+ * (at least one program per SM) and a row holds 2K elements to 64 KB, one program takes one row
+ * as one chunk (cols = the next power of two of R): col_warps = cols / (32 ept) warps, ept = 32
+ * elements per thread (at most 16 warps: 64 for 32K 16-bit rows; none when that exceeds
+ * ept_max, what the caller's kernel can keep live), so that the lowering loads the row once
+ * and keeps it in registers through every pass. Rows of up to 1K elements are one chunk of a
+ * several-row program already. Both get 16-byte accesses (spt = 16 / esize, capped by the
+ * chunk's 32 lanes) unless rows.spt is pinned. s->whole says one chunk covers the row.
+ * Pinned rows.col_warps keeps drk_sched_rows' form; rows.whole=0 keeps it too, rows.whole=1
+ * takes whole rows whatever the row count. */
+void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max,
+                          const drk_sched_knobs_t *kn) {
+  int pin = -1, cwpin, sptpin;
+  bool have_pin = drk_knob_pinned(kn, DRK_KNOB_ROWS_WHOLE, &pin);
+  if (sms <= 0 || esize < 1 || esize > 8 || (have_pin && pin == 0) || drk_knob_pinned(kn, DRK_KNOB_ROWS_COL_WARPS, &cwpin)) {
+    s->whole = s->col_warps <= 1 && R <= s->cols;
+    return;
+  }
+  int vec = 16 / esize > 8 ? 8 : 16 / esize;
+  bool spt_pinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_SPT, &sptpin);
+  int64_t want = lw_pow2ceil(R < 1 ? 1 : R);
+  if (want > 1024 && want * esize <= 65536 && (rows >= sms || pin == 1)) {
+    int64_t ept = 32, cw = want / (32 * ept);
+    if (cw > 16) cw = 16, ept = want / (32 * cw);
+    if (cw < 1) cw = 1;
+    if (ept <= ept_max) {
+      int spt = spt_pinned ? sptpin : vec;
+      if (spt > ept) spt = (int)ept;
+      s->rows = 1;
+      s->cols = (int)want;
+      s->warps = (int)cw;
+      s->col_warps = (int)cw;
+      s->spt = spt;
+      s->split_rows = 0;
+      s->whole = true;
+      return;
+    }
+  }
+  if (s->col_warps <= 1 && R <= s->cols) {
+    if (!spt_pinned) s->spt = s->cols / 32 >= vec ? vec : s->cols / 32;
+    s->whole = true;
+  }
+}
+
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
   int cw = s->col_warps > 1 ? s->col_warps : 1;
   int spt[2], tpw[2], wpc[2] = {s->warps / cw, cw}, ord[2] = {1, 0};
@@ -495,6 +542,7 @@ int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
     case DRK_KNOB_CONV_TILE_W: return s->conv_w ? s->conv_w : -1;
     case DRK_KNOB_ROWS_COL_WARPS: return s->col_warps > 1 ? s->col_warps : 1;
     case DRK_KNOB_ROWS_SPLIT: return s->split_rows > 1 ? s->split_rows : 1;
+    case DRK_KNOB_ROWS_WHOLE: return s->whole ? 1 : 0;
     case DRK_KNOB_COUNT: break;
   }
   return -1;
