@@ -1176,11 +1176,24 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     F->rows = gr->n;
     F->R = gr->R;
     F->s = drk_sched_rows(F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
-    /* the row's bytes: the anchor's input (a group keeps several full values live: up to 32
-     * elements per thread) */
+    /* the row's bytes: the anchor's input. Whole rows keep the group's full values live through
+     * every pass: up to 64 elements per thread when one full tensor comes from outside (an
+     * RMSNorm or softmax written as primitives), else 32 (a residual add's two rows) */
     const drk_value_t *rx = gr->anchor >= 0 && g->nodes[gr->anchor]->n_inputs ? g->nodes[gr->anchor]->inputs[0] : NULL;
-    int esize = rx ? drk_dtype_bits(rx->dtype) / 8 : 4;
-    drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o), 32, &c->o.knobs);
+    int esize = rx ? drk_dtype_bits(rx->dtype) / 8 : 4, full_in = 0;
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[gr->nodes[i]];
+      for (int j = 0; j < n->n_inputs; j++) {
+        const drk_value_t *v = n->inputs[j];
+        bool seen = false;
+        for (int i2 = 0; i2 <= i && !seen; i2++) /* counted once: an earlier use */
+          for (int j2 = 0; j2 < g->nodes[gr->nodes[i2]]->n_inputs && (i2 < i || j2 < j) && !seen; j2++)
+            seen = g->nodes[gr->nodes[i2]]->inputs[j2] == v;
+        if (v && !seen && !made_in(F, v) && numel(v) == F->rows * F->R) full_in++;
+      }
+    }
+    drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o), full_in <= 1 ? 64 : 32,
+                         &c->o.knobs);
     plan_split(F);
   }
   if (F->SP <= 1) return emit_kernel(F, last, head, moving, 0);

@@ -186,19 +186,20 @@ void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
  * takes whole rows whatever the row count. */
 void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max,
                           const drk_sched_knobs_t *kn) {
-  int pin = -1, cwpin, sptpin;
-  bool have_pin = drk_knob_pinned(kn, DRK_KNOB_ROWS_WHOLE, &pin);
-  if (sms <= 0 || esize < 1 || esize > 8 || (have_pin && pin == 0) || drk_knob_pinned(kn, DRK_KNOB_ROWS_COL_WARPS, &cwpin)) {
-    s->whole = s->col_warps <= 1 && R <= s->cols;
-    return;
-  }
-  int vec = 16 / esize > 8 ? 8 : 16 / esize;
+  int wpin = -1, cwpin = 0, sptpin = 0;
+  bool wpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_WHOLE, &wpin), cwpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_COL_WARPS, &cwpin);
   bool spt_pinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_SPT, &sptpin);
+  s->whole = s->col_warps <= 1 && R <= s->cols;
+  /* a pinned rows.col_warps alone keeps drk_sched_rows' form (with rows.whole=1 it is the
+   * whole row's warps: what --emit=schedules prints, applied back) */
+  if (sms <= 0 || esize < 1 || esize > 8 || (wpinned && wpin == 0) || (cwpinned && !wpinned)) return;
+  int vec = 16 / esize > 8 ? 8 : 16 / esize;
   int64_t want = lw_pow2ceil(R < 1 ? 1 : R);
-  if (want > 1024 && want * esize <= 65536 && (rows >= sms || pin == 1)) {
-    int64_t ept = 32, cw = want / (32 * ept);
-    if (cw > 16) cw = 16, ept = want / (32 * cw);
+  if (want > 1024 && want * esize <= 65536 && (rows >= sms || wpin == 1)) {
+    int64_t cw = cwpinned ? cwpin : want / (32 * 32);
+    if (cw > 16) cw = 16;
     if (cw < 1) cw = 1;
+    int64_t ept = want / (32 * cw);
     if (ept <= ept_max) {
       int spt = spt_pinned ? sptpin : vec;
       if (spt > ept) spt = (int)ept;
@@ -212,10 +213,7 @@ void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize,
       return;
     }
   }
-  if (s->col_warps <= 1 && R <= s->cols) {
-    if (!spt_pinned) s->spt = s->cols / 32 >= vec ? vec : s->cols / 32;
-    s->whole = true;
-  }
+  if (s->whole && !spt_pinned) s->spt = s->cols / 32 >= vec ? vec : s->cols / 32;
 }
 
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
