@@ -128,7 +128,7 @@ typedef struct fl {
    * (SPLIT_FINISH) combines them and writes its columns */
   int mode;
   int64_t SP, cps; /* programs per row tile, chunks of COLS per program */
-  bool one;        /* one chunk covers the row (no split): no chunk loops (loop_begin) */
+  bool one;        /* one chunk per program (the row, or a split program's columns): no chunk loops */
   int ws;
   drk_dtype_t ws_dtype;
   tv_t *pws, *lb, *ub;
@@ -706,13 +706,14 @@ static void chunk(fl_t *F, tv_t *kb) {
   F->mask2 = BIN(AND, F->rmask2, lw_bcast_col(c, cmask, F->P, F->s.rows, F->s.cols));
 }
 
-/* A chunk loop over the row (split rows: this program's columns). One chunk per row (F->one):
- * no loop; the chunk is made once, at the first loop, and F->gen stays, so that every full
- * value (the row's loads first) is made once and kept in registers through every pass. */
+/* A chunk loop over the row (split rows: this program's columns). One chunk (F->one: the row,
+ * or a split program's columns): no loop; the chunk is made once, at the first loop, and F->gen
+ * stays, so that every full value (the row's loads first) is made once and kept in registers
+ * through every pass. */
 static drk_tile_op_t *loop_begin(fl_t *F, int n, tv_t **init) {
   drk_lctx_t *c = F->c;
   if (F->one) {
-    if (!F->col) chunk(F, lw_sci(c, c->it, 0));
+    if (!F->col) chunk(F, F->lb ? F->lb : lw_sci(c, c->it, 0));
     return NULL;
   }
   drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, F->lb ? F->lb : lw_sci(c, c->it, 0), F->ub ? F->ub : lw_sci(c, c->it, F->R),
@@ -1033,7 +1034,8 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
   F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
   F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
-  F->one = F->mode == SPLIT_NONE && F->R <= F->s.cols;
+  /* one chunk per program: the whole row, or (split rows) all of this program's columns */
+  F->one = F->mode == SPLIT_NONE ? F->R <= F->s.cols : F->cps == 1;
   F->col = NULL;
   if (F->mode != SPLIT_NONE) {
     F->pws = lw_param_scratch(c, F->ws, F->ws_dtype, "ws");

@@ -101,7 +101,8 @@ static void rv_begin(drk_lctx_t *c, rv_t *v) {
   /* single-node kernels keep only x's chunk live: up to 64 elements per thread */
   if (v->contig) drk_sched_rows_whole(&v->s, v->rows, v->R, drk_dtype_bits(v->x->dtype) / 8, lw_target_sms(&c->o), 64, &c->o.knobs);
   if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
-  v->one = v->s.split_rows <= 1 && v->R <= v->s.cols;
+  /* one chunk per program: the whole row, or (split rows) all of this program's columns */
+  v->one = v->s.split_rows <= 1 ? v->R <= v->s.cols : v->cps == 1;
   v->xc = v->col = NULL;
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
@@ -145,11 +146,16 @@ static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) 
 }
 
 /* for kb in [0, R) step COLS; split: [lb, ub), this program's chunks (columns past R masked).
- * acc[0..n-1]: the carried values inside the loop. One chunk per row (v->one): no loop, acc
- * are init and the chunk (columns 0..COLS-1) is made once, at the first pass. */
+ * acc[0..n-1]: the carried values inside the loop. One chunk (v->one: the row, or a split
+ * program's columns): no loop, acc are init and the chunk (columns 0..COLS-1, or lb..) is made
+ * once, at the first pass. */
 static void rv_pass(drk_lctx_t *c, rv_t *v, int n, tv_t **init, tv_t **acc) {
   if (v->one) {
-    if (!v->col) rv_chunk(c, v, lw_sci(c, c->it, 0));
+    if (v->s.split_rows > 1 && !v->lb) {
+      v->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v->cps * v->s.cols));
+      v->ub = BIN(ADD, v->lb, lw_sci(c, c->it, v->cps * v->s.cols));
+    }
+    if (!v->col) rv_chunk(c, v, v->lb ? v->lb : lw_sci(c, c->it, 0));
     for (int i = 0; i < n; i++) acc[i] = init[i];
     return;
   }

@@ -142,15 +142,43 @@ int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sc
 /* Split rows for a rows schedule s with warps along the row (col_warps > 1): a chunk becomes
  * one layout cover (so that more programs get columns), then drk_sched_rows_split; evens the
  * chunks out so that no program is left without columns. Sets s->split_rows (0: none, and
- * s->cols is kept) and returns the chunks per program. */
+ * s->cols is kept) and returns the chunks per program.
+ *
+ * One chunk per program where it fits: a program walking its columns chunk by chunk keeps
+ * one load per thread in flight and pays the memory latency once per chunk and pass (the
+ * partial kernel of a norm has two passes: GroupNorm(1) over [32, 64, 56, 56] took 11 chunks
+ * twice, 17 us for 12.8 MB on the H200). So the chunk grows (powers of two, at most 32
+ * elements per thread) to cover a program's columns, the heuristic taking up to
+ * min(2 waves / row tiles, chunks, 128) programs per row tile, more when one chunk of that size
+ * needs them (at most 128); the kernels then have no chunk loop (lower_reduce.c rv_pass,
+ * lower_fused.c loop_begin). A pinned rows.split gets one chunk when a power of two chunk
+ * gives exactly that many programs (so --emit=schedules applied back is the same kernel). */
 int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
                                   const drk_sched_knobs_t *kn) {
   s->split_rows = 0;
   if (s->col_warps <= 1) return 0;
   int cols = contiguous ? s->col_warps * 32 * s->spt : s->spt > 1 ? s->cols / 2 : s->cols;
-  int64_t chunks = (R + cols - 1) / cols;
-  int sp = drk_sched_rows_split((rows + s->rows - 1) / s->rows, chunks, sms, kn);
+  int64_t chunks = (R + cols - 1) / cols, P = (rows + s->rows - 1) / s->rows;
+  int sp = drk_sched_rows_split(P, chunks, sms, kn), pin;
   if (sp <= 1) return 0;
+  bool pinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_SPLIT, &pin);
+  /* the largest chunk: at most 32 elements per thread */
+  int64_t cmax = cols;
+  while ((int64_t)s->rows * cmax * 2 <= (int64_t)32 * 32 * s->warps) cmax *= 2;
+  if (!pinned) {
+    int64_t want = (2 * sms + P - 1) / P, one = (R + cmax - 1) / cmax;
+    if (want > chunks) want = chunks;
+    if (want < one) want = one;
+    if (want <= 128 && want > 1) sp = (int)want;
+  }
+  int64_t span = (R + sp - 1) / sp, c1 = cols;
+  while (c1 < span) c1 *= 2;
+  int64_t sp1 = (R + c1 - 1) / c1;
+  if (c1 <= cmax && sp1 > 1 && (!pinned || sp1 == sp)) {
+    s->cols = (int)c1;
+    s->split_rows = (int)sp1;
+    return 1;
+  }
   int64_t cps = (chunks + sp - 1) / sp;
   sp = (int)((chunks + cps - 1) / cps);
   if (sp <= 1) return 0;
