@@ -190,13 +190,21 @@ int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bo
 /* Strided rows with warps along the reduced axis (an NHWC spatial reduction: the rows are the
  * channels, contiguous): each thread takes 16 bytes of consecutive rows (spt along the rows;
  * the backend makes them one vector load where its axis facts allow), the rest of a warp's
- * lanes go along the columns, two layout covers per chunk. esize: bytes per element. */
+ * lanes go along the columns, two layout covers per chunk. esize: bytes per element.
+ * Strided rows with warps along the rows (many channels: an SE squeeze over [32, 7, 7, 1152])
+ * likewise: 16 bytes of consecutive rows per thread, 32 / spt lanes along the rows and spt
+ * along the columns (a warp: 32 rows x spt columns), when the chunk has that many columns. */
 void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
-  if (s->col_warps <= 1 || s->rows != 32 || esize < 1 || esize > 8) return;
+  if (esize < 1 || esize > 8) return;
   int vec = 16 / esize;
   if (vec > 8) vec = 8;
-  s->spt = vec;
-  s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+  if (s->col_warps > 1) {
+    if (s->rows != 32) return;
+    s->spt = vec;
+    s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+    return;
+  }
+  if (vec > 1 && s->rows >= 32 && s->cols >= vec && s->rows % (32 * s->warps) == 0) s->spt = vec;
 }
 
 /* Whole rows (knob rows.whole) of a contiguous row kernel, applied after drk_sched_rows. A warp
@@ -252,7 +260,7 @@ const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_s
     spt[1] = s->spt;
     tpw[0] = 1;
     tpw[1] = 32;
-  } else if (cw > 1 && s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
+  } else if (s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
     spt[0] = s->spt;
     spt[1] = 1;
     tpw[0] = 32 / s->spt;
