@@ -229,7 +229,9 @@ void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize,
   /* a pinned rows.col_warps alone keeps drk_sched_rows' form (with rows.whole=1 it is the
    * whole row's warps: what --emit=schedules prints, applied back) */
   if (sms <= 0 || esize < 1 || esize > 8 || (wpinned && wpin == 0) || (cwpinned && !wpinned)) return;
-  int vec = 16 / esize > 8 ? 8 : 16 / esize;
+  /* 16-byte accesses need rows of whole 16-byte units (else the backend splits them into
+   * element loads that span more sectors a warp: keep the old 4 elements a thread) */
+  int vec = (R * esize) % 16 ? 4 : 16 / esize > 8 ? 8 : 16 / esize;
   int64_t want = lw_pow2ceil(R < 1 ? 1 : R);
   if (want > 1024 && want * esize <= 65536 && (rows >= sms || wpin == 1)) {
     int64_t cw = cwpinned ? cwpin : want / (32 * 32);
@@ -249,17 +251,30 @@ void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize,
       return;
     }
   }
-  if (s->whole && !spt_pinned) s->spt = s->cols / 32 >= vec ? vec : s->cols / 32;
+  if (s->whole) {
+    /* short rows: 16 bytes a thread; a chunk narrower than a warp's 32 lanes of 16 bytes puts
+     * 32 / (cols / spt) rows in each warp (drk_sched_rows_layout), when the program has rows
+     * for every warp (ConvNeXt's LayerNorm over 96 channels: 2 rows a warp, 16-byte loads) */
+    int want = spt_pinned ? sptpin : (R * esize) % 16 ? s->spt : vec;
+    int64_t lanes = s->cols / want;
+    if (want <= s->cols && (lanes >= 32 || (32 / lanes) * s->warps <= s->rows)) s->spt = want;
+    else s->spt = s->cols / 32 >= want ? want : s->cols / 32;
+  }
 }
 
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
   int cw = s->col_warps > 1 ? s->col_warps : 1;
   int spt[2], tpw[2], wpc[2] = {s->warps / cw, cw}, ord[2] = {1, 0};
   if (contiguous) {
+    int lanes = s->spt > 0 ? s->cols / s->spt : 32;
     spt[0] = 1;
     spt[1] = s->spt;
     tpw[0] = 1;
     tpw[1] = 32;
+    if (cw <= 1 && lanes >= 1 && lanes < 32) { /* drk_sched_rows_whole: several rows a warp */
+      tpw[0] = 32 / lanes;
+      tpw[1] = lanes;
+    }
   } else if (s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
     spt[0] = s->spt;
     spt[1] = 1;

@@ -397,6 +397,15 @@ static int run_schedule(void) {
   drk_sched_rows_whole(&s, 16384, 1024, 2, 132, 64, NULL);
   if (!s.whole || s.rows != 4 || s.cols != 1024 || s.spt != 8 || s.col_warps > 1)
     fprintf(stderr, "FAIL schedule: 16384x1024 bf16: whole %d rows %d spt %d\n", s.whole, s.rows, s.spt), bad++;
+  /* short rows narrower than a warp of 16-byte accesses: several rows a warp when the row is
+   * whole 16-byte units (ConvNeXt's 96 f16 channels: 2 rows a warp), else 4 elements a thread
+   * as before (GlobalAveragePool's 49) */
+  s = drk_sched_rows(100352, 96, true, 132, NULL);
+  drk_sched_rows_whole(&s, 100352, 96, 2, 132, 64, NULL);
+  s2 = drk_sched_rows(65536, 49, true, 132, NULL);
+  drk_sched_rows_whole(&s2, 65536, 49, 2, 132, 64, NULL);
+  if (!s.whole || s.spt != 8 || s.cols != 128 || !s2.whole || s2.spt != 2)
+    fprintf(stderr, "FAIL schedule: short rows: 96 f16 spt %d (want 8), 49 f16 spt %d (want 2)\n", s.spt, s2.spt), bad++;
   s = drk_sched_rows(4, 8192, true, 132, NULL);
   drk_sched_rows_whole(&s, 4, 8192, 2, 132, 64, NULL);
   if (s.whole || s.cols == 8192)
