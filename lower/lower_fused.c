@@ -1074,12 +1074,9 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   return true;
 }
 
-/* Split rows (drk_sched_rows_split, knob rows.split): a row group whose one anchor is a
- * normalization or softmax over few long rows (the row schedule put warps along the row) gets
- * two kernels over (row tiles, SP): partial statistics of each program's columns into scratch,
- * then their combination and the writes of each program's columns. */
-static void plan_split(fl_t *F) {
-  drk_lctx_t *c = F->c;
+/* the group's one anchor when it is a normalization or softmax (the groups that can split
+ * their rows), else NULL */
+static const drk_node_t *split_group_anchor(const fl_t *F) {
   const drk_node_t *anchor = NULL;
   int anchors = 0;
   for (int i = 0; i < F->gr->n_nodes; i++) {
@@ -1089,7 +1086,19 @@ static void plan_split(fl_t *F) {
     anchors++;
     anchor = n;
   }
-  if (anchors != 1 || !split_anchor(anchor) || F->s.col_warps <= 1) return;
+  return anchors == 1 && split_anchor(anchor) ? anchor : NULL;
+}
+
+static bool can_split(const fl_t *F) { return split_group_anchor(F) != NULL; }
+
+/* Split rows (drk_sched_rows_split, knob rows.split): a row group whose one anchor is a
+ * normalization or softmax over few long rows (the row schedule put warps along the row) gets
+ * two kernels over (row tiles, SP): partial statistics of each program's columns into scratch,
+ * then their combination and the writes of each program's columns. */
+static void plan_split(fl_t *F) {
+  drk_lctx_t *c = F->c;
+  const drk_node_t *anchor = split_group_anchor(F);
+  if (!anchor || F->s.col_warps <= 1) return;
   F->cps = drk_sched_rows_split_plan(&F->s, F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
   F->SP = F->s.split_rows;
   if (F->SP <= 1) return;
@@ -1195,7 +1204,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
       }
     }
     drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o), full_in <= 1 ? 64 : 32,
-                         &c->o.knobs);
+                         can_split(F), &c->o.knobs);
     plan_split(F);
   }
   if (F->SP <= 1) return emit_kernel(F, last, head, moving, 0);

@@ -99,7 +99,9 @@ static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   if (!v->contig) drk_sched_rows_vec(&v->s, drk_dtype_bits(v->x->dtype) / 8);
   /* single-node kernels keep only x's chunk live: up to 64 elements per thread */
-  if (v->contig) drk_sched_rows_whole(&v->s, v->rows, v->R, drk_dtype_bits(v->x->dtype) / 8, lw_target_sms(&c->o), 64, &c->o.knobs);
+  if (v->contig)
+    drk_sched_rows_whole(&v->s, v->rows, v->R, drk_dtype_bits(v->x->dtype) / 8, lw_target_sms(&c->o), 64, v->may_split,
+                         &c->o.knobs);
   if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   /* one chunk per program: the whole row, or (split rows) all of this program's columns */
   v->one = v->s.split_rows <= 1 ? v->R <= v->s.cols : v->cps == 1;

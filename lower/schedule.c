@@ -211,7 +211,8 @@ void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
  * walking a long row chunk by chunk reads it once per pass: LayerNorm's mean, variance and
  * write, softmax's max, sum and write read it three times, the later passes from L2 (the
  * issue's bf16 LayerNorm over 8192 x 8192 at 1684 GB/s of 4200). When the rows fill the SMs
- * (at least one program per SM) and a row holds 2K elements to 64 KB, one program takes one row
+ * (at least one program per SM; or whatever the row count, when the kernel cannot split its
+ * rows: an RMSNorm written as primitives at batch 1) and a row holds 2K elements to 64 KB, one program takes one row
  * as one chunk (cols = the next power of two of R): col_warps = cols / (32 ept) warps, ept = 32
  * elements per thread (at most 16 warps: 64 for 32K 16-bit rows; none when that exceeds
  * ept_max, what the caller's kernel can keep live), so that the lowering loads the row once
@@ -220,7 +221,7 @@ void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
  * chunk's 32 lanes) unless rows.spt is pinned. s->whole says one chunk covers the row.
  * Pinned rows.col_warps keeps drk_sched_rows' form; rows.whole=0 keeps it too, rows.whole=1
  * takes whole rows whatever the row count. */
-void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max,
+void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max, bool may_split,
                           const drk_sched_knobs_t *kn) {
   int wpin = -1, cwpin = 0, sptpin = 0;
   bool wpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_WHOLE, &wpin), cwpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_COL_WARPS, &cwpin);
@@ -233,7 +234,7 @@ void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize,
    * element loads that span more sectors a warp: keep the old 4 elements a thread) */
   int vec = (R * esize) % 16 ? 4 : 16 / esize > 8 ? 8 : 16 / esize;
   int64_t want = lw_pow2ceil(R < 1 ? 1 : R);
-  if (want > 1024 && want * esize <= 65536 && (rows >= sms || wpin == 1)) {
+  if (want > 1024 && want * esize <= 65536 && (rows >= sms || !may_split || wpin == 1)) {
     int64_t cw = cwpinned ? cwpin : want / (32 * 32);
     if (cw > 16) cw = 16;
     if (cw < 1) cw = 1;
