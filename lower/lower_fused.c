@@ -1189,7 +1189,7 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     F->s = drk_sched_rows(F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
     /* the row's bytes: the anchor's input. Whole rows keep the group's full values live through
      * every pass: up to 64 elements per thread when one full tensor comes from outside (an
-     * RMSNorm or softmax written as primitives), else 32 (a residual add's two rows) */
+     * RMSNorm or softmax written as primitives), 32 for two (a residual add's), else 16 */
     const drk_value_t *rx = gr->anchor >= 0 && g->nodes[gr->anchor]->n_inputs ? g->nodes[gr->anchor]->inputs[0] : NULL;
     int esize = rx ? drk_dtype_bits(rx->dtype) / 8 : 4, full_in = 0;
     for (int i = 0; i < gr->n_nodes; i++) {
@@ -1203,8 +1203,8 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
         if (v && !seen && !made_in(F, v) && numel(v) == F->rows * F->R) full_in++;
       }
     }
-    drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o), full_in <= 1 ? 64 : 32,
-                         can_split(F), &c->o.knobs);
+    drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o),
+                         full_in <= 1 ? 64 : full_in == 2 ? 32 : 16, can_split(F), &c->o.knobs);
     plan_split(F);
   }
   if (F->SP <= 1) return emit_kernel(F, last, head, moving, 0);
