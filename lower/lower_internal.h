@@ -194,6 +194,11 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms,
 int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn);
 /* strided rows with col_warps > 1: 16 bytes of consecutive rows per thread (esize: bytes per element) */
 void drk_sched_rows_vec(drk_schedule_t *s, int esize);
+/* contiguous rows: a whole row of 2K..64 KB per program (one chunk, kept in registers) when the
+ * rows fill the SMs or the kernel cannot split (!may_split), 16-byte accesses (esize: bytes per element; ept_max: elements per thread
+ * the kernel may keep); sets s->whole when one chunk covers a row */
+void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max, bool may_split,
+                          const drk_sched_knobs_t *kn);
 /* split rows for s (col_warps > 1): sets s->split_rows (and s->cols), returns chunks per program */
 int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
                                   const drk_sched_knobs_t *kn);
