@@ -365,9 +365,14 @@ static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
   conv2_t v = conv2_of(s);
   if (v.st[0] > 8 || v.st[1] > 8) return *why = "TMA + wgmma convolution: stride > 8 (TMA element strides are 1..8)", false;
   /* on by default since the H200 checked it (device call 36: ResNet-50 b1 within 0.0053 of the
-   * interpreter, conv3x3 56x56 C256 at 0.84x cuDNN where mma_sync is at 0.28x) */
-  if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 1) != 1)
-    return *why = "TMA + wgmma convolution off (conv.hopper=0 pinned)", false;
+   * interpreter, conv3x3 56x56 C256 at 0.84x cuDNN where mma_sync is at 0.28x); below 64
+   * channels only when pinned: the 16/32-channel k steps are exact but slow (device call 38:
+   * ResNet-50's stem padded to C = 8 took 1.12 ms on them, 0.24 ms on mma_sync) */
+  int pin = drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, -1);
+  if (pin == 0) return *why = "TMA + wgmma convolution off (conv.hopper=0 pinned)", false;
+  if (pin != 1 && s->C < 64)
+    return *why = "TMA + wgmma convolution: C < 64 (its 16/32-channel steps are slower than mma_sync; conv.hopper=1 forces it)",
+           false;
   drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, conv_epi_kind(c));
   if (!S.mma) return *why = "TMA + wgmma convolution: the pinned conv.tile_h x conv.tile_w window needs a TMA box over 256", false;
   return true;

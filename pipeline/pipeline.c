@@ -262,10 +262,11 @@ static bool st_layout(drk_pipeline_t *p) {
   for (int t = 0; t < DRK_TARGET_COUNT; t++)
     if ((p->o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV)
       lo.nvidia_only = false;
-  /* the sm_90a TMA convolution (on unless conv.hopper=0 is pinned) reads channels in 16-byte
-   * rows: small C (the RGB stem) is padded to 8 for it */
+  /* the sm_90a TMA convolution reads channels in 16-byte rows: with conv.hopper=1 pinned, small
+   * C (the RGB stem) is padded to 8 for it (by default such convs stay on mma_sync, which was
+   * faster on the H200: lower_matmul.c conv_ws_eligible) */
   drk_lower_options_t lw = lower_options(p->o);
-  if (lw.target_sm == 90 && lw.arch_specific && drk_knob_or(&lw.knobs, DRK_KNOB_CONV_HOPPER, 1) == 1)
+  if (lw.target_sm == 90 && lw.arch_specific && drk_knob_or(&lw.knobs, DRK_KNOB_CONV_HOPPER, -1) == 1)
     lo.pad_channels = 8;
   drk_layout_stats_t st;
   drk_pass_layout_nhwc(p->g, &lo, &st);

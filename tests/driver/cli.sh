@@ -95,14 +95,18 @@ expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layo
 expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
 expect layout-auto-amd 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --target=gfx942
 expect layout-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --layout=nhwc
-# sm_90a (conv.hopper's default 1): C = 2 padded to 8 for the TMA convolution (the weight
-# here, a fused Pad of the input), which then takes the conv; sm_80 and conv.hopper=0 keep C
-expect layout-pad-sm90a 0 'w\.nhwc\.pad: f16\[4, 3, 3, 8\]' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a
-expect layout-pad-sm90a-conv-ws 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90a
-expect layout-pad-sm90 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90
+# sm_90a with conv.hopper=1 pinned: C = 2 padded to 8 for the TMA convolution (the weight
+# here, a fused Pad of the input), which then takes the conv; by default (C < 64 stays on
+# mma_sync: device call 38), on sm_80 and with conv.hopper=0 C is kept
+H1=--schedule=conv.hopper=1
+expect layout-pad-sm90a 0 'w\.nhwc\.pad: f16\[4, 3, 3, 8\]' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a $H1
+expect layout-pad-sm90a-conv-ws 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90a $H1
+expect layout-pad-sm90 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90 $H1
+expect layout-pad-default 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a
+expect layout-pad-default-mma 0 'report: k[0-9]+_ConvNHWC: TMA \+ wgmma convolution: C ' -- "$W/conv.drkg" --report --target=sm_90a -o "$W/c64.drkm"
 expect layout-pad-sm80 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_80
 expect layout-pad-hopper0 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a --schedule=conv.hopper=0
-expect layout-pad-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --target=sm_90a
+expect layout-pad-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --target=sm_90a $H1
 # depthwise convs (direct kernel, lower_dwconv.c) join a channels-last region but never start
 # one: alone on the NCHW input they stay NCHW, after a dense conv they go NHWC; the reasons
 "$PY" - "$W/dw.drkg" "$W/dw2.drkg" <<'P'

@@ -489,11 +489,12 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "sm90a") == 0) {
     char err[256];
-    g_sm90a = true; /* conv.hopper's default (1) unless KNOBS pin it */
+    g_sm90a = true; /* conv.hopper=1 (every conv, small C too) unless KNOBS pin it */
     if (argc == 4 && !drk_sched_knobs_parse(argv[3], &g_knobs, err, sizeof err)) {
       fprintf(stderr, "bad knobs: %s\n", err);
       return 2;
     }
+    if (drk_knob_or(&g_knobs, DRK_KNOB_CONV_HOPPER, -1) < 0) drk_knob_set(&g_knobs, DRK_KNOB_CONV_HOPPER, 1);
     return run_drkg(argv[2]);
   }
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "dw") == 0) {

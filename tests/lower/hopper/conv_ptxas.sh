@@ -12,7 +12,7 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
 for g in "$DIR"/conv_hopper*.drkg; do
   n=$(basename "$g" .drkg)
-  "$DRKC" "$g" --target=sm_90a --emit=schedules -o "$T/$n.sched" || { echo "FAIL $n: schedules"; fail=1; continue; }
+  "$DRKC" "$g" --target=sm_90a --schedule=conv.hopper=1 --emit=schedules -o "$T/$n.sched" || { echo "FAIL $n: schedules"; fail=1; continue; }
   convs=$(grep -c '^k[0-9]*_ConvNHWC' "$T/$n.sched"); ws=$(grep -c '^k[0-9]*_ConvNHWC .* conv_ws ' "$T/$n.sched")
   [ "$convs" -gt 0 ] && [ "$convs" = "$ws" ] || { echo "FAIL $n: $ws of $convs convs on conv_ws"; fail=1; }
   "$DRKC" "$g" --target=sm_90a --schedule=conv.hopper=1 --emit=ptx -o "$T/$n.ptx" || { echo "FAIL $n: ptx"; fail=1; continue; }
