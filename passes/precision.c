@@ -673,6 +673,7 @@ static unsigned char *f8_head_values(const pctx_t *c) {
 static bool f8_candidate(const pctx_t *c, const drk_node_t *n) {
   if (!live(n) || n->n_outputs != 1 || !n->outputs[0] || n->n_inputs < 2 || !n->inputs[0]) return false;
   if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) return false;
+  if (drk_node_attr_int(n, "result_n", 0)) return false; /* a padded B (pad-matmul-n): stays f16 */
   drk_dtype_t t = orig_dt(c, n->outputs[0]);
   if (t == DRK_DT_F32) {
     if (n->id < c->nn && c->keep[n->id]) return false;

@@ -147,7 +147,9 @@ def torch_time(m, ins, dtype, iters):
     """torch.compile(mode="reduce-overhead") median ms of m in dtype on the GPU."""
     import peers  # noqa: E402  (tests/bench/peers.py)
     torch = zoo._torch()
-    mm = m.to(device="cuda", dtype=getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtype]))
+    import copy
+    # a copy: the f32 module on the CPU stays as it is for the next dtype's torch error and timing
+    mm = copy.deepcopy(m).to(device="cuda", dtype=getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtype]))
     dev = [a.to("cuda") for a in ins]
     dev = [a.to(next(mm.parameters()).dtype) if a.is_floating_point() else a for a in dev]
     torch._dynamo.reset()
