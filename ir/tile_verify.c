@@ -292,6 +292,14 @@ static void check_select(vctx_t *c, const drk_tile_op_t *op) {
     err(c, op->loc, "'select' condition must be bool of the values' shape and layout, got %s", ty(k));
 }
 
+static void check_fma(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0);
+  if (!is_value(a) || !drk_dtype_is_float(a->dtype) || !drk_tile_type_equal(a, T(op, 1)) ||
+      !drk_tile_type_equal(a, T(op, 2)) || !drk_tile_type_equal(a, R(op, 0)))
+    err(c, op->loc, "'fma' needs three float operands and a result of one type, got %s, %s, %s -> %s", ty(a),
+        ty(T(op, 1)), ty(T(op, 2)), ty(R(op, 0)));
+}
+
 static void check_cmp(vctx_t *c, const drk_tile_op_t *op) {
   const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
   attr_ident(c, op, "pred", "eq ne lt le gt ge");
@@ -623,6 +631,7 @@ static void check_op_types(vctx_t *c, const drk_tile_op_t *op) {
   case DRK_TOP_LOCAL_STORE: check_local_load_store(c, op); break;
   case DRK_TOP_DOT: check_dot(c, op); break;
   case DRK_TOP_SELECT: check_select(c, op); break;
+  case DRK_TOP_FMA: check_fma(c, op); break;
   case DRK_TOP_CMP: check_cmp(c, op); break;
   case DRK_TOP_CAST: check_cast(c, op); break;
   case DRK_TOP_REDUCE: check_reduce(c, op); break;

@@ -204,6 +204,10 @@ tv_t *lw_sel(drk_lctx_t *c, tv_t *cond, tv_t *a, tv_t *b) {
   return drk_tile_build1(&c->b, DRK_TOP_SELECT, 3, (tv_t *[]){cond, a, b}, a->type);
 }
 
+tv_t *lw_fma(drk_lctx_t *c, tv_t *a, tv_t *b, tv_t *acc) {
+  return drk_tile_build1(&c->b, DRK_TOP_FMA, 3, (tv_t *[]){a, b, acc}, acc->type);
+}
+
 tv_t *lw_cast(drk_lctx_t *c, tv_t *a, drk_dtype_t t) {
   if (a->type.dtype == t) return a;
   drk_tile_op_t *op = drk_tile_build(&c->b, DRK_TOP_CAST, 1, &a, 1, (drk_tile_type_t[]){lw_retype(&a->type, t)});

@@ -70,6 +70,7 @@ typedef struct drk_schedule {
   int rows, cols;       /* rows: rows per program, columns per chunk */
   int col_warps;        /* rows: warps along the reduced axis (reductions cross warps through shared memory), 0/1: none */
   int split_rows;       /* rows (plain reductions): programs sharing one row tile's reduction (partials through scratch), 0/1: none */
+  bool whole;           /* rows: one chunk covers a (contiguous) row (drk_sched_rows_whole; the kernel keeps it in registers) */
   int tile_m, tile_n, tile_k, stages;
   const char *mma;      /* "mma_sync", "wgmma", "fma", or NULL */
   bool tf32;

@@ -128,6 +128,7 @@ typedef struct fl {
    * (SPLIT_FINISH) combines them and writes its columns */
   int mode;
   int64_t SP, cps; /* programs per row tile, chunks of COLS per program */
+  bool one;        /* one chunk per program (the row, or a split program's columns): no chunk loops */
   int ws;
   drk_dtype_t ws_dtype;
   tv_t *pws, *lb, *ub;
@@ -705,8 +706,16 @@ static void chunk(fl_t *F, tv_t *kb) {
   F->mask2 = BIN(AND, F->rmask2, lw_bcast_col(c, cmask, F->P, F->s.rows, F->s.cols));
 }
 
+/* A chunk loop over the row (split rows: this program's columns). One chunk (F->one: the row,
+ * or a split program's columns): no loop; the chunk is made once, at the first loop, and F->gen
+ * stays, so that every full value (the row's loads first) is made once and kept in registers
+ * through every pass. */
 static drk_tile_op_t *loop_begin(fl_t *F, int n, tv_t **init) {
   drk_lctx_t *c = F->c;
+  if (F->one) {
+    if (!F->col) chunk(F, F->lb ? F->lb : lw_sci(c, c->it, 0));
+    return NULL;
+  }
   drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, F->lb ? F->lb : lw_sci(c, c->it, 0), F->ub ? F->ub : lw_sci(c, c->it, F->R),
                                                lw_sci(c, c->it, F->s.cols), n, init);
   chunk(F, f->regions[0]->args[0]);
@@ -714,6 +723,7 @@ static drk_tile_op_t *loop_begin(fl_t *F, int n, tv_t **init) {
 }
 
 static tv_t *loop_end(fl_t *F, int n, tv_t **y) {
+  if (F->one) return n ? y[0] : NULL;
   drk_tile_op_t *f = drk_tile_build_for_end(&F->c->b, n, y);
   F->gen++; /* chunk tiles are out of scope now */
   F->lin2 = F->mask2 = F->col = NULL;
@@ -742,8 +752,8 @@ static tv_t *row_loop(fl_t *F, const drk_node_t *n, int kind, tv_t *m) {
   drk_dtype_t at = acc_dtype(n->inputs[0]->dtype);
   double id = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0;
   tv_t *init = acc_tile(F, at, id);
-  loop_begin(F, 1, &init);
-  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+  drk_tile_op_t *f = loop_begin(F, 1, &init);
+  tv_t *acc = f ? f->regions[0]->args[1] : init;
   tv_t *xv = lw_cast(c, operand(F, n, 0, F_FULL), at);
   tv_t *m2 = m ? lw_bcast_row(c, m, F->P, F->s.rows, F->s.cols) : NULL;
   if (kind == 1) xv = BIN(MUL, xv, xv);
@@ -1024,6 +1034,9 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
   F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
   F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
+  /* one chunk per program: the whole row, or (split rows) all of this program's columns */
+  F->one = F->mode == SPLIT_NONE ? F->R <= F->s.cols : F->cps == 1;
+  F->col = NULL;
   if (F->mode != SPLIT_NONE) {
     F->pws = lw_param_scratch(c, F->ws, F->ws_dtype, "ws");
     F->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, F->cps * F->s.cols));
@@ -1061,12 +1074,9 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   return true;
 }
 
-/* Split rows (drk_sched_rows_split, knob rows.split): a row group whose one anchor is a
- * normalization or softmax over few long rows (the row schedule put warps along the row) gets
- * two kernels over (row tiles, SP): partial statistics of each program's columns into scratch,
- * then their combination and the writes of each program's columns. */
-static void plan_split(fl_t *F) {
-  drk_lctx_t *c = F->c;
+/* the group's one anchor when it is a normalization or softmax (the groups that can split
+ * their rows), else NULL */
+static const drk_node_t *split_group_anchor(const fl_t *F) {
   const drk_node_t *anchor = NULL;
   int anchors = 0;
   for (int i = 0; i < F->gr->n_nodes; i++) {
@@ -1076,7 +1086,19 @@ static void plan_split(fl_t *F) {
     anchors++;
     anchor = n;
   }
-  if (anchors != 1 || !split_anchor(anchor) || F->s.col_warps <= 1) return;
+  return anchors == 1 && split_anchor(anchor) ? anchor : NULL;
+}
+
+static bool can_split(const fl_t *F) { return split_group_anchor(F) != NULL; }
+
+/* Split rows (drk_sched_rows_split, knob rows.split): a row group whose one anchor is a
+ * normalization or softmax over few long rows (the row schedule put warps along the row) gets
+ * two kernels over (row tiles, SP): partial statistics of each program's columns into scratch,
+ * then their combination and the writes of each program's columns. */
+static void plan_split(fl_t *F) {
+  drk_lctx_t *c = F->c;
+  const drk_node_t *anchor = split_group_anchor(F);
+  if (!anchor || F->s.col_warps <= 1) return;
   F->cps = drk_sched_rows_split_plan(&F->s, F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
   F->SP = F->s.split_rows;
   if (F->SP <= 1) return;
@@ -1165,6 +1187,24 @@ bool drk_lower_fused(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
     F->rows = gr->n;
     F->R = gr->R;
     F->s = drk_sched_rows(F->rows, F->R, true, lw_target_sms(&c->o), &c->o.knobs);
+    /* the row's bytes: the anchor's input. Whole rows keep the group's full values live through
+     * every pass: up to 64 elements per thread when one full tensor comes from outside (an
+     * RMSNorm or softmax written as primitives), 32 for two (a residual add's), else 16 */
+    const drk_value_t *rx = gr->anchor >= 0 && g->nodes[gr->anchor]->n_inputs ? g->nodes[gr->anchor]->inputs[0] : NULL;
+    int esize = rx ? drk_dtype_bits(rx->dtype) / 8 : 4, full_in = 0;
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[gr->nodes[i]];
+      for (int j = 0; j < n->n_inputs; j++) {
+        const drk_value_t *v = n->inputs[j];
+        bool seen = false;
+        for (int i2 = 0; i2 <= i && !seen; i2++) /* counted once: an earlier use */
+          for (int j2 = 0; j2 < g->nodes[gr->nodes[i2]]->n_inputs && (i2 < i || j2 < j) && !seen; j2++)
+            seen = g->nodes[gr->nodes[i2]]->inputs[j2] == v;
+        if (v && !seen && !made_in(F, v) && numel(v) == F->rows * F->R) full_in++;
+      }
+    }
+    drk_sched_rows_whole(&F->s, F->rows, F->R, esize < 1 ? 1 : esize, lw_target_sms(&c->o),
+                         full_in <= 1 ? 64 : full_in == 2 ? 32 : 16, can_split(F), &c->o.knobs);
     plan_split(F);
   }
   if (F->SP <= 1) return emit_kernel(F, last, head, moving, 0);

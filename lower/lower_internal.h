@@ -82,6 +82,11 @@ bool drk_lower_conv_transpose(drk_lctx_t *c);
 bool drk_lower_topk_supported(const drk_node_t *n, const char **why);
 bool drk_lower_einsum_supported(const drk_node_t *n, const char **why);
 bool drk_lower_conv_transpose_supported(const drk_node_t *n, const char **why);
+/* Depthwise and small-group convolutions (lower_dwconv.c): whether c->node (a Conv or
+ * ConvNHWC that drk_lower_matmul was asked to lower) takes the direct kernel (knob
+ * dw.direct), and that kernel (with c->epi's fused epilogue, as drk_lower_matmul's). */
+bool drk_lower_dwconv_wanted(drk_lctx_t *c);
+bool drk_lower_dwconv(drk_lctx_t *c);
 
 /* ---- errors ---- */
 bool lw_err(drk_lctx_t *c, const char *fmt, ...) DRK_PRINTF(2, 3); /* always false */
@@ -122,6 +127,7 @@ tv_t *lw_bin(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a, tv_t *b);
 tv_t *lw_un(drk_lctx_t *c, drk_tile_opcode_t code, tv_t *a);
 tv_t *lw_cmp(drk_lctx_t *c, const char *pred, tv_t *a, tv_t *b);
 tv_t *lw_sel(drk_lctx_t *c, tv_t *cond, tv_t *a, tv_t *b);
+tv_t *lw_fma(drk_lctx_t *c, tv_t *a, tv_t *b, tv_t *acc); /* a * b + acc, one rounding (floats) */
 tv_t *lw_cast(drk_lctx_t *c, tv_t *a, drk_dtype_t t); /* no-op when same dtype */
 tv_t *lw_ci(drk_lctx_t *c, const tv_t *like, int64_t v);   /* constant of like's type */
 tv_t *lw_cf(drk_lctx_t *c, const tv_t *like, double v);    /* float (or int-valued) constant */
@@ -188,6 +194,11 @@ drk_schedule_t drk_sched_rows(int64_t rows, int64_t R, bool contiguous, int sms,
 int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sched_knobs_t *kn);
 /* strided rows with col_warps > 1: 16 bytes of consecutive rows per thread (esize: bytes per element) */
 void drk_sched_rows_vec(drk_schedule_t *s, int esize);
+/* contiguous rows: a whole row of 2K..64 KB per program (one chunk, kept in registers) when the
+ * rows fill the SMs or the kernel cannot split (!may_split), 16-byte accesses (esize: bytes per element; ept_max: elements per thread
+ * the kernel may keep); sets s->whole when one chunk covers a row */
+void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max, bool may_split,
+                          const drk_sched_knobs_t *kn);
 /* split rows for s (col_warps > 1): sets s->split_rows (and s->cols), returns chunks per program */
 int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
                                   const drk_sched_knobs_t *kn);
@@ -203,9 +214,10 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
  * split-K), no persistent form or cluster, and the M tile's shape images x conv_h x conv_w
  * (128 output pixels of a window of the output); mma = NULL when the target or dtype does
  * not allow it. st: the spatial strides (TMA boxes span conv_h*st[0] rows and conv_w*st[1]
- * columns, <= 256). */
+ * columns, <= 256). epi: the fused epilogue, DRK_CONV_EPI_*. */
+enum { DRK_CONV_EPI_NONE, DRK_CONV_EPI_LIGHT /* bias, ReLU, Clip, Add, Mul, Cast */, DRK_CONV_EPI_OTHER };
 drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
-                                 drk_dtype_t t, const drk_lower_options_t *o, bool epilogue);
+                                 drk_dtype_t t, const drk_lower_options_t *o, int epi);
 /* The multiprocessors of the lowering's target (o->target_sm): 132 (sm_90, H100/H200), 16
  * (sm_87, Orin), 108 otherwise (A100; modules with gfx942 are lowered for sm_80). */
 int lw_target_sms(const drk_lower_options_t *o);

@@ -347,6 +347,23 @@ static conv2_t conv2_of(const mm_t *s) {
   return v;
 }
 
+/* The conv's fused epilogue for drk_sched_conv_ws: light when every member is a cheap
+ * per-element op (few registers per accumulator), so BN = 256 does not spill. */
+static int conv_epi_kind(const drk_lctx_t *c) {
+  if (!c->epi) return DRK_CONV_EPI_NONE;
+  const drk_fusion_group_t *gr = &c->epi->groups[c->epi_group];
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const drk_node_t *n = c->g->nodes[gr->nodes[i]];
+    switch (n->op) {
+      case DRK_OP_CONV_NHWC: case DRK_OP_ADD: case DRK_OP_SUB: case DRK_OP_MUL: case DRK_OP_RELU:
+      case DRK_OP_CLIP: case DRK_OP_MAX: case DRK_OP_MIN: case DRK_OP_CAST: case DRK_OP_IDENTITY:
+        break;
+      default: return DRK_CONV_EPI_OTHER;
+    }
+  }
+  return DRK_CONV_EPI_LIGHT;
+}
+
 /* Whether a ConvNHWC on sm_90a (16-bit: the caller checked drk_sched_mm_ws) takes the
  * implicit-GEMM form of the Hopper kernel; false sets *why (--report) for the mma_sync one. */
 static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
@@ -355,9 +372,11 @@ static bool conv_ws_eligible(drk_lctx_t *c, const mm_t *s, const char **why) {
   if (s->C % 8) return *why = "TMA + wgmma convolution: C is not a multiple of 8 (TMA strides are multiples of 16 bytes)", false;
   conv2_t v = conv2_of(s);
   if (v.st[0] > 8 || v.st[1] > 8) return *why = "TMA + wgmma convolution: stride > 8 (TMA element strides are 1..8)", false;
-  if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 0) != 1)
-    return *why = "TMA + wgmma convolution off (conv.hopper=1 turns it on; not yet checked on a GPU)", false;
-  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, c->epi != NULL);
+  /* on by default since the H200 checked it (device call 36: ResNet-50 b1 within 0.0053 of the
+   * interpreter, conv3x3 56x56 C256 at 0.84x cuDNN where mma_sync is at 0.28x) */
+  if (drk_knob_or(&c->o.knobs, DRK_KNOB_CONV_HOPPER, 1) != 1)
+    return *why = "TMA + wgmma convolution off (conv.hopper=0 pinned)", false;
+  drk_schedule_t S = drk_sched_conv_ws(s->Nb, v.O[0], v.O[1], s->N, s->K, v.st, s->t, &c->o, conv_epi_kind(c));
   if (!S.mma) return *why = "TMA + wgmma convolution: the pinned conv.tile_h x conv.tile_w window needs a TMA box over 256", false;
   return true;
 }
@@ -439,12 +458,12 @@ static void ws_produce(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g
   int64_t es = drk_dtype_bits(W->s->t) / 8;
   ws_op1(c, DRK_TOP_MBARRIER_EXPECT_TX, fb, "bytes", (W->BM + W->BN) * W->BK * es);
   if (W->conv) {
-    /* tap (r, q) and channels [c0, c0 + 64): A is the input window shifted by the tap, one
-     * 4-D box [images, CH, CW, 64] (rows and columns `stride` apart: the descriptor's element
+    /* tap (r, q) and channels [c0, c0 + BK): A is the input window shifted by the tap, one
+     * 4-D box [images, CH, CW, BK] (rows and columns `stride` apart: the descriptor's element
      * strides); coordinates off the input (padding, channels past C, pixels past the
-     * output's edge) read zeros. B is the filter's [BN, 1, 64] box at (n0, tap, c0). */
+     * output's edge) read zeros. B is the filter's [BN, 1, BK] box at (n0, tap, c0). */
     tv_t *ks = W->SP > 1 ? BIN(ADD, T->kbeg, kp) : kp;
-    tv_t *tap = BIN(DIV, ks, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, ks, lw_sci(c, I, W->CB)), lw_sci(c, I, 64));
+    tv_t *tap = BIN(DIV, ks, lw_sci(c, I, W->CB)), *c0 = BIN(MUL, BIN(REM, ks, lw_sci(c, I, W->CB)), lw_sci(c, I, W->BK));
     const conv2_t *v = &W->cv;
     tv_t *r = BIN(DIV, tap, lw_sci(c, I, v->K[1])), *q = BIN(REM, tap, lw_sci(c, I, v->K[1]));
     tv_t *ih = BIN(ADD, BIN(SUB, BIN(MUL, T->coh, lw_sci(c, I, v->st[0])), lw_sci(c, I, v->pad[0])), BIN(MUL, r, lw_sci(c, I, v->dil[0])));
@@ -658,7 +677,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   conv2_t cv;
   memset(&cv, 0, sizeof cv);
   if (s->conv) cv = conv2_of(s);
-  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, c->epi != NULL)
+  S = s->conv ? drk_sched_conv_ws(s->Nb, cv.O[0], cv.O[1], s->N, s->K, cv.st, s->t, &c->o, conv_epi_kind(c))
       : pair  ? ws_pair_sched(c, s, M, batch)
               : drk_sched_mm_ws(M, s->N, s->K, batch, s->t, &c->o, c->epi != NULL);
   ws_t W = {.s = s, .ba = ba, .bb = bb, .M = M, .batch = batch, .BM = S.tile_m, .BN = S.tile_n, .BK = S.tile_k,
@@ -670,8 +689,16 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   if (s->conv) {
     W.conv = true;
     W.cv = cv;
+    /* k step: one tap's chunk of BK channels; few channels (C <= 32: the stem, padded to 8 by
+     * the layout pass) take 16- or 32-channel chunks (32- or 64-byte swizzle) so that the
+     * chunk is not mostly zeros (C = 8 in 64-channel chunks computes 8x the work), and more
+     * stages of the smaller ring to keep as many bytes in flight */
+    int pin;
+    W.BK = s->C <= 16 ? 16 : s->C <= 32 ? 32 : 64;
+    S.tile_k = (int)W.BK;
+    if (W.BK < 64 && !drk_knob_pinned(&c->o.knobs, DRK_KNOB_MM_STAGES, &pin)) W.ST = W.ST * 64 / W.BK > 8 ? 8 : W.ST * 64 / W.BK;
     W.CH = S.conv_h, W.CW = S.conv_w, W.CI = W.BM / (W.CH * W.CW);
-    W.TH = (cv.O[0] + W.CH - 1) / W.CH, W.TW = (cv.O[1] + W.CW - 1) / W.CW, W.CB = (s->C + 63) / 64;
+    W.TH = (cv.O[0] + W.CH - 1) / W.CH, W.TW = (cv.O[1] + W.CW - 1) / W.CW, W.CB = (s->C + W.BK - 1) / W.BK;
     /* split-K over the (tap, chunk) steps, none empty */
     W.NK = s->KS * W.CB, W.KPS = (W.NK + W.SP - 1) / W.SP, W.SP = (W.NK + W.KPS - 1) / W.KPS;
     S.split_k = (int)W.SP;
@@ -704,17 +731,21 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   /* conv: X [Nb, IH, IW, C] as a 4-D tensor, W [OC, KH, KW, C] as [OC, taps, C] (channels
    * past C zero-filled in both, so C need not be a multiple of 64); strides of 16 bytes need
    * C % 8 == 0 (conv_ws_eligible) */
-  const drk_tile_layout_t *SW4 = drk_tile_layout_shared(m, 128, 4, (int[]){3, 2, 1, 0});
-  const drk_tile_layout_t *SW3 = drk_tile_layout_shared(m, 128, 3, (int[]){2, 1, 0});
-  const drk_tile_layout_t *SWK = drk_tile_layout_shared(m, 128, 2, (int[]){0, 1}); /* B K-major: [BK, BN], K fastest */
+  /* conv: rows of BK channels, swizzled over their BK * es bytes (128 for 64 channels) */
+  int csw = (int)(W.BK * es);
+  const drk_tile_layout_t *SW4 = drk_tile_layout_shared(m, csw, 4, (int[]){3, 2, 1, 0});
+  const drk_tile_layout_t *SW3 = drk_tile_layout_shared(m, csw, 3, (int[]){2, 1, 0});
+  const drk_tile_layout_t *SWK = drk_tile_layout_shared(m, csw, 2, (int[]){0, 1}); /* B K-major: [BK, BN], K fastest */
+  const drk_tile_layout_t *SWA = s->conv ? drk_tile_layout_shared(m, csw, 2, (int[]){1, 0}) : SW;
   if (s->conv) {
     int64_t C = s->C, IH = cv.I[0], IW = cv.I[1];
+    int32_t bk = (int32_t)W.BK;
     drk_larg_tma_t ca = {s->t, 4, {C, IW, IH, s->Nb}, {C * es, IW * C * es, IH * IW * C * es},
-                         {64, (int32_t)(W.CW * cv.st[1]), (int32_t)(W.CH * cv.st[0]), (int32_t)W.CI}, 128, 256, false,
+                         {bk, (int32_t)(W.CW * cv.st[1]), (int32_t)(W.CH * cv.st[0]), (int32_t)W.CI}, csw, 256, false,
                          {1, (int32_t)cv.st[1], (int32_t)cv.st[0], 1}};
-    drk_larg_tma_t cb = {s->t, 3, {C, s->KS, s->OC}, {C * es, s->KS * C * es}, {64, 1, (int32_t)W.BN}, 128, 256, false, {0}};
-    W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 4, (int64_t[]){W.CI, W.CH, W.CW, 64}, SW4), &ca);
-    W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 3, (int64_t[]){W.BN, 1, 64}, SW3), &cb);
+    drk_larg_tma_t cb = {s->t, 3, {C, s->KS, s->OC}, {C * es, s->KS * C * es}, {bk, 1, (int32_t)W.BN}, csw, 256, false, {0}};
+    W.da = ws_param_tma(c, n->inputs[0], "desc_a", drk_tile_type_tmadesc(s->t, 4, (int64_t[]){W.CI, W.CH, W.CW, W.BK}, SW4), &ca);
+    W.db = ws_param_tma(c, n->inputs[1], "desc_b", drk_tile_type_tmadesc(s->t, 3, (int64_t[]){W.BN, 1, W.BK}, SW3), &cb);
     /* split-K: the sum kernel adds the bias */
     if (W.SP == 1 && n->n_inputs > 2 && n->inputs[2]) W.pb = lw_param_buf(c, n->inputs[2], "bias");
   } else {
@@ -725,7 +756,11 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.py = W.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
 
   const int64_t ST = W.ST;
-  int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es, smem = off_bar + 16 * ST + (NP ? 16 : 0);
+  int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es;
+  /* the staged epilogue of a tile per program writes its two [64 x BN] halves over the ring:
+   * a ring of narrow conv chunks (BK < 64) may be smaller, and the barriers stay past them */
+  if (W.staged && !stage_bufs && off_bar < 2 * 64 * W.BN * es) off_bar = 2 * 64 * W.BN * es;
+  int64_t smem = off_bar + 16 * ST + (NP ? 16 : 0);
   if (stage_bufs) {
     W.stage_off = (smem + 1023) / 1024 * 1024;
     smem = W.stage_off + stage_bufs;
@@ -734,15 +769,15 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   if (s->conv) {
     /* the same bytes as the matmul's: A's box rows (image, row, column) are the tile's 128
      * rows of 128 bytes; B's box is BN rows of 64 k, read by wgmma as K-major [BK, BN] */
-    W.sa_t = ws_alloc(c, 0, s->t, 5, (int64_t[]){ST, W.CI, W.CH, W.CW, 64}, SW4);
-    W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.BN, 1, 64}, SW3);
+    W.sa_t = ws_alloc(c, 0, s->t, 5, (int64_t[]){ST, W.CI, W.CH, W.CW, W.BK}, SW4);
+    W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.BN, 1, W.BK}, SW3);
     W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SWK);
   } else {
     W.sa_t = ws_alloc(c, 0, s->t, 3, (int64_t[]){ST, W.BM, W.BK}, SW);
     W.sb_t = ws_alloc(c, off_b, s->t, 4, (int64_t[]){ST, W.NC, W.BK, 64}, SW);
     W.sb_w = ws_alloc(c, off_b, s->t, 3, (int64_t[]){ST, W.BK, W.BN}, SW);
   }
-  W.sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, W.BK}, SW);
+  W.sa_w = ws_alloc(c, 0, s->t, 4, (int64_t[]){ST, 2, 64, W.BK}, SWA);
   W.full = ws_alloc(c, off_bar, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
   W.empty = ws_alloc(c, off_bar + 8 * ST, DRK_DT_I64, 1, (int64_t[]){ST}, BAR);
   if (NP) W.order = ws_alloc(c, off_bar + 16 * ST, DRK_DT_I64, 1, (int64_t[]){2}, BAR);
@@ -1017,6 +1052,7 @@ static tv_t *mm_pipeline(drk_lctx_t *c, const mm_t *s, const mm_pipe_t *P, int64
 
 bool drk_lower_matmul(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
+  if (drk_lower_dwconv_wanted(c)) return drk_lower_dwconv(c); /* depthwise, small groups */
   mm_t s;
   if (!mm_setup(c, &s)) return false;
   if (s.batch > 65535) return lw_err(c, "batch of %lld matrices exceeds the grid limit", (long long)s.batch);

@@ -61,6 +61,9 @@ typedef struct rv {
   bool contig;
   bool may_split; /* set before rv_begin: the kernel can split its rows (plain reductions) */
   int64_t cps;    /* split: chunks of COLS per program along R */
+  bool one;       /* one chunk covers the row (no split): no loops, the chunk is made once and
+                     its load kept (registers) for every pass */
+  tv_t *xc;       /* one: the row's load (load_chunk), made by the first pass */
   tv_t *lb, *ub;  /* split: this program's range of R */
   drk_schedule_t s;
   const drk_tile_layout_t *P, *Lr, *Lc;
@@ -95,7 +98,14 @@ static void rv_init(rv_t *v, const drk_value_t *x, uint32_t red_mask) {
 static void rv_begin(drk_lctx_t *c, rv_t *v) {
   v->s = drk_sched_rows(v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
   if (!v->contig) drk_sched_rows_vec(&v->s, drk_dtype_bits(v->x->dtype) / 8);
+  /* single-node kernels keep only x's chunk live: up to 64 elements per thread */
+  if (v->contig)
+    drk_sched_rows_whole(&v->s, v->rows, v->R, drk_dtype_bits(v->x->dtype) / 8, lw_target_sms(&c->o), 64, v->may_split,
+                         &c->o.knobs);
   if (v->may_split) v->cps = drk_sched_rows_split_plan(&v->s, v->rows, v->R, v->contig, lw_target_sms(&c->o), &c->o.knobs);
+  /* one chunk per program: the whole row, or (split rows) all of this program's columns */
+  v->one = v->s.split_rows <= 1 ? v->R <= v->s.cols : v->cps == 1;
+  v->xc = v->col = NULL;
   v->P = drk_sched_rows_layout(c->m, &v->s, v->contig);
   v->Lr = drk_tile_layout_slice(c->m, v->P, 1);
   v->Lc = drk_tile_layout_slice(c->m, v->P, 0);
@@ -126,7 +136,6 @@ static tv_t *rv_col2(drk_lctx_t *c, rv_t *v) {
   return v->col2;
 }
 
-/* for kb in [0, R) step COLS; split: [lb, ub), this program's chunks (columns past R masked) */
 static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) {
   if (v->s.split_rows > 1 && !v->lb) {
     v->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v->cps * v->s.cols));
@@ -137,6 +146,35 @@ static drk_tile_op_t *rv_loop_begin(drk_lctx_t *c, rv_t *v, int n, tv_t **init) 
   rv_chunk(c, v, f->regions[0]->args[0]);
   return f;
 }
+
+/* for kb in [0, R) step COLS; split: [lb, ub), this program's chunks (columns past R masked).
+ * acc[0..n-1]: the carried values inside the loop. One chunk (v->one: the row, or a split
+ * program's columns): no loop, acc are init and the chunk (columns 0..COLS-1, or lb..) is made
+ * once, at the first pass. */
+static void rv_pass(drk_lctx_t *c, rv_t *v, int n, tv_t **init, tv_t **acc) {
+  if (v->one) {
+    if (v->s.split_rows > 1 && !v->lb) {
+      v->lb = BIN(MUL, lw_pid(c, 1), lw_sci(c, c->it, v->cps * v->s.cols));
+      v->ub = BIN(ADD, v->lb, lw_sci(c, c->it, v->cps * v->s.cols));
+    }
+    if (!v->col) rv_chunk(c, v, v->lb ? v->lb : lw_sci(c, c->it, 0));
+    for (int i = 0; i < n; i++) acc[i] = init[i];
+    return;
+  }
+  drk_tile_op_t *f = rv_loop_begin(c, v, n, init);
+  for (int i = 0; i < n; i++) acc[i] = f->regions[0]->args[1 + i];
+}
+
+/* the end of rv_pass: res[0..n-1] the carried values after the loop (one chunk: y) */
+static void rv_pass_end(drk_lctx_t *c, rv_t *v, int n, tv_t **y, tv_t **res) {
+  if (v->one) {
+    for (int i = 0; i < n; i++) res[i] = y[i];
+    return;
+  }
+  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, n, y);
+  for (int i = 0; i < n; i++) res[i] = f->results[i];
+}
+
 
 static tv_t *acc_tile(drk_lctx_t *c, rv_t *v, drk_dtype_t t, double init) {
   int64_t d[2] = {v->s.rows, v->s.cols};
@@ -156,8 +194,14 @@ static tv_t *reduce(drk_lctx_t *c, rv_t *v, tv_t *t, const char *comb) {
   return op->results[0];
 }
 
+/* x's chunk as dtype at, `other` in the masked lanes. One chunk per row: the first pass's load
+ * serves every later pass (their masked lanes are selected away or not stored, so only the
+ * first pass's `other` matters: -inf for a max, 0 for a sum). */
 static tv_t *load_chunk(drk_lctx_t *c, rv_t *v, double other, drk_dtype_t at) {
-  return lw_cast(c, lw_load(c, v->px, v->off2, v->mask2, other), at);
+  if (v->one && v->xc && v->xc->type.dtype == at) return v->xc;
+  tv_t *x = lw_cast(c, lw_load(c, v->px, v->off2, v->mask2, other), at);
+  if (v->one) v->xc = x;
+  return x;
 }
 
 static void rv_end(drk_lctx_t *c, rv_t *v) {
@@ -264,27 +308,29 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
   if (is_max || is_min) {
     double id = is_max ? lowest(at) : highest(at);
     tv_t *init = acc_tile(c, &v, at, id);
-    rv_loop_begin(c, &v, 1, &init);
-    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *acc;
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *xv = load_chunk(c, &v, id, at);
     tv_t *nacc = lw_bin(c, is_max ? DRK_TOP_MAX : DRK_TOP_MIN, acc, xv);
-    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    res = reduce(c, &v, f->results[0], is_max ? "max" : "min");
+    tv_t *fr;
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    res = reduce(c, &v, fr, is_max ? "max" : "min");
   } else {
     tv_t *mx = NULL;
     if (op == DRK_OP_REDUCE_LOG_SUM_EXP) {
       tv_t *init = acc_tile(c, &v, at, -INFINITY);
-      rv_loop_begin(c, &v, 1, &init);
-      tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+      tv_t *acc;
+      rv_pass(c, &v, 1, &init, &acc);
       tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
-      drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-      mx = reduce(c, &v, f->results[0], "max");
+      tv_t *fr;
+      rv_pass_end(c, &v, 1, &nacc, &fr);
+      mx = reduce(c, &v, fr, "max");
       /* rows of all -inf: keep exp finite */
       mx = lw_sel(c, lw_cmp(c, "eq", mx, lw_cf(c, mx, -INFINITY)), lw_cf(c, mx, 0), mx);
     }
     tv_t *init = acc_tile(c, &v, at, 0);
-    rv_loop_begin(c, &v, 1, &init);
-    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *acc;
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *xv = load_chunk(c, &v, 0, at);
     if (op == DRK_OP_REDUCE_L2 || op == DRK_OP_REDUCE_SUM_SQUARE) xv = BIN(MUL, xv, xv);
     if (mx) {
@@ -292,8 +338,9 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
       xv = lw_sel(c, v.mask2, xv, lw_cf(c, xv, 0));
     }
     tv_t *nacc = BIN(ADD, acc, xv);
-    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    res = reduce(c, &v, f->results[0], "sum");
+    tv_t *fr;
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    res = reduce(c, &v, fr, "sum");
     if (ws < 0) res = row_finish(c, op, res, v.R);
     if (mx) res = BIN(ADD, UN(LOG, res), mx);
   }
@@ -326,16 +373,18 @@ static bool lower_argmax(drk_lctx_t *c) {
   rv_begin(c, &v);
   double id = mx ? lowest(at) : highest(at);
   tv_t *init[2] = {acc_tile(c, &v, at, id), acc_tile(c, &v, c->it, 0)};
-  rv_loop_begin(c, &v, 2, init);
-  tv_t *acc = c->b.stack[c->b.depth - 1]->args[1], *idx = c->b.stack[c->b.depth - 1]->args[2];
+  tv_t *ai[2];
+  rv_pass(c, &v, 2, init, ai);
+  tv_t *acc = ai[0], *idx = ai[1];
   tv_t *xv = load_chunk(c, &v, id, at);
   const char *pred = mx ? (last ? "ge" : "gt") : (last ? "le" : "lt");
   tv_t *better = BIN(AND, lw_cmp(c, pred, xv, acc), v.mask2);
   tv_t *y2[2] = {lw_sel(c, better, xv, acc), lw_sel(c, better, rv_col2(c, &v), idx)};
-  drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 2, y2);
-  tv_t *best = reduce(c, &v, f->results[0], mx ? "max" : "min");
-  tv_t *hit = lw_cmp(c, "eq", f->results[0], lw_bcast_row(c, best, v.P, v.s.rows, v.s.cols));
-  tv_t *cand = lw_sel(c, hit, f->results[1], lw_ci(c, f->results[1], last ? -1 : (int64_t)INT32_MAX));
+  tv_t *fr[2];
+  rv_pass_end(c, &v, 2, y2, fr);
+  tv_t *best = reduce(c, &v, fr[0], mx ? "max" : "min");
+  tv_t *hit = lw_cmp(c, "eq", fr[0], lw_bcast_row(c, best, v.P, v.s.rows, v.s.cols));
+  tv_t *cand = lw_sel(c, hit, fr[1], lw_ci(c, fr[1], last ? -1 : (int64_t)INT32_MAX));
   tv_t *res = reduce(c, &v, cand, last ? "max" : "min");
   lw_store(c, py, v.row, lw_cast(c, res, DRK_DT_I64), v.rmask);
   rv_end(c, &v);
@@ -418,22 +467,22 @@ again:
   } else {
     /* pass 1: row max (split rows: of this program's columns) */
     tv_t *init = acc_tile(c, &v, at, -INFINITY);
-    rv_loop_begin(c, &v, 1, &init);
-    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *acc;
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
-    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    m = reduce(c, &v, f->results[0], "max");
+    tv_t *fr;
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    m = reduce(c, &v, fr, "max");
     m = lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
     m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
     /* pass 2: sum of exp(x - max) */
     init = acc_tile(c, &v, at, 0);
-    rv_loop_begin(c, &v, 1, &init);
-    acc = c->b.stack[c->b.depth - 1]->args[1];
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *e = UN(EXP, BIN(SUB, load_chunk(c, &v, -INFINITY, at), m2));
     e = lw_sel(c, v.mask2, e, lw_cf(c, e, 0));
     nacc = BIN(ADD, acc, e);
-    f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    s = reduce(c, &v, f->results[0], "sum");
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    s = reduce(c, &v, fr, "sum");
     if (pws) { /* split rows, kernel 1: the partial max and sum of its columns, then kernel 2 */
       lw_store(c, pws, split_off(c, &v, 0, lw_pid(c, 1)), m, v.rmask);
       lw_store(c, pws, split_off(c, &v, 1, lw_pid(c, 1)), s, v.rmask);
@@ -446,12 +495,11 @@ again:
   if (n->op == DRK_OP_SOFTMAX) k2 = lw_bcast_row(c, BIN(DIV, lw_cf(c, s, 1), s), v.P, v.s.rows, v.s.cols);
   else k2 = lw_bcast_row(c, BIN(ADD, m, UN(LOG, s)), v.P, v.s.rows, v.s.cols);
   /* pass 3: write */
-  drk_tile_build_for_begin(&c->b, lw_sci(c, c->it, 0), lw_sci(c, c->it, v.R), lw_sci(c, c->it, v.s.cols), 0, NULL);
-  rv_chunk(c, &v, c->b.stack[c->b.depth - 1]->args[0]);
+  rv_pass(c, &v, 0, NULL, NULL); /* split rows, kernel 2: this program's columns */
   tv_t *xv = load_chunk(c, &v, 0, at);
   tv_t *out = n->op == DRK_OP_SOFTMAX ? BIN(MUL, UN(EXP, BIN(SUB, xv, m2)), k2) : BIN(SUB, xv, k2);
   lw_store(c, py, v.off2, out, v.mask2);
-  drk_tile_build_for_end(&c->b, 0, NULL);
+  rv_pass_end(c, &v, 0, NULL, NULL);
   rv_end(c, &v);
   return true;
 }
@@ -517,11 +565,12 @@ again:
   } else {
     /* pass 1: mean (split rows: of this program's columns) */
     tv_t *init = acc_tile(c, &v, at, 0);
-    rv_loop_begin(c, &v, 1, &init);
-    tv_t *acc = c->b.stack[c->b.depth - 1]->args[1];
+    tv_t *acc;
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *nacc = BIN(ADD, acc, load_chunk(c, &v, 0, at));
-    drk_tile_op_t *f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    tv_t *s1 = reduce(c, &v, f->results[0], "sum");
+    tv_t *fr;
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    tv_t *s1 = reduce(c, &v, fr, "sum");
     tv_t *cnt = lw_cf(c, s1, (double)v.R);
     if (pws) /* min(ub, R) - lb columns, never 0 */
       cnt = lw_splat(c, lw_cast(c, BIN(SUB, BIN(MIN, v.ub, lw_sci(c, c->it, v.R)), v.lb), at), &s1->type);
@@ -529,13 +578,12 @@ again:
     mean2 = lw_bcast_row(c, mean, v.P, v.s.rows, v.s.cols);
     /* pass 2: variance around the mean */
     init = acc_tile(c, &v, at, 0);
-    rv_loop_begin(c, &v, 1, &init);
-    acc = c->b.stack[c->b.depth - 1]->args[1];
+    rv_pass(c, &v, 1, &init, &acc);
     tv_t *dv = BIN(SUB, load_chunk(c, &v, 0, at), mean2);
     dv = lw_sel(c, v.mask2, dv, lw_cf(c, dv, 0));
     nacc = BIN(ADD, acc, BIN(MUL, dv, dv));
-    f = drk_tile_build_for_end(&c->b, 1, &nacc);
-    tv_t *s2 = reduce(c, &v, f->results[0], "sum");
+    rv_pass_end(c, &v, 1, &nacc, &fr);
+    tv_t *s2 = reduce(c, &v, fr, "sum");
     if (pws) { /* split rows, kernel 1: the partial mean and M2 of its columns, then kernel 2 */
       lw_store(c, pws, split_off(c, &v, 0, lw_pid(c, 1)), mean, v.rmask);
       lw_store(c, pws, split_off(c, &v, 1, lw_pid(c, 1)), s2, v.rmask);
@@ -556,7 +604,7 @@ again:
   }
   tv_t *prow2 = prow ? lw_bcast_row(c, prow, v.P, v.s.rows, v.s.cols) : NULL;
   /* pass 3: write */
-  rv_loop_begin(c, &v, 0, NULL);
+  rv_pass(c, &v, 0, NULL, NULL);
   tv_t *xv = load_chunk(c, &v, 0, at);
   tv_t *out = BIN(MUL, BIN(SUB, xv, mean2), rstd2);
   tv_t *poff = NULL;
@@ -583,7 +631,7 @@ again:
     out = BIN(ADD, out, lw_cast(c, lw_load(c, pb, boff, v.mask2, 0), at));
   }
   lw_store(c, py, v.off2, out, v.mask2);
-  drk_tile_build_for_end(&c->b, 0, NULL);
+  rv_pass_end(c, &v, 0, NULL, NULL);
   if (pmean) lw_store(c, pmean, v.row, mean, v.rmask);
   if (pinv) lw_store(c, pinv, v.row, rstd, v.rmask);
   rv_end(c, &v);

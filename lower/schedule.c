@@ -142,15 +142,43 @@ int drk_sched_rows_split(int64_t programs, int64_t chunks, int sms, const drk_sc
 /* Split rows for a rows schedule s with warps along the row (col_warps > 1): a chunk becomes
  * one layout cover (so that more programs get columns), then drk_sched_rows_split; evens the
  * chunks out so that no program is left without columns. Sets s->split_rows (0: none, and
- * s->cols is kept) and returns the chunks per program. */
+ * s->cols is kept) and returns the chunks per program.
+ *
+ * One chunk per program where it fits: a program walking its columns chunk by chunk keeps
+ * one load per thread in flight and pays the memory latency once per chunk and pass (the
+ * partial kernel of a norm has two passes: GroupNorm(1) over [32, 64, 56, 56] took 11 chunks
+ * twice, 17 us for 12.8 MB on the H200). So the chunk grows (powers of two, at most 32
+ * elements per thread) to cover a program's columns, the heuristic taking up to
+ * min(2 waves / row tiles, chunks, 128) programs per row tile, more when one chunk of that size
+ * needs them (at most 128); the kernels then have no chunk loop (lower_reduce.c rv_pass,
+ * lower_fused.c loop_begin). A pinned rows.split gets one chunk when a power of two chunk
+ * gives exactly that many programs (so --emit=schedules applied back is the same kernel). */
 int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bool contiguous, int sms,
                                   const drk_sched_knobs_t *kn) {
   s->split_rows = 0;
   if (s->col_warps <= 1) return 0;
   int cols = contiguous ? s->col_warps * 32 * s->spt : s->spt > 1 ? s->cols / 2 : s->cols;
-  int64_t chunks = (R + cols - 1) / cols;
-  int sp = drk_sched_rows_split((rows + s->rows - 1) / s->rows, chunks, sms, kn);
+  int64_t chunks = (R + cols - 1) / cols, P = (rows + s->rows - 1) / s->rows;
+  int sp = drk_sched_rows_split(P, chunks, sms, kn), pin;
   if (sp <= 1) return 0;
+  bool pinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_SPLIT, &pin);
+  /* the largest chunk: at most 32 elements per thread */
+  int64_t cmax = cols;
+  while ((int64_t)s->rows * cmax * 2 <= (int64_t)32 * 32 * s->warps) cmax *= 2;
+  if (!pinned) {
+    int64_t want = (2 * sms + P - 1) / P, one = (R + cmax - 1) / cmax;
+    if (want > chunks) want = chunks;
+    if (want < one) want = one;
+    if (want <= 128 && want > 1) sp = (int)want;
+  }
+  int64_t span = (R + sp - 1) / sp, c1 = cols;
+  while (c1 < span) c1 *= 2;
+  int64_t sp1 = (R + c1 - 1) / c1;
+  if (c1 <= cmax && sp1 > 1 && (!pinned || sp1 == sp)) {
+    s->cols = (int)c1;
+    s->split_rows = (int)sp1;
+    return 1;
+  }
   int64_t cps = (chunks + sp - 1) / sp;
   sp = (int)((chunks + cps - 1) / cps);
   if (sp <= 1) return 0;
@@ -162,24 +190,93 @@ int64_t drk_sched_rows_split_plan(drk_schedule_t *s, int64_t rows, int64_t R, bo
 /* Strided rows with warps along the reduced axis (an NHWC spatial reduction: the rows are the
  * channels, contiguous): each thread takes 16 bytes of consecutive rows (spt along the rows;
  * the backend makes them one vector load where its axis facts allow), the rest of a warp's
- * lanes go along the columns, two layout covers per chunk. esize: bytes per element. */
+ * lanes go along the columns, two layout covers per chunk. esize: bytes per element.
+ * Strided rows with warps along the rows (many channels: an SE squeeze over [32, 7, 7, 1152])
+ * likewise: 16 bytes of consecutive rows per thread, 32 / spt lanes along the rows and spt
+ * along the columns (a warp: 32 rows x spt columns), when the chunk has that many columns. */
 void drk_sched_rows_vec(drk_schedule_t *s, int esize) {
-  if (s->col_warps <= 1 || s->rows != 32 || esize < 1 || esize > 8) return;
+  if (esize < 1 || esize > 8) return;
   int vec = 16 / esize;
   if (vec > 8) vec = 8;
-  s->spt = vec;
-  s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+  if (s->col_warps > 1) {
+    if (s->rows != 32) return;
+    s->spt = vec;
+    s->cols = 2 * (32 / (32 / vec)) * s->col_warps;
+    return;
+  }
+  if (vec > 1 && s->rows >= 32 && s->cols >= vec && s->rows % (32 * s->warps) == 0) s->spt = vec;
+}
+
+/* Whole rows (knob rows.whole) of a contiguous row kernel, applied after drk_sched_rows. A warp
+ * walking a long row chunk by chunk reads it once per pass: LayerNorm's mean, variance and
+ * write, softmax's max, sum and write read it three times, the later passes from L2 (the
+ * issue's bf16 LayerNorm over 8192 x 8192 at 1684 GB/s of 4200). When the rows fill the SMs
+ * (at least one program per SM; or whatever the row count, when the kernel cannot split its
+ * rows: an RMSNorm written as primitives at batch 1) and a row holds 2K elements to 64 KB, one program takes one row
+ * as one chunk (cols = the next power of two of R): col_warps = cols / (32 ept) warps, ept = 32
+ * elements per thread (at most 16 warps: 64 for 32K 16-bit rows; none when that exceeds
+ * ept_max, what the caller's kernel can keep live), so that the lowering loads the row once
+ * and keeps it in registers through every pass. Rows of up to 1K elements are one chunk of a
+ * several-row program already. Both get 16-byte accesses (spt = 16 / esize, capped by the
+ * chunk's 32 lanes) unless rows.spt is pinned. s->whole says one chunk covers the row.
+ * Pinned rows.col_warps keeps drk_sched_rows' form; rows.whole=0 keeps it too, rows.whole=1
+ * takes whole rows whatever the row count. */
+void drk_sched_rows_whole(drk_schedule_t *s, int64_t rows, int64_t R, int esize, int sms, int ept_max, bool may_split,
+                          const drk_sched_knobs_t *kn) {
+  int wpin = -1, cwpin = 0, sptpin = 0;
+  bool wpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_WHOLE, &wpin), cwpinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_COL_WARPS, &cwpin);
+  bool spt_pinned = drk_knob_pinned(kn, DRK_KNOB_ROWS_SPT, &sptpin);
+  s->whole = s->col_warps <= 1 && R <= s->cols;
+  /* a pinned rows.col_warps alone keeps drk_sched_rows' form (with rows.whole=1 it is the
+   * whole row's warps: what --emit=schedules prints, applied back) */
+  if (sms <= 0 || esize < 1 || esize > 8 || (wpinned && wpin == 0) || (cwpinned && !wpinned)) return;
+  /* 16-byte accesses need rows of whole 16-byte units (else the backend splits them into
+   * element loads that span more sectors a warp: keep the old 4 elements a thread) */
+  int vec = (R * esize) % 16 ? 4 : 16 / esize > 8 ? 8 : 16 / esize;
+  int64_t want = lw_pow2ceil(R < 1 ? 1 : R);
+  if (want > 1024 && want * esize <= 65536 && (rows >= sms || !may_split || wpin == 1)) {
+    int64_t cw = cwpinned ? cwpin : want / (32 * 32);
+    if (cw > 16) cw = 16;
+    if (cw < 1) cw = 1;
+    int64_t ept = want / (32 * cw);
+    if (ept <= ept_max) {
+      int spt = spt_pinned ? sptpin : vec;
+      if (spt > ept) spt = (int)ept;
+      s->rows = 1;
+      s->cols = (int)want;
+      s->warps = (int)cw;
+      s->col_warps = (int)cw;
+      s->spt = spt;
+      s->split_rows = 0;
+      s->whole = true;
+      return;
+    }
+  }
+  if (s->whole) {
+    /* short rows: 16 bytes a thread; a chunk narrower than a warp's 32 lanes of 16 bytes puts
+     * 32 / (cols / spt) rows in each warp (drk_sched_rows_layout), when the program has rows
+     * for every warp (ConvNeXt's LayerNorm over 96 channels: 2 rows a warp, 16-byte loads) */
+    int want = spt_pinned ? sptpin : (R * esize) % 16 ? s->spt : vec;
+    int64_t lanes = s->cols / want;
+    if (want <= s->cols && (lanes >= 32 || (32 / lanes) * s->warps <= s->rows)) s->spt = want;
+    else s->spt = s->cols / 32 >= want ? want : s->cols / 32;
+  }
 }
 
 const drk_tile_layout_t *drk_sched_rows_layout(drk_tile_module_t *m, const drk_schedule_t *s, bool contiguous) {
   int cw = s->col_warps > 1 ? s->col_warps : 1;
   int spt[2], tpw[2], wpc[2] = {s->warps / cw, cw}, ord[2] = {1, 0};
   if (contiguous) {
+    int lanes = s->spt > 0 ? s->cols / s->spt : 32;
     spt[0] = 1;
     spt[1] = s->spt;
     tpw[0] = 1;
     tpw[1] = 32;
-  } else if (cw > 1 && s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
+    if (cw <= 1 && lanes >= 1 && lanes < 32) { /* drk_sched_rows_whole: several rows a warp */
+      tpw[0] = 32 / lanes;
+      tpw[1] = lanes;
+    }
+  } else if (s->spt > 1) { /* drk_sched_rows_vec: 16 bytes of rows per thread */
     spt[0] = s->spt;
     spt[1] = 1;
     tpw[0] = 32 / s->spt;
@@ -373,11 +470,22 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
  * 8 x 16 (62 %, the least a 128-pixel window can do). Not measured yet: whether narrow boxes
  * (short contiguous runs) slow TMA down. conv.tile_h / conv.tile_w pin it. The N tile, stages and staging come from drk_sched_mm_ws on the GEMM's sizes. */
 drk_schedule_t drk_sched_conv_ws(int64_t Nb, int64_t OH, int64_t OW, int64_t OC, int64_t K, const int64_t *st,
-                                 drk_dtype_t t, const drk_lower_options_t *o, bool epilogue) {
-  drk_schedule_t s = drk_sched_mm_ws(Nb * OH * OW, OC, K, 1, t, o, epilogue);
+                                 drk_dtype_t t, const drk_lower_options_t *o, int epi) {
+  /* Big grids (4 waves or more of 128 x 256 tiles) may take BN = 256 with a light fused
+   * epilogue, unstaged: bias, ReLU, the residual Add, a Cast do not spill there (ptxas -v:
+   * 0 bytes on a 3x3 conv + bias + Add + ReLU; an erf GELU spills 772 bytes, so other
+   * epilogues keep BN <= 128), and on the H200 conv3x3 N64 C256 56x56
+   * K256 (with its f32 Cast) ran in 0.345 ms with BN 256 unstaged against 0.409 ms with
+   * the default BN 128 staged (device call 36; cuDNN 0.344 ms). Smaller grids keep the
+   * matmul's rule (128: conv3x3 at 14 x 14 was 1.51x cuDNN with it). */
+  const drk_sched_knobs_t *kn = &o->knobs;
+  int64_t M = Nb * OH * OW;
+  bool big = ((M + 127) / 128) * ((OC + 255) / 256) >= 4 * (int64_t)lw_target_sms(o);
+  drk_schedule_t s = drk_sched_mm_ws(M, OC, K, 1, t, o, epi == DRK_CONV_EPI_OTHER || (epi && !big));
   s.kind = "conv_ws";
   if (!s.mma) return s;
-  const drk_sched_knobs_t *kn = &o->knobs;
+  int pin;
+  if (big && s.tile_n == 256 && !drk_knob_pinned(kn, DRK_KNOB_MM_STAGED, &pin)) s.staged = false;
   int ph = drk_knob_or(kn, DRK_KNOB_CONV_TILE_H, 0), pw = drk_knob_or(kn, DRK_KNOB_CONV_TILE_W, 0);
   int64_t best = -1;
   for (int w = 128; w >= 1; w /= 2)
@@ -495,6 +603,11 @@ int drk_schedule_knob_value(const drk_schedule_t *s, drk_knob_id_t id) {
     case DRK_KNOB_CONV_TILE_W: return s->conv_w ? s->conv_w : -1;
     case DRK_KNOB_ROWS_COL_WARPS: return s->col_warps > 1 ? s->col_warps : 1;
     case DRK_KNOB_ROWS_SPLIT: return s->split_rows > 1 ? s->split_rows : 1;
+    case DRK_KNOB_DW_DIRECT: return s->kind && strcmp(s->kind, "dw") == 0;
+    case DRK_KNOB_DW_PIX: return s->spt ? s->spt : -1;
+    case DRK_KNOB_DW_CTILE: return s->tile_n ? s->tile_n : -1;
+    case DRK_KNOB_DW_WARPS: return s->warps ? s->warps : -1;
+    case DRK_KNOB_ROWS_WHOLE: return s->whole ? 1 : 0;
     case DRK_KNOB_COUNT: break;
   }
   return -1;

@@ -40,7 +40,21 @@
  * Which convs (drk_layout_options_t): 2-D Conv (rank 4) with static shapes, one result, a
  * float input and a constant weight of whole bytes per element. nhwc: all of them; auto:
  * those computing in a 16-bit float or f8 (f16, bf16, f8e4m3, f8e5m2) when every target is
- * NVIDIA; nchw: none (the graph is left alone).
+ * NVIDIA, except that a depthwise or small-group conv (group > 1, at most 8 input channels
+ * per group) joins a channels-last region but never starts one: it runs on the direct kernel
+ * (lower/lower_dwconv.c) in either layout, so where its input is NCHW a Transpose of that
+ * input (often the widest tensor of an inverted-residual block) would cost more than NHWC
+ * saves; dense convs start regions (the tensor-core implicit GEMM wants channels contiguous).
+ * nchw: none (the graph is left alone). With o->explain, each Conv's decision and each
+ * layout change placed (the consumer that needs it) get a `// layout:` line: the reason per
+ * region that --dump-after=layout prints before the graph.
+ *
+ * Padded channels (pad_channels, set for sm_90a): a chosen f16/bf16 conv of one group with
+ * strides <= 8 whose C is not a multiple of pad_channels (the RGB stem's C = 3) computes
+ * with Cp = C rounded up: W' gets Cp - C zero channels here, and its channels-last input
+ * goes through a constant Pad of the channel dim (zeros), which fuses with the layout
+ * Transpose at the model input. The extra terms are 0 * 0, so the result is the same in
+ * the interpreter bit for bit; the TMA convolution then reads rows of 16-byte multiples.
  *
  * Requires: shapes and dtypes inferred (after the precision policy: the compute dtypes are
  * final); nodes in topological order. Guarantees: the same function, bit for bit in the
@@ -75,6 +89,7 @@ typedef struct lctx {
   uint32_t n0;           /* value ids below this are the graph's before the pass */
   sunk_t *sk;            /* per original value id */
   drk_value_t **nhwc_in; /* per original value id: its channels-last form for the convs */
+  drk_value_t **padded_in; /* per original value id: its channels-last form, channel-padded */
   relaid_t *rl;          /* constants permuted so far (weights, biases) */
   size_t n_rl, cap_rl;
   drk_layout_stats_t st;
@@ -224,9 +239,13 @@ static void set_sunk(lctx_t *L, drk_value_t *v, drk_value_t *src, const int *p) 
 
 /* Produces v again as Transpose(src, P) (or a Reshape / Identity), once, at this point of the
  * node order; v keeps its name, users and graph-output role. */
-static void materialize(lctx_t *L, drk_value_t *v) {
+static void materialize(lctx_t *L, drk_value_t *v, const drk_node_t *consumer) {
   sunk_t *s = sunk_of(L, v);
   if (!s || s->done) return;
+  if (L->o->explain)
+    fprintf(L->o->explain, "// layout: %%%s back to the model's layout for %s%s%s (no channels-last rule takes it)\n",
+            v->name, consumer ? drk_op_name(consumer->op) : "the graph output", consumer ? " %" : "",
+            consumer && consumer->n_outputs && consumer->outputs[0] ? consumer->outputs[0]->name : "");
   int r = v->shape.rank;
   drk_value_t *t;
   if (perm_identity(s->p, r))
@@ -241,20 +260,53 @@ static void materialize(lctx_t *L, drk_value_t *v) {
 }
 
 /* ---- which convs ---- */
+/* depthwise or small-group: the direct kernel's convs (lower_dwconv.c) */
+static bool conv_small_groups(const drk_node_t *n) {
+  int64_t G = drk_node_attr_int(n, "group", 1), C = n->inputs[0]->shape.dims[1].size;
+  return G > 1 && C % G == 0 && C / G <= 8;
+}
+
+static const char *conv_reason(lctx_t *L, const drk_node_t *n, bool *out_nhwc);
+
 static bool conv_chosen(lctx_t *L, const drk_node_t *n) {
+  bool nhwc;
+  return conv_reason(L, n, &nhwc) && nhwc;
+}
+
+/* Whether n is a 2-D conv the pass decides for (the reason, or NULL when it is not one) and,
+ * in *out_nhwc, whether it computes channels-last. */
+static const char *conv_reason(lctx_t *L, const drk_node_t *n, bool *out_nhwc) {
+  *out_nhwc = false;
+  if (n->op != DRK_OP_CONV || n->n_outputs != 1 || n->n_inputs < 2) return NULL;
   if (n->op != DRK_OP_CONV || n->n_outputs != 1 || n->n_inputs < 2) return false;
   const drk_value_t *x = n->inputs[0], *w = n->inputs[1], *b = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
-  if (!x || !y || !ranked_static(x) || !ranked_static(y) || x->shape.rank != 4 || y->shape.rank != 4) return false;
-  if (!const_permutable(w) || w->shape.rank != 4 || (b && sunk_of(L, b)))
-    return false;
-  if (!drk_dtype_is_float(x->dtype) || drk_shape_numel(&y->shape) <= 0) return false;
+  if (!x || !y || !ranked_static(x) || !ranked_static(y) || x->shape.rank != 4 || y->shape.rank != 4) return NULL;
+  if (!const_permutable(w) || w->shape.rank != 4) return "NCHW: the weight is not a constant the pass can re-lay";
+  if (b && sunk_of(L, b)) return "NCHW: the bias is a channels-last value";
+  if (!drk_dtype_is_float(x->dtype) || drk_shape_numel(&y->shape) <= 0) return "NCHW: not a float conv";
   switch (L->o->layout) {
-    case DRK_LAYOUT_NHWC: return true;
+    case DRK_LAYOUT_NHWC: *out_nhwc = true; return "NHWC: --layout=nhwc";
     case DRK_LAYOUT_AUTO:
-      return L->o->nvidia_only && (x->dtype == DRK_DT_F16 || x->dtype == DRK_DT_BF16 || x->dtype == DRK_DT_F8E4M3 ||
-                                   x->dtype == DRK_DT_F8E5M2);
-    default: return false;
+      if (!L->o->nvidia_only) return "NCHW: a non-NVIDIA target";
+      if (x->dtype != DRK_DT_F16 && x->dtype != DRK_DT_BF16 && x->dtype != DRK_DT_F8E4M3 && x->dtype != DRK_DT_F8E5M2)
+        return "NCHW: computes in f32/f64 (channels-last pays off for 16-bit and f8 tensor cores)";
+      if (conv_small_groups(n)) {
+        if (!sunk_of(L, x))
+          return "NCHW: depthwise/small-group conv (direct kernel, either layout) on an NCHW input: a Transpose of "
+                 "its input would cost more than channels-last saves";
+        *out_nhwc = true;
+        return "NHWC: depthwise/small-group conv on a channels-last input (16-byte channel vectors)";
+      }
+      *out_nhwc = true;
+      return "NHWC: 16-bit/f8 implicit GEMM, channels contiguous along K";
+    default: return "NCHW: --layout=nchw";
   }
+}
+
+static void explain_conv(lctx_t *L, const drk_node_t *n) {
+  bool nhwc;
+  const char *why = L->o->explain ? conv_reason(L, n, &nhwc) : NULL;
+  if (why) fprintf(L->o->explain, "// layout: Conv %%%s: %s\n", n->outputs[0]->name, why);
 }
 
 /* x as channels-last: Transpose(x, to_last), sharing one per value */
@@ -283,6 +335,52 @@ static drk_node_t *clone_node(lctx_t *L, const drk_node_t *n, drk_op_t op, int n
   return m;
 }
 
+/* The channel count conv n computes with: C, or C rounded up to pad_channels for a 16-bit
+ * conv of one group that the sm_90a TMA kernel could then take (strides 1..8: TMA's element
+ * strides; wider ones stay on mma_sync, where padding would only add work). */
+static int64_t conv_channels(lctx_t *L, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0];
+  int64_t q = L->o->pad_channels, C = x->shape.dims[1].size;
+  if (q <= 1 || C % q == 0 || drk_node_attr_int(n, "group", 1) != 1) return C;
+  if (x->dtype != DRK_DT_F16 && x->dtype != DRK_DT_BF16) return C;
+  size_t ns = 0;
+  const int64_t *st = drk_node_attr_ints(n, "strides", &ns);
+  for (size_t i = 0; st && i < ns; i++)
+    if (st[i] < 1 || st[i] > 8) return C;
+  return (C + q - 1) / q * q;
+}
+
+/* w' [OC, KH, KW, C] with its channels zero-padded to Cp: the padded channels add 0 * 0. */
+static drk_value_t *const_pad_last(lctx_t *L, const drk_value_t *w, int64_t Cp) {
+  int r = w->shape.rank;
+  int64_t d[LR], C = w->shape.dims[r - 1].size, rows = drk_shape_numel(&w->shape) / C;
+  for (int i = 0; i < r; i++) d[i] = w->shape.dims[i].size;
+  d[r - 1] = Cp;
+  size_t es = (size_t)drk_dtype_bits(w->dtype) / 8, nb = (size_t)(rows * Cp) * es;
+  uint8_t *data = drk_arena_alloc(L->g->arena, nb);
+  memset(data, 0, nb);
+  for (int64_t i = 0; i < rows; i++) memcpy(data + (size_t)(i * Cp) * es, (const uint8_t *)w->data + (size_t)(i * C) * es, (size_t)C * es);
+  drk_value_t *v = drk_graph_add_const(L->g, fresh(L, w->name, "pad"), w->dtype, drk_graph_shape_static(L->g, r, d), data, nb);
+  v->loc = w->loc;
+  return v;
+}
+
+/* xs (x channels last) with Cp - C zero channels appended, one per x: a constant Pad, which the fusion
+ * joins to the Transpose (or Cast) that makes xs at the model's input */
+static drk_value_t *pad_channels_of(lctx_t *L, const drk_value_t *x, drk_value_t *xs, int64_t Cp, drk_loc_t loc) {
+  if (x->id < L->n0 && L->padded_in[x->id]) return L->padded_in[x->id];
+  int r = xs->shape.rank;
+  int64_t pads[2 * LR] = {0}, d[LR];
+  pads[r + r - 1] = Cp - xs->shape.dims[r - 1].size;
+  for (int i = 0; i < r; i++) d[i] = xs->shape.dims[i].size;
+  d[r - 1] = Cp;
+  drk_value_t *pv = i64_const(L, xs->name, "pads", 2 * r, pads);
+  drk_value_t *res = node1(L, DRK_OP_PAD, 2, (drk_value_t *[]){xs, pv}, fresh(L, xs->name, "padc"), xs->dtype,
+                           drk_graph_shape_static(L->g, r, d), loc);
+  if (x->id < L->n0) L->padded_in[x->id] = res;
+  return res;
+}
+
 static bool rule_conv(lctx_t *L, drk_node_t *n) {
   drk_value_t *x = n->inputs[0], *w = n->inputs[1], *b = n->n_inputs > 2 ? n->inputs[2] : NULL, *y = n->outputs[0];
   int r = x->shape.rank, tl[LR], tf[LR];
@@ -290,6 +388,12 @@ static bool rule_conv(lctx_t *L, drk_node_t *n) {
   perm_to_first(r, tf);
   drk_value_t *xs = channels_last_of(L, x, n->loc);
   drk_value_t *ws = const_perm(L, w, r, tl);
+  int64_t Cp = conv_channels(L, n);
+  if (Cp != x->shape.dims[1].size) {
+    xs = pad_channels_of(L, x, xs, Cp, n->loc);
+    ws = const_pad_last(L, ws, Cp);
+    L->st.padded++;
+  }
   drk_shape_t ys = shape_unperm(L->g, &y->shape, tf);
   drk_node_t *m = clone_node(L, n, DRK_OP_CONV_NHWC, b ? 3 : 2, (drk_value_t *[]){xs, ws, b}, y->dtype, ys, "nhwc");
   set_sunk(L, y, m->outputs[0], tf);
@@ -656,12 +760,17 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   lctx_t L = {.g = g, .o = o, .n0 = g->next_value_id};
   bool any = false;
   for (size_t i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i]->dead && conv_chosen(&L, g->nodes[i]);
-  if (!any) return true;
+  if (!any) { /* no region starts: every conv stays, say why */
+    for (size_t i = 0; i < g->n_nodes; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->op == DRK_OP_CONV) explain_conv(&L, g->nodes[i]);
+    return true;
+  }
   L.sk = calloc(L.n0 + 1, sizeof *L.sk);
   L.nhwc_in = calloc(L.n0 + 1, sizeof *L.nhwc_in);
+  L.padded_in = calloc(L.n0 + 1, sizeof *L.padded_in);
   size_t n_orig = g->n_nodes;
   drk_node_t **orig = malloc(sizeof *orig * n_orig);
-  DRK_ASSERT(L.sk && L.nhwc_in && orig);
+  DRK_ASSERT(L.sk && L.nhwc_in && L.padded_in && orig);
   memcpy(orig, g->nodes, sizeof *orig * n_orig);
 
   /* nodes are pushed again in order; new ones where the node they replace or feed was */
@@ -673,18 +782,20 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
       continue;
     }
     substitute_identities(&L, n);
+    if (n->op == DRK_OP_CONV) explain_conv(&L, n);
     if (sink_through(&L, n)) {
       n->dead = true;
       continue;
     }
-    for (int k = 0; k < n->n_inputs; k++) materialize(&L, n->inputs[k]);
+    for (int k = 0; k < n->n_inputs; k++) materialize(&L, n->inputs[k], n);
     DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
   }
-  for (size_t i = 0; i < g->n_outputs; i++) materialize(&L, g->outputs[i]);
+  for (size_t i = 0; i < g->n_outputs; i++) materialize(&L, g->outputs[i], NULL);
   if (out_stats) *out_stats = L.st;
   free(orig);
   free(L.sk);
   free(L.nhwc_in);
+  free(L.padded_in);
   free(L.rl);
   return true;
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "ir/graph.h"
 
 /* Symbols that shape inference makes up for dimensions it cannot name start with this
@@ -89,12 +91,19 @@ typedef enum drk_layout {
 typedef struct drk_layout_options {
   drk_layout_t layout;
   bool nvidia_only; /* every target is NVIDIA (auto keeps NCHW otherwise) */
+  /* > 1: each chosen 16-bit conv of one group whose C is not a multiple of this gets its
+   * channels zero-padded to one (the weight here, the channels-last input by a constant Pad):
+   * the sm_90a TMA convolution needs C % 8 == 0 (the pipeline sets 8 there); 0: never */
+  int pad_channels;
+  FILE *explain;    /* not NULL: one `// layout:` line per 2-D Conv (the layout it computes in
+                       and why) and per layout change placed (which consumer needs it) */
 } drk_layout_options_t;
 
 typedef struct drk_layout_stats {
   size_t convs;      /* Convs rewritten to ConvNHWC */
   size_t pools;      /* MaxPool/AveragePool rewritten to their NHWC forms */
   size_t transposes; /* Transpose nodes the pass left in the graph (layout changes, each a kernel) */
+  size_t padded;     /* ConvNHWCs whose channels were padded (pad_channels) */
 } drk_layout_stats_t;
 
 /* "auto|nchw|nhwc"; false (out untouched) for anything else. */

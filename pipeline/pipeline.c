@@ -253,19 +253,27 @@ static bool st_precision(drk_pipeline_t *p) {
   return drk_pass_apply_precision(p->g, &po, p->d);
 }
 
+static bool dump_wanted(const drk_pipeline_t *p, const char *stage);
+
 /* --layout: NHWC convolutions (auto: on NVIDIA-only target lists) */
 static bool st_layout(drk_pipeline_t *p) {
   drk_layout_options_t lo = {.layout = p->o->layout, .nvidia_only = p->o->targets != 0};
+  if (dump_wanted(p, "layout")) lo.explain = stderr; /* the decisions, before the graph's dump */
   for (int t = 0; t < DRK_TARGET_COUNT; t++)
     if ((p->o->targets & (1u << t)) && drk_target_info((drk_target_t)t)->vendor != DRK_VENDOR_NV)
       lo.nvidia_only = false;
+  /* the sm_90a TMA convolution (on unless conv.hopper=0 is pinned) reads channels in 16-byte
+   * rows: small C (the RGB stem) is padded to 8 for it */
+  drk_lower_options_t lw = lower_options(p->o);
+  if (lw.target_sm == 90 && lw.arch_specific && drk_knob_or(&lw.knobs, DRK_KNOB_CONV_HOPPER, 1) == 1)
+    lo.pad_channels = 8;
   drk_layout_stats_t st;
   drk_pass_layout_nhwc(p->g, &lo, &st);
   if (!st.convs) return true;
   drk_pass_eliminate_dead(p->g);
   if (p->o->verbose)
-    fprintf(stderr, "drkc: layout %s: %zu convolutions and %zu pools in NHWC, %zu layout transposes\n",
-            drk_layout_name(p->o->layout), st.convs, st.pools, st.transposes);
+    fprintf(stderr, "drkc: layout %s: %zu convolutions (%zu channel-padded) and %zu pools in NHWC, %zu layout transposes\n",
+            drk_layout_name(p->o->layout), st.convs, st.padded, st.pools, st.transposes);
   return drk_pass_infer_shapes(p->g, p->d);
 }
 

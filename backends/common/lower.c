@@ -656,6 +656,13 @@ bool gpu_lower_elementwise(gpu_lc_t *lc, const drk_tile_op_t *op) {
     LLVMValueRef v = NULL;
     switch (op->code) {
     case DRK_TOP_SELECT: v = LLVMBuildSelect(lc->b, o[0]->r[r], o[1]->r[r], o[2]->r[r], ""); break;
+    case DRK_TOP_FMA: { /* f16/bf16/f8 in their f32 compute type, one rounding back */
+      LLVMValueRef a[3];
+      for (int i = 0; i < 3; i++) a[i] = gpu_to_compute(lc, t, o[i]->r[r]);
+      LLVMTypeRef ct = LLVMTypeOf(a[0]);
+      v = gpu_from_compute(lc, t, lc->t->call_intrinsic(lc, "llvm.fma", &ct, 1, a, 3));
+      break;
+    }
     case DRK_TOP_CMP: v = gpu_cmp(lc, op, t, drk_tile_op_attr_ident(op, "pred", "eq"), o[0]->r[r], o[1]->r[r]); break;
     case DRK_TOP_CAST:
       v = gpu_cast(lc, op, t, res->type.dtype, o[0]->r[r],
@@ -887,7 +894,7 @@ static bool lower_op(gpu_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_RETURN: return true;
   case DRK_TOP_ADD: case DRK_TOP_SUB: case DRK_TOP_MUL: case DRK_TOP_DIV: case DRK_TOP_REM:
   case DRK_TOP_MAX: case DRK_TOP_MIN: case DRK_TOP_AND: case DRK_TOP_OR: case DRK_TOP_SELECT:
-  case DRK_TOP_CMP: case DRK_TOP_CAST:
+  case DRK_TOP_FMA: case DRK_TOP_CMP: case DRK_TOP_CAST:
     return gpu_lower_elementwise(lc, op);
   default:
     if (info->flags & (DRK_TOPF_EWB | DRK_TOPF_EWU)) return gpu_lower_elementwise(lc, op);

@@ -2,7 +2,10 @@
 """Spatial reductions and few-long-row normalizations on the GPU: checked, then timed.
 
 Builds one small ONNX graph per case (the onnx package, opset 21) in float16 (and float32 for
-the cases of F32_CASES):
+the cases of F32_CASES; the row cases of ROW_CASES in bfloat16 only, compiled with
+--precision=bf16: LayerNorm, RMSNorm written as primitives (Pow, ReduceMean, Add, Sqrt, Div,
+Mul, as exporters emit it) and Softmax over bf16 rows of 8192 x 8192, 4096 x 32768 and
+16384 x 1024, issue 17 part 4; `--set rows` runs only those, `--set spatial` only the others):
 EfficientNet-B0 SE-block ReduceMean over H, W in NCHW and NHWC (batch 1 and 32), the SE gate
 x * Sigmoid(ReduceMean(x)) (one fused row group), GlobalAveragePool [32, 2048, 7, 7] (ResNet),
 poolformer's GroupNorm(1 group) + Relu over [1, 64, 56, 56] and [1, 512, 7, 7], ConvNeXt's
@@ -42,14 +45,27 @@ from onnx import TensorProto, helper, numpy_helper
 FLAGS = ["--target=sm_90a", "--precision=fp16", "--fusion-aggressiveness=3"]
 
 
+def flags_of(dt):
+    return [f for f in FLAGS if not f.startswith("--precision")] + ["--precision=bf16"] if dt == "bf16" else FLAGS
+
+
 # ---- cases: (name, builder(dtype) -> (graph nodes, inputs, outputs, initializers), torch fn) ----
 
 def t_of(dt):
-    return TensorProto.FLOAT16 if dt == "f16" else TensorProto.FLOAT
+    return {"f16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}.get(dt, TensorProto.FLOAT)
 
 
 def np_of(dt):
     return np.float16 if dt == "f16" else np.float32
+
+
+def init(name, a, dt):
+    """an initializer of dtype dt from the float array a (bf16: rounded to nearest even)"""
+    if dt != "bf16":
+        return numpy_helper.from_array(np.asarray(a).astype(np_of(dt)), name)
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return helper.make_tensor(name, TensorProto.BFLOAT16, list(np.shape(a)), b.tobytes(), raw=True)
 
 
 def reduce_mean(shape, axes, keep=1):
@@ -141,8 +157,8 @@ def layer_norm_last(shape):
 
     def build(dt):
         rng = np.random.default_rng(2)
-        sc = numpy_helper.from_array((1 + 0.1 * rng.standard_normal(C)).astype(np_of(dt)), "scale")
-        bi = numpy_helper.from_array((0.1 * rng.standard_normal(C)).astype(np_of(dt)), "bias")
+        sc = init("scale", 1 + 0.1 * rng.standard_normal(C), dt)
+        bi = init("bias", 0.1 * rng.standard_normal(C), dt)
         nodes = [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1, epsilon=1e-6)]
         return nodes, [("x", shape)], [("y", shape)], [sc, bi]
 
@@ -164,6 +180,37 @@ def softmax_last(shape):
         return lambda x: torch.softmax(x, dim=-1)
     return build, torch_fn
 
+
+def rms_norm_prim(shape, eps=1e-6):
+    """RMSNorm as exporters write it: x / Sqrt(ReduceMean(Pow(x, 2)) + eps) * w (one row group)"""
+    C = shape[-1]
+
+    def build(dt):
+        rng = np.random.default_rng(4)
+        w = init("w", 1 + 0.1 * rng.standard_normal(C), dt)
+        ax = numpy_helper.from_array(np.array([-1], np.int64), "axes")
+        nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+                 helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+                 helper.make_node("Add", ["ms", "eps"], ["mse"]),
+                 helper.make_node("Sqrt", ["mse"], ["rt"]),
+                 helper.make_node("Div", ["x", "rt"], ["xn"]),
+                 helper.make_node("Mul", ["xn", "w"], ["y"])]
+        return nodes, [("x", shape)], [("y", shape)], [w, ax, init("two", np.float32(2.0), dt), init("eps", np.float32(eps), dt)]
+
+    def torch_fn(torch):
+        def f(x, _w={}):
+            if "w" not in _w:
+                _w["w"] = torch.ones(C, dtype=x.dtype, device=x.device)
+            return torch.nn.functional.rms_norm(x, (C,), _w["w"], eps)
+        return f
+    return build, torch_fn
+
+
+# issue 17 part 4: bf16 row kernels at the hardware limit (bf16 graphs only)
+ROW_SHAPES = [[8192, 8192], [4096, 32768], [16384, 1024]]
+ROW_CASES = set()
+for _s in ROW_SHAPES:
+    ROW_CASES |= {f"{op}_{_s[0]}x{_s[1]}" for op in ("ln", "rms_prim", "softmax")}
 
 CASES = {
     # the issue's two: poolformer_s12's GroupNorm(num_groups=1) as its token mixer runs it
@@ -202,6 +249,11 @@ CASES = {
     # a softmax over few long rows
     "softmax_4x65536": softmax_last([4, 65536]),
 }
+for _s in ROW_SHAPES:
+    _k = f"{_s[0]}x{_s[1]}"
+    CASES[f"ln_{_k}"] = layer_norm_last(_s)
+    CASES[f"rms_prim_{_k}"] = rms_norm_prim(_s)
+    CASES[f"softmax_{_k}"] = softmax_last(_s)
 
 
 # f32 graphs (the module keeps f32 at its interface; --precision=fp16 computes in f16 inside)
@@ -219,7 +271,7 @@ def build_model(name, dt, path):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
     onnx.checker.check_model(m)
     onnx.save(m, path)
-    nbytes = sum(int(np.prod(s)) for _, s in ins + outs) * (2 if dt == "f16" else 4)
+    nbytes = sum(int(np.prod(s)) for _, s in ins + outs) * (2 if dt in ("f16", "bf16") else 4)
     return ins, nbytes
 
 
@@ -246,11 +298,11 @@ def torch_times(name, dt, ins, iters):
     from peers import time_calls
     _, tf = CASES[name]
     fn = tf(torch)
-    dtype = torch.float16 if dt == "f16" else torch.float32
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(dt, torch.float32)
     args = [torch.randn(*s, device="cuda", dtype=dtype) for _, s in ins]
     r = {}
-    # torch.compile only for the f16 graphs (inductor compiles each shape anew: seconds a case)
-    for mode in ("eager", "compile") if dt == "f16" else ("eager",):
+    # torch.compile only for the 16-bit graphs (inductor compiles each shape anew: seconds a case)
+    for mode in ("eager", "compile") if dt in ("f16", "bf16") else ("eager",):
         try:
             f = fn if mode == "eager" else torch.compile(fn)
             med, mn = time_calls(f, args, iters, 20)
@@ -289,6 +341,8 @@ def main():
     ap.add_argument("--drkrun", default=os.environ.get("DRKRUN"))
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--set", choices=("all", "rows", "spatial"), default="all",
+                    help="rows: the bf16 row cases (ROW_CASES) only; spatial: the others")
     ap.add_argument("--dtypes", default="f16,f32")
     ap.add_argument("--all-f32", action="store_true", help="f32 graphs of every case (default: F32_CASES)")
     ap.add_argument("--no-torch", action="store_true")
@@ -297,7 +351,7 @@ def main():
     if not args.drkc or not args.drkrun:
         ap.error("--drkc/--drkrun (or DRKC/DRKRUN) are required")
     os.makedirs(args.out, exist_ok=True)
-    names = args.only or list(CASES)
+    names = args.only or [n for n in CASES if args.set == "all" or (n in ROW_CASES) == (args.set == "rows")]
     bw = None if args.no_torch else copy_bandwidth()
     rows, res = [], {"flags": FLAGS, "copy_gbs": bw, "cases": {}}
     head = ("| case | check | drkc kernels µs | drkc resident µs | GB/s | of 4.2 TB/s | torch eager µs (drkc/eager) | "
@@ -305,7 +359,7 @@ def main():
     print(f"device-to-device copy: {bw:.0f} GB/s (read + write)" if bw else "device-to-device copy: not measured")
     print(head, end="", flush=True)
     for name in names:
-        for dt in args.dtypes.split(","):
+        for dt in ["bf16"] if name in ROW_CASES else args.dtypes.split(","):
             if dt == "f32" and name not in F32_CASES and not args.all_f32:
                 continue
             key = f"{name}.{dt}"
@@ -315,11 +369,11 @@ def main():
             ins, nbytes = build_model(name, dt, model)
             r = {"bytes": nbytes}
             res["cases"][key] = r
-            rc, out = run([args.drkc, model] + FLAGS + ["-o", os.path.join(d, "model.drkm")], os.path.join(d, "compile.log"), 120)
+            rc, out = run([args.drkc, model] + flags_of(dt) + ["-o", os.path.join(d, "model.drkm")], os.path.join(d, "compile.log"), 120)
             if rc:
                 r["error"] = "compile: " + out.strip().splitlines()[-1][:200] if out.strip() else f"compile rc {rc}"
             else:
-                rc, out = run([args.drkc, "run", model, "--device=cuda", "--check"] + FLAGS, os.path.join(d, "check.log"),
+                rc, out = run([args.drkc, "run", model, "--device=cuda", "--check"] + flags_of(dt), os.path.join(d, "check.log"),
                               args.check_timeout)
                 r["check"] = "pass" if rc == 0 else "FAIL"
                 m = re.findall(r"(rel[a-z ]*error[^\n]*)", out)
@@ -354,7 +408,7 @@ def main():
             with open(os.path.join(args.out, "results.json"), "w") as f:
                 json.dump(res, f, indent=1)
             with open(os.path.join(args.out, "results.md"), "w") as f:
-                f.write(f"flags: {' '.join(FLAGS)}; copy bandwidth in this run: {bw and round(bw)} GB/s\n\n" + head +
+                f.write(f"flags: {' '.join(FLAGS)} (bf16 cases: --precision=bf16); copy bandwidth in this run: {bw and round(bw)} GB/s\n\n" + head +
                         "\n".join(rows) + "\n")
     bad = [k for k, r in res["cases"].items() if r.get("check") == "FAIL" or "error" in r]
     print(f"{len(res['cases']) - len(bad)}/{len(res['cases'])} cases checked and timed; failing: {' '.join(bad) or 'none'}")

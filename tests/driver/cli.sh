@@ -95,6 +95,40 @@ expect layout-auto 0 'ConvNHWC' -- "$W/conv.drkg" --emit=graph --dump-after=layo
 expect layout-nchw 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --layout=nchw
 expect layout-auto-amd 0 '= Conv\(%x, %w\)' -- "$W/conv.drkg" --emit=graph --target=gfx942
 expect layout-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --layout=nhwc
+# sm_90a (conv.hopper's default 1): C = 2 padded to 8 for the TMA convolution (the weight
+# here, a fused Pad of the input), which then takes the conv; sm_80 and conv.hopper=0 keep C
+expect layout-pad-sm90a 0 'w\.nhwc\.pad: f16\[4, 3, 3, 8\]' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a
+expect layout-pad-sm90a-conv-ws 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90a
+expect layout-pad-sm90 0 'k[0-9]+_ConvNHWC .* conv_ws .*conv.hopper=1' -- "$W/conv.drkg" --emit=schedules --target=sm_90
+expect layout-pad-sm80 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_80
+expect layout-pad-hopper0 0 'w\.nhwc: f16\[4, 3, 3, 2\] = const' -- "$W/conv.drkg" --emit=graph --dump-after=layout --target=sm_90a --schedule=conv.hopper=0
+expect layout-pad-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/conv.drkg" --check --target=sm_90a
+# depthwise convs (direct kernel, lower_dwconv.c) join a channels-last region but never start
+# one: alone on the NCHW input they stay NCHW, after a dense conv they go NHWC; the reasons
+"$PY" - "$W/dw.drkg" "$W/dw2.drkg" <<'P'
+import sys
+w = lambda n: ", ".join("%.3f" % (((i * 7) % 11 - 5) / 8) for i in range(n))
+open(sys.argv[1], "w").write(
+    "graph @d(%%x: f16[1, 8, 6, 6]) -> (%%z) {\n"
+    "  %%w: f16[8, 1, 3, 3] = const [%s]\n"
+    "  %%y: f16[1, 8, 6, 6] = Conv(%%x, %%w) {pads = [1, 1, 1, 1], group = 8}\n"
+    "  %%z: f16[1, 8, 6, 6] = Relu(%%y)\n"
+    "  return %%z\n}\n" % w(72))
+open(sys.argv[2], "w").write(
+    "graph @d(%%x: f16[1, 8, 6, 6]) -> (%%z) {\n"
+    "  %%v: f16[8, 8, 3, 3] = const [%s]\n"
+    "  %%w: f16[8, 1, 3, 3] = const [%s]\n"
+    "  %%u: f16[1, 8, 6, 6] = Conv(%%x, %%v) {pads = [1, 1, 1, 1]}\n"
+    "  %%y: f16[1, 8, 6, 6] = Conv(%%u, %%w) {pads = [1, 1, 1, 1], group = 8}\n"
+    "  %%z: f16[1, 8, 6, 6] = Relu(%%y)\n"
+    "  return %%z\n}\n" % (w(576), w(72)))
+P
+expect layout-dw-alone 0 '// layout: Conv %y: NCHW: depthwise/small-group conv .* on an NCHW input' -- "$W/dw.drkg" --emit=graph --dump-after=layout
+expect layout-dw-alone-graph 0 '= Conv\(%x, %w\) \{pads = \[1, 1, 1, 1\], group = 8' -- "$W/dw.drkg" --emit=graph
+expect layout-dw-region 0 '// layout: Conv %y: NHWC: depthwise/small-group conv on a channels-last input' -- "$W/dw2.drkg" --emit=graph --dump-after=layout
+expect layout-dw-region-back 0 '// layout: %z back to the model.s layout for the graph output' -- "$W/dw2.drkg" --emit=graph --dump-after=layout
+expect layout-dw-region-graph 0 'ConvNHWC\(%u.nhwc' -- "$W/dw2.drkg" --emit=graph
+expect layout-dw-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/dw2.drkg" --check
 expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
 expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
 expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph

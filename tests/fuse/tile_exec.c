@@ -772,6 +772,11 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
     }
     return;
   }
+  case DRK_TOP_FMA: { /* exact product and sum in double, then the dtype's rounding */
+    tval_t *a = val(e, op->operands[0]), *b = val(e, op->operands[1]), *c3 = val(e, op->operands[2]), *y = res(e, r0);
+    for (int64_t j = 0; j < y->n; j++) y->f[j] = round_to(r0->type.dtype, fma(gf(a, j), gf(b, j), gf(c3, j)));
+    return;
+  }
   case DRK_TOP_CMP: {
     const char *pred = drk_tile_op_attr_ident(op, "pred", "eq");
     tval_t *a = val(e, op->operands[0]), *b = val(e, op->operands[1]), *y = res(e, r0);

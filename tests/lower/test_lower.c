@@ -293,7 +293,7 @@ static int run_schedule(void) {
               {1, 56, 1, 2, 64}, {1, 28, 1, 4, 32}, {1, 7, 1, 8, 16}, {64, 112, 2, 8, 16}};
   for (size_t i = 0; i < sizeof wins / sizeof wins[0]; i++) {
     int64_t st[2] = {wins[i].st, wins[i].st};
-    drk_schedule_t c = drk_sched_conv_ws(wins[i].nb, wins[i].oh, wins[i].oh, 256, 256 * 9, st, DRK_DT_F16, &o, true);
+    drk_schedule_t c = drk_sched_conv_ws(wins[i].nb, wins[i].oh, wins[i].oh, 256, 256 * 9, st, DRK_DT_F16, &o, DRK_CONV_EPI_LIGHT);
     if (!c.mma || strcmp(c.kind, "conv_ws") || c.conv_h != wins[i].h || c.conv_w != wins[i].w) {
       fprintf(stderr, "FAIL conv window N%lld %lldx%lld: %dx%d, want %dx%d\n", (long long)wins[i].nb, (long long)wins[i].oh,
               (long long)wins[i].oh, c.conv_h, c.conv_w, wins[i].h, wins[i].w);
@@ -306,13 +306,32 @@ static int run_schedule(void) {
     fprintf(stderr, "FAIL schedule: conv knobs rejected: %s\n", err);
     bad++;
   }
-  drk_schedule_t cs = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &oc, true);
+  drk_schedule_t cs = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &oc, DRK_CONV_EPI_LIGHT);
   if (cs.conv_h != 16 || cs.conv_w != 8 || cs.tile_n != 128) fprintf(stderr, "FAIL schedule: pinned conv window ignored\n"), bad++;
+  /* BN 256 unstaged on big grids (>= 4 waves of 128 x 256 tiles) with a light epilogue
+   * (conv3x3 56x56 C256 b64: 0.345 vs 0.409 ms, device call 36); other epilogues (GELU spills)
+   * and small grids (14 x 14) keep BN 128 staged; a pinned mm.staged stays */
+  static const struct {
+    int64_t nb, oh;
+    int epi, bn;
+    bool staged;
+  } bns[] = {{64, 56, DRK_CONV_EPI_LIGHT, 256, false}, {64, 56, DRK_CONV_EPI_NONE, 256, false},
+             {64, 56, DRK_CONV_EPI_OTHER, 128, true}, {64, 14, DRK_CONV_EPI_LIGHT, 128, true}};
+  for (size_t i = 0; i < sizeof bns / sizeof bns[0]; i++) {
+    drk_schedule_t c = drk_sched_conv_ws(bns[i].nb, bns[i].oh, bns[i].oh, 256, 256 * 9, st1, DRK_DT_F16, &o, bns[i].epi);
+    if (c.tile_n != bns[i].bn || c.staged != bns[i].staged)
+      fprintf(stderr, "FAIL conv BN N%lld %lld epi %d: BN %d staged %d, want %d %d\n", (long long)bns[i].nb,
+              (long long)bns[i].oh, bns[i].epi, c.tile_n, c.staged, bns[i].bn, bns[i].staged), bad++;
+  }
+  drk_lower_options_t osg = o;
+  drk_sched_knobs_parse("mm.staged=1", &osg.knobs, err, sizeof err);
+  drk_schedule_t cst = drk_sched_conv_ws(64, 56, 56, 256, 256 * 9, st1, DRK_DT_F16, &osg, DRK_CONV_EPI_LIGHT);
+  if (cst.tile_n != 256 || !cst.staged) fprintf(stderr, "FAIL schedule: pinned mm.staged=1 on the big conv ignored\n"), bad++;
   drk_lower_options_t ow = o;
   drk_sched_knobs_parse("conv.tile_h=1,conv.tile_w=128", &ow.knobs, err, sizeof err);
-  if (drk_sched_conv_ws(1, 56, 56, 64, 64 * 9, st4, DRK_DT_F16, &ow, false).mma)
+  if (drk_sched_conv_ws(1, 56, 56, 64, 64 * 9, st4, DRK_DT_F16, &ow, DRK_CONV_EPI_NONE).mma)
     fprintf(stderr, "FAIL schedule: a box 128 x stride 4 wide accepted\n"), bad++;
-  if (drk_sched_conv_ws(1, 56, 56, 64, 576, st1, DRK_DT_F16, &o80, false).mma) fprintf(stderr, "FAIL schedule: conv wgmma on sm_80\n"), bad++;
+  if (drk_sched_conv_ws(1, 56, 56, 64, 576, st1, DRK_DT_F16, &o80, DRK_CONV_EPI_NONE).mma) fprintf(stderr, "FAIL schedule: conv wgmma on sm_80\n"), bad++;
   /* persistent ping-pong: one program per SM, no split-K, BN at most 128 even when pinned to 256 */
   drk_lower_options_t opp = o;
   if (!drk_sched_knobs_parse("mm.persistent=1,mm.split_k=4", &opp.knobs, err, sizeof err)) {
@@ -373,11 +392,60 @@ static int run_schedule(void) {
   if (drk_sched_rows_split(1, 49, 132, NULL) < 8 || drk_sched_rows_split(1, 7, 132, NULL) != 1 ||
       drk_sched_rows_split(512, 100, 132, NULL) != 1)
     fprintf(stderr, "FAIL schedule: rows.split heuristic\n"), bad++;
+  /* whole rows (drk_sched_rows_whole): the issue's bf16 rows, one program per row as one chunk
+   * with 16-byte accesses (8192: 8 warps, 32K: 16 warps and 64 elements per thread, not for a
+   * kernel that keeps only 32; 32K f32 is 128 KB: chunks), short rows several per program with
+   * 16-byte accesses, few rows keep the split form; rows.whole=0 keeps the chunk loop,
+   * rows.whole=1 takes whole rows for few rows too */
+  s = drk_sched_rows(8192, 8192, true, 132, NULL);
+  drk_sched_rows_whole(&s, 8192, 8192, 2, 132, 64, true, NULL);
+  if (!s.whole || s.rows != 1 || s.cols != 8192 || s.col_warps != 8 || s.warps != 8 || s.spt != 8)
+    fprintf(stderr, "FAIL schedule: whole 8192x8192 bf16: whole %d rows %d cols %d col_warps %d spt %d\n", s.whole, s.rows,
+            s.cols, s.col_warps, s.spt), bad++;
+  s = drk_sched_rows(4096, 32768, true, 132, NULL);
+  drk_sched_rows_whole(&s, 4096, 32768, 2, 132, 64, true, NULL);
+  if (!s.whole || s.cols != 32768 || s.col_warps != 16)
+    fprintf(stderr, "FAIL schedule: whole 4096x32768 bf16: whole %d cols %d col_warps %d\n", s.whole, s.cols, s.col_warps), bad++;
+  s = drk_sched_rows(4096, 32768, true, 132, NULL);
+  drk_sched_rows_whole(&s, 4096, 32768, 2, 132, 32, true, NULL);
+  drk_schedule_t s2 = drk_sched_rows(4096, 32768, true, 132, NULL);
+  drk_sched_rows_whole(&s2, 4096, 32768, 4, 132, 64, true, NULL);
+  if (s.whole || s.cols != 1024 || s2.whole || s2.cols != 1024)
+    fprintf(stderr, "FAIL schedule: 32K rows past 32 elements per thread or 64 KB must keep chunks\n"), bad++;
+  s = drk_sched_rows(16384, 1024, true, 132, NULL);
+  drk_sched_rows_whole(&s, 16384, 1024, 2, 132, 64, true, NULL);
+  if (!s.whole || s.rows != 4 || s.cols != 1024 || s.spt != 8 || s.col_warps > 1)
+    fprintf(stderr, "FAIL schedule: 16384x1024 bf16: whole %d rows %d spt %d\n", s.whole, s.rows, s.spt), bad++;
+  /* short rows narrower than a warp of 16-byte accesses: several rows a warp when the row is
+   * whole 16-byte units (ConvNeXt's 96 f16 channels: 2 rows a warp), else 4 elements a thread
+   * as before (GlobalAveragePool's 49) */
+  s = drk_sched_rows(100352, 96, true, 132, NULL);
+  drk_sched_rows_whole(&s, 100352, 96, 2, 132, 64, true, NULL);
+  s2 = drk_sched_rows(65536, 49, true, 132, NULL);
+  drk_sched_rows_whole(&s2, 65536, 49, 2, 132, 64, true, NULL);
+  if (!s.whole || s.spt != 8 || s.cols != 128 || !s2.whole || s2.spt != 2)
+    fprintf(stderr, "FAIL schedule: short rows: 96 f16 spt %d (want 8), 49 f16 spt %d (want 2)\n", s.spt, s2.spt), bad++;
+  s = drk_sched_rows(4, 8192, true, 132, NULL);
+  drk_sched_rows_whole(&s, 4, 8192, 2, 132, 64, true, NULL);
+  s2 = drk_sched_rows(4, 8192, true, 132, NULL);
+  drk_sched_rows_whole(&s2, 4, 8192, 2, 132, 64, false, NULL);
+  if (s.whole || s.cols == 8192 || !s2.whole || s2.cols != 8192)
+    fprintf(stderr, "FAIL schedule: 4 rows of 8192 (fewer than the SMs): whole rows only where the kernel cannot split\n"), bad++;
+  opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("rows.whole=0", &opp.knobs, err, sizeof err)) fprintf(stderr, "FAIL schedule: rows.whole=0\n"), bad++;
+  s = drk_sched_rows(8192, 8192, true, 132, &opp.knobs);
+  drk_sched_rows_whole(&s, 8192, 8192, 2, 132, 64, true, &opp.knobs);
+  if (s.whole || s.cols != 1024) fprintf(stderr, "FAIL schedule: rows.whole=0 not applied\n"), bad++;
+  opp.knobs = (drk_sched_knobs_t){0};
+  if (!drk_sched_knobs_parse("rows.whole=1", &opp.knobs, err, sizeof err)) fprintf(stderr, "FAIL schedule: rows.whole=1\n"), bad++;
+  s = drk_sched_rows(4, 8192, true, 132, &opp.knobs);
+  drk_sched_rows_whole(&s, 4, 8192, 2, 132, 64, true, &opp.knobs);
+  if (!s.whole || s.cols != 8192) fprintf(stderr, "FAIL schedule: rows.whole=1 not applied\n"), bad++;
   static const char *const wrong[] = {"mm.tile_n=96", "mm.split_k=0", "mm.stages=9", "attn.block_m=32", "mm.tile_n",
                                       "mm.tile_n=64x", "foo=1", "mm.tile_n=64,,", "mm.persistent=3", "flat.move_block=1000",
                                       "flat.move_block=512", "mm.cluster=0", "mm.cluster=4", "mm.staged=2", "mm.pair=2",
                                       "rows.spt=3", "rows.spt=16", "rows.col_warps=3", "rows.col_warps=32",
-                                      "rows.split=0", "rows.split=129"};
+                                      "rows.split=0", "rows.split=129", "rows.whole=2"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
     drk_sched_knobs_t k = {0};
     if (drk_sched_knobs_parse(wrong[i], &k, err, sizeof err)) fprintf(stderr, "FAIL schedule: '%s' accepted\n", wrong[i]), bad++;

@@ -8,12 +8,19 @@
  *                                     integers in [0, 4), bools fair), as `drkc run` draws them
  *   test_lower_exec errors            lowering errors of the gather family (lower_gather.c)
  *   test_lower_exec sm90a FILE.drkg [KNOBS]
- *                                     like drkg, lowered for sm_90a alone with conv.hopper=1
- *                                     and the pins KNOBS (--schedule's KEY=V,...): the TMA +
+ *                                     like drkg, lowered for sm_90a alone (conv.hopper's
+ *                                     default: the TMA convolution) and the pins KNOBS (--schedule's KEY=V,...): the TMA +
  *                                     wgmma kernels run on the executor's warp groups, TMA
  *                                     descriptors bound to their tensors; every ConvNHWC must
  *                                     be the conv_ws kernel (no silent fallback; split-K's sum
- *                                     kernel follows it)
+ *                                     kernel follows it). A graph with 16-bit NCHW Convs gets its
+ *                                     w* inputs as constants and the layout pass as the
+ *                                     pipeline runs it for sm_90a (channels padded to 8),
+ *                                     which must keep the interpreter's results bit for bit
+ *   test_lower_exec dw FILE.drkg [KNOBS]
+ *                                     like drkg with the pins KNOBS; every grouped Conv or
+ *                                     ConvNHWC must be the direct depthwise kernel (kind dw,
+ *                                     lower_dwconv.c) unless dw.direct=0 is pinned
  *
  * The graph is canonicalized and lowered (fusion level 0; the default fusion for a file named
  * *_fused.drkg); every launch then runs, in launch
@@ -40,8 +47,8 @@
 #include "tests/common/lowered_check.h"
 #include "tests/fuse/tile_exec.h"
 
-/* sm90a mode: lowered for sm_90a with these pins */
-static bool g_sm90a;
+/* sm90a mode: lowered for sm_90a with these pins; dw mode: the pins, grouped convs direct */
+static bool g_sm90a, g_dw;
 static drk_sched_knobs_t g_knobs;
 
 static uint64_t rng_next(uint64_t *s) {
@@ -176,6 +183,7 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   bool fused = strstr(what, "_fused.drkg") != NULL;
   drk_lower_options_t o = {.target_sm = 90, .fusion_set = !fused, .fusion_level = 0};
   if (g_sm90a) o.arch_specific = true, o.knobs = g_knobs;
+  if (g_dw) o.knobs = g_knobs;
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
@@ -209,6 +217,15 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     if (g_sm90a && L->node->op == DRK_OP_CONV_NHWC && (li == 0 || l.launches[li - 1].node != L->node) && strcmp(L->sched.kind ? L->sched.kind : "", "conv_ws") != 0) {
       fprintf(stderr, "FAIL %s: kernel %s is %s, not the TMA + wgmma convolution (%s)\n", what, L->kernel->name,
               L->sched.kind ? L->sched.kind : "plain", L->sched.note ? L->sched.note : "no note");
+      ok = false;
+      break;
+    }
+    int dpin = 1;
+    drk_knob_pinned(&g_knobs, DRK_KNOB_DW_DIRECT, &dpin);
+    if (g_dw && dpin && (L->node->op == DRK_OP_CONV || L->node->op == DRK_OP_CONV_NHWC) &&
+        drk_node_attr_int(L->node, "group", 1) > 1 && strcmp(L->sched.kind ? L->sched.kind : "", "dw") != 0) {
+      fprintf(stderr, "FAIL %s: kernel %s is %s, not the direct depthwise kernel\n", what, L->kernel->name,
+              L->sched.kind ? L->sched.kind : "plain");
       ok = false;
       break;
     }
@@ -300,6 +317,43 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
 }
 
 /* inputs drawn or read, interpreter reference, execution */
+/* a live Conv computing in f16 or bf16 (the layout pass's auto choice) */
+static bool has_conv16(const drk_graph_t *g) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (!n->dead && n->op == DRK_OP_CONV && n->n_inputs > 0 && n->inputs[0] &&
+        (n->inputs[0]->dtype == DRK_DT_F16 || n->inputs[0]->dtype == DRK_DT_BF16))
+      return true;
+  }
+  return false;
+}
+
+/* sm90a mode: 16-bit NCHW Convs go channels-last as the pipeline puts them for sm_90a (auto layout,
+ * channels padded to 8); the pass must keep the interpreter's results bit for bit. */
+static bool sm90a_layout(drk_graph_t *g, const drk_tensor_t *inputs, const drk_tensor_t *ref, const char *what) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_layout_options_t lo = {.layout = DRK_LAYOUT_AUTO, .nvidia_only = true, .pad_channels = 8};
+  drk_layout_stats_t st;
+  drk_pass_layout_nhwc(g, &lo, &st);
+  drk_pass_eliminate_dead(g);
+  if (!drk_pass_infer_shapes(g, &d) || has_conv16(g)) {
+    fprintf(stderr, "FAIL %s: layout pass (%zu convs to NHWC, a 16-bit Conv left: %d)\n", what, st.convs, has_conv16(g));
+    return false;
+  }
+  drk_tensor_t *out = calloc(g->n_outputs + 1, sizeof *out);
+  bool ok = drk_interp_run(g, inputs, out, &d);
+  for (size_t i = 0; ok && i < g->n_outputs; i++)
+    if (out[i].nbytes != ref[i].nbytes || memcmp(out[i].data, ref[i].data, ref[i].nbytes) != 0) {
+      fprintf(stderr, "FAIL %s: output %zu differs after the layout pass (interpreter)\n", what, i);
+      ok = false;
+    }
+  for (size_t i = 0; i < g->n_outputs; i++) drk_tensor_free(&out[i]);
+  free(out);
+  printf("%s: layout: %zu convs in NHWC, %zu channel-padded\n", what, st.convs, st.padded);
+  return ok;
+}
+
 static int run_graph(drk_graph_t *g, drk_tensor_t *inputs, const char *what) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
@@ -307,6 +361,7 @@ static int run_graph(drk_graph_t *g, drk_tensor_t *inputs, const char *what) {
   drk_tensor_t *ref = calloc(g->n_outputs + 1, sizeof *ref);
   if (!drk_pass_pipeline_canonicalize(g, &d)) fprintf(stderr, "FAIL %s: canonicalize\n", what);
   else if (!drk_interp_run(g, inputs, ref, &d)) fprintf(stderr, "FAIL %s: interpreter\n", what);
+  else if (g_sm90a && has_conv16(g) && !sm90a_layout(g, inputs, ref, what)) rc = 1;
   else rc = execute(g, inputs, ref, what) ? 0 : 1;
   for (size_t i = 0; i < g->n_outputs; i++) drk_tensor_free(&ref[i]);
   free(ref);
@@ -356,9 +411,29 @@ static int run_drkg(const char *path) {
   drk_tensor_t *inputs = calloc(g->n_inputs + 1, sizeof *inputs);
   uint64_t rng = 1;
   bool ok = true;
-  for (size_t i = 0; ok && i < g->n_inputs; i++) ok = random_input(g->inputs[i], &rng, &inputs[i]);
+  size_t n = g->n_inputs;
+  for (size_t i = 0; ok && i < n; i++) ok = random_input(g->inputs[i], &rng, &inputs[i]);
+  /* sm90a mode with 16-bit NCHW Convs: inputs named w* become constants (the layout pass re-lays
+   * constant weights only) */
+  if (ok && g_sm90a && has_conv16(g)) {
+    size_t kept = 0;
+    char **names = calloc(n + 1, sizeof *names);
+    for (size_t i = 0; i < n; i++) names[i] = strdup(g->inputs[i]->name);
+    for (size_t i = 0; i < n; i++) {
+      if (ok && names[i][0] == 'w') {
+        ok = drk_graph_freeze_input(g, names[i], inputs[i].dtype, inputs[i].rank, inputs[i].dims, inputs[i].data,
+                                    inputs[i].nbytes, &d);
+        drk_tensor_free(&inputs[i]);
+      } else {
+        inputs[kept++] = inputs[i];
+      }
+      free(names[i]);
+    }
+    free(names);
+    n = kept;
+  }
   int rc = ok ? run_graph(g, inputs, path) : 1;
-  for (size_t i = 0; i < g->n_inputs; i++) drk_tensor_free(&inputs[i]);
+  for (size_t i = 0; i < n; i++) drk_tensor_free(&inputs[i]);
   free(inputs);
   drk_graph_destroy(g);
   return rc;
@@ -414,15 +489,22 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "sm90a") == 0) {
     char err[256];
-    int pin;
-    g_sm90a = true;
+    g_sm90a = true; /* conv.hopper's default (1) unless KNOBS pin it */
     if (argc == 4 && !drk_sched_knobs_parse(argv[3], &g_knobs, err, sizeof err)) {
       fprintf(stderr, "bad knobs: %s\n", err);
       return 2;
     }
-    if (!drk_knob_pinned(&g_knobs, DRK_KNOB_CONV_HOPPER, &pin)) drk_knob_set(&g_knobs, DRK_KNOB_CONV_HOPPER, 1);
     return run_drkg(argv[2]);
   }
-  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors\n");
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "dw") == 0) {
+    char err[256];
+    g_dw = true;
+    if (argc == 4 && !drk_sched_knobs_parse(argv[3], &g_knobs, err, sizeof err)) {
+      fprintf(stderr, "bad knobs: %s\n", err);
+      return 2;
+    }
+    return run_drkg(argv[2]);
+  }
+  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors | sm90a FILE.drkg [KNOBS] | dw FILE.drkg [KNOBS]\n");
   return 2;
 }

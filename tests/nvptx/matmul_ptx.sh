@@ -35,10 +35,12 @@ if ptx f16 mm_f16_big sm_80; then
 fi
 "$DRKC" "$G/mm_f16_big.drkg" --target=sm_80 --emit=tile 2>/dev/null | grep -q "warps = 8, tile = \[128, 128, 32\], stages = 4, mma = mma_sync" ||
   bad "mm_f16_big: schedule is not 8 warps of 128x128x32 in 4 stages"
-# bf16 Linear (Gemm transB): both operands K-contiguous, no .trans
+# f16 Linear (Gemm transB): the gemm-to-matmul pass stores the constant weight transposed once
+# at compile time ([K, N], N-contiguous, as every MatMul weight), so B goes through
+# ldmatrix .trans like any MatMul's and A (K-contiguous) through the plain form
 if ptx linear linear_f16 sm_86; then
   has linear "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-  hasnt linear "ldmatrix.sync.aligned.m8n8.x4.trans"
+  has linear "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
   has linear "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 fi
 if ptx bf16 mm_bf16_edges sm_87; then

@@ -870,7 +870,9 @@ static void test_layout_nhwc(void) {
   drk_diag_init(&d, stderr);
   /* nchw, and auto on f32 convs: nothing happens; nhwc rewrites every conv even when not every
    * target is NVIDIA (auto's choice by dtype and target: tests/driver/cli.sh layout-*) */
-  drk_layout_options_t keep[3] = {{DRK_LAYOUT_NCHW, true}, {DRK_LAYOUT_AUTO, true}, {DRK_LAYOUT_NHWC, false}};
+  drk_layout_options_t keep[3] = {{.layout = DRK_LAYOUT_NCHW, .nvidia_only = true},
+                                  {.layout = DRK_LAYOUT_AUTO, .nvidia_only = true},
+                                  {.layout = DRK_LAYOUT_NHWC, .nvidia_only = false}};
   for (int k = 0; k < 3; k++) {
     drk_graph_t *g = layout_graph(false);
     CHECK(drk_pass_pipeline_canonicalize(g, &d));
@@ -893,7 +895,7 @@ static void layout_check(bool tf_input) {
   CHECK(drk_pass_conv_to_matmul(g, &n) && n == 1);
   drk_pass_eliminate_dead(g);
   CHECK(drk_pass_infer_shapes(g, &d));
-  drk_layout_options_t o = {DRK_LAYOUT_NHWC, true};
+  drk_layout_options_t o = {.layout = DRK_LAYOUT_NHWC, .nvidia_only = true};
   drk_layout_stats_t st;
   CHECK(drk_pass_layout_nhwc(g, &o, &st));
   drk_pass_eliminate_dead(g);
@@ -1298,6 +1300,76 @@ static void test_pad_matmul_n(void) {
   }
 }
 
+/* pad_channels (sm_90a): 16-bit convs of one group with C % 8 != 0 and strides <= 8 compute
+ * with C rounded up to 8 (zero weight channels, one constant Pad per input, shared); groups,
+ * f32, stride 9 and pad_channels 0 leave C alone; the interpreter's results keep every bit. */
+static drk_value_t *wavy16(drk_graph_t *g, const char *name, const char *spec, double scale) {
+  drk_shape_t s = dims(g, spec);
+  int64_t n = drk_shape_numel(&s);
+  uint16_t *p = drk_arena_alloc(g->arena, sizeof(uint16_t) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) p[i] = drk_f32_to_f16((float)(scale * sin((double)i * 0.77 + 0.3)));
+  return drk_graph_add_const(g, name, DRK_DT_F16, s, p, sizeof(uint16_t) * (size_t)n);
+}
+
+static drk_graph_t *chpad_graph(void) {
+  drk_graph_t *g = drk_graph_create("t");
+  drk_value_t *x = input(g, "x", DRK_DT_F16, "2,3,8,8"), *x6 = input(g, "x6", DRK_DT_F16, "1,6,8,8");
+  drk_value_t *xf = input(g, "xf", DRK_DT_F32, "1,3,8,8");
+  drk_node_t *c[5];
+  c[0] = node(g, DRK_OP_CONV, "c0", 1, 3, x, wavy16(g, "w0", "8,3,3,3", 0.4), wavy16(g, "b0", "8", 0.1));
+  drk_node_set_ints(g, c[0], "pads", 4, (int64_t[]){1, 1, 1, 1});
+  c[1] = node(g, DRK_OP_CONV, "c1", 1, 2, x, wavy16(g, "w1", "16,3,1,1", 0.5));
+  drk_node_set_ints(g, c[1], "strides", 2, (int64_t[]){2, 2});
+  c[2] = node(g, DRK_OP_CONV, "c2", 1, 2, x6, wavy16(g, "w2", "6,2,3,3", 0.3));
+  drk_node_set_int(g, c[2], "group", 3);
+  c[3] = node(g, DRK_OP_CONV, "c3", 1, 2, x, wavy16(g, "w3", "4,3,1,1", 0.3));
+  drk_node_set_ints(g, c[3], "strides", 2, (int64_t[]){9, 9});
+  c[4] = node(g, DRK_OP_CONV, "c4", 1, 2, xf, wavy(g, "w4", "4,3,3,3", 0.3));
+  for (int i = 0; i < 5; i++) drk_graph_add_output(g, OUT(c[i]));
+  return g;
+}
+
+static void test_layout_pad_channels(void) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  for (int q = 0; q < 2; q++) {
+    drk_graph_t *g = chpad_graph(), *ref = chpad_graph();
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    drk_layout_options_t o = {.layout = DRK_LAYOUT_NHWC, .nvidia_only = true, .pad_channels = q ? 8 : 0};
+    drk_layout_stats_t st;
+    CHECK(drk_pass_layout_nhwc(g, &o, &st));
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d) && d.n_errors == 0);
+    CHECK(st.convs == 5 && st.padded == (q ? 2u : 0u) && count_op(g, DRK_OP_PAD) == (q ? 1u : 0u));
+    /* the padded convs' weights and inputs are 8 channels wide, the others keep theirs */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[i];
+      if (n->dead || n->op != DRK_OP_CONV_NHWC) continue;
+      int64_t cw = n->inputs[1]->shape.dims[3].size, cx = n->inputs[0]->shape.dims[3].size;
+      int64_t st0 = 1;
+      size_t ns = 0;
+      const int64_t *sv = drk_node_attr_ints(n, "strides", &ns);
+      if (sv && ns) st0 = sv[0];
+      bool padded = q && n->inputs[0]->dtype == DRK_DT_F16 && drk_node_attr_int(n, "group", 1) == 1 && st0 <= 8;
+      CHECK(padded ? cw == 8 && cx == 8 : cw == n->inputs[0]->shape.dims[3].size / drk_node_attr_int(n, "group", 1) && cx != 8);
+    }
+    drk_tensor_t in[3];
+    CHECK(drk_tensor_alloc(&in[0], DRK_DT_F16, 4, (int64_t[]){2, 3, 8, 8}) &&
+          drk_tensor_alloc(&in[1], DRK_DT_F16, 4, (int64_t[]){1, 6, 8, 8}) &&
+          drk_tensor_alloc(&in[2], DRK_DT_F32, 4, (int64_t[]){1, 3, 8, 8}));
+    for (int t = 0; t < 3; t++)
+      for (int64_t i = 0; i < drk_tensor_numel(&in[t]); i++) drk_tensor_set_f64(&in[t], i, sin((double)i * 1.3 + t));
+    drk_tensor_t a[5] = {0}, b[5] = {0};
+    CHECK(drk_interp_run(g, in, a, &d) && drk_interp_run(ref, in, b, &d));
+    for (int i = 0; i < 5; i++) {
+      CHECK(a[i].nbytes == b[i].nbytes && memcmp(a[i].data, b[i].data, a[i].nbytes) == 0);
+      drk_tensor_free(&a[i]), drk_tensor_free(&b[i]);
+    }
+    for (int t = 0; t < 3; t++) drk_tensor_free(&in[t]);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 static const test_t tests[] = {
     {"pad_matmul_n", test_pad_matmul_n},
     {"gemm_to_matmul", test_gemm_to_matmul},
@@ -1308,6 +1380,7 @@ static const test_t tests[] = {
     {"conv_to_matmul_patches", test_conv_to_matmul_patches},
     {"merge_matmul", test_merge_matmul},
     {"layout_nhwc", test_layout_nhwc},
+    {"layout_pad_channels", test_layout_pad_channels},
     {"fold_batchnorm", test_fold_batchnorm},
     {"broadcast_symbolic", test_broadcast_symbolic},
     {"matmul", test_matmul},
