@@ -80,6 +80,14 @@ static bool op_matmul(drk_ictx_t *c) {
   for (int k = 0; k < brank; k++) od[orank++] = bd[k];
   if (a->rank > 1) od[orank++] = M;
   if (b->rank > 1) od[orank++] = N;
+  /* result_n (pad-matmul-n: B padded with zero columns to a multiple of 8): the result keeps
+   * B's first result_n columns; computed over all N, then each row cut to them */
+  int64_t RN = drk_node_attr_int(c->n, "result_n", 0);
+  if (RN) {
+    if (b->rank != 2 || RN < 0 || RN > N || !drk_dtype_is_float(a->dtype))
+      return drk_ierr(c, "result_n %lld needs a float 2-D B at least that wide", (long long)RN);
+    od[orank - 1] = RN;
+  }
   if (!drk_iout(c, 0, mm_result(a->dtype), orank, od)) return false;
   int64_t nb = 1;
   for (int k = 0; k < brank; k++) nb *= bd[k];
@@ -108,6 +116,8 @@ static bool op_matmul(drk_ictx_t *c) {
     } else {
       for (int64_t i = 0; i < nb; i++) batched_mm_one(&bm, i, true);
     }
+    if (RN)
+      for (int64_t r = 0; r < nb * M; r++) memmove(C + r * RN, C + r * N, sizeof(double) * (size_t)RN);
     drk_istore_f64(&c->out[0], C);
     drk_ifree(A); drk_ifree(B); drk_ifree(C); drk_ifree(offs);
   } else {

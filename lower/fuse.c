@@ -687,7 +687,8 @@ static bool const_matrix(const drk_value_t *v) { return v && v->kind == DRK_VALU
 static void pair_sibling(fz_t *z, drk_fusion_group_t *gr, int gi, int *assigned) {
   const drk_graph_t *g = z->g;
   const drk_node_t *a = g->nodes[gr->anchor];
-  if (a->op != DRK_OP_MATMUL || !const_matrix(a->inputs[1])) return;
+  /* a padded B (pad-matmul-n's result_n) is read with its own row stride: not paired */
+  if (a->op != DRK_OP_MATMUL || !const_matrix(a->inputs[1]) || drk_node_attr_int(a, "result_n", 0)) return;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *e = g->nodes[gr->nodes[i]];
     for (int j = 0; e != a && j < e->n_inputs; j++) {
@@ -697,6 +698,7 @@ static void pair_sibling(fz_t *z, drk_fusion_group_t *gr, int gi, int *assigned)
       int pp = z->pos_of_node[p->id];
       const drk_value_t *wb = p->inputs[1], *wa = a->inputs[1];
       if (assigned[pp] >= 0 || p->inputs[0] != a->inputs[0] || !const_matrix(wb) || wb->dtype != wa->dtype ||
+          drk_node_attr_int(p, "result_n", 0) ||
           !drk_shape_equal(&wb->shape, &wa->shape) || !drk_shape_equal(&u->shape, &a->outputs[0]->shape) || z->is_out[u->id])
         continue;
       bool inside = true;

@@ -136,6 +136,14 @@ static bool mm_setup(drk_lctx_t *c, mm_t *s) {
   s->sak = 1;
   s->sbk = rb >= 2 ? s->N : 1;
   s->sbn = 1;
+  /* result_n (pad-matmul-n): B's rows are N wide in memory (a multiple of 8: the TMA kernel's
+   * 16-byte strides), the result has the first result_n columns, stored masked */
+  int64_t rn = drk_node_attr_int(n, "result_n", 0);
+  if (rn) {
+    if (rb != 2 || rn < 1 || rn > s->N || y->shape.dims[y->shape.rank - 1].size != rn)
+      return lw_err(c, "result_n %lld needs a 2-D B at least that wide and a result that wide", (long long)rn);
+    s->N = rn;
+  }
   /* batch dims: those of the output before M, N */
   int ry = y->shape.rank - (ra >= 2) - (rb >= 2);
   s->nb = ry;
@@ -315,7 +323,7 @@ static void ws_setmaxnreg(drk_lctx_t *c, int regs, const char *action) {
 static bool ws_eligible(drk_lctx_t *c, const mm_t *s, const drk_schedule_t *S, ws_batch_t *ba, ws_batch_t *bb) {
   const drk_node_t *n = c->node;
   if (!S->mma || n->op != DRK_OP_MATMUL || n->inputs[0]->shape.rank < 2 || n->inputs[1]->shape.rank < 2) return false;
-  if (s->K % 8 || s->N % 8 || s->M < 1 || s->K < 1) return false;
+  if (s->K % 8 || s->sbk % 8 || s->M < 1 || s->K < 1) return false; /* B's rows: 16-byte strides */
   *ba = ws_batch_kind(s, s->bas, s->M * s->K);
   *bb = ws_batch_kind(s, s->bbs, s->K * s->N);
   if (*ba == WS_NONE || *bb == WS_NONE) return false;
@@ -530,8 +538,12 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
     drk_tile_op_set_int(m, buf->def, "offset", off);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){buf, lw_cast(c, res, W->s->t)}, 0, NULL);
     ws_bar(c, 2 + (W->stage_off ? slot : h), 128);
-    int tc = (int)(G / 8 < 32 ? G / 8 : 32);
-    const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
+    /* 8 columns a thread (16-byte vectors) where rows start aligned; else (result_n: a
+     * padded LM head's 50257-wide rows) one column a thread, a warp's lanes along the row,
+     * so that the element-wise stores of a warp still cover whole sectors */
+    int v = N % 8 == 0 ? 8 : 1;
+    int tc = (int)(G / v < 32 ? G / v : 32);
+    const drk_tile_layout_t *L = drk_tile_layout_blocked(m, 2, (int[]){1, v}, (int[]){32 / tc, tc}, (int[]){4, 1}, (int[]){1, 0});
     drk_tile_type_t ht = drk_tile_type_tile(W->s->t, 2, (int64_t[]){64, G}, L);
     if (W->pair) {
       /* the halves [64 x G] (the anchor's columns, then the paired MatMul's): each its own
@@ -720,7 +732,7 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   const drk_tile_layout_t *SW = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
   const drk_tile_layout_t *BAR = drk_tile_layout_shared(m, 0, 1, (int[]){0});
   drk_larg_tma_t ta = {s->t, 2, {s->K, rows_a}, {s->K * es}, {(int32_t)W.BK, (int32_t)W.BM}, 128, 256, false, {0}};
-  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->N * es}, {64, (int32_t)W.BK}, 128, 256, false, {0}};
+  drk_larg_tma_t tb = {s->t, 2, {s->N, rows_b}, {s->sbk * es}, {64, (int32_t)W.BK}, 128, 256, false, {0}};
   /* conv: X [Nb, IH, IW, C] as a 4-D tensor, W [OC, KH, KW, C] as [OC, taps, C] (channels
    * past C zero-filled in both, so C need not be a multiple of 64); strides of 16 bytes need
    * C % 8 == 0 (conv_ws_eligible) */

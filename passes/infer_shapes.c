@@ -1348,6 +1348,12 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
     case DRK_OP_MATMUL: {
       shp_t b = shp_of(in(n, 1));
       infer_matmul(c, &x, &b, &o->s[0]);
+      /* result_n (drkc's, pad-matmul-n): the result keeps B's first result_n columns */
+      int64_t rn = drk_node_attr_int(n, "result_n", 0);
+      if (rn > 0 && o->s[0].rank >= 1 && b.rank == 2 && !b.d[1].sym && rn <= b.d[1].size)
+        o->s[0].d[o->s[0].rank - 1] = dim_s(rn);
+      else if (rn != 0)
+        err(c, "result_n %lld needs a 2-D B of static width >= it", (long long)rn);
       return;
     }
     case DRK_OP_GEMM: infer_gemm(c, n, &x, o); return;

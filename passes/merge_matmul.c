@@ -74,6 +74,7 @@ static use_t *compute_uses(const drk_graph_t *g) {
 /* n multiplies a static float x by a constant [K, N] of x's dtype into a static result. */
 static bool candidate(const drk_node_t *n) {
   if (n->op != DRK_OP_MATMUL || n->dead || n->n_inputs != 2 || n->n_outputs != 1) return false;
+  if (drk_node_attr_int(n, "result_n", 0)) return false; /* a padded B (pad-matmul-n) */
   const drk_value_t *x = n->inputs[0], *w = n->inputs[1], *y = n->outputs[0];
   if (!x || !w || !y || !value_static(x) || !value_static(y) || x->shape.rank < 2 || x->shape.rank > DRK_MAX_RANK ||
       !drk_dtype_is_float(x->dtype))

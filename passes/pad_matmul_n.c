@@ -1,15 +1,19 @@
 /* Matmul widths padded for the sm_90a kernel (drk_pass_pad_matmul_n): MatMul(A, B) with B a
  * 2-D constant [K, N], N not a multiple of 8 (K one, N >= 64) becomes
- *   Slice(MatMul(A, B padded with zero columns to [K, N8]), [0, N) of the last axis)
- * with N8 = N rounded up to 8. Why: the TMA + wgmma kernel needs 16-byte row strides in B and
- * the result (N and K multiples of 8 in 16-bit types); GPT-2's LM head (N = 50257) otherwise
- * runs on the general mma.sync kernel (0.99 ms of a 3.48 ms b1 s1024 run on an H200). The
- * weight is padded once here (N8 - N < 8 columns); the Slice is data movement that a flat
- * group takes (with the Cast to f32 of a logits output it is one kernel, the one the Cast was).
+ *   MatMul(A, B padded with zero columns to [K, N8]) {result_n = N}
+ * with N8 = N rounded up to 8: the result is the first N columns (the attribute is drkc's:
+ * infer_shapes, the interpreter and lower_matmul.c read B's rows as N8 wide and the result
+ * as N wide). Why: the TMA + wgmma kernel needs 16-byte row strides in B (N and K multiples
+ * of 8 in 16-bit types); GPT-2's LM head (N = 50257) otherwise runs on the general mma.sync
+ * kernel (0.99 ms of a 3.48 ms b1 s1024 run on an H200). The weight is padded once here
+ * (N8 - N < 8 columns). The kernel's epilogue stores the N columns masked, straight into the
+ * result (with the Cast to f32 of a logits output fused: f32 stores), so there is no wider
+ * f16 intermediate and no Slice copy (GPT-2 s1024: 2 x 103 MB of traffic less than the
+ * earlier Slice form).
  *
  * Requires: shapes inferred and static on the MatMul. Guarantees: the same function (the
- * padded columns are computed and dropped; the kept ones are the same sums); the MatMul's
- * result keeps its name and becomes the Slice's. Leaves the MatMul nodes dead. */
+ * padded columns are zero and never stored; the kept ones are the same sums); the MatMul's
+ * result keeps its name and becomes the new MatMul's. Leaves the MatMul nodes dead. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,24 +41,14 @@ static bool rewrite(drk_graph_t *g, drk_node_t *n) {
   drk_value_t *bp = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_wpad", b->name), b->dtype,
                                              drk_graph_shape_static(g, 2, (int64_t[]){K, N8}), p, es * (size_t)(K * N8));
   free(p);
-  int r = y->shape.rank;
-  int64_t yd[8];
-  for (int i = 0; i < r; i++) yd[i] = y->shape.dims[i].size;
-  yd[r - 1] = N8;
+  /* MatMul(A, B padded) {result_n = N}: the result is the first N columns, stored by the
+   * kernel's masked epilogue straight into y (no wider intermediate, no Slice copy) */
   const char *mn = drk_graph_unique_namef(g, "%s_padded", base);
   drk_node_t *mm = drk_graph_add_node(g, DRK_OP_MATMUL, 2, (drk_value_t *[]){a, bp}, 1, &mn, n->loc);
-  mm->outputs[0]->dtype = y->dtype;
-  mm->outputs[0]->shape = drk_graph_shape_static(g, r, yd);
-  int64_t one = 1, st = 0, en = N, ax = -1;
-  drk_shape_t s1 = drk_graph_shape_static(g, 1, &one);
-  drk_value_t *vs = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_starts", base), DRK_DT_I64, s1, &st, 8);
-  drk_value_t *ve = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_ends", base), DRK_DT_I64, s1, &en, 8);
-  drk_value_t *va = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_axes", base), DRK_DT_I64, s1, &ax, 8);
-  const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
-  drk_node_t *sl = drk_graph_add_node(g, DRK_OP_SLICE, 4, (drk_value_t *[]){mm->outputs[0], vs, ve, va}, 1, &tmp, n->loc);
-  /* the MatMul's result (its name, its users, maybe a graph output) becomes the Slice's */
-  sl->outputs[0] = y;
-  y->def = sl;
+  drk_node_set_int(g, mm, "result_n", N);
+  /* the MatMul's result (its name, its users, maybe a graph output) becomes the new one's */
+  mm->outputs[0] = y;
+  y->def = mm;
   y->def_index = 0;
   n->dead = true;
   return true;

@@ -252,6 +252,24 @@ static bool const_underflows(const drk_value_t *v, drk_dtype_t t) {
   return flushed * 100 > nonzero;
 }
 
+/* An f32 constant of angles that t would move by more than DRK_PRECISION_ANGLE_ERR radians
+ * somewhere: positions x inverse frequencies folded at compile time (static positions) reach
+ * a few thousand, where bf16 is off by up to 8 rad and f16 by 1 (the cos/sin become noise).
+ * Looked at only inside a rotary cone (find_rotary), so weights are never scanned here. */
+#define DRK_PRECISION_ANGLE_ERR 0x1p-8
+static bool const_angles_lost(const drk_value_t *v, drk_dtype_t t) {
+  if (!v || v->kind != DRK_VALUE_CONST || v->dtype != DRK_DT_F32 || !v->data) return false;
+  int64_t n = const_numel(v);
+  for (int64_t i = 0; i < n; i++) {
+    float f = f32_at(v, i);
+    if (!isfinite(f)) continue;
+    uint16_t h = to_half(t, f);
+    float r = t == DRK_DT_F16 ? drk_f16_to_f32(h) : drk_bf16_to_f32(h);
+    if (fabs((double)r - (double)f) > DRK_PRECISION_ANGLE_ERR) return true;
+  }
+  return false;
+}
+
 static bool is_reduce_sum(const drk_node_t *n) { return n && n->op == DRK_OP_REDUCE_SUM; }
 static bool is_reduce_sm(const drk_node_t *n) {
   return n && (n->op == DRK_OP_REDUCE_SUM || n->op == DRK_OP_REDUCE_MEAN);
@@ -397,7 +415,10 @@ static void find_div_by_sum(pctx_t *c, drk_node_t *dv) {
 }
 
 /* Rotary angles: a Cos or Sin whose argument is computed (by products, sums and data
- * movement, in f32) from positions, i.e. a Cast of integers or a float Range. Positions times
+ * movement, in f32) from positions, i.e. a Cast of integers or a float Range, or from an f32
+ * constant that T would move by more than DRK_PRECISION_ANGLE_ERR (the angles themselves,
+ * folded at compile time when the positions are static: the dynamo export of LLaMA at
+ * s2048 folds positions x inverse frequencies but not the larger cos/sin tables). Positions times
  * inverse frequencies in f16 are off by up to (position / 2048) radians (f16 keeps 11
  * significant bits), which turns cos/sin into noise past a few thousand positions; the whole
  * cone, the Cos/Sin and the position Cast stay f32 (the Cos/Sin results, in [-1, 1], are then
@@ -412,6 +433,7 @@ static void find_rotary(pctx_t *c, drk_node_t *trig) {
     drk_node_t *m = cone[k];
     for (int i = 0; i < m->n_inputs; i++) {
       const drk_value_t *v = m->inputs[i];
+      if (v && v->kind == DRK_VALUE_CONST && const_angles_lost(v, c->T)) positions = true;
       if (!v || v->kind == DRK_VALUE_CONST || orig_dt(c, v) != DRK_DT_F32) continue; /* shapes, axes, weights */
       drk_node_t *p = producer(v);
       if (!p) return; /* a float graph input */
@@ -651,6 +673,7 @@ static unsigned char *f8_head_values(const pctx_t *c) {
 static bool f8_candidate(const pctx_t *c, const drk_node_t *n) {
   if (!live(n) || n->n_outputs != 1 || !n->outputs[0] || n->n_inputs < 2 || !n->inputs[0]) return false;
   if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) return false;
+  if (drk_node_attr_int(n, "result_n", 0)) return false; /* a padded B (pad-matmul-n): stays f16 */
   drk_dtype_t t = orig_dt(c, n->outputs[0]);
   if (t == DRK_DT_F32) {
     if (n->id < c->nn && c->keep[n->id]) return false;

@@ -189,7 +189,7 @@ static bool st_conv_to_matmul(drk_pipeline_t *p) {
   if (!drk_pass_conv_to_matmul(p->g, &n)) return false;
   if (!n) return true;
   drk_pass_eliminate_dead(p->g);
-  if (p->o->verbose) fprintf(stderr, "drkc: %zu pointwise convolutions run as matrix products\n", n);
+  if (p->o->verbose) fprintf(stderr, "drkc: %zu pointwise or patch convolutions run as matrix products\n", n);
   return drk_pass_infer_shapes(p->g, p->d);
 }
 
@@ -427,7 +427,7 @@ static const drk_stage_t stages[] = {
      dump_graph},
     {"fold-batchnorm", "folds inference BatchNormalization into the convolution before it", st_fold_batchnorm,
      dump_graph},
-    {"conv-to-matmul", "pointwise convolutions become MatMuls", st_conv_to_matmul, dump_graph},
+    {"conv-to-matmul", "pointwise and patch convolutions become MatMuls", st_conv_to_matmul, dump_graph},
     {"gemm-to-matmul", "Gemms become MatMuls with their alpha/beta/C as an epilogue", st_gemm_to_matmul, dump_graph},
     {"pad-matmul-n", "sm_90a: constant MatMul weights of N % 8 != 0 columns padded, the result sliced", st_pad_matmul_n,
      dump_graph},

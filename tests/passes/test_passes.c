@@ -747,6 +747,56 @@ static void test_conv_to_matmul(void) {
   }
 }
 
+/* Patch Convs (kernel == stride, ViT's patch embedding) become Reshape -> Transpose ->
+ * Reshape -> MatMul by the transposed weight -> Add -> Transpose -> Reshape and compute the
+ * same; overlapping patches (stride < kernel), an H that is no multiple of the kernel and
+ * padding keep the Conv. */
+static size_t count_op(const drk_graph_t *g, drk_op_t op);
+
+static drk_graph_t *patch_graph(int h, int w, int kernel, int stride, int pad) {
+  drk_graph_t *g = drk_graph_create("t");
+  char xs[32], ws[32];
+  snprintf(xs, sizeof xs, "2,3,%d,%d", h, w);
+  snprintf(ws, sizeof ws, "8,3,%d,%d", kernel, kernel);
+  drk_value_t *x = input(g, "x", DRK_DT_F32, xs);
+  drk_node_t *c = node(g, DRK_OP_CONV, "c", 1, 3, x, f32s(g, "w", ws), f32s(g, "b", "8"));
+  drk_node_set_ints(g, c, "strides", 2, (int64_t[]){stride, stride});
+  drk_node_set_ints(g, c, "kernel_shape", 2, (int64_t[]){kernel, kernel});
+  if (pad) drk_node_set_ints(g, c, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+  drk_node_t *r = node(g, DRK_OP_RELU, "r", 1, 1, OUT(c));
+  drk_graph_add_output(g, OUT(r));
+  return g;
+}
+
+static void test_conv_to_matmul_patches(void) {
+  static const int cases[][5] = {{8, 12, 4, 4, 0}, {12, 8, 2, 2, 0}, {8, 12, 4, 2, 0}, {10, 12, 4, 4, 0}, {8, 12, 4, 4, 1}};
+  for (int k = 0; k < (int)DRK_ARRAY_LEN(cases); k++) {
+    const int *cs = cases[k];
+    bool want = k < 2;
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_graph_t *g = patch_graph(cs[0], cs[1], cs[2], cs[3], cs[4]), *ref = patch_graph(cs[0], cs[1], cs[2], cs[3], cs[4]);
+    CHECK(drk_pass_pipeline_canonicalize(g, &d) && drk_pass_pipeline_canonicalize(ref, &d));
+    size_t n = 99;
+    CHECK(drk_pass_conv_to_matmul(g, &n));
+    CHECK(n == (want ? 1u : 0u));
+    drk_pass_eliminate_dead(g);
+    CHECK(drk_pass_infer_shapes(g, &d) && drk_graph_verify(g, &d));
+    CHECK(count_op(g, DRK_OP_CONV) == (want ? 0u : 1u) && count_op(g, DRK_OP_MATMUL) == (want ? 1u : 0u));
+    drk_tensor_t in;
+    int64_t numel = 2 * 3 * cs[0] * cs[1];
+    CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 4, (int64_t[]){2, 3, cs[0], cs[1]}));
+    for (int64_t i = 0; i < numel; i++) ((float *)in.data)[i] = (float)((i * 37) % 11) * 0.3f - 1.5f + (float)i * 1e-3f;
+    drk_tensor_t a = {0}, b = {0};
+    CHECK(drk_interp_run(g, &in, &a, &d) && drk_interp_run(ref, &in, &b, &d));
+    CHECK(a.rank == b.rank && drk_tensor_numel(&a) == drk_tensor_numel(&b));
+    double err = drk_tensor_rel_error(&a, &b);
+    if (err > 1e-6) fprintf(stderr, "conv_to_matmul patches rel. error %g (case %d)\n", err, k), failures++;
+    drk_tensor_free(&a), drk_tensor_free(&b), drk_tensor_free(&in);
+    drk_graph_destroy(g), drk_graph_destroy(ref);
+  }
+}
+
 /* Layout pass (passes/layout_nhwc.c) on a small conv net: Conv -> Relu -> MaxPool -> Conv ->
  * per-channel Mul -> residual Add -> Relu -> Add of a broadcast graph input -> AveragePool ->
  * pointwise Conv (a MatMul after conv-to-matmul) -> Clip -> GlobalAveragePool -> Flatten,
@@ -1198,8 +1248,8 @@ static void test_fold_weight_transpose(void) {
 }
 
 /* MatMul widths padded (passes/pad_matmul_n.c): a constant [16, 70] weight becomes [16, 72]
- * with zero columns, the result a Slice of the [.., 72] product with the same values and the
- * same name; N a multiple of 8, or K not one, is left alone. */
+ * with zero columns, the MatMul {result_n = 70} giving the first 70 columns, the same values
+ * under the same name; N a multiple of 8, or K not one, is left alone. */
 static drk_graph_t *pad_graph(int64_t K, int64_t N) {
   drk_graph_t *g = drk_graph_create("t");
   char xs[32], ws[32];
@@ -1226,8 +1276,16 @@ static void test_pad_matmul_n(void) {
     const drk_value_t *y = g->outputs[0];
     CHECK(strcmp(y->name, "logits") == 0 && y->shape.dims[2].size == N);
     if (cases[k][2]) {
-      CHECK(y->def->op == DRK_OP_SLICE && y->def->inputs[0]->def->op == DRK_OP_MATMUL);
-      CHECK(y->def->inputs[0]->def->inputs[1]->shape.dims[1].size == 72);
+      CHECK(y->def->op == DRK_OP_MATMUL && drk_node_attr_int(y->def, "result_n", 0) == N);
+      CHECK(y->def->inputs[1]->shape.dims[1].size == 72);
+      /* print -> parse -> print keeps the attribute and the narrower result */
+      char *t1 = drk_graph_print_string(g, SIZE_MAX, NULL);
+      drk_graph_t *g2 = t1 ? drk_graph_parse(t1, strlen(t1), "pad.drkg", &d) : NULL;
+      if (g2) CHECK(drk_pass_infer_shapes(g2, &d));
+      char *t2 = g2 ? drk_graph_print_string(g2, SIZE_MAX, NULL) : NULL;
+      CHECK(t1 && t2 && strcmp(t1, t2) == 0);
+      free(t1), free(t2);
+      if (g2) drk_graph_destroy(g2);
     }
     drk_tensor_t in;
     CHECK(drk_tensor_alloc(&in, DRK_DT_F32, 3, (int64_t[]){2, 5, K}));
@@ -1319,6 +1377,7 @@ static const test_t tests[] = {
     {"plan_inplace", test_plan_inplace},
     {"plan_kernels", test_plan_kernels},
     {"conv_to_matmul", test_conv_to_matmul},
+    {"conv_to_matmul_patches", test_conv_to_matmul_patches},
     {"merge_matmul", test_merge_matmul},
     {"layout_nhwc", test_layout_nhwc},
     {"layout_pad_channels", test_layout_pad_channels},
