@@ -99,7 +99,8 @@ static bool op_reshape(drk_ictx_t *c) {
       continue;
     }
     if (shp[i] < 0) return drk_ierr(c, "invalid shape value %lld", (long long)shp[i]);
-    known *= shp[i];
+    if (!drk_numel_mul(&known, shp[i]))
+      return drk_ierr(c, "shape value %d = %lld makes more than 2^56 elements", i, (long long)shp[i]);
   }
   int64_t total = drk_tensor_numel(x);
   if (infer >= 0) {

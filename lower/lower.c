@@ -387,10 +387,11 @@ static bool check_static(drk_lctx_t *c) {
         const drk_dim_t *dd = &v->shape.dims[j];
         if (dd->sym && strncmp(dd->sym, DRK_FRESH_SYM_PREFIX, strlen(DRK_FRESH_SYM_PREFIX)) == 0)
           return lw_err(c, "GPU lowering needs static shapes; dim %d of %s '%s' depends on data or on a symbolic dim "
-                        "(bind the graph's symbolic dims with drk_graph_bind_dims)", j, io ? "result" : "input", v->name);
+                        "(bind the graph's symbolic dims: drkc --bind=NAME=SIZE, drk_graph_bind_dims)", j,
+                        io ? "result" : "input", v->name);
         if (dd->sym || dd->size < 0)
           return lw_err(c, "GPU lowering needs static shapes; dim '%s' of %s '%s' is symbolic: bind it with "
-                        "drk_graph_bind_dims (e.g. \"%s=1\")",
+                        "drkc --bind=%s=1 (drk_graph_bind_dims)",
                         dd->sym ? dd->sym : "?", io ? "result" : "input", v->name, dd->sym ? dd->sym : "?");
       }
       if (lw_numel(v) >= ((int64_t)1 << 40)) return lw_err(c, "value '%s' is too large to lower", v->name);

@@ -106,8 +106,8 @@ static shp_t shp_of(const drk_value_t *v) {
   return s;
 }
 
-/* Multiplies into *acc; false on overflow (absurd static dims: no claim is made then). */
-static bool mul_into(int64_t *acc, int64_t v) { return !__builtin_mul_overflow(*acc, v, acc); }
+/* Multiplies into *acc; false past DRK_MAX_NUMEL (drk_numel_mul). */
+static bool mul_into(int64_t *acc, int64_t v) { return drk_numel_mul(acc, v); }
 
 static int64_t shp_numel(const shp_t *s) {
   if (s->rank < 0) return -1;
@@ -321,7 +321,13 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   int64_t in_static = 1;
   bool in_ok = true;
   for (int i = 0; i < x->rank; i++) {
-    if (is_st(x->d[i])) { if (!mul_into(&in_static, x->d[i].size)) return; }
+    if (is_st(x->d[i])) {
+      if (!mul_into(&in_static, x->d[i].size)) {
+        err(c, "input %s has more than 2^56 elements", fmt_shp(x));
+        shp_unknown(o);
+        return;
+      }
+    }
     else if (x->d[i].sym) syms[ns++] = x->d[i].sym;
     else in_ok = false;
   }
@@ -333,7 +339,14 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   for (int i = 0; i < n; i++) {
     if (i == neg) continue;
     drk_dim_t dd = o->d[i];
-    if (is_st(dd)) { if (!mul_into(&out_static, dd.size)) return; continue; }
+    if (is_st(dd)) {
+      if (!mul_into(&out_static, dd.size)) {
+        err(c, "shape %s has more than 2^56 elements", fmt_shp(o));
+        shp_unknown(o);
+        return;
+      }
+      continue;
+    }
     if (!dd.sym) { out_ok = false; continue; }
     int j;
     for (j = 0; j < ns; j++)
@@ -1467,6 +1480,12 @@ static void commit(ictx_t *c, drk_value_t *v, drk_dtype_t dt, const shp_t *s) {
   }
   v->dtype = dt;
   if (s->rank < 0) return; /* keep what was declared */
+  int64_t total = 1;
+  for (int i = 0; i < s->rank; i++)
+    if (is_st(s->d[i]) && !drk_numel_mul(&total, s->d[i].size)) {
+      err(c, "result '%s' would have shape %s: more than 2^56 elements", v->name, fmt_shp(s));
+      return;
+    }
   if (ex->rank >= 0 && ex->rank != s->rank) {
     shp_t e = shp_of(v);
     err(c, "result '%s' is declared with shape %s but the op gives %s", v->name, fmt_shp(&e), fmt_shp(s));

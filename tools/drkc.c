@@ -285,6 +285,23 @@ static bool output_is_input(const char *out, const char *in) {
   return out && stat(out, &a) == 0 && stat(in, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* The output's folder must exist and take a new file, checked before a compile that can take
+ * many seconds: write_result's temporary file is made there. */
+static bool output_writable(const char *path) {
+  if (!path || strcmp(path, "-") == 0) return true;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(EISDIR));
+    return false;
+  }
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  bool ok = dir && access(dir, W_OK | X_OK) == 0;
+  if (!ok) fprintf(stderr, "drkc: error: cannot write '%s': %s: %s\n", path, dir ? dir : "", strerror(errno));
+  free(dir);
+  return ok;
+}
+
 /* The model file's SHA-256 (provenance) on a thread of its own while the build runs: for
  * big models reading and hashing the file take seconds. */
 typedef struct hash_job {
@@ -426,6 +443,10 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: -o %s is the input model; name another output file\n", o->output);
     return 1;
   }
+  char *dflt_out = !o->output && !ek->text ? default_output(o->input, ek->ext) : NULL;
+  bool writable = output_writable(o->output ? o->output : dflt_out);
+  free(dflt_out);
+  if (!writable) return 1;
   if (!load_schedules(o->schedules_path, &o->schedules, &d)) return 1;
   o->c.schedules = o->schedules.n ? &o->schedules : NULL;
   struct timespec t0, t1;
@@ -539,7 +560,16 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
     for (int i = 0; ok && i < t->rank; i++)
       if (!v->shape.dims[i].sym && v->shape.dims[i].size != t->dims[i]) ok = false;
     if (!ok) {
-      drk_diag_error(d, drk_loc_none, "%s: input '%s' has the wrong shape for the model", src, v->name);
+      char want[256], got[256];
+      size_t a = 0, b = 0;
+      for (int i = 0; i < v->shape.rank && a + 40 < sizeof want; i++)
+        a += v->shape.dims[i].sym ? (size_t)snprintf(want + a, sizeof want - a, "%s%.30s", i ? ", " : "", v->shape.dims[i].sym)
+                                  : (size_t)snprintf(want + a, sizeof want - a, "%s%lld", i ? ", " : "",
+                                                     (long long)v->shape.dims[i].size);
+      for (int i = 0; i < t->rank && b + 24 < sizeof got; i++)
+        b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+      want[a] = got[b] = 0;
+      drk_diag_error(d, drk_loc_none, "%s: input '%s' has shape [%s]; the model expects [%s]", src, v->name, got, want);
       return false;
     }
   }
@@ -637,7 +667,7 @@ static int run_model(run_options_t *ro) {
   drk_diag_init(&quiet, NULL);
   drk_target_parse_list("sm_90", &o->targets, &quiet); /* CPU runs apply the policy as for sm_90 */
   drk_pipeline_t *p = drk_pipeline_create(o, ro->model, NULL, "module", &d);
-  drk_graph_t *g = p && drk_pipeline_run_to(p, "import") ? drk_pipeline_graph(p) : NULL;
+  drk_graph_t *g = p && drk_pipeline_run_to(p, "verify") ? drk_pipeline_graph(p) : NULL;
   if (!g) {
     drk_pipeline_destroy(p);
     return 1;
@@ -692,7 +722,10 @@ static int run_model(run_options_t *ro) {
     }
     bool ok = src ? read_input_file(src, v->dtype, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
                   : random_input(g, v, &rng, &inputs[i], &d);
-    if (!ok) goto done;
+    if (!ok) {
+      drk_tensor_free(&inputs[i]); /* read but refused: not among the `loaded` freed below */
+      goto done;
+    }
     loaded++;
   }
   /* The optimizations (BN folding, the precision policy) come after the reference (the

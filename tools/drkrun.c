@@ -201,6 +201,19 @@ static int list_module(const char *path) {
          mf->prov.drkc_version, mf->prov.model_hash, mf->prov.targets, mf->prov.command_line);
   printf("  arena %llu bytes (weights %llu), %u kernels, %u inputs, %u outputs\n", (unsigned long long)mf->arena_size,
          (unsigned long long)mf->weights_size, mf->n_kernels, mf->n_inputs, mf->n_outputs);
+  for (int io = 0; io < 2; io++)
+    for (uint32_t i = 0; i < (io ? mf->n_outputs : mf->n_inputs); i++) {
+      const drk_modfile_tensor_t *t = io ? &mf->outputs[i] : &mf->inputs[i];
+      char name[256], dims[200] = "";
+      drk_escape(t->name, name, sizeof name); /* names are the model's: no raw control characters */
+      size_t l = 0;
+      for (uint32_t d = 0; d < t->rank && l + 24 < sizeof dims; d++)
+        l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+      drk_dtype_t dt;
+      printf("  %s %u '%s': %s[%s], %llu bytes at arena offset %llu\n", io ? "output" : "input", i, name,
+             drk_dtype_from_onnx(t->dtype, &dt) ? drk_dtype_name(dt) : "?", dims, (unsigned long long)t->size,
+             (unsigned long long)t->offset);
+    }
   for (uint32_t i = 0; i < mf->n_images; i++) {
     const drk_modfile_image_t *im = &mf->images[i];
     printf("  image %u: slot %u, kind %d, %llu bytes, targets %s\n", i, im->slot, (int)im->kind,
