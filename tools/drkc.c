@@ -45,7 +45,8 @@ static const char usage_text[] =
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
     "\n"
     "options:\n"
-    "  -o OUT                  output file (default: stdout for text kinds, INPUT.drkm for modules)\n"
+    "  -o OUT                  output file (default: stdout for text kinds; for files, the input's\n"
+    "                          name with the kind's extension in the current folder: ./model.drkm)\n"
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
     "                          --gpu-architecture=sm_90. Known: %s\n"
     "  --emit=KIND             %s (default module; schedules: every kernel's\n"
@@ -271,7 +272,8 @@ static int write_result(const options_t *o, const void *data, size_t size, bool 
   }
   if (!ok && fd >= 0) unlink(tmp);
   if (ok && !o->quiet && !text)
-    fprintf(stderr, "drkc: wrote %s: %zu kernels, %.1f MB, %.1f s\n", path, kernels, (double)size / 1e6, seconds);
+    fprintf(stderr, "drkc: wrote %s%s: %zu kernels, %.1f MB, %.1f s\n", strchr(path, '/') ? "" : "./", path, kernels,
+            (double)size / 1e6, seconds);
   else if (ok && o->c.verbose)
     fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
   free(tmp);
@@ -516,8 +518,8 @@ static bool random_input(const drk_graph_t *g, const drk_value_t *v, uint64_t *r
   }
   for (int i = 0; i < v->shape.rank; i++) {
     if (v->shape.dims[i].sym) {
-      drk_diag_error(d, drk_loc_none, "input '%s' has symbolic dim '%s': give it with --input %s=FILE",
-                     v->name, v->shape.dims[i].sym, v->name);
+      drk_diag_error(d, drk_loc_none, "input '%s' has symbolic dim '%s': give it with --input %s=FILE or --bind=%s=N",
+                     v->name, v->shape.dims[i].sym, v->name, v->shape.dims[i].sym);
       return false;
     }
     dims[i] = v->shape.dims[i].size;
@@ -942,7 +944,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (strcmp(argv[i], "--version") == 0) {
-      printf("drkc %s\n", DRK_VERSION_STRING);
+      drkc_print_version(stdout);
       return 0;
     }
     if (strcmp(argv[i], "-v") == 0) o.c.verbose = 1;

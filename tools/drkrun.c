@@ -18,6 +18,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#ifdef DRK_HAVE_GIT_HASH
+#include "drk_git_hash.h"
+#else
+#define DRK_GIT_HASH "unknown"
+#endif
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "drk/drkrt.h"
@@ -290,7 +295,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--profile")) profile = 1;
     else if (!strcmp(a, "--list")) list = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fputs(usage_text, stdout), 0;
-    else if (!strcmp(a, "--version")) return printf("drkrun %s\n", DRKRUN_VERSION), 0;
+    else if (!strcmp(a, "--version")) return printf("drkrun %s (git %s)\n", DRKRUN_VERSION, DRK_GIT_HASH), 0;
     else if ((v = opt_value(argc, argv, &i, "--input-dir", &missing))) in_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--output-dir", &missing))) out_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--latencies", &missing))) lat_path = v;

@@ -115,6 +115,16 @@ grep -qF "dtype 17674 is not an ONNX dtype a module holds" "$W/mut_dtype.out" ||
 grep -q "bytes for [0-9]* elements of dtype 1 " "$W/mut_dims.out" || { bad "dims"; cat "$W/mut_dims.out"; }
 grep -qF "arena offset 1 is not a multiple of 256" "$W/mut_offset.out" || { bad "offset"; cat "$W/mut_offset.out"; }
 grep -qF "PARAMS has" "$W/mut_params.out" || { bad "params"; cat "$W/mut_params.out"; }
+# -- --version: the commit, LLVM and ptxas; --help and the summary say where the output goes
+"$DRKC" --version >"$W/ver.out" 2>&1 || bad "drkc --version failed"
+grep -qE "^drkc [0-9.]+ \(git ([0-9a-f]{12}(-dirty)?|unknown)\)$" "$W/ver.out" || { bad "drkc --version: no commit"; cat "$W/ver.out"; }
+grep -qE "^LLVM [0-9]+\.[0-9]+\.[0-9]+$" "$W/ver.out" || { bad "drkc --version: no LLVM version"; cat "$W/ver.out"; }
+grep -qE "^ptxas" "$W/ver.out" || { bad "drkc --version: no ptxas line"; cat "$W/ver.out"; }
+"$DRKRUN" --version 2>&1 | grep -qE "^drkrun [0-9.]+ \(git " || bad "drkrun --version: no commit"
+"$DRKC" --help | grep -qF "in the current folder: ./model.drkm" || bad "--help does not say where the module goes"
+(cd "$W" && "$DRKC" conv_ok.onnx --target=sm_80) 2>"$W/dflt.err" || bad "default-output compile failed"
+grep -q "^drkc: wrote ./conv_ok.drkm: 1 kernels, [0-9.]* MB, [0-9.]* s$" "$W/dflt.err" || { bad "summary line:"; cat "$W/dflt.err"; }
+[ -f "$W/conv_ok.drkm" ] || bad "the default output is not ./conv_ok.drkm"
 # -- no leak when an input file is refused
 if command -v valgrind >/dev/null; then
   valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=9 "$DRKC" run "$(m dyn)" --device=cpu \
