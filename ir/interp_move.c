@@ -242,7 +242,8 @@ static bool op_split(drk_ictx_t *c) {
     int64_t s = 0;
     for (int i = 0; i < no; i++) {
       if (sizes[i] < 0) return drk_ierr(c, "negative split size");
-      s += sizes[i];
+      if (sizes[i] > DRK_MAX_NUMEL || (s += sizes[i]) > DRK_MAX_NUMEL) /* no int64 wrap on the way to `len` */
+        return drk_ierr(c, "split sizes sum to more than 2^56");
     }
     if (s != len) return drk_ierr(c, "split sizes sum to %lld, axis has %lld", (long long)s, (long long)len);
   } else {

@@ -252,7 +252,8 @@ static bool norm_axis(ictx_t *c, int64_t axis, int rank, int *out, const char *w
 /* ONNX pooling/conv output extent for one spatial axis. */
 static drk_dim_t pool_out(drk_dim_t in_d, int64_t k, int64_t s, int64_t dil, int64_t pb, int64_t pe,
                           const char *auto_pad, bool ceil_mode) {
-  if (!is_st(in_d) || k <= 0 || dil <= 0 || k > ((int64_t)1 << 31) || dil > ((int64_t)1 << 31) || pb < -((int64_t)1 << 40) ||
+  if (!is_st(in_d) || k <= 0 || dil <= 0 || k > ((int64_t)1 << 31) || dil > ((int64_t)1 << 31) || s > ((int64_t)1 << 40) ||
+      pb < -((int64_t)1 << 40) ||
       pb > ((int64_t)1 << 40) || pe < -((int64_t)1 << 40) || pe > ((int64_t)1 << 40))
     return dim_unk(); /* absurd attributes: no claim rather than overflow */
   int64_t n = in_d.size, ek = (k - 1) * dil + 1;
@@ -922,7 +923,7 @@ static void infer_concat(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t 
     shp_t y = shp_of(in(n, i));
     if (y.rank < 0) { sum_known = false; n_nonzero++; continue; }
     drk_dim_t da = y.d[a];
-    if (is_st(da)) sum += da.size;
+    if (is_st(da) && __builtin_add_overflow(sum, da.size, &sum)) { err(c, "concatenated axis overflows"); return; }
     else { sum_known = false; only_sym = da.sym; }
     if (!is_st(da) || da.size != 0) n_nonzero++;
     if (acc.rank < 0) { acc = y; continue; }
@@ -967,7 +968,10 @@ static void infer_split(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *
     if (!get_ints(c, in(n, 1), sizes, &ns)) return;
     if (ns != no) { err(c, "'split' has %d entries for %d outputs", ns, no); return; }
     int64_t tot = 0;
-    for (int i = 0; i < ns; i++) tot += sizes[i];
+    for (int i = 0; i < ns; i++) {
+      if (sizes[i] < 0 || sizes[i] > DRK_MAX_NUMEL) { err(c, "split size %lld is invalid", (long long)sizes[i]); return; }
+      tot += sizes[i]; /* at most MAXK values of at most 2^56 each: no wrap */
+    }
     if (is_st(x->d[a]) && tot != x->d[a].size) {
       err(c, "split sizes add up to %lld, but axis %d of %s is %lld", (long long)tot, a, fmt_shp(x), (long long)x->d[a].size);
       return;

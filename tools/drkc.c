@@ -762,7 +762,9 @@ static int run_model(run_options_t *ro) {
       drk_interp_check(&outputs[i], &ref[i], tol, &ck);
       failed += !ck.pass;
       char line[1024];
-      drk_interp_check_line(&ck, i, g->outputs[i]->name, tol, line, sizeof line);
+      char name[256]; /* the model's name, control characters escaped */
+      drk_escape(g->outputs[i]->name, name, sizeof name);
+      drk_interp_check_line(&ck, i, name, tol, line, sizeof line);
       printf("%s\n", line);
     }
     if (failed) {
@@ -792,7 +794,9 @@ gpu_done:
   }
   for (size_t i = 0; i < no; i++) {
     const drk_tensor_t *t = &outputs[i];
-    printf("output %zu '%s': %s[", i, g->outputs[i]->name, drk_dtype_name(t->dtype));
+    char name[256];
+    drk_escape(g->outputs[i]->name, name, sizeof name);
+    printf("output %zu '%s': %s[", i, name, drk_dtype_name(t->dtype));
     for (int k = 0; k < t->rank; k++) printf("%s%lld", k ? ", " : "", (long long)t->dims[k]);
     int64_t n = drk_tensor_numel(t);
     double sum = 0;

@@ -20,7 +20,9 @@ KIND = {"INT": "INT", "FLOAT": "FLOAT", "STRING": "STRING", "INTS": "INTS", "FLO
 AUTO_PAD = "NOTSET|SAME_UPPER|SAME_LOWER|VALID"
 CONV = {"strides": ("SPATIAL", None), "dilations": ("SPATIAL", None), "kernel_shape": ("KSHAPE", None),
         "pads": ("PADS", None), "group": ("POS", None), "auto_pad": ("ENUM", AUTO_PAD),
-        "output_padding": ("SPATIAL0", None), "output_shape": ("SPATIAL0", None)}
+        "output_padding": ("SPATIAL0", None),
+        # exporters also write the full [N, C, spatial...] form; only the values are checked
+        "output_shape": ("NONNEG", None)}
 POOL = {"strides": ("SPATIAL", None), "dilations": ("SPATIAL", None), "kernel_shape": ("SPATIAL", None),
         "pads": ("PADS", None), "auto_pad": ("ENUM", AUTO_PAD), "ceil_mode": ("BOOL", None),
         "count_include_pad": ("BOOL", None), "storage_order": ("BOOL", None)}

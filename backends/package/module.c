@@ -359,9 +359,21 @@ void drk_modfile_prec_mask_format(uint32_t mask, char *buf, size_t n) {
   if (!l) snprintf(buf, n, "-");
 }
 
+/* A name the model chose, control characters as \xNN (a value named "\x1b[2J" must not
+ * clear the terminal of whoever lists the module). */
+static void put_escaped(FILE *out, const char *s) {
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f) fprintf(out, "\\x%02x", ch);
+    else fputc(ch, out);
+  }
+}
+
 static void print_node(FILE *out, const drk_modfile_node_prec_t *q) {
-  if (q->from) fprintf(out, "%%%s (%s %s->%s)", q->name, q->op, drk_modfile_prec_name(q->from), drk_modfile_prec_name(q->compute));
-  else fprintf(out, "%%%s (%s %s)", q->name, q->op, drk_modfile_prec_name(q->compute));
+  fputc('%', out);
+  put_escaped(out, q->name);
+  if (q->from) fprintf(out, " (%s %s->%s)", q->op, drk_modfile_prec_name(q->from), drk_modfile_prec_name(q->compute));
+  else fprintf(out, " (%s %s)", q->op, drk_modfile_prec_name(q->compute));
 }
 
 void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *indent) {
@@ -391,7 +403,7 @@ void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *
     drk_modfile_prec_mask_format(k->acc, acc, sizeof acc);
     drk_modfile_prec_mask_format(k->math, math, sizeof math);
     drk_modfile_prec_mask_format(k->io, io, sizeof io);
-    fprintf(out, "%s  %-5u %-30s %-9s %-9s %-9s %-14s %-9s ", indent, i, m->kernels[i].name, dot, acc, math, io,
+    fprintf(out, "%s  %-5u %-30s %-9s %-9s %-9s %-14s %-9s ", indent, i, m->kernels[i].name, dot, acc, math, io, /* drkc's names */
             drk_modfile_group_name(k->group));
     /* the anchor first, then the group's other nodes in graph order */
     print_node(out, &m->node_precision[k->anchor]);

@@ -53,6 +53,8 @@ save("split_new", [h.make_node("Split", ["x"], ["a", "b"], name="s", axis=0, num
      [f("x", [4])], [f("a", None), f("b", None)], opset=13)
 save("esc", [h.make_node("Relu", ["x"], ["y"], name="\x1b[2J"), h.make_node("Foo", ["y"], ["z"], name="\x1b[31mred")],
      [f("x", [2])], [f("z", None)])
+save("esc_run", [h.make_node("Relu", ["x"], ["\x1b[2Jy"], name="\x1b]0;title\x07")], [f("x", [2])],
+     [f("\x1b[2Jy", [2])])
 open(f"{w}/wrong.pb", "wb").write(numpy_helper.from_array(np.zeros((3, 5), np.float32), "x").SerializeToString())
 PYEOF
 m() { echo "$W/$1.onnx"; }
@@ -101,6 +103,10 @@ expect wrong_shape 1 "/wrong.pb: input 'x' has shape [3, 5]; the model expects [
 "$DRKC" "$(m esc)" -o "$W/x.drkm" >"$W/esc.out" 2>&1
 grep -q $'\x1b' "$W/esc.out" && bad "a raw escape character reached the terminal"
 grep -qF "node '\\x1b[31mred' (#1)" "$W/esc.out" || { bad "escaped node name missing:"; cat -v "$W/esc.out"; }
+"$DRKC" run "$(m esc_run)" --device=cpu >"$W/esc_run.out" 2>&1 || bad "esc_run failed"
+"$DRKC" "$(m esc_run)" --target=sm_80 -o "$W/esc.drkm" 2>/dev/null && "$DRKRUN" "$W/esc.drkm" --list >>"$W/esc_run.out" 2>&1
+grep -q $'\x1b' "$W/esc_run.out" && bad "drkc run / drkrun --list print a raw escape character"
+grep -qF "output 0 '\x1b[2Jy': f32[2]" "$W/esc_run.out" || { bad "escaped output name missing"; cat -v "$W/esc_run.out"; }
 # -- drkrun --list: inputs and outputs
 "$DRKRUN" "$W/ok.drkm" --list >"$W/list.out" 2>&1 || bad "drkrun --list failed"
 grep -qF "input 0 'x': f32[1, 3, 8, 8], 768 bytes at arena offset" "$W/list.out" || { bad "--list lacks the input"; cat "$W/list.out"; }
