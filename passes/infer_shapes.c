@@ -923,8 +923,12 @@ static void infer_concat(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t 
     shp_t y = shp_of(in(n, i));
     if (y.rank < 0) { sum_known = false; n_nonzero++; continue; }
     drk_dim_t da = y.d[a];
-    if (is_st(da) && __builtin_add_overflow(sum, da.size, &sum)) { err(c, "concatenated axis overflows"); return; }
-    else { sum_known = false; only_sym = da.sym; }
+    if (is_st(da)) {
+      if (__builtin_add_overflow(sum, da.size, &sum)) { err(c, "concatenated axis overflows"); return; }
+    } else {
+      sum_known = false;
+      only_sym = da.sym;
+    }
     if (!is_st(da) || da.size != 0) n_nonzero++;
     if (acc.rank < 0) { acc = y; continue; }
     for (int j = 0; j < r; j++) {
