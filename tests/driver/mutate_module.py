@@ -3,7 +3,9 @@
 section's and the section table's CRC-32s recomputed so that only the reader's checks of
 meaning can refuse it (docs/module-format.md). usage: mutate_module.py IN OUT KIND
 KIND: dtype (input 0's dtype 17674), dims (input 0's first dim 3.6e11, size unchanged),
-offset (input 0's arena offset 1), params (kernel 0's parameter count cut to 1)."""
+offset (input 0's arena offset 1), params (kernel 0's parameter count cut to 1), shift (kernel
+0's last parameter record given to kernel 1: every record still owned, in order, so only the
+runtime's check against the kernels' code can find it)."""
 import struct
 import sys
 import zlib
@@ -31,6 +33,14 @@ elif kind == "params":
     n = struct.unpack_from("<I", b, off + 52)[0]
     assert n > 1, "kernel 0 has %d parameters" % n
     struct.pack_into("<I", b, off + 52, 1)
+elif kind == "shift":
+    i, off, size = secs[KERNELS]
+    assert size >= 2 * 56, "needs two kernels"
+    n0 = struct.unpack_from("<I", b, off + 52)[0]
+    f1, n1 = struct.unpack_from("<II", b, off + 56 + 48)
+    assert n0 >= 1
+    struct.pack_into("<I", b, off + 52, n0 - 1)
+    struct.pack_into("<II", b, off + 56 + 48, f1 - 1, n1 + 1)
 else:
     sys.exit("unknown kind " + kind)
 struct.pack_into("<I", b, table + 32 * i + 24, zlib.crc32(bytes(b[off:off + size])))

@@ -57,5 +57,18 @@ for kind in dtype dims offset params; do
     fi
   fi
 done
+# a module whose records are consistent but do not match the kernels' code: the runtime checks
+# each kernel's parameters with cuFuncGetParamInfo before the first launch
+two=$(for f in "$OUT"/*.drkm; do n=$("$DRKRUN" "$f" --list 2>/dev/null | sed -n 's/.*, \([0-9]*\) kernels, .*/\1/p'); [ "${n:-0}" -ge 2 ] && echo "$f" && break; done)
+if [ -n "$two" ] && "$PY" "$SRC/tests/driver/mutate_module.py" "$two" "$OUT/mut_shift.drkm" shift; then
+  "$DRKRUN" "$OUT/mut_shift.drkm" --list >/dev/null 2>&1 || { fail=$((fail + 1)); echo "FAIL mutated shift: the reader refused it (expected the runtime to)"; }
+  if timeout 60 "$DRKRUN" "$OUT/mut_shift.drkm" --iters 1 --warmup 0 >"$OUT/mut_shift.log" 2>&1; then
+    fail=$((fail + 1)); echo "FAIL mutated shift: drkrun ran a kernel with the wrong parameters"
+  elif grep -q "parameter" "$OUT/mut_shift.log"; then
+    pass=$((pass + 1)); echo "PASS mutated shift refused by the runtime: $(grep -m1 parameter "$OUT/mut_shift.log")"
+  else
+    fail=$((fail + 1)); echo "FAIL mutated shift: failed without naming the parameters:"; tail -3 "$OUT/mut_shift.log" | sed 's/^/  | /'
+  fi
+fi
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
