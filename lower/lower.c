@@ -67,7 +67,8 @@ drk_dtype_t lw_compute_dtype(drk_dtype_t t) {
 static int64_t const_i64(const drk_value_t *v, int64_t i) {
   const unsigned char *p = v->data;
   if (v->dtype == DRK_DT_I64) { int64_t x; memcpy(&x, p + 8 * i, 8); return x; }
-  return (int64_t)drk_value_const_f64(v, i);
+  double d = drk_value_const_f64(v, i); /* an integer dtype, or a float a malformed model gave */
+  return d >= -9.0e18 && d <= 9.0e18 ? (int64_t)d : 0;
 }
 
 bool lw_const_ints(drk_lctx_t *c, const drk_value_t *v, int64_t *out, int max, int *out_n) {
