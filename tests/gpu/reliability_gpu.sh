@@ -32,7 +32,12 @@ step() { # NAME LOG CMD...: runs CMD under a 120 s limit, PASS on exit 0
 "$PY" "$SRC/tests/models/gen_models.py" "$OUT/gen" >/dev/null 2>&1 || echo "note: gen_models.py failed; only the corpus runs"
 models=()
 for m in "$OUT"/gen/*/model.onnx; do [ -f "$m" ] && models+=("$m"); done
-models+=("$SRC"/tests/onnx/fuzz_corpus/*.onnx)
+# the seeds, and of the fuzzer's finds the one valid model (an empty axis); the other regress_*
+# inputs are malformed on purpose
+for m in "$SRC"/tests/onnx/fuzz_corpus/*.onnx; do
+  case $(basename "$m") in regress_*) [ "$(basename "$m")" = regress_split_empty_axis.onnx ] || continue ;; esac
+  models+=("$m")
+done
 for m in "${models[@]}"; do
   name=$(basename "$(dirname "$m")")/$(basename "$m" .onnx)
   name=${name#fuzz_corpus/}
