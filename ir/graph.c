@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ctype.h>
+#include <errno.h>
 
 #include "tensor.h"
 
@@ -87,10 +88,18 @@ bool drk_shape_is_static(const drk_shape_t *s) {
   return true;
 }
 
+bool drk_numel_mul(int64_t *acc, int64_t d) {
+  int64_t r;
+  if (d < 0 || d > DRK_MAX_NUMEL || *acc < 0 || __builtin_mul_overflow(*acc, d, &r) || r > DRK_MAX_NUMEL) return false;
+  *acc = r;
+  return true;
+}
+
 int64_t drk_shape_numel(const drk_shape_t *s) {
   if (!drk_shape_is_static(s)) return -1;
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->dims[i].size;
+  for (int i = 0; i < s->rank; i++)
+    if (!drk_numel_mul(&n, s->dims[i].size)) return -1;
   return n;
 }
 
@@ -467,10 +476,29 @@ bool drk_graph_bind_dims(drk_graph_t *g, const char *spec, drk_diag_t *d) {
     }
     p++;
     char *end;
+    errno = 0;
     long long size = strtoll(p, &end, 10);
     if (end == p || size < 0) {
       drk_diag_error(d, drk_loc_none, "bad dim binding '%s': size of '%.*s' must be a non-negative integer", spec, (int)len, name);
       return false;
+    }
+    if (errno == ERANGE || size > DRK_MAX_NUMEL) {
+      drk_diag_error(d, drk_loc_none, "bad dim binding '%s': size of '%.*s' is %.*s, more than a tensor may have (2^56)",
+                     spec, (int)len, name, (int)(end - p), p);
+      return false;
+    }
+    /* binding a name twice would find no symbol the second time and say so, misleadingly */
+    for (const char *q = spec; q < name;) {
+      while (q < name && (*q == ',' || isspace((unsigned char)*q))) q++;
+      const char *qn = q;
+      while (q < name && *q != '=' && *q != ',') q++;
+      size_t ql = (size_t)(q - qn);
+      while (ql && isspace((unsigned char)qn[ql - 1])) ql--;
+      if (ql == len && memcmp(qn, name, len) == 0) {
+        drk_diag_error(d, drk_loc_none, "bad dim binding '%s': '%.*s' is bound twice", spec, (int)len, name);
+        return false;
+      }
+      while (q < name && *q != ',') q++;
     }
     p = end;
     int n = 0;

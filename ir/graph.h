@@ -72,7 +72,14 @@ typedef struct drk_shape {
 } drk_shape_t;
 
 bool drk_shape_is_static(const drk_shape_t *s);
-/* Element count; -1 unless static. */
+/* The most elements (and the largest dim) a tensor may have: 2^56, so that its size in bytes
+ * (at most 8 a element) and sums of such sizes stay far from int64 overflow. Larger static
+ * shapes are user errors, reported where they arise (the verifier, --bind, shape inference). */
+#define DRK_MAX_NUMEL ((int64_t)1 << 56)
+/* The one checked step of shape arithmetic: *acc *= d when d is in [0, DRK_MAX_NUMEL] and the
+ * product is at most DRK_MAX_NUMEL; otherwise false and *acc unchanged. */
+bool drk_numel_mul(int64_t *acc, int64_t d);
+/* Element count; -1 unless static with at most DRK_MAX_NUMEL elements and no dim above it. */
 int64_t drk_shape_numel(const drk_shape_t *s);
 bool drk_shape_equal(const drk_shape_t *a, const drk_shape_t *b);
 

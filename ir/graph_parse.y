@@ -121,6 +121,7 @@ void drk_gg_error(drk_gg_state_t *st, drk_gg_loc_t at, const char *fmt, ...) DRK
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_attrs.h"
 #include "safetensors.h"
 #include "tensor.h"
 
@@ -692,7 +693,26 @@ static bool make_stmt(drk_gg_state_t *st, drk_gg_results_t *rs, drk_gg_str_t opn
   }
   for (size_t k = 0; k < attrs->n; k++) {
     const drk_gg_attr_t *s = &attrs->items[k];
-    drk_attr_t *a = drk_node_add_attr(g, n, s->name, s->kind);
+    if (drk_node_attr(n, s->name)) {
+      drk_gg_error(st, s->loc, "duplicate attribute '%s'", s->name);
+      return false;
+    }
+    /* text writes a float attribute of 1.0 as 1: the table says which kind the op takes */
+    const drk_attr_spec_t *spec = drk_attr_spec_find(op, s->name);
+    drk_attr_kind_t kind = s->kind;
+    if (spec && spec->kind == DRK_ATTR_FLOAT && kind == DRK_ATTR_INT) kind = DRK_ATTR_FLOAT;
+    if (spec && spec->kind == DRK_ATTR_FLOATS && kind == DRK_ATTR_INTS) kind = DRK_ATTR_FLOATS;
+    drk_attr_t *a = drk_node_add_attr(g, n, s->name, kind);
+    if (kind != s->kind && kind == DRK_ATTR_FLOAT) {
+      a->f = (double)s->i;
+      continue;
+    }
+    if (kind != s->kind) {
+      a->n = s->lits->n;
+      a->floats = drk_arena_alloc(g->arena, sizeof(double) * (a->n + 1));
+      for (size_t i = 0; i < a->n; i++) a->floats[i] = (double)s->lits->items[i].i;
+      continue;
+    }
     switch (s->kind) {
       case DRK_ATTR_INT: a->i = s->i; break;
       case DRK_ATTR_FLOAT: a->f = s->f; break;

@@ -8,11 +8,13 @@
  * shape is static, and dtype / rank rules of elementwise ops and a few others where the
  * shapes are known. A node result whose rank is unknown is taken as not yet inferred (the
  * builder's default F32 / unknown rank): its dtype is not checked. Each problem is reported
- * once with the node's (or value's) location; the return value says whether there was none. */
+ * once with the node's (or value's) location; attributes are checked against the op's table
+ * (graph_attrs.def: names, kinds, required ones, values); the return value says whether there was none. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
+#include "graph_attrs.h"
 
 typedef struct {
   const drk_graph_t *g;
@@ -42,6 +44,20 @@ static void define(vctx_t *c, const drk_value_t *v, drk_loc_t loc) {
     return;
   }
   c->defined[v->id] = v;
+  /* static dims whose product passes DRK_MAX_NUMEL: every later size computation would wrap */
+  int64_t n = 1;
+  for (int i = 0; i < v->shape.rank; i++) {
+    const drk_dim_t *dd = &v->shape.dims[i];
+    if (!dd->sym && dd->size >= 0 && !drk_numel_mul(&n, dd->size)) {
+      char buf[200];
+      size_t k = 0;
+      for (int j = 0; j < v->shape.rank && k + 24 < sizeof buf; j++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%lld", j ? ", " : "", (long long)v->shape.dims[j].size);
+      VERR(c, loc, "value '%%%s' has shape [%s]: more than 2^56 elements, larger than any tensor drkc handles", v->name,
+           buf);
+      return;
+    }
+  }
 }
 
 static drk_loc_t value_loc(const drk_graph_t *g, const drk_value_t *v) {
@@ -305,6 +321,7 @@ static void check_node(vctx_t *c, const drk_node_t *n) {
     for (int j = 0; j < i; j++)
       if (strcmp(a->name, n->attrs[j].name) == 0) VERR(c, loc, "%s: duplicate attribute '%s'", info->name, a->name);
   }
+  if (!drk_node_check_attrs(n, loc, c->d)) c->ok = false;
 }
 
 /* Unique names: sort pointers by name and compare neighbours. */

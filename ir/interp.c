@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "graph_attrs.h"
 #include "interp_internal.h"
 
 bool drk_ierr(drk_ictx_t *c, const char *fmt, ...) {
@@ -140,6 +141,9 @@ bool drk_iout(drk_ictx_t *c, int i, drk_dtype_t t, int rank, const int64_t *dims
   if (rank < 0 || rank > DRK_MAX_RANK) return drk_ierr(c, "output rank %d out of range (max %d)", rank, DRK_MAX_RANK);
   for (int k = 0; k < rank; k++)
     if (dims[k] < 0) return drk_ierr(c, "negative output dimension %lld", (long long)dims[k]);
+  int64_t total = 1;
+  for (int k = 0; k < rank; k++)
+    if (!drk_numel_mul(&total, dims[k])) return drk_ierr(c, "output %d would have more than 2^56 elements", i);
   drk_tensor_free(&c->out[i]);
   if (!drk_tensor_alloc(&c->out[i], t, rank, dims)) return drk_ierr(c, "cannot allocate output %d", i);
   return true;
@@ -362,6 +366,8 @@ bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk
   if (n->n_outputs < info->min_outputs || (info->max_outputs >= 0 && n->n_outputs > info->max_outputs))
     return drk_ierr(&c, "%d outputs given, expected %d..%d", n->n_outputs, info->min_outputs, info->max_outputs);
   if (n->n_outputs > 64) return drk_ierr(&c, "too many outputs (%d)", n->n_outputs);
+  /* the verifier's attribute checks, for graphs run without it (the table is one answer) */
+  if (!drk_node_check_attrs(n, n->loc, d)) return false;
   for (int i = 0; i < n->n_inputs; i++) {
     const drk_tensor_t *t = inputs[i];
     if (!t) continue;

@@ -99,7 +99,8 @@ static bool op_reshape(drk_ictx_t *c) {
       continue;
     }
     if (shp[i] < 0) return drk_ierr(c, "invalid shape value %lld", (long long)shp[i]);
-    known *= shp[i];
+    if (!drk_numel_mul(&known, shp[i]))
+      return drk_ierr(c, "shape value %d = %lld makes more than 2^56 elements", i, (long long)shp[i]);
   }
   int64_t total = drk_tensor_numel(x);
   if (infer >= 0) {
@@ -241,7 +242,8 @@ static bool op_split(drk_ictx_t *c) {
     int64_t s = 0;
     for (int i = 0; i < no; i++) {
       if (sizes[i] < 0) return drk_ierr(c, "negative split size");
-      s += sizes[i];
+      if (sizes[i] > DRK_MAX_NUMEL || (s += sizes[i]) > DRK_MAX_NUMEL) /* no int64 wrap on the way to `len` */
+        return drk_ierr(c, "split sizes sum to more than 2^56");
     }
     if (s != len) return drk_ierr(c, "split sizes sum to %lld, axis has %lld", (long long)s, (long long)len);
   } else {

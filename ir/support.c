@@ -116,10 +116,33 @@ void drk_loc_format(drk_loc_t loc, char *buf, size_t n) {
   }
 }
 
+size_t drk_escape(const char *s, char *buf, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  size_t k = 0;
+  if (!n) return 0;
+  for (; s && *s && k + 1 < n; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch >= 0x20 && ch != 0x7f) {
+      buf[k++] = (char)ch;
+      continue;
+    }
+    if (k + 5 > n) break;
+    buf[k++] = '\\';
+    buf[k++] = 'x';
+    buf[k++] = hex[ch >> 4];
+    buf[k++] = hex[ch & 15];
+  }
+  buf[k] = 0;
+  return k;
+}
+
 void drk_diag_verror(drk_diag_t *d, drk_loc_t loc, const char *kind, const char *fmt, va_list ap) {
-  char where[384], msg[600];
-  drk_loc_format(loc, where, sizeof where);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  char where[384], msg[600], raw[600];
+  /* names come from the model: a node named "\x1b[2J" must not clear the user's terminal */
+  drk_loc_format(loc, raw, sizeof where);
+  drk_escape(raw, where, sizeof where);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  drk_escape(raw, msg, sizeof msg);
   int is_error = strcmp(kind, "error") == 0;
   if (is_error) {
     if (d->n_errors == 0) snprintf(d->first, sizeof d->first, "%s: %s: %s", where, kind, msg);

@@ -76,6 +76,9 @@ void drk_diag_error(drk_diag_t *d, drk_loc_t loc, const char *fmt, ...) DRK_PRIN
 void drk_diag_warning(drk_diag_t *d, drk_loc_t loc, const char *fmt, ...) DRK_PRINTF(3, 4);
 void drk_diag_verror(drk_diag_t *d, drk_loc_t loc, const char *kind, const char *fmt, va_list ap);
 /* Writes the location prefix ("file:line:col" etc.) into buf. */
+/* Copies s into buf (n bytes, NUL-terminated, cut to fit) with control characters written
+ * as \xNN, for printing names a model chose. Returns the length written. */
+size_t drk_escape(const char *s, char *buf, size_t n);
 void drk_loc_format(drk_loc_t loc, char *buf, size_t n);
 
 /* ---- files ---- */

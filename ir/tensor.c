@@ -19,9 +19,7 @@ bool drk_tensor_alloc(drk_tensor_t *t, drk_dtype_t dtype, int rank, const int64_
   if (rank < 0 || rank > DRK_MAX_RANK) return false;
   int64_t n = 1;
   for (int i = 0; i < rank; i++) {
-    if (dims[i] < 0) return false;
-    if (dims[i] && n > INT64_MAX / 16 / dims[i]) return false;
-    n *= dims[i];
+    if (!drk_numel_mul(&n, dims[i])) return false; /* negative or past DRK_MAX_NUMEL */
   }
   size_t nb = drk_dtype_nbytes(dtype, n);
   void *p = calloc(1, nb ? nb : 1);

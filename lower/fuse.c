@@ -81,8 +81,14 @@ static bool reduce_mask(const drk_node_t *n, uint32_t *mask) {
   int na = 0;
   if (n->n_inputs > 1 && n->inputs[1]) {
     const drk_value_t *a = n->inputs[1];
-    if (a->kind != DRK_VALUE_CONST || !a->data || numel(a) > LW_MAX_RANK * 2) return false;
-    for (int64_t i = 0; i < numel(a); i++) ax[na++] = (int64_t)drk_value_const_f64(a, i);
+    /* axes are integers (the interpreter refuses others); a fuzzed f64 "axis" of -1e270 would
+     * make the conversion undefined */
+    if (a->kind != DRK_VALUE_CONST || !a->data || numel(a) > LW_MAX_RANK * 2 || drk_dtype_is_float(a->dtype)) return false;
+    for (int64_t i = 0; i < numel(a); i++) {
+      double v = drk_value_const_f64(a, i);
+      if (!(v >= -64 && v <= 64)) return false;
+      ax[na++] = (int64_t)v;
+    }
   } else {
     size_t cnt = 0;
     const int64_t *a = drk_node_attr_ints(n, "axes", &cnt);

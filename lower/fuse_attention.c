@@ -210,7 +210,8 @@ static int64_t const_i64(const drk_value_t *v, int64_t i) {
     memcpy(&x, (const unsigned char *)v->data + 8 * i, 8);
     return x;
   }
-  return (int64_t)drk_value_const_f64(v, i);
+  double d = drk_value_const_f64(v, i); /* an integer dtype, or a float a malformed model gave */
+  return d >= -9.0e18 && d <= 9.0e18 ? (int64_t)d : 0;
 }
 
 /* Dim d of view w (into o, a copy of w) cut to its n elements b, b + step, ...: one plain

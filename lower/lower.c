@@ -67,7 +67,8 @@ drk_dtype_t lw_compute_dtype(drk_dtype_t t) {
 static int64_t const_i64(const drk_value_t *v, int64_t i) {
   const unsigned char *p = v->data;
   if (v->dtype == DRK_DT_I64) { int64_t x; memcpy(&x, p + 8 * i, 8); return x; }
-  return (int64_t)drk_value_const_f64(v, i);
+  double d = drk_value_const_f64(v, i); /* an integer dtype, or a float a malformed model gave */
+  return d >= -9.0e18 && d <= 9.0e18 ? (int64_t)d : 0;
 }
 
 bool lw_const_ints(drk_lctx_t *c, const drk_value_t *v, int64_t *out, int max, int *out_n) {
@@ -391,10 +392,11 @@ static bool check_static(drk_lctx_t *c) {
         const drk_dim_t *dd = &v->shape.dims[j];
         if (dd->sym && strncmp(dd->sym, DRK_FRESH_SYM_PREFIX, strlen(DRK_FRESH_SYM_PREFIX)) == 0)
           return lw_err(c, "GPU lowering needs static shapes; dim %d of %s '%s' depends on data or on a symbolic dim "
-                        "(bind the graph's symbolic dims with drk_graph_bind_dims)", j, io ? "result" : "input", v->name);
+                        "(bind the graph's symbolic dims: drkc --bind=NAME=SIZE, drk_graph_bind_dims)", j,
+                        io ? "result" : "input", v->name);
         if (dd->sym || dd->size < 0)
           return lw_err(c, "GPU lowering needs static shapes; dim '%s' of %s '%s' is symbolic: bind it with "
-                        "drk_graph_bind_dims (e.g. \"%s=1\")",
+                        "drkc --bind=%s=1 (drk_graph_bind_dims)",
                         dd->sym ? dd->sym : "?", io ? "result" : "input", v->name, dd->sym ? dd->sym : "?");
       }
       if (lw_numel(v) >= ((int64_t)1 << 40)) return lw_err(c, "value '%s' is too large to lower", v->name);
@@ -411,6 +413,11 @@ static bool lower_node(drk_lctx_t *c) {
     return lw_err(c, "%s on %s is not lowered for GPU yet (%s)", drk_op_name(n->op), drk_dtype_name(t), why ? why : "");
   }
   if (!check_static(c)) return false;
+  /* results with no elements need no kernel (and the index arithmetic of a zero-sized axis
+   * would divide the flat index by 0: a fuzzed Split of a [1, 4, 8, 0] tensor) */
+  bool empty = true;
+  for (int i = 0; i < n->n_outputs && empty; i++) empty = !n->outputs[i] || lw_numel(n->outputs[i]) == 0;
+  if (empty) return true;
   if (drk_op_aliases_input(n->op)) {
     lw_alias(c, n->outputs[0], n->inputs[0]);
     return true;

@@ -106,8 +106,8 @@ static shp_t shp_of(const drk_value_t *v) {
   return s;
 }
 
-/* Multiplies into *acc; false on overflow (absurd static dims: no claim is made then). */
-static bool mul_into(int64_t *acc, int64_t v) { return !__builtin_mul_overflow(*acc, v, acc); }
+/* Multiplies into *acc; false past DRK_MAX_NUMEL (drk_numel_mul). */
+static bool mul_into(int64_t *acc, int64_t v) { return drk_numel_mul(acc, v); }
 
 static int64_t shp_numel(const shp_t *s) {
   if (s->rank < 0) return -1;
@@ -252,7 +252,8 @@ static bool norm_axis(ictx_t *c, int64_t axis, int rank, int *out, const char *w
 /* ONNX pooling/conv output extent for one spatial axis. */
 static drk_dim_t pool_out(drk_dim_t in_d, int64_t k, int64_t s, int64_t dil, int64_t pb, int64_t pe,
                           const char *auto_pad, bool ceil_mode) {
-  if (!is_st(in_d) || k <= 0 || dil <= 0 || k > ((int64_t)1 << 31) || dil > ((int64_t)1 << 31) || pb < -((int64_t)1 << 40) ||
+  if (!is_st(in_d) || k <= 0 || dil <= 0 || k > ((int64_t)1 << 31) || dil > ((int64_t)1 << 31) || s > ((int64_t)1 << 40) ||
+      pb < -((int64_t)1 << 40) ||
       pb > ((int64_t)1 << 40) || pe < -((int64_t)1 << 40) || pe > ((int64_t)1 << 40))
     return dim_unk(); /* absurd attributes: no claim rather than overflow */
   int64_t n = in_d.size, ek = (k - 1) * dil + 1;
@@ -321,7 +322,13 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   int64_t in_static = 1;
   bool in_ok = true;
   for (int i = 0; i < x->rank; i++) {
-    if (is_st(x->d[i])) { if (!mul_into(&in_static, x->d[i].size)) return; }
+    if (is_st(x->d[i])) {
+      if (!mul_into(&in_static, x->d[i].size)) {
+        err(c, "input %s has more than 2^56 elements", fmt_shp(x));
+        shp_unknown(o);
+        return;
+      }
+    }
     else if (x->d[i].sym) syms[ns++] = x->d[i].sym;
     else in_ok = false;
   }
@@ -333,7 +340,14 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
   for (int i = 0; i < n; i++) {
     if (i == neg) continue;
     drk_dim_t dd = o->d[i];
-    if (is_st(dd)) { if (!mul_into(&out_static, dd.size)) return; continue; }
+    if (is_st(dd)) {
+      if (!mul_into(&out_static, dd.size)) {
+        err(c, "shape %s has more than 2^56 elements", fmt_shp(o));
+        shp_unknown(o);
+        return;
+      }
+      continue;
+    }
     if (!dd.sym) { out_ok = false; continue; }
     int j;
     for (j = 0; j < ns; j++)
@@ -909,8 +923,12 @@ static void infer_concat(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t 
     shp_t y = shp_of(in(n, i));
     if (y.rank < 0) { sum_known = false; n_nonzero++; continue; }
     drk_dim_t da = y.d[a];
-    if (is_st(da)) sum += da.size;
-    else { sum_known = false; only_sym = da.sym; }
+    if (is_st(da)) {
+      if (__builtin_add_overflow(sum, da.size, &sum)) { err(c, "concatenated axis overflows"); return; }
+    } else {
+      sum_known = false;
+      only_sym = da.sym;
+    }
     if (!is_st(da) || da.size != 0) n_nonzero++;
     if (acc.rank < 0) { acc = y; continue; }
     for (int j = 0; j < r; j++) {
@@ -954,7 +972,10 @@ static void infer_split(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *
     if (!get_ints(c, in(n, 1), sizes, &ns)) return;
     if (ns != no) { err(c, "'split' has %d entries for %d outputs", ns, no); return; }
     int64_t tot = 0;
-    for (int i = 0; i < ns; i++) tot += sizes[i];
+    for (int i = 0; i < ns; i++) {
+      if (sizes[i] < 0 || sizes[i] > DRK_MAX_NUMEL) { err(c, "split size %lld is invalid", (long long)sizes[i]); return; }
+      tot += sizes[i]; /* at most MAXK values of at most 2^56 each: no wrap */
+    }
     if (is_st(x->d[a]) && tot != x->d[a].size) {
       err(c, "split sizes add up to %lld, but axis %d of %s is %lld", (long long)tot, a, fmt_shp(x), (long long)x->d[a].size);
       return;
@@ -1473,6 +1494,12 @@ static void commit(ictx_t *c, drk_value_t *v, drk_dtype_t dt, const shp_t *s) {
   }
   v->dtype = dt;
   if (s->rank < 0) return; /* keep what was declared */
+  int64_t total = 1;
+  for (int i = 0; i < s->rank; i++)
+    if (is_st(s->d[i]) && !drk_numel_mul(&total, s->d[i].size)) {
+      err(c, "result '%s' would have shape %s: more than 2^56 elements", v->name, fmt_shp(s));
+      return;
+    }
   if (ex->rank >= 0 && ex->rank != s->rank) {
     shp_t e = shp_of(v);
     err(c, "result '%s' is declared with shape %s but the op gives %s", v->name, fmt_shp(&e), fmt_shp(s));

@@ -291,7 +291,33 @@ static void dump_fuse(const drk_pipeline_t *p, FILE *out) {
   drk_fusion_print(p->g, &p->fusion, out);
 }
 
+/* Symbolic dims of the graph's inputs, said once with the flag that binds them: otherwise the
+ * lowering refuses every node that sees one (121 lines for a dynamic-batch ResNet-50). */
+static bool inputs_static(drk_pipeline_t *p) {
+  char names[512] = "", bind[600] = "";
+  size_t nl = 0, bl = 0;
+  for (size_t i = 0; i < p->g->n_inputs; i++) {
+    const drk_value_t *v = p->g->inputs[i];
+    for (int k = 0; k < v->shape.rank; k++) {
+      const char *s = v->shape.dims[k].sym;
+      if (!s) continue;
+      bool seen = false;
+      for (size_t j = 0; j <= i && !seen; j++)
+        for (int q = 0; q < (j < i ? p->g->inputs[j]->shape.rank : k) && !seen; q++)
+          seen = p->g->inputs[j]->shape.dims[q].sym && strcmp(p->g->inputs[j]->shape.dims[q].sym, s) == 0;
+      if (seen || nl + strlen(s) + 40 >= sizeof names || bl + strlen(s) + 8 >= sizeof bind) continue;
+      nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s' (input '%s')", nl ? ", " : "", s, v->name);
+      bl += (size_t)snprintf(bind + bl, sizeof bind - bl, "%s%s=1", bl ? "," : "--bind=", s);
+    }
+  }
+  if (!nl) return true;
+  drk_diag_error(p->d, drk_loc_none, "GPU lowering needs static shapes; the model's inputs have symbolic dims %s: give "
+                 "their sizes with %s (the sizes the module will run with)", names, bind);
+  return false;
+}
+
 static bool st_lower(drk_pipeline_t *p) {
+  if (!inputs_static(p)) return false;
   drk_lower_options_t lo = lower_options(p->o);
   p->fused = false; /* the lowering takes the partition */
   if (!drk_lower_graph_fused(p->g, &lo, &p->fusion, &p->l, p->d)) return false;

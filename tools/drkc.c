@@ -46,7 +46,8 @@ static const char usage_text[] =
     "INPUT is an ONNX model (.onnx), a graph dump (.drkg) or a tile module (.drkt).\n"
     "\n"
     "options:\n"
-    "  -o OUT                  output file (default: stdout for text kinds, INPUT.drkm for modules)\n"
+    "  -o OUT                  output file (default: stdout for text kinds; for files, the input's\n"
+    "                          name with the kind's extension in the current folder: ./model.drkm)\n"
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
     "                          --gpu-architecture=sm_90. Known: %s.\n"
     "                          sm_90 means Hopper at full speed: it builds sm_90a (wgmma, TMA;\n"
@@ -296,7 +297,8 @@ static int write_result_to(const options_t *o, const char *out, const void *data
   }
   if (!ok && fd >= 0) unlink(tmp);
   if (ok && !o->quiet && !text)
-    fprintf(stderr, "drkc: wrote %s: %zu kernels, %.1f MB, %.1f s\n", path, kernels, (double)size / 1e6, seconds);
+    fprintf(stderr, "drkc: wrote %s%s: %zu kernels, %.1f MB, %.1f s\n", strchr(path, '/') ? "" : "./", path, kernels,
+            (double)size / 1e6, seconds);
   else if (ok && o->c.verbose)
     fprintf(stderr, "drkc: wrote %s (%zu bytes)\n", path, size);
   free(tmp);
@@ -356,6 +358,23 @@ static int write_host_outputs(const options_t *o, const void *module, size_t siz
   return rc;
 }
 
+
+/* The output's folder must exist and take a new file, checked before a compile that can take
+ * many seconds: write_result's temporary file is made there. */
+static bool output_writable(const char *path) {
+  if (!path || strcmp(path, "-") == 0) return true;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "drkc: error: cannot write '%s': %s\n", path, strerror(EISDIR));
+    return false;
+  }
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  bool ok = dir && access(dir, W_OK | X_OK) == 0;
+  if (!ok) fprintf(stderr, "drkc: error: cannot write '%s': %s: %s\n", path, dir ? dir : "", strerror(errno));
+  free(dir);
+  return ok;
+}
 
 /* The model file's SHA-256 (provenance) on a thread of its own while the build runs: for
  * big models reading and hashing the file take seconds. */
@@ -557,6 +576,10 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: -o %s is the input model; name another output file\n", o->output);
     return 1;
   }
+  char *dflt_out = !o->output && !ek->text ? default_output(o->input, ek->ext) : NULL;
+  bool writable = output_writable(o->output ? o->output : dflt_out);
+  free(dflt_out);
+  if (!writable) return 1;
   if (!load_schedules(o->schedules_path, &o->schedules, &d)) return 1;
   o->c.schedules = o->schedules.n ? &o->schedules : NULL;
   struct timespec t0, t1;
@@ -642,8 +665,8 @@ static bool random_input(const drk_graph_t *g, const drk_value_t *v, uint64_t *r
   }
   for (int i = 0; i < v->shape.rank; i++) {
     if (v->shape.dims[i].sym) {
-      drk_diag_error(d, drk_loc_none, "input '%s' has symbolic dim '%s': give it with --input %s=FILE",
-                     v->name, v->shape.dims[i].sym, v->name);
+      drk_diag_error(d, drk_loc_none, "input '%s' has symbolic dim '%s': give it with --input %s=FILE or --bind=%s=N",
+                     v->name, v->shape.dims[i].sym, v->name, v->shape.dims[i].sym);
       return false;
     }
     dims[i] = v->shape.dims[i].size;
@@ -686,7 +709,16 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
     for (int i = 0; ok && i < t->rank; i++)
       if (!v->shape.dims[i].sym && v->shape.dims[i].size != t->dims[i]) ok = false;
     if (!ok) {
-      drk_diag_error(d, drk_loc_none, "%s: input '%s' has the wrong shape for the model", src, v->name);
+      char want[256], got[256];
+      size_t a = 0, b = 0;
+      for (int i = 0; i < v->shape.rank && a + 40 < sizeof want; i++)
+        a += v->shape.dims[i].sym ? (size_t)snprintf(want + a, sizeof want - a, "%s%.30s", i ? ", " : "", v->shape.dims[i].sym)
+                                  : (size_t)snprintf(want + a, sizeof want - a, "%s%lld", i ? ", " : "",
+                                                     (long long)v->shape.dims[i].size);
+      for (int i = 0; i < t->rank && b + 24 < sizeof got; i++)
+        b += (size_t)snprintf(got + b, sizeof got - b, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+      want[a] = got[b] = 0;
+      drk_diag_error(d, drk_loc_none, "%s: input '%s' has shape [%s]; the model expects [%s]", src, v->name, got, want);
       return false;
     }
   }
@@ -784,7 +816,7 @@ static int run_model(run_options_t *ro) {
   drk_diag_init(&quiet, NULL);
   drk_target_parse_list("sm_90", &o->targets, &quiet); /* CPU runs apply the policy as for sm_90 */
   drk_pipeline_t *p = drk_pipeline_create(o, ro->model, NULL, "module", &d);
-  drk_graph_t *g = p && drk_pipeline_run_to(p, "import") ? drk_pipeline_graph(p) : NULL;
+  drk_graph_t *g = p && drk_pipeline_run_to(p, "verify") ? drk_pipeline_graph(p) : NULL;
   if (!g) {
     drk_pipeline_destroy(p);
     return 1;
@@ -839,7 +871,10 @@ static int run_model(run_options_t *ro) {
     }
     bool ok = src ? read_input_file(src, v->dtype, &inputs[i], &d) && check_input(v, &inputs[i], src, &d)
                   : random_input(g, v, &rng, &inputs[i], &d);
-    if (!ok) goto done;
+    if (!ok) {
+      drk_tensor_free(&inputs[i]); /* read but refused: not among the `loaded` freed below */
+      goto done;
+    }
     loaded++;
   }
   /* The optimizations (BN folding, the precision policy) come after the reference (the
@@ -875,7 +910,9 @@ static int run_model(run_options_t *ro) {
       drk_interp_check(&outputs[i], &ref[i], tol, &ck);
       failed += !ck.pass;
       char line[1024];
-      drk_interp_check_line(&ck, i, g->outputs[i]->name, tol, line, sizeof line);
+      char name[256]; /* the model's name, control characters escaped */
+      drk_escape(g->outputs[i]->name, name, sizeof name);
+      drk_interp_check_line(&ck, i, name, tol, line, sizeof line);
       printf("%s\n", line);
     }
     if (failed) {
@@ -905,7 +942,9 @@ gpu_done:
   }
   for (size_t i = 0; i < no; i++) {
     const drk_tensor_t *t = &outputs[i];
-    printf("output %zu '%s': %s[", i, g->outputs[i]->name, drk_dtype_name(t->dtype));
+    char name[256];
+    drk_escape(g->outputs[i]->name, name, sizeof name);
+    printf("output %zu '%s': %s[", i, name, drk_dtype_name(t->dtype));
     for (int k = 0; k < t->rank; k++) printf("%s%lld", k ? ", " : "", (long long)t->dims[k]);
     int64_t n = drk_tensor_numel(t);
     double sum = 0;
@@ -1059,7 +1098,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (strcmp(argv[i], "--version") == 0) {
-      printf("drkc %s\n", DRK_VERSION_STRING);
+      drkc_print_version(stdout);
       return 0;
     }
     if (strcmp(argv[i], "-v") == 0) o.c.verbose = 1;

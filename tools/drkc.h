@@ -16,5 +16,7 @@ const char *drkc_opt_value(int argc, char **argv, int *i, const char *const *nam
  * *schedules_path), --jobs, --no-cache, --time-stages): 1 taken, 0 not one of them, -1 a bad
  * value (reported). */
 int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options_t *c, const char **schedules_path);
+/* --version (tools/version.c): drkc's version and commit, LLVM's version, the ptxas it runs. */
+void drkc_print_version(FILE *out);
 
 #endif

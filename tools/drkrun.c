@@ -18,6 +18,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#ifdef DRK_HAVE_GIT_HASH
+#include "drk_git_hash.h"
+#else
+#define DRK_GIT_HASH "unknown"
+#endif
 #include "backends/package/fatbin.h"
 #include "backends/package/module.h"
 #include "drk/drkrt.h"
@@ -204,6 +209,19 @@ static int list_module(const char *path) {
   printf("  arena %llu bytes (weights %llu), %u kernels, %u inputs, %u outputs\n", (unsigned long long)mf->arena_size,
          (unsigned long long)mf->weights_size, mf->n_kernels, mf->n_inputs, mf->n_outputs);
   if (mf->weights_file) printf("  weights in the side file %s (--weights=external)\n", mf->weights_file);
+  for (int io = 0; io < 2; io++)
+    for (uint32_t i = 0; i < (io ? mf->n_outputs : mf->n_inputs); i++) {
+      const drk_modfile_tensor_t *t = io ? &mf->outputs[i] : &mf->inputs[i];
+      char name[256], dims[200] = "";
+      drk_escape(t->name, name, sizeof name); /* names are the model's: no raw control characters */
+      size_t l = 0;
+      for (uint32_t d = 0; d < t->rank && l + 24 < sizeof dims; d++)
+        l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+      drk_dtype_t dt;
+      printf("  %s %u '%s': %s[%s], %llu bytes at arena offset %llu\n", io ? "output" : "input", i, name,
+             drk_dtype_from_onnx(t->dtype, &dt) ? drk_dtype_name(dt) : "?", dims, (unsigned long long)t->size,
+             (unsigned long long)t->offset);
+    }
   for (uint32_t i = 0; i < mf->n_images; i++) {
     const drk_modfile_image_t *im = &mf->images[i];
     printf("  image %u: slot %u, kind %d, %llu bytes, targets %s\n", i, im->slot, (int)im->kind,
@@ -280,7 +298,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--profile")) profile = 1;
     else if (!strcmp(a, "--list")) list = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return fputs(usage_text, stdout), 0;
-    else if (!strcmp(a, "--version")) return printf("drkrun %s\n", DRKRUN_VERSION), 0;
+    else if (!strcmp(a, "--version")) return printf("drkrun %s (git %s)\n", DRKRUN_VERSION, DRK_GIT_HASH), 0;
     else if ((v = opt_value(argc, argv, &i, "--input-dir", &missing))) in_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--output-dir", &missing))) out_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--latencies", &missing))) lat_path = v;

@@ -241,6 +241,18 @@ static drk_modfile_result_t validate_precision(const drk_modfile_t *m, char *err
 #undef FAIL
 }
 
+/* Bits per element of the ONNX dtype codes a module's tensors may have; 0 for any other code. */
+static unsigned onnx_dtype_bits(int32_t code) {
+  switch (code) {
+  case 1: case 6: case 12: return 32;                 /* float, int32, uint32 */
+  case 2: case 3: case 9: case 17: case 18: case 19: case 20: return 8; /* u8, i8, bool, the f8s */
+  case 4: case 5: case 10: case 16: return 16;        /* u16, i16, float16, bfloat16 */
+  case 7: case 11: case 13: return 64;                /* int64, double, uint64 */
+  case 21: case 22: return 4;                         /* uint4, int4 */
+  default: return 0;
+  }
+}
+
 drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t n) {
 #define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
   if (m->weights_offset % DRK_MODFILE_WEIGHT_ALIGN) FAIL("weights arena offset %llu is not a multiple of %u", (unsigned long long)m->weights_offset, DRK_MODFILE_WEIGHT_ALIGN);
@@ -299,9 +311,23 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
       const drk_modfile_tensor_t *t = &ts[i];
       const char *what = io ? "output" : "input";
       if (t->rank > DRK_MODFILE_MAX_RANK) FAIL("%s %u: rank %u > %d", what, i, t->rank, DRK_MODFILE_MAX_RANK);
-      if (t->dtype <= 0) FAIL("%s %u: bad dtype %d", what, i, t->dtype);
-      for (uint32_t d = 0; d < t->rank; d++)
-        if (t->dims[d] < 0) FAIL("%s %u: negative dimension", what, i);
+      const char *tn = t->name ? t->name : "";
+      unsigned bits = onnx_dtype_bits(t->dtype);
+      if (!bits) FAIL("%s %u ('%s'): dtype %d is not an ONNX dtype a module holds", what, i, tn, t->dtype);
+      /* the size is what the runtime copies: it must be the dims' elements exactly, or a
+       * caller's buffer of the declared shape is over- or under-read */
+      uint64_t elems = 1;
+      for (uint32_t d = 0; d < t->rank; d++) {
+        if (t->dims[d] < 0) FAIL("%s %u ('%s'): negative dimension", what, i, tn);
+        if (__builtin_mul_overflow(elems, (uint64_t)t->dims[d], &elems) || elems > ((uint64_t)1 << 56))
+          FAIL("%s %u ('%s'): dims with more than 2^56 elements", what, i, tn);
+      }
+      if ((elems * bits + 7) / 8 != t->size)
+        FAIL("%s %u ('%s'): %llu bytes for %llu elements of dtype %d (%llu bytes)", what, i, tn, (unsigned long long)t->size,
+             (unsigned long long)elems, t->dtype, (unsigned long long)((elems * bits + 7) / 8));
+      if (t->offset % DRK_MODFILE_TENSOR_ALIGN)
+        FAIL("%s %u ('%s'): arena offset %llu is not a multiple of %u", what, i, tn, (unsigned long long)t->offset,
+             DRK_MODFILE_TENSOR_ALIGN);
       if (!in_range(t->offset, t->size, m->arena_size)) FAIL("%s %u ('%s'): [%llu, +%llu) outside the %llu-byte arena", what, i, t->name ? t->name : "", (unsigned long long)t->offset, (unsigned long long)t->size, (unsigned long long)m->arena_size);
     }
   }
@@ -338,9 +364,21 @@ void drk_modfile_prec_mask_format(uint32_t mask, char *buf, size_t n) {
   if (!l) snprintf(buf, n, "-");
 }
 
+/* A name the model chose, control characters as \xNN (a value named "\x1b[2J" must not
+ * clear the terminal of whoever lists the module). */
+static void put_escaped(FILE *out, const char *s) {
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f) fprintf(out, "\\x%02x", ch);
+    else fputc(ch, out);
+  }
+}
+
 static void print_node(FILE *out, const drk_modfile_node_prec_t *q) {
-  if (q->from) fprintf(out, "%%%s (%s %s->%s)", q->name, q->op, drk_modfile_prec_name(q->from), drk_modfile_prec_name(q->compute));
-  else fprintf(out, "%%%s (%s %s)", q->name, q->op, drk_modfile_prec_name(q->compute));
+  fputc('%', out);
+  put_escaped(out, q->name);
+  if (q->from) fprintf(out, " (%s %s->%s)", q->op, drk_modfile_prec_name(q->from), drk_modfile_prec_name(q->compute));
+  else fprintf(out, " (%s %s)", q->op, drk_modfile_prec_name(q->compute));
 }
 
 void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *indent) {
@@ -370,7 +408,7 @@ void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *
     drk_modfile_prec_mask_format(k->acc, acc, sizeof acc);
     drk_modfile_prec_mask_format(k->math, math, sizeof math);
     drk_modfile_prec_mask_format(k->io, io, sizeof io);
-    fprintf(out, "%s  %-5u %-30s %-9s %-9s %-9s %-14s %-9s ", indent, i, m->kernels[i].name, dot, acc, math, io,
+    fprintf(out, "%s  %-5u %-30s %-9s %-9s %-9s %-14s %-9s ", indent, i, m->kernels[i].name, dot, acc, math, io, /* drkc's names */
             drk_modfile_group_name(k->group));
     /* the anchor first, then the group's other nodes in graph order */
     print_node(out, &m->node_precision[k->anchor]);
@@ -802,6 +840,7 @@ static drk_modfile_result_t read_params(const rctx_t *r, drk_modfile_param_t *ps
 }
 
 static drk_modfile_result_t read_kernels(const rctx_t *r, drk_modfile_kernel_t *ks, drk_modfile_param_t *ps) {
+  uint64_t next_param = 0;
   for (size_t i = 0; i < r->nk; i++) {
     const uint8_t *p = r->one[SEC_KERNELS].p + i * KERNEL_REC;
     drk_modfile_kernel_t *k = &ks[i];
@@ -811,9 +850,14 @@ static drk_modfile_result_t read_kernels(const rctx_t *r, drk_modfile_kernel_t *
     k->dyn_smem = get32(p + 44);
     uint64_t fp = get32(p + 48), kp = get32(p + 52);
     if (fp + kp > r->np) BAD("kernel %zu ('%s'): parameters [%llu, +%llu) outside the %zu-entry table", i, k->name, (unsigned long long)fp, (unsigned long long)kp, r->np);
+    /* the writer lays the kernels' parameters out in kernel order: a count cut short (the
+     * kernel would run reading garbage for its missing parameters) leaves records no kernel owns */
+    if (fp != next_param) BAD("kernel %zu ('%s'): parameters start at %llu, expected %llu (every record belongs to one kernel, in order)", i, k->name, (unsigned long long)fp, (unsigned long long)next_param);
+    next_param = fp + kp;
     k->params = ps + fp;
     k->n_params = (uint32_t)kp;
   }
+  if (next_param != r->np) BAD("PARAMS has %zu records, the kernels use %llu", r->np, (unsigned long long)next_param);
   return DRK_MODFILE_OK;
 }
 

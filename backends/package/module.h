@@ -35,6 +35,9 @@
 #define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
 #define DRK_MODFILE_WEIGHT_ALIGN 256u
+/* Inputs and outputs start at arena offsets that are multiples of this (the memory planner
+ * places every value 256-aligned; the runtime copies them with vector loads). */
+#define DRK_MODFILE_TENSOR_ALIGN 256u
 #define DRK_MODFILE_MAX_RANK 8
 #define DRK_MODFILE_TMA_MAX_RANK 5
 

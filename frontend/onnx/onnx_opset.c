@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ir/graph_attrs.h"
 #include "ir/tensor.h"
 #include "onnx_internal.h"
 
@@ -1099,6 +1100,12 @@ static const op_entry_t *find_op(const char *name) {
 static bool copy_attr(nb_t *b, drk_node_t *n, const Onnx__AttributeProto *a) {
   drk_graph_t *g = b->c->g;
   if (!a->name || !*a->name) return fail(b, "attribute without a name");
+  /* names unknown to the op are the verifier's to report (graph_attrs.def); one the model's
+   * opset does not have yet is refused here, where the opset is known */
+  const drk_attr_spec_t *spec = drk_attr_spec_find(n->op, a->name);
+  if (spec && spec->since > b->opset)
+    return fail(b, "attribute '%s' of '%s' exists from opset %d; the model imports opset %lld", a->name, b->op_type,
+                spec->since, (long long)b->opset);
   if (a->ref_attr_name && *a->ref_attr_name)
     return fail(b, "unsupported attribute reference '%s' (function bodies)", a->name);
   Onnx__AttributeProto__AttributeType t = attr_type(a);
@@ -1306,6 +1313,10 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
   }
 
   b.used = drk_arena_alloc(c->scratch, sizeof(bool) * (np->n_attribute + 1));
+  for (size_t i = 0; i < np->n_attribute; i++) /* ONNX Runtime refuses these; the last one would win here */
+    for (size_t j = 0; j < i; j++)
+      if (np->attribute[i]->name && np->attribute[j]->name && strcmp(np->attribute[i]->name, np->attribute[j]->name) == 0)
+        return fail(&b, "duplicate attribute '%s' of '%s'", np->attribute[i]->name, b.op_type);
   if (strcmp(b.op_type, "Constant") == 0) return import_constant(&b);
 
   const op_entry_t *e = find_op(b.op_type);

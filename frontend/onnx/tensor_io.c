@@ -163,10 +163,17 @@ static const char *npy_key(const char *h, const char *end, const char *key) {
 }
 
 bool drk_tensor_read_npy(const char *path, drk_tensor_t *out, drk_diag_t *d) {
-  drk_loc_t loc = file_loc(path);
   size_t size;
   char *buf = drk_read_file(path, &size, d);
   if (!buf) return false;
+  bool ok = drk_tensor_read_npy_buffer(buf, size, path, out, d);
+  free(buf);
+  return ok;
+}
+
+bool drk_tensor_read_npy_buffer(const void *data, size_t size, const char *name, drk_tensor_t *out, drk_diag_t *d) {
+  drk_loc_t loc = file_loc(name);
+  const char *buf = data;
   const uint8_t *u = (const uint8_t *)buf;
   bool ok = false;
   size_t off = 0, hlen = 0;
@@ -283,7 +290,6 @@ bool drk_tensor_read_npy(const char *path, drk_tensor_t *out, drk_diag_t *d) {
   *out = r;
   ok = true;
 done:
-  free(buf);
   return ok;
 }
 

@@ -29,6 +29,8 @@ bool drk_tensor_write_pb(const char *path, const drk_tensor_t *t, const char *te
                          drk_diag_t *d);
 
 bool drk_tensor_read_npy(const char *path, drk_tensor_t *out, drk_diag_t *d);
+/* The same, from memory (size bytes, only read during the call); `name` is used in messages. */
+bool drk_tensor_read_npy_buffer(const void *data, size_t size, const char *name, drk_tensor_t *out, drk_diag_t *d);
 bool drk_tensor_write_npy(const char *path, const drk_tensor_t *t, drk_diag_t *d);
 
 #endif

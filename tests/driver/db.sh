@@ -12,7 +12,7 @@ DRKC=$1; MODELS=$2; W=$3
 rm -rf "$W"; mkdir -p "$W"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-VERSION=$("$DRKC" --version | awk '{print $2}')
+VERSION=$("$DRKC" --version | awk 'NR == 1 {print $2}')
 n_uid=0
 # record WL KERNEL KIND "SCHEDULE" TIME STABLE VALID VERSION ARCH TARGETKEY
 record() {

@@ -10,6 +10,8 @@
  *       the parse (or, if it parses, the verifier) must fail, and its errors must read
  *       exactly FILE:L:C: error: MESSAGE (FILE: node ...), one line each, in order.
  *   # EXPECT-PRINT:      followed by lines `# | TEXT`: the exact printed form of the graph.
+ *   # NO-VERIFY: WHY     a printer/parser test whose attributes are made up (to print every
+ *       kind): the verifier, which checks attributes against the op's table, is not run.
  * Without EXPECT-ERROR the graph must parse, verify, and print(parse(print(g))) == print(g). */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +54,8 @@ static void cap_open(capture_t *c) {
 static void cap_close(capture_t *c) { fclose(c->f); }
 
 /* parse -> print -> parse -> print fixed point; returns the first print (malloc'ed). */
+static bool no_verify; /* the file has a NO-VERIFY directive */
+
 static char *roundtrip(const char *name, const char *text, size_t len, bool *ok) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
@@ -61,7 +65,7 @@ static char *roundtrip(const char *name, const char *text, size_t len, bool *ok)
     fprintf(stderr, "FAIL %s: does not parse\n", name);
     return NULL;
   }
-  bool verified = drk_graph_verify(g, &d);
+  bool verified = no_verify || drk_graph_verify(g, &d);
   size_t n1;
   char *p1 = drk_graph_print_string(g, SIZE_MAX, &n1);
   drk_graph_destroy(g);
@@ -74,7 +78,7 @@ static char *roundtrip(const char *name, const char *text, size_t len, bool *ok)
     fprintf(stderr, "FAIL %s: printed form does not parse:\n%s", name, p1);
     return p1;
   }
-  if (!drk_graph_verify(g2, &d)) fprintf(stderr, "FAIL %s: verifier rejects the printed form\n", name);
+  if (!no_verify && !drk_graph_verify(g2, &d)) fprintf(stderr, "FAIL %s: verifier rejects the printed form\n", name);
   else {
     char *p2 = drk_graph_print_string(g2, SIZE_MAX, NULL);
     if (strcmp(p1, p2) != 0)
@@ -106,6 +110,8 @@ static int run_file(const char *path) {
       sb_add(&want_err, rest, n - strlen(ee));
       sb_add(&want_err, "\n", 1);
       in_print = false;
+    } else if (n >= 12 && memcmp(line, "# NO-VERIFY:", 12) == 0) {
+      no_verify = true;
     } else if (n >= strlen(ep) && memcmp(line, ep, strlen(ep)) == 0) {
       in_print = has_print = true;
     } else if (in_print && n >= 3 && memcmp(line, "# |", 3) == 0) {
@@ -191,7 +197,10 @@ static void test_attrs_roundtrip(void) {
   drk_attr_t *t = drk_node_add_attr(g, n, "t", DRK_ATTR_TENSOR);
   t->tensor = drk_graph_new_const_value(g, NULL, DRK_DT_F32, drk_graph_shape_static(g, 0, NULL), &one, 4);
   drk_graph_add_output(g, n->outputs[0]);
-  expect_verify(g, NULL, "attrs");
+  /* made-up names (to print every kind): the attribute table refuses the first; the node name
+   * is escaped in the message */
+  expect_verify(g, "m.onnx: node 'conv \"0\"\\x0a' (#7): error: Relu: attribute 'i' is not an attribute of Relu (it takes: none)",
+                "attrs");
 
   char *p1 = print_str(g, SIZE_MAX);
   drk_diag_t d;

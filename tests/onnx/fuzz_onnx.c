@@ -1,5 +1,6 @@
 /* libFuzzer target (DRK_FUZZ=ON): the ONNX importer and the TensorProto reader on arbitrary
- * bytes. Any input must end in a graph or in reported errors; ASan/UBSan catch crashes, leaks
+ * bytes, and the .npy reader (drkc run --input NAME=FILE.npy). Any input must end in a graph
+ * (a tensor) or in reported errors; ASan/UBSan catch crashes, leaks
  * and undefined behaviour. */
 #include <stddef.h>
 #include <stdint.h>
@@ -18,5 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   drk_tensor_t t;
   drk_diag_init(&d, NULL);
   if (drk_tensor_read_pb_buffer(data, size, "fuzz.pb", &t, NULL, &d)) drk_tensor_free(&t);
+  drk_diag_init(&d, NULL); /* drkc run's other input reader */
+  if (drk_tensor_read_npy_buffer(data, size, "fuzz.npy", &t, &d)) drk_tensor_free(&t);
+  else if (d.n_errors == 0) __builtin_trap();
   return 0;
 }

@@ -260,6 +260,24 @@ static drk_status_t prepare_kernel(cuda_session_t *s, uint32_t k) {
     snprintf(hint, sizeof hint, "kernel asks for %u bytes of dynamic shared memory", kd->dyn_smem);
     return drk_rt_status_wrap(cu_error(rt, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", hint), "kernel %u ('%s')", k, kd->name);
   }
+  /* The module's parameter records against the kernel's own signature (drivers from CUDA 12.4):
+   * a launch with too few or wrongly sized parameters reads garbage or faults, far from the
+   * cause. A driver without cuFuncGetParamInfo keeps the reader's checks only. */
+  if (rt->cu.FuncGetParamInfo) {
+    uint32_t n = 0;
+    size_t off, size;
+    for (; n <= kd->n_params && !rt->cu.FuncGetParamInfo(s->funcs[k], n, &off, &size); n++) {
+      if (n == kd->n_params) break;
+      const drk_modfile_param_t *pa = &kd->params[n];
+      size_t want = pa->kind == DRK_MODFILE_PARAM_BUFFER ? 8 : pa->kind == DRK_MODFILE_PARAM_SCALAR ? pa->scalar_size : 128;
+      if (size != want)
+        return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s') parameter %u: the module gives %zu bytes, the kernel's code takes %zu (inconsistent module)",
+                             k, kd->name, n, want, size);
+    }
+    if (n != kd->n_params || !rt->cu.FuncGetParamInfo(s->funcs[k], n, &off, &size))
+      return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s'): the module gives %u parameters, the kernel's code takes %s%u (inconsistent module)",
+                           k, kd->name, kd->n_params, n < kd->n_params ? "" : "more than ", n);
+  }
   for (uint32_t p = 0; p < kd->n_params; p++) {
     const drk_modfile_param_t *pa = &kd->params[p];
     if (pa->kind != DRK_MODFILE_PARAM_TMA) continue;
