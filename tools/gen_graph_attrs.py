@@ -50,6 +50,10 @@ RULES = {
 EXTRA = {op: {"axes": ("INTS", "ANY", 1)} for op in (
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare",
     "ReduceLogSumExp")}
+# pad-matmul-n's `result_n` (the unpadded N a MatMul of a padded weight stores): internal, so its
+# opset is past every real one and the importer refuses it in a model
+INTERNAL_OPSET = 1000
+EXTRA["MatMul"] = {"result_n": ("INT", "POS", INTERNAL_OPSET)}
 BOOLS = {"keepdims", "noop_with_empty_axes", "select_last_index", "largest", "sorted", "exclusive", "reverse",
          "upper", "transA", "transB", "allowzero", "training_mode", "saturate", "detect_negative",
          "detect_positive", "ceil_mode", "count_include_pad", "exclude_outside", "antialias"}
