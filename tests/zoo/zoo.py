@@ -780,11 +780,11 @@ def worker(name, args):
                 row["export_s"] = round(time.time() - t, 1)
                 json.dump({"export_s": row["export_s"], "build_s": row.get("build_s")}, open(os.path.join(cdir, "export.json"), "w"))
                 write_data(data, ins, outs)
-                if (checked or not args.local and batch == 1):
+                if checked or not args.local:
                     fe = torch_fp16_error(m, ins, outs, "cpu" if args.local else "cuda")
                     json.dump({"torch_fp16_err": fe}, open(os.path.join(data, "torch_fp16.json"), "w"))
             fp16_json = os.path.join(data, "torch_fp16.json")
-            if not os.path.exists(fp16_json) and (checked or not args.local and batch == 1):
+            if not os.path.exists(fp16_json) and (checked or not args.local):
                 # a reused export from a run that did not measure it: the module and the saved data
                 if init not in modules:
                     modules[init] = make(spec, init)
