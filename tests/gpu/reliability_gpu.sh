@@ -42,7 +42,11 @@ for m in "${models[@]}"; do
   name=$(basename "$(dirname "$m")")/$(basename "$m" .onnx)
   name=${name#fuzz_corpus/}
   tag=$(echo "$name" | tr '/' '_')
-  bind=(); "$DRKC" run "$m" --device=cpu >/dev/null 2>&1 || bind=(--bind=batch=2)
+  bind=()   # symbolic dims: batch (and seq where the model has one)
+  if ! "$DRKC" run "$m" --device=cpu >/dev/null 2>&1; then
+    bind=(--bind=batch=2)
+    "$DRKC" "$m" --bind=batch=2,seq=16 --emit=graph -o /dev/null >/dev/null 2>&1 && bind=(--bind=batch=2,seq=16)
+  fi
   step "$name check" "$OUT/$tag.check.log" "$DRKC" run "$m" --device=cuda --target=sm_90a --check "${bind[@]}"
   if timeout 120 "$DRKC" "$m" --target=sm_90a "${bind[@]}" -o "$OUT/$tag.drkm" >"$OUT/$tag.compile.log" 2>&1; then
     step "$name list" "$OUT/$tag.list.log" "$DRKRUN" "$OUT/$tag.drkm" --list
