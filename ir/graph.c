@@ -355,6 +355,37 @@ drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_va
   return n;
 }
 
+void drk_node_take_result(drk_node_t *old, drk_node_t *by) {
+  drk_value_t *y = old->outputs[0];
+  by->outputs[0] = y;
+  y->def = by;
+  y->def_index = 0;
+  old->dead = true;
+}
+
+bool drk_graph_rewrite_nodes(drk_graph_t *g, drk_rewrite_t (*rewrite)(drk_graph_t *g, drk_node_t *n, void *ctx), void *ctx,
+                             size_t *out_n_rewritten) {
+  size_t done = 0, n_orig = g->n_nodes;
+  if (out_n_rewritten) *out_n_rewritten = 0;
+  if (!n_orig) return true;
+  drk_node_t **orig = malloc(sizeof *orig * n_orig);
+  if (!orig) return false;
+  memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  g->n_nodes = 0; /* pushed again in order, each node's replacements right after it */
+  bool ok = true;
+  for (size_t i = 0; i < n_orig; i++) {
+    drk_node_t *n = orig[i];
+    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+    if (!ok) continue;
+    drk_rewrite_t r = rewrite(g, n, ctx);
+    if (r == DRK_REWRITE_FAILED) ok = false;
+    else if (r == DRK_REWRITE_DONE) done++;
+  }
+  free(orig);
+  if (out_n_rewritten) *out_n_rewritten = done;
+  return ok;
+}
+
 drk_attr_t *drk_node_add_attr(drk_graph_t *g, drk_node_t *n, const char *name, drk_attr_kind_t kind) {
   for (int i = 0; i < n->n_attrs; i++)
     if (strcmp(n->attrs[i].name, name) == 0) {

@@ -218,6 +218,19 @@ bool drk_graph_name_taken(drk_graph_t *g, const char *name);
 drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_value_t *const *inputs,
                                int n_outputs, const char *const *out_names, drk_loc_t loc);
 
+/* by takes over old's first result value (its name, its users, graph outputs that read it):
+ * by's own fresh outputs[0] is dropped, and old is marked dead (eliminate_dead removes it). */
+void drk_node_take_result(drk_node_t *old, drk_node_t *by);
+
+/* What a drk_graph_rewrite_nodes callback did with a node. */
+typedef enum { DRK_REWRITE_KEPT, DRK_REWRITE_DONE, DRK_REWRITE_FAILED } drk_rewrite_t;
+/* Calls rewrite(g, n, ctx) on every node of g, in order; the nodes it adds (drk_graph_add_node)
+ * land right after n, so the order stays topological when they only read n's inputs. A
+ * rewritten node stays in the list, dead (drk_node_take_result). Stops at the first FAILED
+ * (returns false; also false when out of memory); *out_n_rewritten (may be NULL) counts DONE. */
+bool drk_graph_rewrite_nodes(drk_graph_t *g, drk_rewrite_t (*rewrite)(drk_graph_t *g, drk_node_t *n, void *ctx), void *ctx,
+                             size_t *out_n_rewritten);
+
 drk_attr_t *drk_node_add_attr(drk_graph_t *g, drk_node_t *n, const char *name, drk_attr_kind_t kind);
 void drk_node_set_int(drk_graph_t *g, drk_node_t *n, const char *name, int64_t v);
 void drk_node_set_float(drk_graph_t *g, drk_node_t *n, const char *name, double v);

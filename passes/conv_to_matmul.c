@@ -108,10 +108,7 @@ static void rewrite(drk_graph_t *g, drk_node_t *n) {
   const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
   drk_node_t *rs = drk_graph_add_node(g, DRK_OP_RESHAPE, 2, (drk_value_t *[]){mm, ys}, 1, &tmp, n->loc);
   /* the Conv's result (its name, its users, maybe a graph output) becomes the Reshape's */
-  rs->outputs[0] = y;
-  y->def = rs;
-  y->def_index = 0;
-  n->dead = true;
+  drk_node_take_result(n, rs);
 }
 
 /* Non-overlapping patches: Reshape(x, [N, C, OH, KH, OW, KW]) -> Transpose(0, 2, 4, 1, 3, 5)
@@ -162,35 +159,20 @@ static bool rewrite_patches(drk_graph_t *g, drk_node_t *n) {
   drk_value_t *ys = shape_const(g, drk_graph_unique_namef(g, "%s_yshape", base), 4, (int64_t[]){N, OC, OH, OW});
   const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
   drk_node_t *rs = drk_graph_add_node(g, DRK_OP_RESHAPE, 2, (drk_value_t *[]){tb->outputs[0], ys}, 1, &tmp, n->loc);
-  rs->outputs[0] = y;
-  y->def = rs;
-  y->def_index = 0;
-  n->dead = true;
+  drk_node_take_result(n, rs);
   return true;
 }
 
-bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
-  size_t done = 0, n_orig = g->n_nodes;
-  if (out_n_rewritten) *out_n_rewritten = 0;
-  if (!n_orig) return true;
-  drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
-  if (!orig) return false;
-  memcpy(orig, g->nodes, sizeof *orig * n_orig);
-  g->n_nodes = 0; /* nodes are pushed again in order, the new ones in place of their Conv */
-  for (size_t i = 0; i < n_orig; i++) {
-    drk_node_t *n = orig[i];
-    if (pointwise(n) && n->outputs[0]->shape.rank <= 8) {
-      rewrite(g, n);
-      done++;
-      continue;
-    }
-    if (patches(n) && rewrite_patches(g, n)) { /* out of memory: the Conv stays as it is */
-      done++;
-      continue;
-    }
-    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
+static drk_rewrite_t rewrite_node(drk_graph_t *g, drk_node_t *n, void *ctx) {
+  (void)ctx;
+  if (pointwise(n) && n->outputs[0]->shape.rank <= 8) {
+    rewrite(g, n);
+    return DRK_REWRITE_DONE;
   }
-  free(orig);
-  if (out_n_rewritten) *out_n_rewritten = done;
-  return true;
+  /* out of memory in rewrite_patches: the Conv stays as it is */
+  return patches(n) && rewrite_patches(g, n) ? DRK_REWRITE_DONE : DRK_REWRITE_KEPT;
+}
+
+bool drk_pass_conv_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
+  return drk_graph_rewrite_nodes(g, rewrite_node, NULL, out_n_rewritten);
 }

@@ -126,35 +126,18 @@ static bool rewrite(drk_graph_t *g, tcache_t *tc, drk_node_t *n) {
     r = node1(g, DRK_OP_ADD, 2, (drk_value_t *[]){r, c}, drk_graph_unique_namef(g, "%s_bias", base), t, M, N, n->loc);
   }
   /* the Gemm's result (its name, its users, maybe a graph output) becomes the last node's */
-  drk_node_t *last = r->def;
-  last->outputs[0] = y;
-  y->def = last;
-  y->def_index = 0;
-  n->dead = true;
+  drk_node_take_result(n, r->def);
   return true;
 }
 
+static drk_rewrite_t rewrite_node(drk_graph_t *g, drk_node_t *n, void *tc) {
+  if (!eligible(n)) return DRK_REWRITE_KEPT;
+  return rewrite(g, tc, n) ? DRK_REWRITE_DONE : DRK_REWRITE_FAILED;
+}
+
 bool drk_pass_gemm_to_matmul(drk_graph_t *g, size_t *out_n_rewritten) {
-  size_t done = 0, n_orig = g->n_nodes;
-  if (out_n_rewritten) *out_n_rewritten = 0;
-  if (!n_orig) return true;
-  drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
-  if (!orig) return false;
-  memcpy(orig, g->nodes, sizeof *orig * n_orig);
-  tcache_t tc = {drk_arena_alloc(g->arena, sizeof *tc.src * 2 * n_orig), drk_arena_alloc(g->arena, sizeof *tc.dst * 2 * n_orig),
-                 0, 2 * n_orig};
-  g->n_nodes = 0; /* nodes are pushed again in order, the new ones in place of their Gemm */
-  bool ok = true;
-  for (size_t i = 0; i < n_orig; i++) {
-    drk_node_t *n = orig[i];
-    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
-    if (ok && eligible(n)) {
-      /* the new nodes were appended after n by drk_graph_add_node; n is dead once rewritten */
-      if (!(ok = rewrite(g, &tc, n))) break;
-      done++;
-    }
-  }
-  free(orig);
-  if (out_n_rewritten) *out_n_rewritten = done;
-  return ok;
+  size_t n = g->n_nodes;
+  tcache_t tc = {drk_arena_alloc(g->arena, sizeof *tc.src * 2 * n + 1), drk_arena_alloc(g->arena, sizeof *tc.dst * 2 * n + 1), 0,
+                 2 * n};
+  return drk_graph_rewrite_nodes(g, rewrite_node, &tc, out_n_rewritten);
 }

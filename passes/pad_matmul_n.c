@@ -47,31 +47,16 @@ static bool rewrite(drk_graph_t *g, drk_node_t *n) {
   drk_node_t *mm = drk_graph_add_node(g, DRK_OP_MATMUL, 2, (drk_value_t *[]){a, bp}, 1, &mn, n->loc);
   drk_node_set_int(g, mm, "result_n", N);
   /* the MatMul's result (its name, its users, maybe a graph output) becomes the new one's */
-  mm->outputs[0] = y;
-  y->def = mm;
-  y->def_index = 0;
-  n->dead = true;
+  drk_node_take_result(n, mm);
   return true;
 }
 
+static drk_rewrite_t rewrite_node(drk_graph_t *g, drk_node_t *n, void *ctx) {
+  (void)ctx;
+  if (!eligible(n)) return DRK_REWRITE_KEPT;
+  return rewrite(g, n) ? DRK_REWRITE_DONE : DRK_REWRITE_FAILED;
+}
+
 bool drk_pass_pad_matmul_n(drk_graph_t *g, size_t *out_n_rewritten) {
-  size_t done = 0, n_orig = g->n_nodes;
-  if (out_n_rewritten) *out_n_rewritten = 0;
-  if (!n_orig) return true;
-  drk_node_t **orig = malloc(sizeof *orig * (n_orig + 1));
-  if (!orig) return false;
-  memcpy(orig, g->nodes, sizeof *orig * n_orig);
-  g->n_nodes = 0; /* nodes are pushed again in order, the new ones right after their MatMul */
-  bool ok = true;
-  for (size_t i = 0; i < n_orig; i++) {
-    drk_node_t *n = orig[i];
-    DRK_VEC_PUSH(g->arena, g->nodes, g->n_nodes, g->cap_nodes, n);
-    if (ok && eligible(n)) {
-      if (!(ok = rewrite(g, n))) break;
-      done++;
-    }
-  }
-  free(orig);
-  if (out_n_rewritten) *out_n_rewritten = done;
-  return ok;
+  return drk_graph_rewrite_nodes(g, rewrite_node, NULL, out_n_rewritten);
 }

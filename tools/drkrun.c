@@ -212,15 +212,22 @@ static int list_module(const char *path) {
   for (int io = 0; io < 2; io++)
     for (uint32_t i = 0; i < (io ? mf->n_outputs : mf->n_inputs); i++) {
       const drk_modfile_tensor_t *t = io ? &mf->outputs[i] : &mf->inputs[i];
-      char name[256], dims[200] = "";
-      drk_escape(t->name, name, sizeof name); /* names are the model's: no raw control characters */
+      char name[256], dims[200] = "", dtype[32];
       size_t l = 0;
       for (uint32_t d = 0; d < t->rank && l + 24 < sizeof dims; d++)
         l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+#ifdef DRK_HAVE_TENSOR_IO
+      drk_escape(t->name, name, sizeof name); /* names are the model's: no raw control characters */
       drk_dtype_t dt;
-      printf("  %s %u '%s': %s[%s], %llu bytes at arena offset %llu\n", io ? "output" : "input", i, name,
-             drk_dtype_from_onnx(t->dtype, &dt) ? drk_dtype_name(dt) : "?", dims, (unsigned long long)t->size,
-             (unsigned long long)t->offset);
+      snprintf(dtype, sizeof dtype, "%s", drk_dtype_from_onnx(t->dtype, &dt) ? drk_dtype_name(dt) : "?");
+#else /* the runtime-only build (no graph IR library): control characters as '?', the ONNX code */
+      snprintf(name, sizeof name, "%s", t->name);
+      for (char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+      snprintf(dtype, sizeof dtype, "onnx-dtype-%d", (int)t->dtype);
+#endif
+      printf("  %s %u '%s': %s[%s], %llu bytes at arena offset %llu\n", io ? "output" : "input", i, name, dtype, dims,
+             (unsigned long long)t->size, (unsigned long long)t->offset);
     }
   for (uint32_t i = 0; i < mf->n_images; i++) {
     const drk_modfile_image_t *im = &mf->images[i];
