@@ -1060,7 +1060,7 @@ static int main_run(int argc, char **argv) {
       if (ro.n_named == (int)DRK_ARRAY_LEN(ro.named_inputs)) return drkc_usage_error("too many --input options%s", "");
       ro.named_inputs[ro.n_named++] = v;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      fputs(usage_text, stdout);
+      printf(usage_text, drk_target_known_list(), emit_names(), stage_names());
       return 0;
     } else if (strcmp(argv[i], "--npy") == 0) ro.npy = true;
     else if (strcmp(argv[i], "--check") == 0) ro.check = true;

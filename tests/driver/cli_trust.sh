@@ -27,6 +27,7 @@ grep -q "default 100" <<<"$out" || bad "drkrun --help gives no defaults"
 [ $rc = 2 ] && grep -q -- "--iters needs a value" "$W/e2.txt" || bad "--iters without a value: rc $rc"
 
 out=$("$DRKC" run --help) && grep -q "drkc run MODEL" <<<"$out" || bad "drkc run --help"
+grep -q "%s" <<<"$out" && bad "drkc run --help prints a raw printf format (%s)"
 "$DRKC" run "$m" --device=cpu --input-dir "$W/nope" > "$W/e3.txt" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "input-dir $W/nope: No such file or directory" "$W/e3.txt" || bad "missing --input-dir: rc $rc, $(cat "$W/e3.txt")"
 mkdir -p "$W/empty"
