@@ -204,6 +204,18 @@ static tv_t *load_chunk(drk_lctx_t *c, rv_t *v, double other, drk_dtype_t at) {
   return x;
 }
 
+/* The row max over the row's chunks (split rows: this program's columns), with rows of all
+ * -inf mapped to 0 so exp(x - max) stays finite (softmax, LogSumExp). */
+static tv_t *row_max(drk_lctx_t *c, rv_t *v, drk_dtype_t at) {
+  tv_t *init = acc_tile(c, v, at, -INFINITY), *acc, *fr;
+  rv_pass(c, v, 1, &init, &acc);
+  tv_t *nacc = BIN(MAX, acc, load_chunk(c, v, -INFINITY, at));
+  rv_pass_end(c, v, 1, &nacc, &fr);
+  tv_t *m = reduce(c, v, fr, "max");
+  return lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
+}
+
+
 static void rv_end(drk_lctx_t *c, rv_t *v) {
   lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, v->s.split_rows > 1 ? v->s.split_rows : 1, 1, v->s.warps, 0,
                 &v->s);
@@ -317,17 +329,7 @@ static bool lower_row_reduce(drk_lctx_t *c, uint32_t mask) {
     res = reduce(c, &v, fr, is_max ? "max" : "min");
   } else {
     tv_t *mx = NULL;
-    if (op == DRK_OP_REDUCE_LOG_SUM_EXP) {
-      tv_t *init = acc_tile(c, &v, at, -INFINITY);
-      tv_t *acc;
-      rv_pass(c, &v, 1, &init, &acc);
-      tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
-      tv_t *fr;
-      rv_pass_end(c, &v, 1, &nacc, &fr);
-      mx = reduce(c, &v, fr, "max");
-      /* rows of all -inf: keep exp finite */
-      mx = lw_sel(c, lw_cmp(c, "eq", mx, lw_cf(c, mx, -INFINITY)), lw_cf(c, mx, 0), mx);
-    }
+    if (op == DRK_OP_REDUCE_LOG_SUM_EXP) mx = row_max(c, &v, at);
     tv_t *init = acc_tile(c, &v, at, 0);
     tv_t *acc;
     rv_pass(c, &v, 1, &init, &acc);
@@ -466,21 +468,14 @@ again:
     m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
   } else {
     /* pass 1: row max (split rows: of this program's columns) */
-    tv_t *init = acc_tile(c, &v, at, -INFINITY);
-    tv_t *acc;
-    rv_pass(c, &v, 1, &init, &acc);
-    tv_t *nacc = BIN(MAX, acc, load_chunk(c, &v, -INFINITY, at));
-    tv_t *fr;
-    rv_pass_end(c, &v, 1, &nacc, &fr);
-    m = reduce(c, &v, fr, "max");
-    m = lw_sel(c, lw_cmp(c, "eq", m, lw_cf(c, m, -INFINITY)), lw_cf(c, m, 0), m);
+    m = row_max(c, &v, at);
     m2 = lw_bcast_row(c, m, v.P, v.s.rows, v.s.cols);
     /* pass 2: sum of exp(x - max) */
-    init = acc_tile(c, &v, at, 0);
+    tv_t *init = acc_tile(c, &v, at, 0), *acc;
     rv_pass(c, &v, 1, &init, &acc);
     tv_t *e = UN(EXP, BIN(SUB, load_chunk(c, &v, -INFINITY, at), m2));
     e = lw_sel(c, v.mask2, e, lw_cf(c, e, 0));
-    nacc = BIN(ADD, acc, e);
+    tv_t *nacc = BIN(ADD, acc, e), *fr;
     rv_pass_end(c, &v, 1, &nacc, &fr);
     s = reduce(c, &v, fr, "sum");
     if (pws) { /* split rows, kernel 1: the partial max and sum of its columns, then kernel 2 */

@@ -92,28 +92,6 @@ def specs(small=False):
     return out
 
 
-def torch_half_error(m, ins, outs, prec, dev):
-    """torch's own error of the module in prec (fp16/bf16) against its f32 outputs, same inputs
-    (zoo.torch_fp16_error for either half dtype; on the GPU when there is one)."""
-    import copy
-    torch = zoo._torch()
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
-    try:
-        mh = copy.deepcopy(m).to(device=dev, dtype=dt)
-        with torch.no_grad():
-            oh = zoo.flat_outputs(mh(*[a.to(dev).to(dt) if a.is_floating_point() else a.to(dev) for a in ins]))
-        worst = 0.0
-        for a, b in zip(oh, outs):
-            a, b = a.detach().double().cpu(), b.detach().double()
-            den = float(b.norm())
-            e = float((a - b).norm() / den) if den > 0 else float((a - b).norm())
-            worst = max(worst, e if e == e else float("inf"))
-        del mh
-        return worst
-    except Exception as e:  # noqa: BLE001
-        return f"{type(e).__name__}: {str(e)[:200]}"
-
-
 def half_verdict(r, torch_err):
     """zoo.fp16_verdict for fp16 and bf16: drkc's check (the f64 interpreter of the f32 model as
     reference) passes within max(1e-2, 2 x torch's own error in the same dtype)."""
@@ -222,7 +200,7 @@ def main():
                 r["check_rel_err"] = chk.get("rel_err")
                 if "error" in chk:
                     r["check_error"] = chk["error"]
-                half_verdict(r, torch_half_error(m, ins, outs, prec, dev))
+                half_verdict(r, zoo.torch_fp16_error(m, ins, outs, dev, prec))
             if "error" not in c and "check_error" not in r and dev == "cuda":
                 d = zoo.drkrun_latency(args.drkrun, pdir, data, 120)
                 r["drkc_ms"] = d.get("median_ms")

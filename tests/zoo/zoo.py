@@ -578,23 +578,25 @@ def compile_model(drkc, onnx_path, flags, out, timeout, extra=()):
     return r
 
 
-def torch_fp16_error(m, ins, outs, device):
-    """The module's own float16 error against its float32 outputs (same inputs): how much of a
-    float16 build's error the model itself causes (random weights make some models far more
-    sensitive than trained ones, and freshly initialised deep CNNs produce values below the
-    float16 range altogether)."""
+def torch_fp16_error(m, ins, outs, device, dtype="fp16"):
+    """The module's own half-precision error (dtype "fp16" or "bf16") against its float32 outputs
+    (same inputs): how much of a half build's error the model itself causes (random weights make
+    some models far more sensitive than trained ones, and freshly initialised deep CNNs produce
+    values below the float16 range altogether)."""
     import copy
     torch = _torch()
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     try:
-        mh = copy.deepcopy(m).to(device=device, dtype=torch.float16)
+        mh = copy.deepcopy(m).to(device=device, dtype=dt)
         with torch.no_grad():
-            oh = flat_outputs(mh(*[a.to(device).half() if a.is_floating_point() else a.to(device) for a in ins]))
+            oh = flat_outputs(mh(*[a.to(device).to(dt) if a.is_floating_point() else a.to(device) for a in ins]))
         worst = 0.0
         for a, b in zip(oh, outs):
             a, b = a.detach().double().cpu(), b.detach().double()
             den = float(b.norm())
             e = float((a - b).norm() / den) if den > 0 else float((a - b).norm())
             worst = max(worst, e if e == e else float("inf"))
+        del mh
         return worst
     except Exception as e:  # noqa: BLE001 (some ops have no CPU float16 kernel)
         return f"{type(e).__name__}: {str(e)[:200]}"
