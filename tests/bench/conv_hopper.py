@@ -113,19 +113,20 @@ def time_conv(torch, shape, iters=50, warmup=10):
     xs = [torch.randn(N, C, H, W, device=dev, dtype=torch.float16).to(memory_format=torch.channels_last) for _ in range(4)]
     w = torch.randn(K, C, R, S, device=dev, dtype=torch.float16).to(memory_format=torch.channels_last) * 0.05
     f = torch.nn.functional.conv2d
+    return median_event_ms(torch, lambda i: f(xs[i % 4], w, stride=st, padding=pad), iters, warmup)
+
+
+def median_event_ms(torch, call, iters, warmup):
+    """Median ms of call(i) over iters runs after warmup ones, each bracketed by CUDA events
+    (peers.event_times); i rotates the inputs so L2 does not hold the last run's."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from peers import event_times
     with torch.inference_mode():
         for i in range(warmup):
-            f(xs[i % 4], w, stride=st, padding=pad)
+            call(i)
         torch.cuda.synchronize()
-        ms = []
-        for i in range(iters):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            f(xs[i % 4], w, stride=st, padding=pad)
-            e.record()
-            e.synchronize()
-            ms.append(s.elapsed_time(e))
-    ms.sort()
+        it = iter(range(iters))
+        ms = sorted(event_times(lambda: call(next(it)), iters))
     return ms[len(ms) // 2]
 
 

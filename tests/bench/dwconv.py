@@ -100,20 +100,8 @@ def export(work):
 
 
 def med_ms(torch, f, xs, iters=50, warmup=10):
-    with torch.inference_mode():
-        for i in range(warmup):
-            f(xs[i % len(xs)])
-        torch.cuda.synchronize()
-        ms = []
-        for i in range(iters):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            f(xs[i % len(xs)])
-            e.record()
-            e.synchronize()
-            ms.append(s.elapsed_time(e))
-    ms.sort()
-    return ms[len(ms) // 2]
+    from conv_hopper import median_event_ms
+    return median_event_ms(torch, lambda i: f(xs[i % len(xs)]), iters, warmup)
 
 
 def act_fn(torch, act):
