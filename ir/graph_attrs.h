@@ -23,13 +23,17 @@ typedef enum drk_attr_rule {
   DRK_AR_ENUM      /* one of spec->allowed ("a|b|c") */
 } drk_attr_rule_t;
 
+/* The `since` of an attribute only drkc's passes write (pad-matmul-n's result_n): no model
+ * may carry it (the importer says so). tools/gen_graph_attrs.py INTERNAL_OPSET. */
+#define DRK_ATTR_INTERNAL 1000
+
 typedef struct drk_attr_spec {
   drk_op_t op;
   const char *name;
   drk_attr_kind_t kind;
   drk_attr_rule_t rule;
   const char *allowed; /* DRK_AR_ENUM: "a|b|c"; else NULL */
-  int since;           /* ai.onnx opset that introduced the attribute */
+  int since;           /* ai.onnx opset that introduced the attribute; DRK_ATTR_INTERNAL: drkc's own */
   bool required;
 } drk_attr_spec_t;
 

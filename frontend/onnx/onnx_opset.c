@@ -1103,6 +1103,9 @@ static bool copy_attr(nb_t *b, drk_node_t *n, const Onnx__AttributeProto *a) {
   /* names unknown to the op are the verifier's to report (graph_attrs.def); one the model's
    * opset does not have yet is refused here, where the opset is known */
   const drk_attr_spec_t *spec = drk_attr_spec_find(n->op, a->name);
+  if (spec && spec->since >= DRK_ATTR_INTERNAL)
+    return fail(b, "attribute '%s' of '%s' is drkc's own (written by its passes), not an ONNX attribute", a->name,
+                b->op_type);
   if (spec && spec->since > b->opset)
     return fail(b, "attribute '%s' of '%s' exists from opset %d; the model imports opset %lld", a->name, b->op_type,
                 spec->since, (long long)b->opset);

@@ -55,10 +55,13 @@ save("esc", [h.make_node("Relu", ["x"], ["y"], name="\x1b[2J"), h.make_node("Foo
      [f("x", [2])], [f("z", None)])
 save("esc_run", [h.make_node("Relu", ["x"], ["\x1b[2Jy"], name="\x1b]0;title\x07")], [f("x", [2])],
      [f("\x1b[2Jy", [2])])
+save("internal_attr", [h.make_node("MatMul", ["x", "b"], ["y"], name="mm", result_n=4)], [f("x", [2, 3])], yo,
+     [numpy_helper.from_array(np.ones((3, 8), np.float32), "b")])
 open(f"{w}/wrong.pb", "wb").write(numpy_helper.from_array(np.zeros((3, 5), np.float32), "x").SerializeToString())
 PYEOF
 m() { echo "$W/$1.onnx"; }
 # -- absurd sizes: located errors, on the compile path and in drkc run
+expect internal_attr 1 "attribute 'result_n' of 'MatMul' is drkc's own" -- "$(m internal_attr)" --emit=graph
 expect reshape_wrap 1 "Reshape: shape [4611686018427387905,4] has more than 2^56 elements" -- "$(m reshape_wrap)" -o "$W/x.drkm"
 expect reshape_wrap_run 1 "has more than 2^56 elements" -- run "$(m reshape_wrap)" --device=cpu
 expect input_max 1 "value '%x' has shape [9223372036854775807, 2]: more than 2^56 elements" -- "$(m input_max)" -o "$W/x.drkm"
