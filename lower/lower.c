@@ -466,7 +466,8 @@ static uint32_t knobs_of_kind(uint32_t used, const char *kind) {
 
 /* Line e of --schedules against the kernels its node made (launches from first): one of them
  * has e's name, the workload key is e's when given, and every knob e pins is in the kernel's
- * space (a knob that would have no effect is an error, not silently dropped). */
+ * space (a knob that would have no effect is an error, not silently dropped, unless the entry
+ * is lenient: the tuner's points, whose form may not read every knob of the space). */
 static bool check_schedule(drk_lctx_t *c, drk_sched_entry_t *e, size_t first, const char *wl) {
   const drk_launch_t *la = NULL;
   for (size_t k = first; k < c->n_launches && !la; k++)
@@ -485,7 +486,7 @@ static bool check_schedule(drk_lctx_t *c, drk_sched_entry_t *e, size_t first, co
   uint32_t space = 0;
   for (size_t k = first; k < c->n_launches; k++) space |= c->launches[k].knob_space;
   for (int i = 0; i < DRK_KNOB_COUNT; i++)
-    if ((e->knobs.set & (1u << i)) && !(space & (1u << i))) {
+    if ((e->knobs.set & (1u << i)) && !(space & (1u << i)) && !e->lenient) {
       drk_diag_error(c->d, e->loc, "schedule for kernel '%s': knob %s does not apply to it (a %s kernel)", e->name,
                      drk_knob_def((drk_knob_id_t)i)->name, la->sched.kind ? la->sched.kind : "plain");
       return false;

@@ -200,6 +200,8 @@ typedef struct drk_sched_entry {
   drk_sched_knobs_t knobs;
   drk_loc_t loc;        /* file and line, for errors */
   bool used;            /* set by drk_lower_graph when the kernel exists */
+  bool lenient;         /* knobs the kernel's form does not read are ignored, not an error
+                         * (drkc tune's points: conv.hopper=0 leaves the Hopper knobs unread) */
 } drk_sched_entry_t;
 
 typedef struct drk_schedules {

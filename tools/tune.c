@@ -71,6 +71,7 @@ typedef struct prepped {
 } prepped_t;
 
 #define MAX_PREP 64
+#define PRUNE_MEMO 1024
 
 typedef struct tuner {
   drk_compile_options_t c;
@@ -91,6 +92,13 @@ typedef struct tuner {
                                * measured with it (< 0: none) */
   prepped_t prep[MAX_PREP];
   int n_prep;
+  /* the prune hook's verdicts for the kernel being tuned, by point hash (open addressing) */
+  struct prune_memo {
+    uint64_t hash;
+    bool used, ok;
+    char why[160];
+  } memo[PRUNE_MEMO];
+  int n_memo, pruned;
   /* the fake measurement of the tests (see fake_measure) */
   bool fake;
   drk_sched_knobs_t planted;
@@ -207,11 +215,13 @@ static double roofline_us(const tkernel_t *k) {
 }
 
 /* ---- candidates ---- */
-/* Compiles the model with kernel k at point p (its --schedules line) into path; a point the
- * lowering refuses (an illegal combination) fails with the error in msg. */
+/* Compiles the model with kernel k at point p (its --schedules line, lenient: knobs its form
+ * does not read are ignored) into path; a point the lowering refuses (an illegal combination)
+ * fails with the error in msg. path NULL: lowering and tile verification only (the prune hook). */
 static bool compile_candidate(tuner_t *t, const tkernel_t *k, const drk_sched_knobs_t *p, const char *path, int jobs,
                               char *msg, size_t n) {
-  drk_sched_entry_t e = {.name = k->name, .node = k->node, .knobs = *p, .loc = {.file = "drkc tune", .node_index = -1}};
+  drk_sched_entry_t e = {.name = k->name, .node = k->node, .knobs = *p, .loc = {.file = "drkc tune", .node_index = -1},
+                         .lenient = true};
   e.knobs.used = NULL;
   memcpy(e.wl, k->wl, sizeof k->wl);
   drk_schedules_t tbl = {.n = 1, .entries = &e};
@@ -223,9 +233,13 @@ static bool compile_candidate(tuner_t *t, const tkernel_t *k, const drk_sched_kn
   drk_diag_init(&d, NULL);
   void *bytes = NULL;
   size_t size = 0;
-  if (!drk_pipeline_build(t->g, &c, "module", &bytes, &size, &d)) {
+  if (!drk_pipeline_build(t->g, &c, path ? "module" : "schedules", &bytes, &size, &d)) {
     snprintf(msg, n, "compile: %.200s", d.first);
     return false;
+  }
+  if (!path) {
+    free(bytes);
+    return true;
   }
   FILE *f = fopen(path, "wb");
   bool ok = f && fwrite(bytes, 1, size, f) == size;
@@ -238,6 +252,56 @@ static bool compile_candidate(tuner_t *t, const tkernel_t *k, const drk_sched_kn
 static void clear_prep(tuner_t *t) {
   for (int i = 0; i < t->n_prep; i++) unlink(t->prep[i].path);
   t->n_prep = 0;
+}
+
+/* drk_search_prune_fn: a point the lowering refuses (shared memory past the target's, a tile
+ * the form cannot take, ...) is pruned: never compiled to code nor measured, and not counted
+ * as a trial. The lowering runs in a forked process (a crash on a strange point prunes that
+ * point, not the tune); verdicts are kept per point for the kernel being tuned. */
+static bool prune_point(void *ctx, const drk_sched_knobs_t *p, char *why, size_t n) {
+  tuner_t *t = ctx;
+  uint64_t h = drk_search_point_hash(p);
+  size_t slot = (size_t)(h % PRUNE_MEMO);
+  for (int probe = 0; probe < PRUNE_MEMO && t->memo[slot].used; probe++, slot = (slot + 1) % PRUNE_MEMO)
+    if (t->memo[slot].hash == h) {
+      if (!t->memo[slot].ok) snprintf(why, n, "%s", t->memo[slot].why);
+      return t->memo[slot].ok;
+    }
+  char msg[256] = "";
+  int fd[2];
+  bool ok = true;
+  if (pipe(fd) == 0) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fd[0]);
+      bool good = compile_candidate(t, t->k, p, NULL, 1, msg, sizeof msg);
+      if (!good && write(fd[1], msg, strlen(msg)) < 0) _exit(2);
+      _exit(good ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid > 0) {
+      size_t got = 0;
+      ssize_t r;
+      while (got < sizeof msg - 1 && (r = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)r;
+      msg[got] = 0;
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+      ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && WIFSIGNALED(status)) snprintf(msg, sizeof msg, "the lowering crashed (signal %d)", WTERMSIG(status));
+    }
+    close(fd[0]);
+  }
+  if (!ok) {
+    snprintf(why, n, "%s", msg);
+    t->pruned++;
+  }
+  if (t->n_memo < PRUNE_MEMO * 3 / 4) {
+    t->memo[slot] = (struct prune_memo){.hash = h, .used = true, .ok = ok};
+    snprintf(t->memo[slot].why, sizeof t->memo[slot].why, "%s", msg);
+    t->n_memo++;
+  }
+  return ok;
 }
 
 /* drk_search_prepare_fn: the round's candidates compiled in forked processes, --jobs at once
@@ -786,6 +850,8 @@ int drkc_tune_main(int argc, char **argv) {
     snprintf(s.kernel, sizeof s.kernel, "%s", k->name);
     snprintf(s.workload, sizeof s.workload, "%s", k->wl);
     snprintf(s.kind, sizeof s.kind, "%s", k->kind);
+    s.prune = prune_point, s.prune_ctx = &t;
+    memset(t.memo, 0, sizeof t.memo), t.n_memo = 0;
     /* the time budget, shared among the kernels left */
     double share = budget > 0 ? (t.deadline - now_s()) / (double)left : 0;
     float context[DRK_SEARCH_CONTEXT_FEATURES];

@@ -130,8 +130,12 @@ void drk_nvptx_bar_sync(drk_nvptx_cg_t *cg, unsigned id, unsigned n_threads) {
     LLVMValueRef a[] = {drk_i32(cg, id)};
     drk_nvptx_call_intrinsic(cg, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, a, 1);
   } else {
+    /* Unaligned `barrier.sync id, n`: the threads of a named barrier come from different warp
+     * groups, each at its own static instruction (the consumers of the sm_90a matmul), which
+     * the aligned `bar.sync` does not allow (compute-sanitizer synccheck: "Divergent
+     * thread(s) in block"; docs/backend-nvptx.md "Barriers"). */
     LLVMValueRef a[] = {drk_i32(cg, id), drk_i32(cg, n_threads)};
-    drk_nvptx_call_intrinsic(cg, "llvm.nvvm.barrier.cta.sync.aligned.count", NULL, 0, a, 2);
+    drk_nvptx_call_intrinsic(cg, "llvm.nvvm.barrier.cta.sync.count", NULL, 0, a, 2);
   }
 }
 

@@ -163,7 +163,8 @@ LLVMValueRef drk_nvptx_laneid(drk_nvptx_cg_t *cg);
 /* tid.x / 32, made warp-uniform (PTX's %warpid is not stable, so it is not used). */
 LLVMValueRef drk_nvptx_warp_index(drk_nvptx_cg_t *cg);
 
-/* bar.sync id (all threads of the CTA); with n_threads > 0, bar.sync id, n_threads. */
+/* bar.sync id (all threads of the CTA, one static instruction); with n_threads > 0 the
+ * unaligned barrier.sync id, n_threads (participants may come from different code). */
 void drk_nvptx_bar_sync(drk_nvptx_cg_t *cg, unsigned id, unsigned n_threads);
 
 typedef enum { DRK_NVPTX_SHFL_BFLY, DRK_NVPTX_SHFL_DOWN, DRK_NVPTX_SHFL_UP, DRK_NVPTX_SHFL_IDX } drk_nvptx_shfl_t;

@@ -56,7 +56,6 @@ for spec in "${models[@]}"; do
     for t in $TOOLS; do
       log=$OUT/$tag.$t.log
       extra=(); [ $t = racecheck ] && extra=(--racecheck-report hazard)
-      [ $t = initcheck ] && extra=(--track-unused-memory no)
       lock=(); [ -n "${GPU_LOCK:-}" ] && lock=(flock "$GPU_LOCK")
       "${lock[@]}" timeout -k 5 "$LIMIT" "$CS" --tool "$t" "${extra[@]}" --print-limit 20 "$DRKRUN" "$OUT/$tag.drkm" --iters 1 --warmup 0 >"$log" 2>&1
       rc=$?

@@ -260,21 +260,25 @@ static drk_status_t prepare_kernel(cuda_session_t *s, uint32_t k) {
   }
   /* The module's parameter records against the kernel's own signature (drivers from CUDA 12.4):
    * a launch with too few or wrongly sized parameters reads garbage or faults, far from the
-   * cause. A driver without cuFuncGetParamInfo keeps the reader's checks only. */
+   * cause. A driver without cuFuncGetParamInfo keeps the reader's checks only. A kernel taking
+   * more parameters than the module gives is caught where the driver has cuFuncGetParamCount;
+   * probing past the last parameter instead would be an API error on every good module, which
+   * compute-sanitizer reports (tests/gpu/sanitize.sh). */
   if (rt->cu.FuncGetParamInfo) {
-    uint32_t n = 0;
-    size_t off, size;
-    for (; n <= kd->n_params && !rt->cu.FuncGetParamInfo(s->funcs[k], n, &off, &size); n++) {
-      if (n == kd->n_params) break;
+    size_t off, size, count = 0;
+    for (uint32_t n = 0; n < kd->n_params; n++) {
+      if (rt->cu.FuncGetParamInfo(s->funcs[k], n, &off, &size))
+        return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s'): the module gives %u parameters, the kernel's code takes %u (inconsistent module)",
+                             k, kd->name, kd->n_params, n);
       const drk_modfile_param_t *pa = &kd->params[n];
       size_t want = pa->kind == DRK_MODFILE_PARAM_BUFFER ? 8 : pa->kind == DRK_MODFILE_PARAM_SCALAR ? pa->scalar_size : 128;
       if (size != want)
         return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s') parameter %u: the module gives %zu bytes, the kernel's code takes %zu (inconsistent module)",
                              k, kd->name, n, want, size);
     }
-    if (n != kd->n_params || !rt->cu.FuncGetParamInfo(s->funcs[k], n, &off, &size))
-      return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s'): the module gives %u parameters, the kernel's code takes %s%u (inconsistent module)",
-                           k, kd->name, kd->n_params, n < kd->n_params ? "" : "more than ", n);
+    if (rt->cu.FuncGetParamCount && !rt->cu.FuncGetParamCount(s->funcs[k], &count) && count != kd->n_params)
+      return drk_rt_status(&rt->alloc, DRK_STATUS_BAD_MODULE, "kernel %u ('%s'): the module gives %u parameters, the kernel's code takes %zu (inconsistent module)",
+                           k, kd->name, kd->n_params, count);
   }
   for (uint32_t p = 0; p < kd->n_params; p++) {
     const drk_modfile_param_t *pa = &kd->params[p];

@@ -105,6 +105,7 @@ typedef struct drk_cu_tensor_map {
 #define DRK_CUDA_OPTIONAL_FUNCS(X)                                                             \
   X(LaunchKernelEx, "cuLaunchKernelEx", (const drk_cu_launch_config_t *cfg, drk_cu_function_t f, void **params, void **extra)) \
   X(FuncGetParamInfo, "cuFuncGetParamInfo", (drk_cu_function_t f, size_t index, size_t *offset, size_t *size)) \
+  X(FuncGetParamCount, "cuFuncGetParamCount", (drk_cu_function_t f, size_t *count)) \
   X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled", (drk_cu_tensor_map_t * map, int dtype, unsigned rank, void *addr, const uint64_t *dims, const uint64_t *strides, const unsigned *box, const unsigned *elem_strides, int interleave, int swizzle, int l2, int oob))
 
 typedef struct drk_cuda_api {
