@@ -58,6 +58,7 @@ typedef struct tkernel {
   char best_text[512];
   double heur_us, best_us, gen_s, tune_s;
   int trials, invalid;
+  int pruned; /* points the lowering refused, never compiled to code nor measured */
   int64_t record;
 } tkernel_t;
 
@@ -579,6 +580,7 @@ static void kernel_summary(FILE *f, const tkernel_t *k, double total, const char
   ev_s(f, "precision", k->precision);
   ev_n(f, "trials", k->trials);
   ev_n(f, "invalid", k->invalid);
+  ev_n(f, "pruned", k->pruned);
   ev_b(f, "tuned", k->tuned);
   ev_b(f, "stable", k->stable);
   ev_n(f, "record", (double)k->record);
@@ -851,7 +853,7 @@ int drkc_tune_main(int argc, char **argv) {
     snprintf(s.workload, sizeof s.workload, "%s", k->wl);
     snprintf(s.kind, sizeof s.kind, "%s", k->kind);
     s.prune = prune_point, s.prune_ctx = &t;
-    memset(t.memo, 0, sizeof t.memo), t.n_memo = 0;
+    memset(t.memo, 0, sizeof t.memo), t.n_memo = 0, t.pruned = 0;
     /* the time budget, shared among the kernels left */
     double share = budget > 0 ? (t.deadline - now_s()) / (double)left : 0;
     float context[DRK_SEARCH_CONTEXT_FEATURES];
@@ -873,6 +875,7 @@ int drkc_tune_main(int argc, char **argv) {
                                     .ctx = &t, .log = search_log, .log_ctx = &t};
     drk_search_tune_result_t res;
     bool ok = drk_search_tune(&s, pol, &to, &res, err, sizeof err);
+    k->pruned = t.pruned;
     drk_search_policy_destroy(pol);
     clear_prep(&t);
     left--;

@@ -110,6 +110,18 @@ grep -m1 '^{"event":"kernel_summary"' "$W/time.jsonl" | grep -q '"tuned":true,"s
 grep '^{"event":"kernel_summary"' "$W/time.jsonl" | grep '"tuned":false' | grep -vq '"error":"the --time budget is spent"' &&
   bad "--time=${B}s: a kernel not tuned without saying why"
 fi
+# ---- pruning: an sm_90a conv's points whose shared memory passes 227 KB (mm.tile_n=256 with
+# many stages) are refused by the lowering and never compiled nor measured; conv.hopper=0
+# points, which leave the Hopper knobs unread, compile (the H200 tune of 2026-12-02 lost 39 of
+# 64 candidates to the two) ----
+conv="$(cd "$(dirname "$0")/../.." && pwd)/tests/lower/hopper/conv_hopper.drkg"
+DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$conv" --trials=40 --kernels=1 --policy=random --seed=1 --jobs=2 \
+  --out="$W/pr.sched" --log="$W/pr.jsonl" >"$W/pr.out" 2>&1 || bad "the conv tune failed: $(tail -3 "$W/pr.out")"
+grep '^{"event":"kernel_summary"' "$W/pr.jsonl" | grep -q '"pruned":[1-9]' ||
+  bad "no point of the conv's space was pruned: $(grep -o '"pruned":[0-9]*' "$W/pr.jsonl")"
+grep '^{"event":"trial"' "$W/pr.jsonl" | grep '"valid":false' | grep -m2 -o '"reason":"[^"]*"' | sed 's/^/  | /' |
+  grep . && bad "refused points were measured (above)"
+grep '^{"event":"trial"' "$W/pr.jsonl" | grep -q 'conv.hopper=0' || bad "no conv.hopper=0 point was measured"
 # ---- the progress line: on a terminal only (script(1) gives the tune one), with an ETA ----
 if command -v script >/dev/null; then
   DRKC_TUNE_FAKE_MEASURE=1 script -qec "'$DRKC' tune '$m' ${F[*]} --out='$W/p.sched' --trials=4 --policy=random" \
