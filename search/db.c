@@ -275,6 +275,7 @@ void drk_search_db_set_busy_timeout(drk_search_db_t *db, int ms) {
 
 const char *drk_search_db_path(const drk_search_db_t *db) { return db->path; }
 const char *drk_search_db_backend(const drk_search_db_t *db) { return db->be->name; }
+long drk_search_db_retries(const drk_search_db_t *db) { return db->retries; }
 
 bool drk_search_db_begin(drk_search_db_t *db, char *err, size_t n) {
   if (db->in_txn) return db_failf(db, err, n, "a transaction is already open");
@@ -327,6 +328,7 @@ static bool in_txn(drk_search_db_t *db, txn_body_fn body, void *ctx, char *err, 
       db->retry = retry;
     }
     if (!db->retry || attempt >= TXN_ATTEMPTS || drk_db_now_ms() > deadline) return false;
+    db->retries++;
     jitter = jitter * 1103515245u + 12345u;
     int base = 5 << (attempt < 7 ? attempt : 7);
     drk_db_sleep_ms(base + (int)(jitter % (unsigned)base));

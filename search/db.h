@@ -87,6 +87,9 @@ bool drk_search_db_is_url(const char *path);
 bool drk_search_db_same(const char *a, const char *b);
 /* "SQLite" or "PostgreSQL". */
 const char *drk_search_db_backend(const drk_search_db_t *db);
+/* How many transactions of this handle failed where running them again could succeed
+ * (serialization failure, deadlock, lost connection) and were run again. */
+long drk_search_db_retries(const drk_search_db_t *db);
 void drk_search_db_close(drk_search_db_t *db);
 /* How long a writer waits for another process's lock (default 30000 ms). */
 void drk_search_db_set_busy_timeout(drk_search_db_t *db, int ms);

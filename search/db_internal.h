@@ -62,6 +62,7 @@ struct drk_search_db {
   bool readonly;
   bool in_txn;
   int busy_ms;
+  long retries;    /* transactions run again */
   /* set by the backend with its error: */
   bool retry;      /* the transaction may succeed when run again (serialization, deadlock, lost connection) */
   bool constraint; /* a constraint refused the statement (unknown workload or target) */
