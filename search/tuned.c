@@ -74,12 +74,14 @@ static bool summarize(void *ctx, const drk_search_record_t *r) {
 
 bool drk_search_tuned_open(const char *path, const char *archs, const char *version, drk_search_tuned_t **out,
                            char *err, size_t n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, n, "%s: no such database (drkc tune --db=%s makes one)", path, path);
-    return false;
+  if (!drk_search_db_is_url(path)) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+      snprintf(err, n, "%s: no such database (drkc tune --db=%s makes one)", path, path);
+      return false;
+    }
+    fclose(f);
   }
-  fclose(f);
   drk_search_tuned_t *t = calloc(1, sizeof *t);
   if (!t) {
     snprintf(err, n, "out of memory");
@@ -99,18 +101,18 @@ bool drk_search_tuned_open(const char *path, const char *archs, const char *vers
   }
   if (!s.all)
     snprintf(t->note, sizeof t->note, "%s has no stable tuned records: every kernel keeps the heuristic's schedule",
-             path);
+             drk_search_db_path(t->db));
   else if (!s.usable && !s.version)
     snprintf(t->note, sizeof t->note,
              "%s: its %ld stable records are from another drkc version (%s; this is drkc %s): not used (re-tune "
              "with this drkc)",
-             path, s.all, s.other_version, t->version);
+             drk_search_db_path(t->db), s.all, s.other_version, t->version);
   else if (!s.usable && !s.arch)
     snprintf(t->note, sizeof t->note, "%s: its %ld stable records are for another target (%s; compiling for %.*s): not used",
-             path, s.all, s.other_arch, (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
+             drk_search_db_path(t->db), s.all, s.other_arch, (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
   else if (!s.usable)
     snprintf(t->note, sizeof t->note,
-             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", path, s.all, t->version,
+             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", drk_search_db_path(t->db), s.all, t->version,
              (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
   *out = t;
   return true;
