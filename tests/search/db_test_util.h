@@ -56,6 +56,20 @@ __attribute__((unused)) static void pg_admin(const char *db, const char *sql) {
   PQfinish(c);
 }
 
+/* The same for a query whose rows do not matter. */
+__attribute__((unused)) static void pg_admin_query(const char *db, const char *sql) {
+  char url[1400];
+  snprintf(url, sizeof url, "postgresql://drkc@/%s?host=%s", db, pg_sock);
+  PGconn *c = PQconnectdb(url);
+  PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
+  if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+    fprintf(stderr, "%s: %s: %s\n", url, sql, r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+    exit(1);
+  }
+  PQclear(r);
+  PQfinish(c);
+}
+
 /* The database name of a test URL (between "@/" and "?"). */
 __attribute__((unused)) static const char *pg_dbname(const char *url) {
   static char name[128];

@@ -2,6 +2,7 @@
  * another drkc version or target never silently), two processes writing one database at once
  * (lose nothing, duplicate nothing), merge, sync, export/import, prune, tags, errors.
  * usage: test_search_db basic|concurrent|merge|sync|export|prune|errors DIR [--pg=SOCKET_DIR]
+ *        test_search_db concurrent-serializable|reconnect DIR --pg=SOCKET_DIR (PostgreSQL only)
  *        test_search_db make-db PATH|URL   (a small database for the command-line test)
  * With --pg (a server of tests/search/pg_server.sh) the databases are PostgreSQL ones, a
  * database per name (db_test_util.h); `concurrent-serializable` runs the writers under
@@ -645,6 +646,36 @@ static void test_sync(void) {
          pg_sock[0] ? "PostgreSQL" : "SQLite");
 }
 
+/* The server drops the connection (pg_terminate_backend, as a restart or a network cut would)
+ * between two puts of one handle: the next put runs its transaction again on a new
+ * connection, and a read after it does too. */
+static void test_reconnect(void) {
+#ifdef DRK_HAVE_POSTGRES
+  if (!pg_sock[0]) {
+    printf("SKIP: reconnect is a PostgreSQL test (--pg=SOCKET_DIR)\n");
+    exit(77);
+  }
+  const char *p = path_in("reconnect.db");
+  fresh(p);
+  drk_search_db_t *db = open_db(p);
+  setup(db);
+  CHECK(put(db, WL1, K_H200, "0.1.0", "mm.tile_n=64", 10, true, true) > 0);
+  char sql[300];
+  snprintf(sql, sizeof sql,
+           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' AND pid <> pg_backend_pid()",
+           pg_dbname(p));
+  pg_admin_query("postgres", sql);
+  CHECK(put(db, WL1, K_H200, "0.1.0", "mm.tile_n=128", 9, true, true) > 0, "a put after the connection was cut");
+  CHECK(drk_search_db_retries(db) >= 1, "%ld retries", drk_search_db_retries(db));
+  pg_admin_query("postgres", sql);
+  CHECK(count_records(db, NULL) == 2, "a read after the connection was cut");
+  drk_search_db_close(db);
+  printf("reconnect: 2 puts and a read across 2 dropped connections\n");
+#else
+  exit(77);
+#endif
+}
+
 /* A small database for the command-line test. */
 static int make_db(const char *p) {
   if (!drk_search_db_is_url(p)) fresh(p); /* a URL's database is made by pg_server.sh createdb */
@@ -663,7 +694,7 @@ static int make_db(const char *p) {
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_search_db basic|concurrent|concurrent-serializable|merge|sync|export|prune|errors DIR "
-                    "[--pg=SOCKET_DIR] | make-db PATH\n");
+                    "[--pg=SOCKET_DIR] | reconnect DIR --pg=SOCKET_DIR | make-db PATH\n");
     return 2;
   }
   drk_search_target_key(&H200, K_H200);
@@ -695,6 +726,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "concurrent")) test_concurrent(false);
   else if (!strcmp(argv[1], "concurrent-serializable")) test_concurrent(true);
   else if (!strcmp(argv[1], "sync")) test_sync();
+  else if (!strcmp(argv[1], "reconnect")) test_reconnect();
   else if (!strcmp(argv[1], "merge")) test_merge();
   else if (!strcmp(argv[1], "export")) test_export_import();
   else if (!strcmp(argv[1], "prune")) test_prune();
