@@ -127,6 +127,7 @@ void drk_search_tuned_close(drk_search_tuned_t *t) {
 }
 
 const char *drk_search_tuned_note(const drk_search_tuned_t *t) { return t->note; }
+const char *drk_search_tuned_db_name(const drk_search_tuned_t *t) { return drk_search_db_path(t->db); }
 
 const drk_search_tuned_entry_t *drk_search_tuned_find(const drk_search_tuned_t *t, const char *workload) {
   for (size_t i = 0; i < t->n; i++)
