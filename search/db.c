@@ -74,8 +74,6 @@ bool drk_db_failf(drk_search_db_t *db, char *err, size_t n, const char *fmt, ...
   }
   return false;
 }
-#define db_fail drk_db_fail
-#define db_failf drk_db_failf
 
 void drk_db_sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -91,7 +89,7 @@ int64_t drk_db_now_ms(void) {
 /* ---- statements: the backend's, with errors named ---- */
 static bool prepare(drk_search_db_t *db, const char *sql, db_stmt_t **st, char *err, size_t n) {
   if (db->be->prepare(db, sql, st)) return true;
-  return db_fail(db, err, n, "preparing a statement");
+  return drk_db_fail(db, err, n, "preparing a statement");
 }
 static void finalize(db_stmt_t *st) { st->db->be->finalize(st); }
 static db_step_t step(db_stmt_t *st) { return st->db->be->step(st); }
@@ -278,17 +276,17 @@ const char *drk_search_db_backend(const drk_search_db_t *db) { return db->be->na
 long drk_search_db_retries(const drk_search_db_t *db) { return db->retries; }
 
 bool drk_search_db_begin(drk_search_db_t *db, char *err, size_t n) {
-  if (db->in_txn) return db_failf(db, err, n, "a transaction is already open");
-  if (!exec(db, db->be->begin_sql)) return db_fail(db, err, n, "beginning a transaction");
+  if (db->in_txn) return drk_db_failf(db, err, n, "a transaction is already open");
+  if (!exec(db, db->be->begin_sql)) return drk_db_fail(db, err, n, "beginning a transaction");
   db->in_txn = true;
   return true;
 }
 
 bool drk_search_db_commit(drk_search_db_t *db, char *err, size_t n) {
-  if (!db->in_txn) return db_failf(db, err, n, "no transaction to commit");
+  if (!db->in_txn) return drk_db_failf(db, err, n, "no transaction to commit");
   db->in_txn = false;
   if (!exec(db, "COMMIT")) {
-    db_fail(db, err, n, "committing");
+    drk_db_fail(db, err, n, "committing");
     exec(db, "ROLLBACK");
     return false;
   }
@@ -296,9 +294,9 @@ bool drk_search_db_commit(drk_search_db_t *db, char *err, size_t n) {
 }
 
 bool drk_search_db_rollback(drk_search_db_t *db, char *err, size_t n) {
-  if (!db->in_txn) return db_failf(db, err, n, "no transaction to roll back");
+  if (!db->in_txn) return drk_db_failf(db, err, n, "no transaction to roll back");
   db->in_txn = false;
-  if (!exec(db, "ROLLBACK")) return db_fail(db, err, n, "rolling back");
+  if (!exec(db, "ROLLBACK")) return drk_db_fail(db, err, n, "rolling back");
   return true;
 }
 
@@ -316,13 +314,13 @@ static bool in_txn(drk_search_db_t *db, txn_body_fn body, void *ctx, char *err, 
     db->retry = false;
     bool ok;
     if (!exec(db, db->be->begin_sql)) {
-      ok = db_fail(db, err, n, "beginning a transaction");
+      ok = drk_db_fail(db, err, n, "beginning a transaction");
     } else {
       db->in_txn = true; /* puts inside body join this transaction */
       ok = body(db, ctx, err, n);
       db->in_txn = false;
       if (ok && exec(db, "COMMIT")) return true;
-      if (ok) ok = db_fail(db, err, n, "committing");
+      if (ok) ok = drk_db_fail(db, err, n, "committing");
       bool retry = db->retry;
       exec(db, "ROLLBACK");
       db->retry = retry;
@@ -338,7 +336,7 @@ static bool in_txn(drk_search_db_t *db, txn_body_fn body, void *ctx, char *err, 
 /* ---- puts ---- */
 static bool check_key(drk_search_db_t *db, const char *what, const char *key, size_t len, char *err, size_t n) {
   if (!key || strlen(key) != len || strspn(key, "0123456789abcdef") != len)
-    return db_failf(db, err, n, "%s key '%s' is not %zu hex digits", what, key ? key : "", len);
+    return drk_db_failf(db, err, n, "%s key '%s' is not %zu hex digits", what, key ? key : "", len);
   return true;
 }
 
@@ -371,7 +369,7 @@ static bool put_workload_body(drk_search_db_t *db, void *vctx, char *err, size_t
   bind_int(st, 4, c->first_seen);
   db_step_t rc = step(st);
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "storing a workload");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "storing a workload");
 }
 
 static bool put_workload_at(drk_search_db_t *db, const char *key, const char *kind, const char *description,
@@ -416,7 +414,7 @@ static bool put_target_body(drk_search_db_t *db, void *vctx, char *err, size_t n
   bind_int(st, 12, c->first_seen);
   db_step_t rc = step(st);
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "storing a target");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "storing a target");
 }
 
 static bool put_target_at(drk_search_db_t *db, const drk_search_target_t *t, int64_t first_seen, char out_key[17],
@@ -491,9 +489,9 @@ static bool insert_record(drk_search_db_t *db, drk_search_record_t *r, bool *out
   finalize(st);
   if (rc != DB_DONE) {
     if (db->constraint)
-      return db_failf(db, err, n, "record of workload %s / target %s: %s (store the workload and target first)",
+      return drk_db_failf(db, err, n, "record of workload %s / target %s: %s (store the workload and target first)",
                       r->workload, r->target, db->be->errmsg(db));
-    return db_fail(db, err, n, "storing a record");
+    return drk_db_fail(db, err, n, "storing a record");
   }
   *out_added = id > 0;
   if (*out_added) {
@@ -505,7 +503,7 @@ static bool insert_record(drk_search_db_t *db, drk_search_record_t *r, bool *out
   rc = step(st);
   r->id = rc == DB_ROW ? col_int(st, 0) : 0;
   finalize(st);
-  return rc != DB_ERROR || db_fail(db, err, n, "reading a record's id");
+  return rc != DB_ERROR || drk_db_fail(db, err, n, "reading a record's id");
 }
 
 typedef struct put_record_ctx {
@@ -521,7 +519,8 @@ static bool put_record_body(drk_search_db_t *db, void *vctx, char *err, size_t n
 static bool check_tags(drk_search_db_t *db, const char *tags, char *err, size_t n) {
   for (const char *p = tags; *p; p++)
     if (!(isalnum((unsigned char)*p) || strchr("_.=:+-/,", *p)))
-      return db_failf(db, err, n, "tag text '%s': letters, digits and _ . = : + - / only (commas between tags)", tags);
+      return drk_db_failf(db, err, n, "tag text '%s': letters, digits and _ . = : + - / only (commas between tags)",
+                          tags);
   return true;
 }
 
@@ -530,8 +529,8 @@ static bool check_record(drk_search_db_t *db, const drk_search_record_t *r, char
   if (!check_key(db, "workload", r->workload, 32, err, n) || !check_key(db, "target", r->target, 16, err, n) ||
       !check_tags(db, r->tags, err, n))
     return false;
-  if (!r->schedule[0]) return db_failf(db, err, n, "a record needs its schedule text");
-  if (!r->drkc_version[0]) return db_failf(db, err, n, "a record needs its drkc version");
+  if (!r->schedule[0]) return drk_db_failf(db, err, n, "a record needs its schedule text");
+  if (!r->drkc_version[0]) return drk_db_failf(db, err, n, "a record needs its drkc version");
   return true;
 }
 
@@ -558,7 +557,7 @@ static bool one_id_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
   db_step_t rc = step(st);
   c->changes = rc == DB_DONE ? db->be->changes(st) : 0;
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "updating a record");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "updating a record");
 }
 
 static bool exec_one_id(drk_search_db_t *db, const char *sql, int64_t id, const char *text, char *err, size_t n,
@@ -582,14 +581,14 @@ bool drk_search_db_set_stable(drk_search_db_t *db, int64_t id, bool stable, char
     db_step_t rc = step(st);
     bool exists = rc == DB_ROW;
     finalize(st);
-    return exists ? db_failf(db, err, n, "record %lld is invalid: it cannot be stable", (long long)id)
-                  : db_failf(db, err, n, "no record %lld", (long long)id);
+    return exists ? drk_db_failf(db, err, n, "record %lld is invalid: it cannot be stable", (long long)id)
+                  : drk_db_failf(db, err, n, "no record %lld", (long long)id);
   }
   return true;
 }
 
 bool drk_search_db_tag(drk_search_db_t *db, int64_t id, const char *tag, bool remove, char *err, size_t n) {
-  if (!tag || !*tag || strchr(tag, ',')) return db_failf(db, err, n, "a tag is one non-empty word without commas");
+  if (!tag || !*tag || strchr(tag, ',')) return drk_db_failf(db, err, n, "a tag is one non-empty word without commas");
   if (!check_tags(db, tag, err, n)) return false;
   char wrapped[300];
   snprintf(wrapped, sizeof wrapped, ",%s,", tag);
@@ -606,7 +605,7 @@ bool drk_search_db_tag(drk_search_db_t *db, int64_t id, const char *tag, bool re
              "WHEN %s(tags, ?2) > 0 THEN tags ELSE tags || substr(?2, 2) END WHERE id = ?1",
              db->be->instr);
   if (!exec_one_id(db, sql, id, wrapped, err, n, &ch)) return false;
-  if (ch == 0) return db_failf(db, err, n, "no record %lld", (long long)id);
+  if (ch == 0) return drk_db_failf(db, err, n, "no record %lld", (long long)id);
   return true;
 }
 
@@ -622,7 +621,7 @@ static bool query_one(drk_search_db_t *db, const char *sql, const char *a, const
   *found = rc == DB_ROW;
   if (*found) record_from_row(st, out);
   finalize(st);
-  if (rc == DB_ERROR) return db_fail(db, err, n, "looking up the best record");
+  if (rc == DB_ERROR) return drk_db_fail(db, err, n, "looking up the best record");
   return true;
 }
 
@@ -713,7 +712,7 @@ bool drk_search_db_query(drk_search_db_t *db, const drk_search_query_t *q,
     }
   }
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "reading records");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "reading records");
 }
 
 bool drk_search_db_workload(drk_search_db_t *db, const char *key, char *kind, size_t kind_n, char *desc,
@@ -754,7 +753,7 @@ bool drk_search_db_workloads(drk_search_db_t *db, bool (*each)(void *ctx, const 
       break;
     }
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "reading workloads");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "reading workloads");
 }
 
 /* ---- export / import ---- */
@@ -977,12 +976,12 @@ static bool import_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
   c->added = c->skipped = 0;
   if (!c->len) return true;
   FILE *in = fmemopen(c->text, c->len, "r");
-  if (!in) return db_failf(db, err, n, "out of memory");
+  if (!in) return drk_db_failf(db, err, n, "out of memory");
   size_t cap = 4096;
   char *line = malloc(cap);
   if (!line) {
     fclose(in);
-    return db_failf(db, err, n, "out of memory");
+    return drk_db_failf(db, err, n, "out of memory");
   }
   long lineno = 0;
   bool ok = true;
@@ -993,7 +992,7 @@ static bool import_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
       if (len + 2 > cap) {
         char *nl = realloc(line, cap *= 2);
         if (!nl) {
-          ok = db_failf(db, err, n, "out of memory");
+          ok = drk_db_failf(db, err, n, "out of memory");
           break;
         }
         line = nl;
@@ -1059,7 +1058,7 @@ static bool slurp(FILE *in, char **out, size_t *out_len) {
 bool drk_search_db_import(drk_search_db_t *db, FILE *in, const char *path, long *out_added, long *out_skipped,
                           char *err, size_t n) {
   import_ctx_t c = {path, NULL, 0, 0, 0};
-  if (!slurp(in, &c.text, &c.len)) return db_failf(db, err, n, "reading %s: out of memory", path);
+  if (!slurp(in, &c.text, &c.len)) return drk_db_failf(db, err, n, "reading %s: out of memory", path);
   if (ferror(in)) {
     free(c.text);
     snprintf(err, n, "%s: error: read failed: %s", path, strerror(errno));
@@ -1091,7 +1090,7 @@ static bool copy_record(void *vctx, const drk_search_record_t *rec) {
   r.id = 0;
   if (strlen(r.uid) != 32 || strspn(r.uid, "0123456789abcdef") != 32) {
     c->failed = true;
-    return db_failf(db, c->err, c->n, "%s: record %lld: uid '%s' is not 32 hex digits", c->src->path,
+    return drk_db_failf(db, c->err, c->n, "%s: record %lld: uid '%s' is not 32 hex digits", c->src->path,
                     (long long)rec->id, r.uid);
   }
   bool added = false;
@@ -1132,34 +1131,34 @@ static bool copy_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
     ok = put_workload_at(db, col_str(st, 0), col_str(st, 1), col_str(st, 2), col_int(st, 3), err, n);
   finalize(st);
   if (!ok) return false;
-  if (rc != DB_DONE) return db_fail(src, err, n, "reading workloads");
+  if (rc != DB_DONE) return drk_db_fail(src, err, n, "reading workloads");
   if (!prepare(src, "SELECT key, fingerprint, first_seen FROM targets ORDER BY first_seen, key", &st, err, n))
     return false;
   while (ok && (rc = step(st)) == DB_ROW) {
     drk_search_target_t t;
     char why[600], key[17];
     if (!drk_search_target_parse(col_str(st, 1), &t, why, sizeof why)) {
-      ok = db_failf(src, err, n, "target %s: %s", col_str(st, 0), why);
+      ok = drk_db_failf(src, err, n, "target %s: %s", col_str(st, 0), why);
       break;
     }
     drk_search_target_key(&t, key);
     if (strcmp(key, col_str(st, 0)) != 0) {
-      ok = db_failf(src, err, n, "target %s is not the key of its fingerprint (%s)", col_str(st, 0), key);
+      ok = drk_db_failf(src, err, n, "target %s is not the key of its fingerprint (%s)", col_str(st, 0), key);
       break;
     }
     ok = put_target_at(db, &t, col_int(st, 2), NULL, err, n);
   }
   finalize(st);
   if (!ok) return false;
-  if (rc != DB_DONE) return db_fail(src, err, n, "reading targets");
+  if (rc != DB_DONE) return drk_db_fail(src, err, n, "reading targets");
   drk_search_query_t all = {0};
   return drk_search_db_query(src, &all, copy_record, c, err, n) && !c->failed;
 }
 
 bool drk_search_db_merge_from(drk_search_db_t *db, drk_search_db_t *other, long *out_added, long *out_skipped,
                               long *out_stabilized, char *err, size_t n) {
-  if (db->in_txn) return db_failf(db, err, n, "merge inside an open transaction");
-  if (db->readonly) return db_failf(db, err, n, "opened read-only: cannot merge into it");
+  if (db->in_txn) return drk_db_failf(db, err, n, "merge inside an open transaction");
+  if (db->readonly) return drk_db_failf(db, err, n, "opened read-only: cannot merge into it");
   copy_ctx_t c = {other, db, 0, 0, 0, false, err, n};
   if (!in_txn(db, copy_body, &c, err, n)) return false;
   if (out_added) *out_added = c.added;
@@ -1177,8 +1176,8 @@ bool drk_search_db_same(const char *a, const char *b) {
 
 bool drk_search_db_merge(drk_search_db_t *db, const char *other_path, long *out_added, long *out_skipped, char *err,
                          size_t n) {
-  if (db->in_txn) return db_failf(db, err, n, "merge inside an open transaction");
-  if (drk_search_db_same(db->where, other_path)) return db_failf(db, err, n, "merging a database into itself");
+  if (db->in_txn) return drk_db_failf(db, err, n, "merge inside an open transaction");
+  if (drk_search_db_same(db->where, other_path)) return drk_db_failf(db, err, n, "merging a database into itself");
   drk_search_db_t *other;
   if (!drk_search_db_open(other_path, true, &other, err, n)) return false;
   bool ok = drk_search_db_merge_from(db, other, out_added, out_skipped, NULL, err, n);
@@ -1195,7 +1194,8 @@ typedef struct prune_ctx {
 static bool prune_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
   prune_ctx_t *c = vctx;
   const char *ranked = "(SELECT id FROM (SELECT id, valid, ROW_NUMBER() OVER (PARTITION BY workload, target, "
-                       "drkc_version ORDER BY " BEST_ORDER ") AS rk FROM records) AS ranked WHERE valid = 0 OR rk > ?1)";
+                       "drkc_version ORDER BY " BEST_ORDER ") AS rk FROM records) AS ranked "
+                       "WHERE valid = 0 OR rk > ?1)";
   char sql[1024];
   snprintf(sql, sizeof sql, c->dry_run ? "SELECT count(*) FROM %s AS doomed" : "DELETE FROM records WHERE id IN %s",
            ranked);
@@ -1210,11 +1210,11 @@ static bool prune_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
     c->deleted = (long)db->be->changes(st);
   }
   finalize(st);
-  return rc == DB_DONE || db_fail(db, err, n, "pruning");
+  return rc == DB_DONE || drk_db_fail(db, err, n, "pruning");
 }
 
 bool drk_search_db_prune(drk_search_db_t *db, int keep, bool dry_run, long *out_deleted, char *err, size_t n) {
-  if (keep < 1) return db_failf(db, err, n, "prune keeps at least 1 record per key, not %d", keep);
+  if (keep < 1) return drk_db_failf(db, err, n, "prune keeps at least 1 record per key, not %d", keep);
   prune_ctx_t c = {keep, dry_run, 0};
   if (!in_txn(db, prune_body, &c, err, n)) return false;
   if (out_deleted) *out_deleted = c.deleted;

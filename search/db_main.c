@@ -567,7 +567,8 @@ int drk_search_db_main(int argc, char **argv) {
     }
   if (!fn) {
     fprintf(stderr,
-            "drkc db: error: unknown command '%s' (list, show, best, workloads, export, import, merge, sync, prune, tag; "
+            "drkc db: error: unknown command '%s' (list, show, best, workloads, export, import, merge, sync, prune, "
+            "tag; "
             "see drkc db --help)\n",
             argv[1]);
     return 2;

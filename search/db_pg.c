@@ -262,7 +262,8 @@ static bool pg_init_schema(drk_search_db_t *db, const char *schema_sql, char *er
   if (db->readonly) return drk_db_failf(db, err, n, "empty database (nothing tuned yet)");
   /* the lock is the session's, taken before the transaction: a SERIALIZABLE transaction's
    * snapshot would otherwise predate the other creator's commit */
-  if (!pg_exec(db, "SELECT pg_advisory_lock(" PG_SCHEMA_LOCK ")")) return drk_db_fail(db, err, n, "creating the schema");
+  if (!pg_exec(db, "SELECT pg_advisory_lock(" PG_SCHEMA_LOCK ")"))
+    return drk_db_fail(db, err, n, "creating the schema");
   bool ok = false;
   for (int attempt = 0; attempt < 5 && !ok; attempt++) {
     ok = pg_exec(db, "BEGIN") && pg_exec(db, schema_sql) &&

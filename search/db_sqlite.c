@@ -99,6 +99,10 @@ static void sq_finalize(db_stmt_t *st) {
 
 static const char *sq_errmsg(drk_search_db_t *db) { return db->h ? sqlite3_errmsg(H(db)) : "no database"; }
 
+static bool not_sqlite(drk_search_db_t *db, char *err, size_t n) {
+  return drk_db_failf(db, err, n, "not a drkc kernel database (not an SQLite file)");
+}
+
 static void sq_set_busy_timeout(drk_search_db_t *db, int ms) { sqlite3_busy_timeout(H(db), ms); }
 
 /* Brings the schema to the current version (a file that SQLite opens is not yet one of ours:
@@ -108,7 +112,7 @@ static bool sq_init_schema(drk_search_db_t *db, const char *schema_sql, char *er
   int rc = sqlite3_prepare_v2(H(db), "SELECT count(*), sum(name = 'drkc_meta') FROM sqlite_master WHERE type = 'table'",
                               -1, &st, NULL);
   if (rc != SQLITE_OK) {
-    if ((rc & 0xff) == SQLITE_NOTADB) return drk_db_failf(db, err, n, "not a drkc kernel database (not an SQLite file)");
+    if ((rc & 0xff) == SQLITE_NOTADB) return not_sqlite(db, err, n);
     return drk_db_fail(db, err, n, "reading the schema");
   }
   rc = sqlite3_step(st);
@@ -116,7 +120,7 @@ static bool sq_init_schema(drk_search_db_t *db, const char *schema_sql, char *er
   long meta = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW) {
-    if ((rc & 0xff) == SQLITE_NOTADB) return drk_db_failf(db, err, n, "not a drkc kernel database (not an SQLite file)");
+    if ((rc & 0xff) == SQLITE_NOTADB) return not_sqlite(db, err, n);
     return drk_db_fail(db, err, n, "reading the schema");
   }
   if (tables > 0 && !meta)
@@ -175,7 +179,7 @@ static bool sq_open(drk_search_db_t *db, const char *path, const char *schema_sq
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK) {
       if (strstr(sqlite3_errmsg(h), "not a database"))
-        return drk_db_failf(db, err, n, "not a drkc kernel database (not an SQLite file)");
+        return not_sqlite(db, err, n);
       return drk_db_fail(db, err, n, "setting WAL mode");
     }
     int64_t deadline = drk_db_now_ms() + db->busy_ms;
@@ -189,7 +193,7 @@ static bool sq_open(drk_search_db_t *db, const char *path, const char *schema_sq
     bool wal = rc == SQLITE_ROW && !strcmp((const char *)sqlite3_column_text(st, 0), "wal");
     sqlite3_finalize(st);
     if (!wal) {
-      if ((rc & 0xff) == SQLITE_NOTADB) return drk_db_failf(db, err, n, "not a drkc kernel database (not an SQLite file)");
+      if ((rc & 0xff) == SQLITE_NOTADB) return not_sqlite(db, err, n);
       if (rc == SQLITE_ROW) return drk_db_failf(db, err, n, "cannot use WAL mode (a network file system?)");
       return drk_db_fail(db, err, n, "setting WAL mode");
     }

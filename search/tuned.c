@@ -99,21 +99,24 @@ bool drk_search_tuned_open(const char *path, const char *archs, const char *vers
     drk_search_tuned_close(t);
     return false;
   }
+  const char *name = drk_search_db_path(t->db);
+  int n_archs = (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0);
   if (!s.all)
     snprintf(t->note, sizeof t->note, "%s has no stable tuned records: every kernel keeps the heuristic's schedule",
-             drk_search_db_path(t->db));
+             name);
   else if (!s.usable && !s.version)
     snprintf(t->note, sizeof t->note,
              "%s: its %ld stable records are from another drkc version (%s; this is drkc %s): not used (re-tune "
              "with this drkc)",
-             drk_search_db_path(t->db), s.all, s.other_version, t->version);
+             name, s.all, s.other_version, t->version);
   else if (!s.usable && !s.arch)
-    snprintf(t->note, sizeof t->note, "%s: its %ld stable records are for another target (%s; compiling for %.*s): not used",
-             drk_search_db_path(t->db), s.all, s.other_arch, (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
+    snprintf(t->note, sizeof t->note,
+             "%s: its %ld stable records are for another target (%s; compiling for %.*s): not used", name, s.all,
+             s.other_arch, n_archs, t->archs + 1);
   else if (!s.usable)
     snprintf(t->note, sizeof t->note,
-             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", drk_search_db_path(t->db), s.all, t->version,
-             (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
+             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", name, s.all, t->version,
+             n_archs, t->archs + 1);
   *out = t;
   return true;
 }
