@@ -21,9 +21,15 @@ bindir() {
   return 1
 }
 
-# as the server's user: nobody under root, else ourselves
+# as the server's user: nobody under root, else ourselves. initdb runs shell commands that write
+# to /dev/null; where /dev/null is not a character device (a container that lost it), root runs
+# the server's commands in a mount namespace of their own with a null device of DIR bound over
+# it (the server keeps that namespace; nothing outside changes).
 as_server() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
+  if [ "$(id -u)" -ne 0 ]; then "$@"; return; fi
+  if [ -c /dev/null ]; then runuser -u nobody -- "$@"; return; fi
+  [ -c "$D/null" ] || mknod -m 666 "$D/null" c 1 3 || return 1
+  unshare -m sh -c 'mount --bind "$0" /dev/null && exec runuser -u nobody -- "$@"' "$D/null" "$@"
 }
 
 url() { echo "postgresql://drkc@/$1?host=$D"; }
@@ -37,8 +43,8 @@ case "$cmd" in
     B=$(bindir) || { echo "SKIP: no PostgreSQL server (initdb, pg_ctl, postgres under /usr/lib/postgresql/*/bin): apt-get install postgresql"; exit 77; }
     # a unix socket path must fit in 107 bytes
     [ ${#D} -le 80 ] || { echo "pg_server.sh: error: $D is too long for a unix socket path (80 characters at most)" >&2; exit 1; }
-    # initdb runs shell commands writing to /dev/null
-    [ -c /dev/null ] || { echo "pg_server.sh: error: /dev/null is not a character device on this machine (initdb needs one: mknod -m 666 /dev/null c 1 3)" >&2; exit 1; }
+    [ -c /dev/null ] || [ "$(id -u)" -eq 0 ] || {
+      echo "pg_server.sh: error: /dev/null is not a character device on this machine (initdb writes to it; as root this script works around it)" >&2; exit 1; }
     if [ -f "$D/data/postmaster.pid" ]; then as_server "$B/pg_ctl" -D "$D/data" -m immediate -w stop >/dev/null 2>&1; fi
     rm -rf "$D"; mkdir -p "$D" || exit 1
     if [ "$(id -u)" -eq 0 ]; then
