@@ -1073,44 +1073,96 @@ bool drk_search_db_import(drk_search_db_t *db, FILE *in, const char *path, long 
 }
 
 /* ---- merge, sync, prune ---- */
+/* The uids a database holds, sorted, with their stable flags: a merge asks the server once
+ * instead of once per record (a sync that finds everything present costs two queries). */
+typedef struct uid_entry {
+  char uid[33];
+  bool stable;
+} uid_entry_t;
+
 typedef struct copy_ctx {
   drk_search_db_t *src, *dst;
+  uid_entry_t *have; /* dst's, sorted by uid */
+  size_t n_have;
   long added, skipped, stabilized;
   bool failed;
   char *err;
   size_t n;
 } copy_ctx_t;
 
+static int cmp_uid_entry(const void *a, const void *b) {
+  return strcmp(((const uid_entry_t *)a)->uid, ((const uid_entry_t *)b)->uid);
+}
+
+static bool load_uids(drk_search_db_t *db, copy_ctx_t *c, char *err, size_t n) {
+  free(c->have);
+  c->have = NULL;
+  c->n_have = 0;
+  db_stmt_t *st;
+  if (!prepare(db, "SELECT uid, stable FROM records", &st, err, n)) return false;
+  size_t cap = 0;
+  db_step_t rc;
+  while ((rc = step(st)) == DB_ROW) {
+    if (c->n_have == cap) {
+      cap = cap ? 2 * cap : 1024;
+      uid_entry_t *g = realloc(c->have, cap * sizeof *g);
+      if (!g) {
+        finalize(st);
+        return drk_db_failf(db, err, n, "out of memory");
+      }
+      c->have = g;
+    }
+    uid_entry_t *e = &c->have[c->n_have++];
+    snprintf(e->uid, sizeof e->uid, "%s", col_str(st, 0));
+    e->stable = col_int(st, 1) != 0;
+  }
+  finalize(st);
+  if (rc != DB_DONE) return drk_db_fail(db, err, n, "reading the records' uids");
+  if (c->n_have) qsort(c->have, c->n_have, sizeof *c->have, cmp_uid_entry);
+  return true;
+}
+
 /* One record of src into dst: inserted when its uid is new, else (when stable in src) made
  * stable in dst: a record confirmed in either database is stable in the union. */
 static bool copy_record(void *vctx, const drk_search_record_t *rec) {
   copy_ctx_t *c = vctx;
   drk_search_db_t *db = c->dst;
+  if (strlen(rec->uid) != 32 || strspn(rec->uid, "0123456789abcdef") != 32) {
+    c->failed = true;
+    return drk_db_failf(c->src, c->err, c->n, "record %lld: uid '%s' is not 32 hex digits", (long long)rec->id,
+                        rec->uid);
+  }
+  uid_entry_t key;
+  memcpy(key.uid, rec->uid, sizeof key.uid);
+  const uid_entry_t *have = c->n_have ? bsearch(&key, c->have, c->n_have, sizeof *c->have, cmp_uid_entry) : NULL;
+  if (have) {
+    c->skipped++;
+    if (!rec->stable || !rec->valid || have->stable) return true;
+    db_stmt_t *st;
+    if (!prepare(db, "UPDATE records SET stable = 1 WHERE uid = ?1 AND stable = 0 AND valid = 1", &st, c->err, c->n)) {
+      c->failed = true;
+      return false;
+    }
+    bind_text(st, 1, rec->uid);
+    db_step_t rc = step(st);
+    int64_t ch = rc == DB_DONE ? db->be->changes(st) : 0;
+    finalize(st);
+    if (rc != DB_DONE) {
+      c->failed = true;
+      return drk_db_fail(db, c->err, c->n, "marking a record stable");
+    }
+    c->stabilized += ch > 0;
+    return true;
+  }
   drk_search_record_t r = *rec;
   r.id = 0;
-  if (strlen(r.uid) != 32 || strspn(r.uid, "0123456789abcdef") != 32) {
-    c->failed = true;
-    return drk_db_failf(db, c->err, c->n, "%s: record %lld: uid '%s' is not 32 hex digits", c->src->path,
-                    (long long)rec->id, r.uid);
-  }
   bool added = false;
   if (!check_record(db, &r, c->err, c->n) || !insert_record(db, &r, &added, c->err, c->n)) {
     c->failed = true;
     return false;
   }
-  if (added) {
-    c->added++;
-    return true;
-  }
-  c->skipped++;
-  if (!r.stable || !r.valid) return true;
-  int64_t ch;
-  if (!exec_one_id(db, "UPDATE records SET stable = 1 WHERE id = ?1 AND stable = 0 AND valid = 1", r.id, NULL, c->err,
-                   c->n, &ch)) {
-    c->failed = true;
-    return false;
-  }
-  c->stabilized += ch > 0;
+  if (added) c->added++;
+  else c->skipped++; /* another writer stored it since load_uids */
   return true;
 }
 
@@ -1151,6 +1203,7 @@ static bool copy_body(drk_search_db_t *db, void *vctx, char *err, size_t n) {
   finalize(st);
   if (!ok) return false;
   if (rc != DB_DONE) return drk_db_fail(src, err, n, "reading targets");
+  if (!load_uids(db, c, err, n)) return false;
   drk_search_query_t all = {0};
   return drk_search_db_query(src, &all, copy_record, c, err, n) && !c->failed;
 }
@@ -1159,8 +1212,10 @@ bool drk_search_db_merge_from(drk_search_db_t *db, drk_search_db_t *other, long 
                               long *out_stabilized, char *err, size_t n) {
   if (db->in_txn) return drk_db_failf(db, err, n, "merge inside an open transaction");
   if (db->readonly) return drk_db_failf(db, err, n, "opened read-only: cannot merge into it");
-  copy_ctx_t c = {other, db, 0, 0, 0, false, err, n};
-  if (!in_txn(db, copy_body, &c, err, n)) return false;
+  copy_ctx_t c = {.src = other, .dst = db, .err = err, .n = n};
+  bool ok = in_txn(db, copy_body, &c, err, n);
+  free(c.have);
+  if (!ok) return false;
   if (out_added) *out_added = c.added;
   if (out_skipped) *out_skipped = c.skipped;
   if (out_stabilized) *out_stabilized = c.stabilized;
