@@ -91,7 +91,8 @@ const char *drk_search_db_backend(const drk_search_db_t *db);
  * (serialization failure, deadlock, lost connection) and were run again. */
 long drk_search_db_retries(const drk_search_db_t *db);
 void drk_search_db_close(drk_search_db_t *db);
-/* How long a writer waits for another process's lock (default 30000 ms). */
+/* How long a writer waits for another process's lock (SQLite), and how long a transaction that
+ * failed where running it again may succeed is run again (both; default 30000 ms). */
 void drk_search_db_set_busy_timeout(drk_search_db_t *db, int ms);
 /* The database's name for messages (a URL's password hidden). */
 const char *drk_search_db_path(const drk_search_db_t *db);
