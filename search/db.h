@@ -1,5 +1,6 @@
-/* The kernel version database: every measured candidate of every tune, on SQLite in WAL mode.
- *
+/* The kernel version database: every measured candidate of every tune, in an SQLite file (WAL
+ * mode) or a PostgreSQL database (a postgresql:// or postgres:// URL, or libpq's key=value
+ * form: "host=db1 dbname=drkc"), with one schema and the same semantics. *
  * Tables (schema version 1):
  *   workloads(key, kind, description, first_seen)
  *   targets(key, fingerprint, arch, sms, sm_mhz, mem_mhz, bw_gbs, l2_bytes, driver, cuda, name, first_seen)
@@ -20,15 +21,22 @@
  * return DRK_SEARCH_DB_OTHER_VERSION or DRK_SEARCH_DB_OTHER_TARGET (with that record, so the
  * caller can say what it found) and the caller decides (re-tune, or refuse).
  *
- * Concurrency and durability: WAL mode, synchronous=FULL, a busy timeout (default 30 s) and
+ * Concurrency and durability, SQLite: WAL mode, synchronous=FULL, a busy timeout (default 30 s) and
  * write transactions taken with BEGIN IMMEDIATE (so a writer waits instead of failing on a
  * stale snapshot): several processes may write one file at once and lose nothing. Outside an
  * explicit transaction every put commits on its own, so a process killed with SIGKILL loses
  * at most the record it was writing; a transaction from drk_search_db_begin commits at
  * drk_search_db_commit.
+ * PostgreSQL: READ COMMITTED transactions; UNIQUE(uid) with INSERT ... ON CONFLICT DO NOTHING
+ * (two writers of one record store it once) and a generated id; a transaction of drkc's own
+ * that fails on a serialization failure (40001), a deadlock (40P01) or a lost connection is
+ * rolled back and run again (the connection re-established), within the busy timeout. Writers
+ * on many hosts at once lose nothing and duplicate nothing. The schema is created under an
+ * advisory lock (two first writers at once create it once), in the connection's current schema
+ * (search_path: options=-csearch_path=NAME in the URL keeps drkc's tables apart).
  *
  * Errors: functions return false (or DRK_SEARCH_DB_FAILED) with a message in err (size n)
- * naming the database file and SQLite's message. Handles are not shared between threads. */
+ * naming the database (a URL with its password hidden) and the engine's message. Handles are not shared between threads. */
 #ifndef DRK_SEARCH_DB_H
 #define DRK_SEARCH_DB_H
 
@@ -68,12 +76,25 @@ typedef struct drk_search_record {
 /* A record with every metric unknown, created now, this host/user, this drkc version. */
 void drk_search_record_init(drk_search_record_t *r);
 
-/* Opens (creating when missing, unless readonly) the database at path. A file that is not a
- * drkc database, or one of a newer schema, is an error. */
+/* Opens (creating when missing, unless readonly) the database at path: a file, or a PostgreSQL
+ * URL (drk_search_db_is_url; the database must exist, drkc creates its tables). A file or a
+ * database that is not a drkc database, or one of a newer schema, is an error; so is a URL in
+ * a drkc built without libpq (DRK_POSTGRES off), saying so. */
 bool drk_search_db_open(const char *path, bool readonly, drk_search_db_t **out, char *err, size_t n);
+/* Whether path names a PostgreSQL database (postgresql://, postgres://, host=/dbname=/... ). */
+bool drk_search_db_is_url(const char *path);
+/* Whether two --db arguments name one database (the same URL text, or one file). */
+bool drk_search_db_same(const char *a, const char *b);
+/* "SQLite" or "PostgreSQL". */
+const char *drk_search_db_backend(const drk_search_db_t *db);
+/* How many transactions of this handle failed where running them again could succeed
+ * (serialization failure, deadlock, lost connection) and were run again. */
+long drk_search_db_retries(const drk_search_db_t *db);
 void drk_search_db_close(drk_search_db_t *db);
-/* How long a writer waits for another process's lock (default 30000 ms). */
+/* How long a writer waits for another process's lock (SQLite), and how long a transaction that
+ * failed where running it again may succeed is run again (both; default 30000 ms). */
 void drk_search_db_set_busy_timeout(drk_search_db_t *db, int ms);
+/* The database's name for messages (a URL's password hidden). */
 const char *drk_search_db_path(const drk_search_db_t *db);
 
 /* An explicit write transaction (BEGIN IMMEDIATE): puts inside it commit together. */
@@ -139,15 +160,20 @@ bool drk_search_db_export(drk_search_db_t *db, const drk_search_query_t *q, FILE
  * new records and those already present (same uid). */
 bool drk_search_db_import(drk_search_db_t *db, FILE *in, const char *path, long *out_added, long *out_skipped,
                           char *err, size_t n);
-/* The union with the database at other_path (workloads, targets, records not yet present by
- * uid), in one transaction. The best record of every key is then the better of the two. */
+/* The union with the database at other_path (a file or a URL; workloads, targets, records not
+ * yet present by uid, a record stable in either made stable), in one transaction. The best
+ * record of every key is then the better of the two. */
 bool drk_search_db_merge(drk_search_db_t *db, const char *other_path, long *out_added, long *out_skipped, char *err,
                          size_t n);
+/* The same from an open database (of either backend); *out_stabilized (may be NULL) counts
+ * records already present that became stable. `drkc db sync A B` is A from B, then B from A. */
+bool drk_search_db_merge_from(drk_search_db_t *db, drk_search_db_t *other, long *out_added, long *out_skipped,
+                              long *out_stabilized, char *err, size_t n);
 /* Keeps the best `keep` valid records per key (workload, target, drkc version) and deletes
  * the rest (invalid ones included); dry_run counts without deleting. */
 bool drk_search_db_prune(drk_search_db_t *db, int keep, bool dry_run, long *out_deleted, char *err, size_t n);
 
-/* `drkc db list|show|best|export|import|merge|prune|tag ...` (argv[0] is "db"); --help for
+/* `drkc db list|show|best|export|import|merge|sync|prune|tag ...` (argv[0] is "db"); --help for
  * each. Exit status: 0 done, 1 error, 2 usage. */
 int drk_search_db_main(int argc, char **argv);
 

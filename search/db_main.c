@@ -7,10 +7,11 @@
 #include "search/db.h"
 
 static const char *db_help =
-    "usage: drkc db COMMAND [--db=FILE] [options]\n"
+    "usage: drkc db COMMAND [--db=FILE|URL] [options]\n"
     "\n"
-    "The kernel version database that `drkc tune` fills and `drkc --db=FILE` compiles with.\n"
-    "The file is --db=FILE, else $DRKC_DB.\n"
+    "The kernel version database that `drkc tune` fills and `drkc --db=FILE` compiles with:\n"
+    "--db=FILE (SQLite) or --db=postgresql://USER@HOST/DBNAME (PostgreSQL; also postgres:// and\n"
+    "libpq's \"host=H dbname=D\" form), else $DRKC_DB.\n"
     "\n"
     "commands:\n"
     "  list       records, one per line (newest last; --best: best first)\n"
@@ -20,7 +21,8 @@ static const char *db_help =
     "  workloads  the workloads (key, kind, description)\n"
     "  export     records as JSON lines (-o FILE, default stdout)\n"
     "  import FILE...   JSON lines from export ('-': stdin); records already present are skipped\n"
-    "  merge OTHER.db...   the union with other databases\n"
+    "  merge OTHER...   the union with other databases (files or URLs)\n"
+    "  sync A B   A and B both become their union (records by uid, both ways)\n"
     "  prune --keep=N     keep the best N valid records per (workload, target, drkc version)\n"
     "  tag ID... --add=TAG|--remove=TAG\n"
     "\n"
@@ -44,6 +46,7 @@ typedef struct db_args {
   const char *workload, *target, *version, *tag, *kind;
   const char *add_tag, *remove_tag;
   bool valid, stable, best, dry_run, help;
+  bool db_given; /* --db, not $DRKC_DB */
   long limit, keep;
   int n_pos;
   char **pos;
@@ -131,6 +134,7 @@ static int parse_args(int argc, char **argv, db_args_t *a) {
     else if (!strcmp(s, "--dry-run")) a->dry_run = true;
     else return usage(a, "unknown option '%s'", s);
   }
+  a->db_given = a->db != NULL;
   if (!a->db) a->db = getenv("DRKC_DB");
   return 0;
 }
@@ -156,7 +160,8 @@ static int check_options(const db_args_t *a) {
 
 static int open_db(const db_args_t *a, bool readonly, drk_search_db_t **db) {
   if (!a->db || !*a->db) {
-    fprintf(stderr, "drkc db %s: error: no database: give --db=FILE (or set DRKC_DB)\n", a->cmd);
+    fprintf(stderr, "drkc db %s: error: no database: give --db=FILE or --db=postgresql://... (or set DRKC_DB)\n",
+            a->cmd);
     return 2;
   }
   char err[1200];
@@ -432,12 +437,12 @@ static int cmd_import(const db_args_t *a) {
 
 static int cmd_merge(const db_args_t *a) {
   if (a->help) {
-    printf("usage: drkc db merge OTHER.db... [--db=FILE]\n\nAdds the workloads, targets and records of other "
-           "databases that this one lacks (records by uid; a record stable in either is stable). The best record "
-           "of every key is then the better of the two.\n");
+    printf("usage: drkc db merge OTHER... [--db=FILE|URL]\n\nAdds the workloads, targets and records of other "
+           "databases (SQLite files or PostgreSQL URLs) that this one lacks (records by uid; a record stable in "
+           "either is stable). The best record of every key is then the better of the two.\n");
     return 0;
   }
-  if (!a->n_pos) return usage(a, "%s", "which databases? (drkc db merge OTHER.db...)");
+  if (!a->n_pos) return usage(a, "%s", "which databases? (drkc db merge OTHER...)");
   drk_search_db_t *db;
   int rc = open_db(a, false, &db);
   if (rc) return rc;
@@ -449,6 +454,44 @@ static int cmd_merge(const db_args_t *a) {
     else printf("%s: %ld records added, %ld already present\n", a->pos[i], added, skipped);
   }
   drk_search_db_close(db);
+  return status;
+}
+
+static void print_copied(const char *from, const char *to, long added, long skipped, long stabilized) {
+  printf("%s -> %s: %ld records added, %ld already present", from, to, added, skipped);
+  if (stabilized) printf(" (%ld of them made stable)", stabilized);
+  putchar('\n');
+}
+
+static int cmd_sync(const db_args_t *a) {
+  if (a->help) {
+    printf("usage: drkc db sync A B\n\nMakes both databases the union of the two: the records of B that A lacks "
+           "(by uid) are added to A, then those of A that B lacks to B, each direction in one transaction, with "
+           "their workloads and targets; a record stable in either becomes stable in both. A and B are SQLite "
+           "files or PostgreSQL URLs (typically a local file and the team's shared database: "
+           "drkc db sync model.db postgresql://tuner@dbhost/kernels). A missing file is created.\n");
+    return 0;
+  }
+  if (a->n_pos != 2) return usage(a, "%s", "expected two databases (drkc db sync A B)");
+  if (a->db_given) return usage(a, "%s", "sync takes its two databases as arguments, not --db");
+  if (drk_search_db_same(a->pos[0], a->pos[1])) return usage(a, "%s", "A and B are one database");
+  drk_search_db_t *x, *y;
+  char err[1400];
+  if (!drk_search_db_open(a->pos[0], false, &x, err, sizeof err)) return fail(a, err);
+  if (!drk_search_db_open(a->pos[1], false, &y, err, sizeof err)) {
+    drk_search_db_close(x);
+    return fail(a, err);
+  }
+  long add1 = 0, skip1 = 0, stab1 = 0, add2 = 0, skip2 = 0, stab2 = 0;
+  int status = 0;
+  if (!drk_search_db_merge_from(x, y, &add1, &skip1, &stab1, err, sizeof err)) status = fail(a, err);
+  else print_copied(drk_search_db_path(y), drk_search_db_path(x), add1, skip1, stab1);
+  if (!status) {
+    if (!drk_search_db_merge_from(y, x, &add2, &skip2, &stab2, err, sizeof err)) status = fail(a, err);
+    else print_copied(drk_search_db_path(x), drk_search_db_path(y), add2, skip2, stab2);
+  }
+  drk_search_db_close(x);
+  drk_search_db_close(y);
   return status;
 }
 
@@ -514,8 +557,8 @@ int drk_search_db_main(int argc, char **argv) {
     const char *name;
     int (*fn)(const db_args_t *);
   } cmds[] = {{"list", cmd_list},       {"show", cmd_show},     {"best", cmd_best},   {"workloads", cmd_workloads},
-              {"export", cmd_export},   {"import", cmd_import}, {"merge", cmd_merge}, {"prune", cmd_prune},
-              {"tag", cmd_tag}};
+              {"export", cmd_export},   {"import", cmd_import}, {"merge", cmd_merge}, {"sync", cmd_sync},
+              {"prune", cmd_prune},     {"tag", cmd_tag}};
   int (*fn)(const db_args_t *) = NULL;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name)) {
@@ -524,7 +567,8 @@ int drk_search_db_main(int argc, char **argv) {
     }
   if (!fn) {
     fprintf(stderr,
-            "drkc db: error: unknown command '%s' (list, show, best, workloads, export, import, merge, prune, tag; "
+            "drkc db: error: unknown command '%s' (list, show, best, workloads, export, import, merge, sync, prune, "
+            "tag; "
             "see drkc db --help)\n",
             argv[1]);
     return 2;

@@ -74,12 +74,14 @@ static bool summarize(void *ctx, const drk_search_record_t *r) {
 
 bool drk_search_tuned_open(const char *path, const char *archs, const char *version, drk_search_tuned_t **out,
                            char *err, size_t n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, n, "%s: no such database (drkc tune --db=%s makes one)", path, path);
-    return false;
+  if (!drk_search_db_is_url(path)) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+      snprintf(err, n, "%s: no such database (drkc tune --db=%s makes one)", path, path);
+      return false;
+    }
+    fclose(f);
   }
-  fclose(f);
   drk_search_tuned_t *t = calloc(1, sizeof *t);
   if (!t) {
     snprintf(err, n, "out of memory");
@@ -97,21 +99,24 @@ bool drk_search_tuned_open(const char *path, const char *archs, const char *vers
     drk_search_tuned_close(t);
     return false;
   }
+  const char *name = drk_search_db_path(t->db);
+  int n_archs = (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0);
   if (!s.all)
     snprintf(t->note, sizeof t->note, "%s has no stable tuned records: every kernel keeps the heuristic's schedule",
-             path);
+             name);
   else if (!s.usable && !s.version)
     snprintf(t->note, sizeof t->note,
              "%s: its %ld stable records are from another drkc version (%s; this is drkc %s): not used (re-tune "
              "with this drkc)",
-             path, s.all, s.other_version, t->version);
+             name, s.all, s.other_version, t->version);
   else if (!s.usable && !s.arch)
-    snprintf(t->note, sizeof t->note, "%s: its %ld stable records are for another target (%s; compiling for %.*s): not used",
-             path, s.all, s.other_arch, (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
+    snprintf(t->note, sizeof t->note,
+             "%s: its %ld stable records are for another target (%s; compiling for %.*s): not used", name, s.all,
+             s.other_arch, n_archs, t->archs + 1);
   else if (!s.usable)
     snprintf(t->note, sizeof t->note,
-             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", path, s.all, t->version,
-             (int)(strlen(t->archs) > 2 ? strlen(t->archs) - 2 : 0), t->archs + 1);
+             "%s: none of its %ld stable records is from drkc %s for %.*s: not used", name, s.all, t->version,
+             n_archs, t->archs + 1);
   *out = t;
   return true;
 }
@@ -125,6 +130,7 @@ void drk_search_tuned_close(drk_search_tuned_t *t) {
 }
 
 const char *drk_search_tuned_note(const drk_search_tuned_t *t) { return t->note; }
+const char *drk_search_tuned_db_name(const drk_search_tuned_t *t) { return drk_search_db_path(t->db); }
 
 const drk_search_tuned_entry_t *drk_search_tuned_find(const drk_search_tuned_t *t, const char *workload) {
   for (size_t i = 0; i < t->n; i++)

@@ -44,6 +44,8 @@ void drk_search_tuned_close(drk_search_tuned_t *t);
 /* A note about the database as a whole (empty, or its stable records are all from another drkc
  * version or arch); "" when there is nothing to say. */
 const char *drk_search_tuned_note(const drk_search_tuned_t *t);
+/* The database's name for messages (a URL's password hidden; borrowed). */
+const char *drk_search_tuned_db_name(const drk_search_tuned_t *t);
 /* The lowering's hook: ctx is a drk_search_tuned_t. True with *out the record's knobs when a
  * usable record exists. A database error counts as no record (the entry is FAILED with it). */
 bool drk_search_tuned_lookup(void *ctx, const char *workload, drk_sched_knobs_t *out);

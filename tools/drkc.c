@@ -109,8 +109,9 @@ static const char usage_text[] =
     "                          flat.move_block=1024..8192 (flat kernels with data movement),\n"
     "                          attn.block_m=64|128 (flash attention rows per program),\n"
     "                          rows.spt=1|2|4|8 (row kernels: elements per thread and step)\n"
-    "  --db=FILE               compile every kernel with its best stable record in the kernel\n"
-    "                          database FILE (drkc tune fills it) when there is one for its workload,\n"
+    "  --db=FILE|URL           compile every kernel with its best stable record in the kernel\n"
+    "                          database (drkc tune fills it: an SQLite file, or a PostgreSQL\n"
+    "                          postgresql://USER@HOST/DB) when there is one for its workload,\n"
     "                          this drkc version and the target's arch; the others keep the\n"
     "                          heuristic's schedule (a --schedules line wins over the database)\n"
     "  --require-tuned         with --db: fail, listing them, when a kernel with knobs has no\n"
@@ -441,7 +442,7 @@ static bool db_check(const drk_compile_options_t *c, drk_search_tuned_t *tuned, 
   if (!tuned || !l) return true;
   size_t n_knobs = 0, n_tuned = 0, n_untuned = 0, n_other = 0;
   FILE *rep = c->report;
-  if (rep) fprintf(rep, "tuned schedules (--db=%s):\n", c->db);
+  if (rep) fprintf(rep, "tuned schedules (--db=%s):\n", drk_search_tuned_db_name(tuned));
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < l->n_launches; i++) {
       const drk_launch_t *la = &l->launches[i];
@@ -487,7 +488,7 @@ static bool db_check(const drk_compile_options_t *c, drk_search_tuned_t *tuned, 
                         "used; --report lists them)\n", n_other);
       if (!n_untuned || !c->require_tuned) return true;
       fprintf(stderr, "drkc: error: --require-tuned: %zu of %zu kernels with knobs have no usable record in %s:\n",
-              n_untuned, n_knobs, c->db);
+              n_untuned, n_knobs, drk_search_tuned_db_name(tuned));
     }
   }
   return false;
@@ -982,7 +983,7 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
     c->require_tuned = true;
   } else if ((v = drkc_opt_value(argc, argv, i, o_db))) {
     if (!*v) {
-      drkc_usage_error("--db needs a file (%s)", "the kernel database drkc tune writes");
+      drkc_usage_error("--db needs a file or a URL (%s)", "the kernel database drkc tune writes");
       return -1;
     }
     c->db = v;

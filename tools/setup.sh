@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what drkc needs on Debian 12, then a Python venv (.venv) with the test oracles.
 # Quiet and fast when everything is present; works as root or through sudo. chromium: the
-# report test (tests/report) opens `drkc report`'s page in it, headless. The aarch64 cross
-# compiler, qemu-user and pkgconf serve the deployment tests (tests/deploy, docs/deploy.md), as do
-# the PyPI CUDA tools: a CUDA 12.x ptxas for Jetson Orin's sm_87 cubins and cuobjdump.
+# report test (tests/report) opens `drkc report`'s page in it, headless. libpq-dev: the kernel
+# database on PostgreSQL; postgresql: the throwaway server of the database tests
+# (tests/search/pg_server.sh). The aarch64 cross compiler, qemu-user and pkgconf serve the
+# deployment tests (tests/deploy, docs/deploy.md), as do the PyPI CUDA tools: a CUDA 12.x ptxas
+# for Jetson Orin's sm_87 cubins and cuobjdump.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES="build-essential cmake llvm-22-dev lld-22 clang-22 clang-tools-22 libclang-rt-22-dev
-  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev libpq-dev postgresql
   libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip
   chromium gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkgconf"
 PY_PACKAGES="onnx onnxruntime numpy"
