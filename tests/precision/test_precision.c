@@ -98,7 +98,7 @@ static drk_graph_t *parse(const char *text) {
 }
 
 static bool apply(drk_graph_t *g, drk_precision_t p, drk_matmul_precision_t m, int sm, drk_diag_t *d) {
-  drk_precision_options_t o = {p, m, sm, drk_precision_target_has_fp8(sm), NULL, false};
+  drk_precision_options_t o = {p, m, sm, drk_precision_target_has_fp8(sm), NULL, false, NULL, 0};
   return drk_pass_apply_precision(g, &o, d);
 }
 
@@ -504,7 +504,7 @@ static void test_medium_and_options(void) {
   CHECK(!drk_matmul_precision_parse("low", &m) && m == DRK_MMP_MEDIUM);
   CHECK(strcmp(drk_precision_name(DRK_PREC_TF32), "tf32") == 0);
   CHECK(strcmp(drk_matmul_precision_name(DRK_MMP_HIGH), "high") == 0);
-  drk_precision_options_t o = {DRK_PREC_TF32, DRK_MMP_HIGHEST, 80, false, NULL, false};
+  drk_precision_options_t o = {DRK_PREC_TF32, DRK_MMP_HIGHEST, 80, false, NULL, false, NULL, 0};
   CHECK(drk_precision_allow_tf32(&o));
   o.precision = DRK_PREC_FP32;
   CHECK(!drk_precision_allow_tf32(&o));
@@ -536,7 +536,7 @@ static void test_fp8_fallback(void) {
   memset(buf, 0, sizeof buf);
   f = fmemopen(buf, sizeof buf - 1, "w");
   drk_diag_init(&d, f);
-  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 87, false, "sm_87", false};
+  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 87, false, "sm_87", false, NULL, 0};
   CHECK(drk_pass_apply_precision(g, &o, &d));
   fclose(f);
   CHECK(d.n_warnings == 1 && strstr(buf, "sm_87 has no fp8"));
@@ -604,7 +604,7 @@ static drk_graph_t *f8_graph(void) {
 
 /* fp8 on an fp8 target; head: the output head too */
 static bool apply_fp8(drk_graph_t *g, bool head, drk_diag_t *d) {
-  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, true, NULL, head};
+  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, true, NULL, head, NULL, 0};
   return drk_pass_apply_precision(g, &o, d);
 }
 
