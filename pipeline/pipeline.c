@@ -529,7 +529,8 @@ static bool st_package(drk_pipeline_t *p) {
     imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
   const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
   drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
-                              .weights_file = p->o->weights_file};
+                              .weights_file = p->o->weights_file,
+                              .precision_auto = p->has_auto ? &p->autop : NULL};
   return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
                             &p->weights_size, p->d);
 }
