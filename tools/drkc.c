@@ -1067,8 +1067,8 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
 }
 
 /* --accuracy-budget goes with --precision=auto (which it makes choose per op group) and
- * leaves --matmul-precision to the choice; --calibration needs a budget. 0 or 2 (reported). */
-static int check_budget_options(const drk_compile_options_t *c) {
+ * leaves --matmul-precision to the choice; --calibration needs a budget (drkc.h). */
+int drkc_check_budget_options(const drk_compile_options_t *c) {
   if (c->accuracy_budget > 0 && c->precision != DRK_PREC_AUTO)
     return drkc_usage_error("--accuracy-budget chooses the precision per op: it needs --precision=auto, not --precision=%s",
                             drk_precision_name(c->precision));
@@ -1113,7 +1113,7 @@ static int main_run(int argc, char **argv) {
     else ro.model = argv[i];
   }
   if (!ro.model) return drkc_usage_error("drkc run needs a MODEL%s", "");
-  if (check_budget_options(&ro.c)) return 2;
+  if (drkc_check_budget_options(&ro.c)) return 2;
   if (ro.c.jobs > 0) drk_interp_set_threads(ro.c.jobs); /* else DRK_INTERP_THREADS or every CPU */
   int rc = run_model(&ro);
   drk_schedules_free(&ro.schedules);
@@ -1171,7 +1171,7 @@ int main(int argc, char **argv) {
     else o.input = argv[i];
   }
   if (!o.input) return drkc_usage_error("no input file%s", "");
-  if (check_budget_options(&o.c)) return 2;
+  if (drkc_check_budget_options(&o.c)) return 2;
   o.c.freeze = o.freeze;
   o.c.progress = !o.quiet && !o.c.verbose;
 
