@@ -341,6 +341,14 @@ static bool st_precision(drk_pipeline_t *p) {
     po.node_choice = p->autop.node_choice;
     po.n_node_choice = p->autop.n_node_choice;
     if (p->o->report) drk_precision_auto_print(&p->autop, p->o->report);
+    else if (p->o->verbose) {
+      double worst = 0;
+      for (size_t i = 0; i < p->autop.n_outputs; i++)
+        if (p->autop.outputs[i].error > worst) worst = p->autop.outputs[i].error;
+      fprintf(stderr, "drkc: precision auto: %zu op groups chosen in %d interpreter runs, largest output error %.2e "
+                      "(budget %.0e; --report lists them)\n", p->autop.n_groups, p->autop.evaluations, worst,
+              p->autop.budget);
+    }
   }
   return drk_pass_apply_precision(p->g, &po, p->d);
 }
