@@ -355,6 +355,61 @@ drk_node_t *drk_graph_add_node(drk_graph_t *g, drk_op_t op, int n_inputs, drk_va
   return n;
 }
 
+drk_graph_t *drk_graph_clone(const drk_graph_t *g) {
+  drk_graph_t *c = drk_graph_create(g->name);
+  drk_value_t **vm = calloc((size_t)g->next_value_id + 1, sizeof *vm);
+  if (!c || !vm) {
+    drk_graph_destroy(c);
+    free(vm);
+    return NULL;
+  }
+  c->source = g->source;
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    drk_value_t *w = drk_graph_add_input(c, v->name, v->dtype, drk_graph_shape(c, v->shape.rank, v->shape.dims));
+    w->loc = v->loc;
+    vm[v->id] = w;
+  }
+  for (size_t i = 0; i < g->n_consts; i++) {
+    const drk_value_t *v = g->consts[i];
+    drk_value_t *w = drk_graph_add_const(c, v->name, v->dtype, drk_graph_shape(c, v->shape.rank, v->shape.dims), v->data,
+                                         v->nbytes);
+    w->loc = v->loc;
+    vm[v->id] = w;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const drk_node_t *n = g->nodes[i];
+    if (n->dead) continue;
+    drk_value_t *in[256];
+    const char *names[64];
+    DRK_ASSERT(n->n_inputs <= 256 && n->n_outputs <= 64);
+    for (int j = 0; j < n->n_inputs; j++) in[j] = n->inputs[j] ? vm[n->inputs[j]->id] : NULL;
+    for (int j = 0; j < n->n_outputs; j++) names[j] = n->outputs[j]->name;
+    drk_node_t *m = drk_graph_add_node(c, n->op, n->n_inputs, in, n->n_outputs, names, n->loc);
+    m->id = n->id;
+    m->n_attrs = n->n_attrs;
+    m->attrs = n->n_attrs ? drk_arena_memdup(c->arena, n->attrs, sizeof *n->attrs * (size_t)n->n_attrs) : NULL;
+    for (int j = 0; j < n->n_outputs; j++) {
+      const drk_value_t *v = n->outputs[j];
+      drk_value_t *w = m->outputs[j];
+      w->dtype = v->dtype;
+      w->shape = drk_graph_shape(c, v->shape.rank, v->shape.dims);
+      w->loc = v->loc;
+      vm[v->id] = w;
+    }
+  }
+  for (size_t i = 0; i < g->n_outputs; i++) {
+    DRK_ASSERT(vm[g->outputs[i]->id]);
+    drk_graph_add_output(c, vm[g->outputs[i]->id]);
+  }
+  for (uint32_t id = 0; id < g->next_value_id; id++)
+    if (vm[id]) vm[id]->id = id;
+  c->next_value_id = g->next_value_id;
+  c->next_node_id = g->next_node_id;
+  free(vm);
+  return c;
+}
+
 void drk_node_take_result(drk_node_t *old, drk_node_t *by) {
   drk_value_t *y = old->outputs[0];
   by->outputs[0] = y;

@@ -167,6 +167,12 @@ typedef struct drk_blob {
 drk_graph_t *drk_graph_create(const char *name);
 void drk_graph_destroy(drk_graph_t *g);
 void drk_graph_add_blob(drk_graph_t *g, void *base, size_t size, void (*release)(void *, size_t));
+/* A copy of g's live part (inputs, constants, live nodes in order, outputs) with the same value
+ * and node ids, names, dtypes, shapes, attributes and locations, for trying a rewrite without
+ * touching g (passes/precision_auto.c). Constant data and attribute arrays are borrowed from g:
+ * g must outlive the copy, and passes on the copy must replace, never modify, what they borrow
+ * (as every pass does: convert_const gives a constant new data). NULL when memory runs out. */
+drk_graph_t *drk_graph_clone(const drk_graph_t *g);
 
 /* Interns a string in the graph's arena. */
 const char *drk_graph_str(drk_graph_t *g, const char *s);

@@ -45,7 +45,8 @@ static void op_attr_names(drk_op_t op, char *buf, size_t cap) {
   buf[0] = 0;
   op = table_op(op);
   for (size_t i = 0; i < DRK_ARRAY_LEN(specs) && n + 1 < cap; i++)
-    if (specs[i].op == op) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", specs[i].name);
+    if (specs[i].op == op && specs[i].since != DRK_ATTR_INTERNAL) /* drkc's own: no model may set it */
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", specs[i].name);
   if (!buf[0]) snprintf(buf, cap, "none");
 }
 

@@ -377,10 +377,41 @@ bool drk_interp_node(const drk_node_t *n, const drk_tensor_t *const *inputs, drk
   }
   drk_iop_fn f = lookup(n->op);
   if (!f) return drk_ierr(&c, "not supported by the interpreter");
+  /* tf32 = 1 (precision auto's choice): the f32 operands A and B rounded to tf32 as the GPU's
+   * cvt.rna.tf32.f32 does before a tf32 mma (nearest, ties away, 10 mantissa bits) */
+  drk_tensor_t tf[2];
+  const drk_tensor_t *tf_in[3];
+  bool tf32 = drk_node_attr_int(n, "tf32", 0) && n->n_inputs >= 2 && n->n_inputs <= 3;
+  if (tf32) {
+    for (int i = 0; i < n->n_inputs; i++) tf_in[i] = inputs[i];
+    for (int i = 0; i < 2; i++) {
+      memset(&tf[i], 0, sizeof tf[i]);
+      if (!inputs[i] || inputs[i]->dtype != DRK_DT_F32) continue;
+      if (!drk_tensor_alloc(&tf[i], DRK_DT_F32, inputs[i]->rank, inputs[i]->dims)) {
+        drk_tensor_free(&tf[0]);
+        return drk_ierr(&c, "out of memory rounding operands to tf32");
+      }
+      int64_t m = drk_tensor_numel(inputs[i]);
+      const unsigned char *src = inputs[i]->data;
+      unsigned char *dst = tf[i].data;
+      for (int64_t k = 0; k < m; k++) {
+        uint32_t u;
+        memcpy(&u, src + 4 * k, 4);
+        u = drk_tf32_round_bits(u);
+        memcpy(dst + 4 * k, &u, 4);
+      }
+      tf_in[i] = &tf[i];
+    }
+    c.in = tf_in;
+  }
   drk_tensor_t outs[64];
   memset(outs, 0, sizeof outs);
   c.out = outs;
   bool ok = f(&c);
+  if (tf32) {
+    drk_tensor_free(&tf[0]);
+    drk_tensor_free(&tf[1]);
+  }
   if (!run_depth) drk_iscratch_flush(); /* a node on its own (constant folding) keeps nothing */
   if (ok) {
     for (int i = 0; i < n->n_outputs; i++) DRK_ASSERT(outs[i].data != NULL);

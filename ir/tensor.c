@@ -72,6 +72,11 @@ uint16_t drk_f32_to_bf16(float f) {
 }
 float drk_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
+uint32_t drk_tf32_round_bits(uint32_t u) {
+  if ((u & 0x7f800000u) == 0x7f800000u) return u;
+  return (u + 0x1000u) & 0xffffe000u; /* sign-magnitude: half an ulp away from zero, then cut */
+}
+
 uint16_t drk_f32_to_f16(float f) {
   uint32_t u = f2u(f);
   uint32_t sign = (u >> 16) & 0x8000u;

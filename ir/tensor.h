@@ -44,6 +44,9 @@ uint16_t drk_f32_to_f16(float f);
 void drk_f32_to_f16_n(const void *src, uint16_t *dst, size_t n, bool saturate);
 float drk_f16_to_f32(uint16_t h);
 uint16_t drk_f32_to_bf16(float f);
+/* The bits of f32 u rounded to tf32 (10 mantissa bits) as cvt.rna.tf32.f32 does: to nearest,
+ * ties away from zero; infinities and NaN unchanged. */
+uint32_t drk_tf32_round_bits(uint32_t u);
 float drk_bf16_to_f32(uint16_t h);
 uint8_t drk_f32_to_f8e4m3(float f, bool saturate);
 float drk_f8e4m3_to_f32(uint8_t b);

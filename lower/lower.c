@@ -494,6 +494,15 @@ static bool check_schedule(drk_lctx_t *c, drk_sched_entry_t *e, size_t first, co
   return true;
 }
 
+/* A node of the group carries tf32 = 1 (precision auto chose tf32 for it): its f32 products
+ * run on tf32 tensor cores whatever --matmul-precision says. */
+static bool group_tf32(const drk_graph_t *g, const drk_fusion_group_t *gr, const drk_node_t *n) {
+  if (drk_node_attr_int(n, "tf32", 0)) return true;
+  for (int m = 0; gr->kind != DRK_FUSION_SINGLE && m < gr->n_nodes; m++)
+    if (drk_node_attr_int(g->nodes[gr->nodes[m]], "tf32", 0)) return true;
+  return false;
+}
+
 bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_lowered_t *out, drk_diag_t *d) {
   drk_lower_options_t dflt = {0};
   drk_fusion_t fu;
@@ -526,6 +535,7 @@ bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, d
     uint32_t used = 0;
     drk_sched_entry_t *e = node_schedule(o, &fu, i);
     c.o.knobs = o ? o->knobs : (drk_sched_knobs_t){0};
+    c.o.allow_tf32 = (o && o->allow_tf32) || group_tf32(g, gr, n);
     char wl[33];
     drk_lower_workload_key(g, &fu, fu.group[i], &c.o, wl);
     drk_sched_knobs_t tuned = {0};

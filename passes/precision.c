@@ -99,7 +99,7 @@ typedef struct use {
 } use_t;
 
 enum { SLOT_FOLLOW, SLOT_KEEP, SLOT_ANY };
-enum { CD_F32, CD_T, CD_BF16, CD_N };
+enum { CD_F32, CD_F16, CD_BF16, CD_N };
 
 /* An fp8 candidate: the node and a snapshot of its weight (and Gemm C / Conv bias) taken
  * before the rewrite, which may convert shared constants in place. */
@@ -120,16 +120,27 @@ typedef struct pctx {
   drk_dtype_t *orig; /* per value id: dtype before the rewrite */
   uint32_t *use_off, *use_n;
   use_t *uses;
-  unsigned char *keep; /* per node id */
+  unsigned char *keep; /* per node id: kept f32 under T (while finding; then keep_t[0]) */
+  unsigned char *keep_t[2]; /* per node id: kept f32 under f16 / under bf16 */
+  const uint8_t *choice;    /* drk_precision_options_t.node_choice (NULL: one T for all) */
+  uint32_t n_choice;
+  bool fp8;                 /* the fp8 form for the candidates (chosen FP8 ones under choice) */
   bool *is_out;        /* per value id: a graph output */
   drk_value_t **casts; /* per value id x CD_N */
 } pctx_t;
 
-static int cd_index(const pctx_t *c, drk_dtype_t t) {
+static int cd_index(drk_dtype_t t) {
   if (t == DRK_DT_F32) return CD_F32;
-  if (t == c->T) return CD_T;
+  if (t == DRK_DT_F16) return CD_F16;
   DRK_ASSERT(t == DRK_DT_BF16);
   return CD_BF16;
+}
+
+/* The precision chosen for n (choice mode); nodes the choice does not cover stay f32. */
+static drk_precision_t node_choice(const pctx_t *c, const drk_node_t *n) {
+  drk_precision_t p = n->id < c->n_choice ? (drk_precision_t)c->choice[n->id] : DRK_PREC_FP32;
+  if (p == DRK_PREC_FP8 && !c->fp8) return DRK_PREC_FP16;
+  return p == DRK_PREC_AUTO ? DRK_PREC_FP32 : p;
 }
 
 /* ---- names ---- */
@@ -506,6 +517,12 @@ static bool f8_slot(const pctx_t *c, const drk_node_t *n, int slot) {
 }
 
 static drk_dtype_t node_cd(const pctx_t *c, const drk_node_t *n) {
+  if (c->choice) {
+    drk_precision_t p = node_choice(c, n);
+    drk_dtype_t t = p == DRK_PREC_FP16 || p == DRK_PREC_FP8 ? DRK_DT_F16 : p == DRK_PREC_BF16 ? DRK_DT_BF16 : DRK_DT_F32;
+    if (t != DRK_DT_F32 && n->id < c->nn && c->keep_t[t == DRK_DT_BF16][n->id]) return DRK_DT_F32;
+    return t;
+  }
   if (n->id < c->nn && c->keep[n->id]) return DRK_DT_F32;
   if (c->mm_bf16 && is_mm(n->op)) return DRK_DT_BF16;
   return c->T;
@@ -540,7 +557,7 @@ static void convert_const(pctx_t *c, drk_value_t *v, drk_dtype_t t) {
 }
 
 static drk_value_t *get_cast(pctx_t *c, drk_value_t *v, drk_dtype_t t, drk_loc_t loc) {
-  drk_value_t **slot = &c->casts[(size_t)v->id * CD_N + (size_t)cd_index(c, t)];
+  drk_value_t **slot = &c->casts[(size_t)v->id * CD_N + (size_t)cd_index(t)];
   if (*slot) return *slot;
   const char *name = fresh_name(c, v->name, t);
   drk_node_t *n = drk_graph_add_node(c->g, DRK_OP_CAST, 1, &v, 1, &name, loc);
@@ -702,6 +719,7 @@ static void fp8_find(pctx_t *c, bool head) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     drk_node_t *n = g->nodes[i];
     if (!f8_candidate(c, n) || n->id >= c->nn || (hv && hv[n->outputs[0]->id])) continue;
+    if (c->choice && node_choice(c, n) != DRK_PREC_FP8) continue;
     f8cand_t *f = &c->f8[c->n_f8++];
     f->n = n;
     f->w = *n->inputs[1];
@@ -959,6 +977,22 @@ static void fp8_apply(pctx_t *c) {
   drk_pass_eliminate_dead(g);
 }
 
+/* Choice mode: f32 MatMul/Gemm/Conv chosen TF32 get tf32 = 1 (an internal attribute: the
+ * interpreter rounds their operands to tf32, the lowering runs them on tf32 tensor cores). */
+static void mark_tf32(pctx_t *c) {
+  for (size_t i = 0; i < c->g->n_nodes; i++) {
+    drk_node_t *n = c->g->nodes[i];
+    if (!live(n) || node_choice(c, n) != DRK_PREC_TF32 || !drk_precision_tf32_op(n)) continue;
+    drk_node_set_int(c->g, n, "tf32", 1);
+  }
+}
+
+bool drk_precision_tf32_op(const drk_node_t *n) {
+  if (n->op != DRK_OP_MATMUL && n->op != DRK_OP_GEMM && n->op != DRK_OP_CONV) return false;
+  return n->n_inputs >= 2 && n->inputs[0] && n->inputs[1] && n->inputs[0]->dtype == DRK_DT_F32 &&
+         n->inputs[1]->dtype == DRK_DT_F32 && n->n_outputs == 1 && n->outputs[0]->dtype == DRK_DT_F32;
+}
+
 bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d) {
   drk_loc_t gl = drk_loc_none;
   gl.file = g->source ? g->source : g->name;
@@ -984,16 +1018,36 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   c.g = g;
   c.T = T;
   c.mm_bf16 = T == DRK_DT_F32 && o->matmul == DRK_MMP_MEDIUM;
+  bool used[2] = {false, false}; /* choice mode: some node chose f16 (fp8) / bf16 */
+  if (o->node_choice) {
+    c.choice = o->node_choice;
+    c.n_choice = o->n_node_choice;
+    c.mm_bf16 = false;
+    fp8 = false;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+      const drk_node_t *n = g->nodes[i];
+      if (!live(n) || n->id >= c.n_choice) continue;
+      drk_precision_t p = (drk_precision_t)c.choice[n->id];
+      used[0] |= p == DRK_PREC_FP16 || p == DRK_PREC_FP8;
+      used[1] |= p == DRK_PREC_BF16;
+      fp8 |= p == DRK_PREC_FP8 && o->target_has_fp8;
+    }
+    c.fp8 = fp8;
+    T = used[0] || used[1] ? DRK_DT_F16 : DRK_DT_F32;
+    c.T = T;
+    mark_tf32(&c);
+  }
   if (T == DRK_DT_F32 && !c.mm_bf16) return true; /* auto, fp32, tf32: dtypes unchanged */
   c.nv = g->next_value_id;
   c.nn = g->next_node_id;
   c.orig = calloc(c.nv + 1, sizeof *c.orig);
   c.use_off = calloc(c.nv + 1, sizeof *c.use_off);
   c.use_n = calloc(c.nv + 1, sizeof *c.use_n);
-  c.keep = calloc(c.nn + 1, 1);
+  c.keep_t[0] = c.keep = calloc(c.nn + 1, 1);
+  c.keep_t[1] = calloc(c.nn + 1, 1);
   c.is_out = calloc(c.nv + 1, sizeof *c.is_out);
   c.casts = calloc((size_t)(c.nv + 1) * CD_N, sizeof *c.casts);
-  DRK_ASSERT(c.orig && c.use_off && c.use_n && c.keep && c.is_out && c.casts);
+  DRK_ASSERT(c.orig && c.use_off && c.use_n && c.keep && c.keep_t[1] && c.is_out && c.casts);
   for (uint32_t i = 0; i <= c.nv; i++) c.orig[i] = DRK_DT_COUNT;
   /* original dtypes, names, uses */
   for (size_t i = 0; i < g->n_inputs; i++) {
@@ -1031,8 +1085,19 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   }
   for (size_t i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] && g->outputs[i]->id < c.nv) c.is_out[g->outputs[i]->id] = true;
-  if (T != DRK_DT_F32) find_fragile(&c);
-  if (fp8) fp8_find(&c, o->fp8_head);
+  if (c.choice) { /* the fragile patterns under each half dtype some node chose */
+    for (int k = 0; k < 2; k++) {
+      if (!used[k]) continue;
+      c.T = k ? DRK_DT_BF16 : DRK_DT_F16;
+      c.keep = c.keep_t[k];
+      find_fragile(&c);
+    }
+    c.T = DRK_DT_F16;
+    c.keep = c.keep_t[0]; /* fp8 candidates: the rest of the fp8 form is f16 */
+  } else if (T != DRK_DT_F32) {
+    find_fragile(&c);
+  }
+  if (fp8) fp8_find(&c, o->fp8_head || c.choice);
   rewrite(&c);
   if (fp8) fp8_apply(&c);
   free(c.f8node);
@@ -1041,7 +1106,8 @@ bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, 
   free(c.use_off);
   free(c.use_n);
   free(c.uses);
-  free(c.keep);
+  free(c.keep_t[0]);
+  free(c.keep_t[1]);
   free(c.is_out);
   free(c.casts);
   return true;
@@ -1065,7 +1131,7 @@ drk_dtype_t drk_precision_node_dtype(const drk_node_t *n) {
 }
 
 void drk_precision_report(const drk_graph_t *g, FILE *out) {
-  size_t count[DRK_DT_COUNT] = {0}, casts = 0, other = 0;
+  size_t count[DRK_DT_COUNT] = {0}, casts = 0, other = 0, n_tf32 = 0;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const drk_node_t *n = g->nodes[i];
     if (n->dead) continue;
@@ -1080,8 +1146,10 @@ void drk_precision_report(const drk_graph_t *g, FILE *out) {
       casts++;
       continue;
     }
-    fprintf(out, "  %-48s %-20s %s\n", label, drk_op_name(n->op), t < DRK_DT_COUNT ? drk_dtype_name(t) : "-");
-    if (t < DRK_DT_COUNT) count[t]++;
+    bool tf32 = drk_node_attr_int(n, "tf32", 0) != 0;
+    fprintf(out, "  %-48s %-20s %s\n", label, drk_op_name(n->op), tf32 ? "tf32" : t < DRK_DT_COUNT ? drk_dtype_name(t) : "-");
+    if (tf32) n_tf32++;
+    else if (t < DRK_DT_COUNT) count[t]++;
     else other++;
   }
   fprintf(out, "precision mix:");
@@ -1097,6 +1165,7 @@ void drk_precision_report(const drk_graph_t *g, FILE *out) {
     fprintf(out, "%s%zu %s", sep, count[best], drk_dtype_name((drk_dtype_t)best));
     sep = ", ";
   }
+  if (n_tf32) fprintf(out, "%s%zu tf32", sep, n_tf32), sep = ", ";
   if (sep[0] == ' ') fprintf(out, " no float nodes");
   fprintf(out, "; %zu casts, %zu non-float\n", casts, other);
 }

@@ -18,6 +18,7 @@
 #define DRK_PRECISION_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ir/graph.h"
@@ -45,6 +46,16 @@ typedef struct drk_precision_options {
   const char *target_name; /* the target named in messages (one without fp8); NULL: sm_<target_sm> */
   bool fp8_head; /* fp8: also the output head (a matmul whose result reaches a graph output
                   * through elementwise ops only), which otherwise stays f16 */
+  /* Per node id (< n_node_choice): the precision that node computes in (a drk_precision_t:
+   * FP32, TF32, BF16, FP16 or FP8), as --precision=auto --accuracy-budget chose it
+   * (passes/precision_auto.h). NULL: `precision` says it for every node. Given, `precision`
+   * and `matmul` are not read; nodes beyond n_node_choice or marked AUTO stay as the model has
+   * them. The fragile patterns stay f32 under each node's own half dtype; FP8 is the fp8 form
+   * (its output head included: the choice was measured) where target_has_fp8, else FP16; TF32
+   * marks an f32 MatMul/Gemm/Conv with the internal attribute tf32 = 1 (the interpreter rounds
+   * its operands to tf32, the lowering runs it on tf32 tensor cores). */
+  const uint8_t *node_choice;
+  uint32_t n_node_choice;
 } drk_precision_options_t;
 
 /* A ReduceSum/ReduceMean/GlobalAveragePool over at least this many elements (or over a
@@ -67,6 +78,9 @@ bool drk_precision_allow_tf32(const drk_precision_options_t *o);
  * target_has_fp8: warns naming the target and applies fp16. Returns false only after
  * reporting an error (none is reported today). */
 bool drk_pass_apply_precision(drk_graph_t *g, const drk_precision_options_t *o, drk_diag_t *d);
+
+/* An f32 MatMul, Gemm or Conv: what tf32 applies to (the choice's TF32, the tf32 attribute). */
+bool drk_precision_tf32_op(const drk_node_t *n);
 
 /* The dtype node n computes in: its first floating-point result's dtype, else (comparisons,
  * ArgMax, ...) its first floating-point input's; DRK_DT_COUNT when it computes on no float

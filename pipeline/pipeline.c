@@ -25,8 +25,10 @@
 #include "frontend/frontend.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/tensor.h"
+#include "ir/interp.h"
 #include "lower/fuse.h"
 #include "passes/plan_memory.h"
+#include "passes/precision_auto.h"
 
 struct drk_pipeline {
   const drk_compile_options_t *o;
@@ -54,6 +56,11 @@ struct drk_pipeline {
   bool drew;               /* a progress line is on the terminal */
   const char *target_now;  /* codegen: the target being compiled */
   drk_codegen_stats_t stats;
+  /* --accuracy-budget: calibration inputs, the model's outputs on them (taken at
+   * verify-canonical), the choice (precision) */
+  drk_tensor_t *calib, *calib_ref;
+  drk_precision_auto_t autop;
+  bool has_auto;
 };
 
 /* ---- helpers ---- */
@@ -232,8 +239,85 @@ static bool st_merge_matmul(drk_pipeline_t *p) {
   return drk_pass_infer_shapes(p->g, p->d);
 }
 
+static bool budgeted(const drk_compile_options_t *o) {
+  return o->precision == DRK_PREC_AUTO && o->accuracy_budget > 0;
+}
+
+/* A calibration input drawn as drkc run draws its inputs (tools/drkc.c random_input): floats
+ * uniform in [-1, 1), integers below the smallest axis a Gather indexes with them (at most 4),
+ * bools fair coins. */
+static bool draw_input(const drk_graph_t *g, const drk_value_t *v, uint64_t *rng, drk_tensor_t *out, drk_diag_t *d) {
+  int64_t dims[DRK_MAX_RANK];
+  bool ok = v->shape.rank >= 0 && v->shape.rank <= DRK_MAX_RANK;
+  for (int i = 0; ok && i < v->shape.rank; i++) ok = !v->shape.dims[i].sym && v->shape.dims[i].size >= 0;
+  if (!ok) {
+    drk_diag_error(d, v->loc, "--accuracy-budget: input '%s' has no static shape to draw calibration data for: give "
+                   "--calibration=DIR with --shapes-from=DIR (or --bind)", v->name);
+    return false;
+  }
+  for (int i = 0; i < v->shape.rank; i++) dims[i] = v->shape.dims[i].size;
+  if (!drk_tensor_alloc(out, v->dtype, v->shape.rank, dims)) {
+    drk_diag_error(d, v->loc, "--accuracy-budget: input '%s': cannot allocate calibration data", v->name);
+    return false;
+  }
+  int64_t n = drk_tensor_numel(out), bound = drk_graph_index_bound(g, v, 4);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = drk_splitmix64(rng);
+    if (drk_dtype_is_float(v->dtype)) drk_tensor_set_f64(out, i, (double)(r >> 11) * 0x1.0p-52 - 1.0);
+    else if (v->dtype == DRK_DT_BOOL) drk_tensor_set_i64(out, i, (int64_t)(r & 1));
+    else drk_tensor_set_i64(out, i, (int64_t)(r % (uint64_t)bound));
+  }
+  return true;
+}
+
+/* A calibration input from DIR/input_<i>.pb or .npy, checked against the graph input. */
+static bool read_calibration(const char *dir, size_t i, const drk_value_t *v, drk_tensor_t *out, drk_diag_t *d) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+  if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
+  if (!file_exists(path)) {
+    drk_diag_error(d, drk_loc_none, "--calibration %s has no input_%zu.pb or input_%zu.npy for input %zu '%s'", dir, i, i,
+                   i, v->name);
+    return false;
+  }
+  if (!read_input_file(path, v->dtype, out, d)) return false;
+  bool ok = out->dtype == v->dtype && out->rank == v->shape.rank;
+  for (int k = 0; ok && k < out->rank; k++) ok = v->shape.dims[k].sym || v->shape.dims[k].size == out->dims[k];
+  if (!ok) drk_diag_error(d, drk_loc_none, "--calibration: %s does not match input '%s' (%s of rank %d%s)", path,
+                          v->name, drk_dtype_name(v->dtype), v->shape.rank,
+                          out->dtype == v->dtype && out->rank == v->shape.rank ? ", other sizes" : "");
+  return ok;
+}
+
+/* --accuracy-budget: the calibration inputs and the interpreter's outputs on them for the
+ * model as given (the canonical graph: drkc run --check's reference). */
+static bool calibrate(drk_pipeline_t *p) {
+  const drk_graph_t *g = p->g;
+  p->calib = calloc(g->n_inputs + 1, sizeof *p->calib);
+  p->calib_ref = calloc(g->n_outputs + 1, sizeof *p->calib_ref);
+  if (!p->calib || !p->calib_ref) {
+    drk_diag_error(p->d, drk_loc_none, "--accuracy-budget: out of memory");
+    return false;
+  }
+  uint64_t rng = 0; /* drkc run's default --seed */
+  for (size_t i = 0; i < g->n_inputs; i++)
+    if (!(p->o->calibration ? read_calibration(p->o->calibration, i, g->inputs[i], &p->calib[i], p->d)
+                            : draw_input(g, g->inputs[i], &rng, &p->calib[i], p->d)))
+      return false;
+  return drk_interp_run(g, p->calib, p->calib_ref, p->d);
+}
+
+static bool st_verify_canonical(drk_pipeline_t *p) {
+  return drk_graph_verify(p->g, p->d) && (!budgeted(p->o) || calibrate(p));
+}
+
+const drk_precision_auto_t *drk_pipeline_precision_auto(const drk_pipeline_t *p) {
+  return p->has_auto ? &p->autop : NULL;
+}
+
 /* The precision policy for the targets: fp8 needs every target to have it (sm_89, sm_90,
- * gfx942: targets.def); the first one without it is named in the warning. */
+ * gfx942: targets.def); the first one without it is named in the warning. With
+ * --accuracy-budget the choice per op group is measured first (precision_auto.h). */
 static bool st_precision(drk_pipeline_t *p) {
   drk_precision_options_t po = {.precision = p->o->precision, .matmul = p->o->matmul, .target_sm = 80,
                                 .target_has_fp8 = true};
@@ -248,6 +332,22 @@ static bool st_precision(drk_pipeline_t *p) {
     if (!ti->has_fp8 && po.target_has_fp8) {
       po.target_has_fp8 = false;
       po.target_name = ti->name;
+    }
+  }
+  if (budgeted(p->o)) {
+    p->has_auto = true;
+    if (!drk_precision_auto_choose(p->g, &po, p->o->accuracy_budget, p->calib, p->calib_ref, &p->autop, p->d))
+      return false;
+    po.node_choice = p->autop.node_choice;
+    po.n_node_choice = p->autop.n_node_choice;
+    if (p->o->report) drk_precision_auto_print(&p->autop, p->o->report);
+    else if (p->o->verbose) {
+      double worst = 0;
+      for (size_t i = 0; i < p->autop.n_outputs; i++)
+        if (p->autop.outputs[i].error > worst) worst = p->autop.outputs[i].error;
+      fprintf(stderr, "drkc: precision auto: %zu op groups chosen in %d interpreter runs, largest output error %.2e "
+                      "(budget %.0e; --report lists them)\n", p->autop.n_groups, p->autop.evaluations, worst,
+              p->autop.budget);
     }
   }
   return drk_pass_apply_precision(p->g, &po, p->d);
@@ -437,7 +537,8 @@ static bool st_package(drk_pipeline_t *p) {
     imgs[n++] = (drk_modfile_image_t){DRK_MODFILE_IMAGE_OFFLOAD_BUNDLE, 0, "gfx942", p->bundle, p->bundle_size};
   const char *hash = p->o->model_hash ? p->o->model_hash(p->o->model_hash_ctx) : NULL;
   drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
-                              .weights_file = p->o->weights_file};
+                              .weights_file = p->o->weights_file,
+                              .precision_auto = p->has_auto ? &p->autop : NULL};
   return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
                             &p->weights_size, p->d);
 }
@@ -449,8 +550,8 @@ static const drk_stage_t stages[] = {
     {"verify", "requires a graph; guarantees a well-formed one (SSA, arities, attributes)", st_verify, dump_graph},
     {"canonicalize", "infers dtypes and shapes, folds constants and shape chains, removes dead nodes",
      st_canonicalize, dump_graph},
-    {"verify-canonical", "guarantees the canonical graph verifies; drkc run's reference is taken here", st_verify,
-     dump_graph},
+    {"verify-canonical", "guarantees the canonical graph verifies; drkc run's reference is taken here (and "
+                         "--accuracy-budget's, on the calibration inputs)", st_verify_canonical, dump_graph},
     {"fold-batchnorm", "folds inference BatchNormalization into the convolution before it", st_fold_batchnorm,
      dump_graph},
     {"conv-to-matmul", "pointwise and patch convolutions become MatMuls", st_conv_to_matmul, dump_graph},
@@ -541,6 +642,11 @@ void drk_pipeline_destroy(drk_pipeline_t *p) {
   free(p->fatbin);
   free(p->module);
   free(p->weights);
+  for (size_t i = 0; p->calib && p->g && i < p->g->n_inputs; i++) drk_tensor_free(&p->calib[i]);
+  for (size_t i = 0; p->calib_ref && p->g && i < p->g->n_outputs; i++) drk_tensor_free(&p->calib_ref[i]);
+  free(p->calib);
+  free(p->calib_ref);
+  drk_precision_auto_free(&p->autop);
   if (p->owns_graph) drk_graph_destroy(p->g);
   free(p);
 }

@@ -38,6 +38,11 @@ typedef struct drk_compile_options {
   unsigned targets;              /* bit set over drk_target_t (backends/targets.h) */
   drk_precision_t precision;     /* --precision */
   drk_matmul_precision_t matmul; /* --matmul-precision */
+  /* --accuracy-budget=E with --precision=auto (0: none): per op group precisions measured on
+   * calibration inputs (passes/precision_auto.h); --calibration=DIR: DIR/input_N.pb (or .npy)
+   * as drkc run's --input-dir reads them (NULL: drawn as drkc run draws with --seed 0) */
+  double accuracy_budget;
+  const char *calibration;
   drk_layout_t layout;           /* --layout */
   bool fusion_set;               /* --fusion-aggressiveness / --max-graph-depth given */
   int fusion_level, max_depth;
@@ -126,6 +131,10 @@ bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const struct drk_tensor *inpu
 /* The lowering's result (kernels, launches with their schedules, knob spaces and workload
  * keys), borrowed; NULL before lower. */
 const drk_lowered_t *drk_pipeline_lowered(const drk_pipeline_t *p);
+/* --accuracy-budget: the choice the precision stage made and measured (borrowed); NULL
+ * before that stage or without a budget. */
+struct drk_precision_auto;
+const struct drk_precision_auto *drk_pipeline_precision_auto(const drk_pipeline_t *p);
 /* How many kernels the lowering made (0 before lower). */
 size_t drk_pipeline_kernel_count(const drk_pipeline_t *p);
 

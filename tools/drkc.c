@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
+#include "passes/precision_auto.h"
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
 #include "tools/report.h"
@@ -33,6 +34,7 @@
 static const char usage_text[] =
     "usage: drkc INPUT [-o OUT] [--target=LIST] [--emit=KIND] [--dump-after=STAGE] [--bind=DIMS]\n"
     "                  [--shapes-from=DIR] [--freeze-input=NAME=FILE] [--precision=P] [--matmul-precision=M]\n"
+    "                  [--accuracy-budget=E [--calibration=DIR]]\n"
     "                  [--layout=L] [--db=FILE [--require-tuned]] [--report] [--time-stages] [-v] [-q]\n"
     "       drkc run MODEL [--device=cpu|cuda[:N]] [--input-dir DIR | --input NAME=FILE ...]\n"
     "                      [--output-dir OUT] [--seed N] [--npy] [--check] [--bind=DIMS]\n"
@@ -82,6 +84,12 @@ static const char usage_text[] =
     "                          fp16 | fp8 (e4m3 matmuls/convs on sm_89, sm_90, gfx942; the rest\n"
     "                          f16); normalizations and fragile reductions stay f32, the\n"
     "                          model's interface keeps its dtypes\n"
+    "  --accuracy-budget=E     with --precision=auto: choose per op group among fp8 (targets with\n"
+    "                          fp8), fp16, bf16, tf32 and fp32, fastest first, keeping a choice only\n"
+    "                          when every output's relative error against the f64 interpreter on\n"
+    "                          the calibration inputs is at most E (0 < E < 1); --report shows it\n"
+    "  --calibration=DIR       the budget's inputs: DIR/input_0.pb ... (or .npy); default: drawn\n"
+    "                          as drkc run draws them (--seed 0)\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
     "  --layout=L              auto (the default: NHWC for 2-D convs computing in f16, bf16 or\n"
@@ -731,6 +739,12 @@ static bool check_input(const drk_value_t *v, const drk_tensor_t *t, const char 
  * reference is the model as given (before the precision policy), so a float output computed
  * in a lower precision gets that precision's tolerance. */
 static double check_tolerance(drk_dtype_t t, const run_options_t *ro) {
+  /* --accuracy-budget: the budget the choice was measured against (on the GPU not below f32's
+   * 1e-4: its kernels reorder reductions and fuse ops the interpreter rounds one by one) */
+  if (ro->c.accuracy_budget > 0 && drk_dtype_is_float(t)) {
+    bool gpu = strncmp(ro->device, "cuda", 4) == 0;
+    return gpu && ro->c.accuracy_budget < 1e-4 ? 1e-4 : ro->c.accuracy_budget;
+  }
   bool half = ro->c.precision == DRK_PREC_FP16 || ro->c.precision == DRK_PREC_BF16 || ro->c.matmul == DRK_MMP_MEDIUM;
   bool tf32 = drk_precision_allow_tf32(&(drk_precision_options_t){.precision = ro->c.precision, .matmul = ro->c.matmul});
   if (ro->c.precision == DRK_PREC_FP8 && drk_dtype_is_float(t)) return 6e-2;
@@ -970,7 +984,8 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
-                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL};
+                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL},
+                           *const o_budget[] = {"--accuracy-budget", NULL}, *const o_calib[] = {"--calibration", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
@@ -1003,6 +1018,17 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
       drkc_usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
       return -1;
     }
+  } else if ((v = drkc_opt_value(argc, argv, i, o_budget))) {
+    if (!drk_precision_budget_parse(v, &c->accuracy_budget)) {
+      drkc_usage_error("--accuracy-budget: a relative error > 0 and < 1 (e.g. 1e-2), not '%s'", v);
+      return -1;
+    }
+  } else if ((v = drkc_opt_value(argc, argv, i, o_calib))) {
+    if (!*v) {
+      drkc_usage_error("--calibration needs a folder (%s)", "input_0.pb ... as drkc run --input-dir reads");
+      return -1;
+    }
+    c->calibration = v;
   } else if ((v = drkc_opt_value(argc, argv, i, o_layout))) {
     if (!drk_layout_parse(v, &c->layout)) {
       drkc_usage_error("--layout: auto, nchw or nhwc, not '%s'", v);
@@ -1041,6 +1067,20 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
   return 1;
 }
 
+/* --accuracy-budget goes with --precision=auto (which it makes choose per op group) and
+ * leaves --matmul-precision to the choice; --calibration needs a budget (drkc.h). */
+int drkc_check_budget_options(const drk_compile_options_t *c) {
+  if (c->accuracy_budget > 0 && c->precision != DRK_PREC_AUTO)
+    return drkc_usage_error("--accuracy-budget chooses the precision per op: it needs --precision=auto, not --precision=%s",
+                            drk_precision_name(c->precision));
+  if (c->accuracy_budget > 0 && c->matmul != DRK_MMP_HIGHEST)
+    return drkc_usage_error("--accuracy-budget chooses tf32 and bf16 matmuls itself: leave out --matmul-precision=%s",
+                            drk_matmul_precision_name(c->matmul));
+  if (c->calibration && !(c->accuracy_budget > 0))
+    return drkc_usage_error("--calibration=%s needs --precision=auto --accuracy-budget=E", c->calibration);
+  return 0;
+}
+
 static int main_run(int argc, char **argv) {
   run_options_t ro = {.device = "cpu", .seed = 0};
   static const char *const o_device[] = {"--device", NULL}, *const o_indir[] = {"--input-dir", NULL},
@@ -1074,6 +1114,7 @@ static int main_run(int argc, char **argv) {
     else ro.model = argv[i];
   }
   if (!ro.model) return drkc_usage_error("drkc run needs a MODEL%s", "");
+  if (drkc_check_budget_options(&ro.c)) return 2;
   if (ro.c.jobs > 0) drk_interp_set_threads(ro.c.jobs); /* else DRK_INTERP_THREADS or every CPU */
   int rc = run_model(&ro);
   drk_schedules_free(&ro.schedules);
@@ -1131,6 +1172,7 @@ int main(int argc, char **argv) {
     else o.input = argv[i];
   }
   if (!o.input) return drkc_usage_error("no input file%s", "");
+  if (drkc_check_budget_options(&o.c)) return 2;
   o.c.freeze = o.freeze;
   o.c.progress = !o.quiet && !o.c.verbose;
 

@@ -266,6 +266,7 @@ static int list_module(const char *path) {
     }
   }
   drk_modfile_print_precision(mf, stdout, "  "); /* per-kernel precision table (PRECISION section) */
+  drk_modfile_print_auto(mf, stdout, "  ");     /* --accuracy-budget's choice (PRECISION_AUTO section) */
   drk_modfile_free(NULL, mf);
   free(buf);
   return 0;

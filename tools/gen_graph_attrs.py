@@ -54,6 +54,10 @@ EXTRA = {op: {"axes": ("INTS", "ANY", 1)} for op in (
 # opset is past every real one and the importer refuses it in a model
 INTERNAL_OPSET = 1000
 EXTRA["MatMul"] = {"result_n": ("INT", "POS", INTERNAL_OPSET)}
+# precision auto's `tf32` (an f32 MatMul/Gemm/Conv chosen to run on tf32 tensor cores; the
+# interpreter rounds its operands to tf32): internal too
+for _op in ("MatMul", "Gemm", "Conv"):
+    EXTRA.setdefault(_op, {})["tf32"] = ("INT", "BOOL", INTERNAL_OPSET)
 BOOLS = {"keepdims", "noop_with_empty_axes", "select_last_index", "largest", "sorted", "exclusive", "reverse",
          "upper", "transA", "transB", "allowzero", "training_mode", "saturate", "detect_negative",
          "detect_positive", "ceil_mode", "count_include_pad", "exclude_outside", "antialias"}

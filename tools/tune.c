@@ -650,6 +650,7 @@ int drkc_tune_main(int argc, char **argv) {
     else model = argv[i];
   }
   if (!model) return drkc_usage_error("drkc tune needs a MODEL%s", "");
+  if (drkc_check_budget_options(&t.c)) return 2;
   if (trials < 1 || t.iters < 1 || timeout <= 0) return drkc_usage_error("--trials, --iters and --timeout must be positive%s", "");
   if (sched_path) return drkc_usage_error("--schedules is what drkc tune writes (--out); tune from the heuristic%s", "");
   if (t.c.require_tuned) return drkc_usage_error("--require-tuned is a compile option; drkc tune fills the database%s", "");

@@ -72,6 +72,7 @@ static void fill_node(drk_modfile_node_prec_t *q, const drk_node_t *n) {
   q->op = drk_op_name(n->op);
   q->kernel = DRK_MODFILE_NO_KERNEL;
   q->compute = (uint8_t)prec_code(drk_precision_node_dtype(n));
+  if (drk_node_attr_int(n, "tf32", 0)) q->compute = DRK_MODFILE_PREC_TF32; /* precision auto's tf32 */
   if (n->op == DRK_OP_CAST && n->n_inputs && n->inputs[0]) q->from = (uint8_t)prec_code(n->inputs[0]->dtype);
 }
 

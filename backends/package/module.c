@@ -35,11 +35,12 @@ enum {
   SEC_IMAGE_DATA = 11,
   SEC_PRECISION = 12, /* optional: at most once */
   SEC_EXTERNAL_WEIGHTS = 13, /* optional: at most once; the weights are in a side file */
-  SEC_KIND_COUNT = 14,
+  SEC_PRECISION_AUTO = 14, /* optional: at most once; --accuracy-budget's choice */
+  SEC_KIND_COUNT = 15,
 };
 static const char *const sec_names[SEC_KIND_COUNT] = {
     "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
-    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS"};
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS", "PRECISION_AUTO"};
 
 #define HEADER_SIZE 64u
 #define SECTION_ENTRY_SIZE 32u
@@ -55,6 +56,9 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
 #define PREC_HEADER 16u
 #define PREC_KERNEL_REC 16u
 #define PREC_NODE_REC 24u
+#define AUTO_HEADER 24u
+#define AUTO_GROUP_REC 16u
+#define AUTO_OUTPUT_REC 16u
 #define EXTW_SIZE 48u
 #define EXTW_VERSION 1u
 
@@ -210,10 +214,32 @@ void drk_modfile_sha256_string(const void *data, size_t n, char buf[72]) {
 /* ---- validation (shared by writer and reader) ---- */
 static int in_range(uint64_t off, uint64_t size, uint64_t limit) { return off <= limit && size <= limit - off; }
 
+#define AFAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
+/* The PRECISION_AUTO arrays: a budget in (0, 1), precision codes a choice can have, errors
+ * that are numbers >= 0. */
+static drk_modfile_result_t validate_auto(const drk_modfile_t *m, char *err, size_t n) {
+  if (m->auto_version != DRK_MODFILE_AUTO_VERSION) {
+    if (m->auto_groups || m->n_auto_groups || m->auto_outputs || m->n_auto_outputs) AFAIL("precision auto records without a PRECISION_AUTO section version %u", DRK_MODFILE_AUTO_VERSION);
+    return DRK_MODFILE_OK;
+  }
+  if (!(m->auto_budget > 0 && m->auto_budget < 1)) AFAIL("PRECISION_AUTO section: budget %g is not in (0, 1)", m->auto_budget);
+  if ((m->n_auto_groups && !m->auto_groups) || (m->n_auto_outputs && !m->auto_outputs)) AFAIL("PRECISION_AUTO section: records missing");
+  for (uint32_t i = 0; i < m->n_auto_groups; i++) {
+    uint8_t c = m->auto_groups[i].choice;
+    if (c != DRK_MODFILE_PREC_F32 && c != DRK_MODFILE_PREC_TF32 && c != DRK_MODFILE_PREC_F16 && c != DRK_MODFILE_PREC_BF16 && c != DRK_MODFILE_PREC_F8E4M3)
+      AFAIL("PRECISION_AUTO section: group %u ('%s'): precision code %u is not a choice", i, m->auto_groups[i].name ? m->auto_groups[i].name : "", c);
+  }
+  for (uint32_t i = 0; i < m->n_auto_outputs; i++)
+    if (!(m->auto_outputs[i].error >= 0)) AFAIL("PRECISION_AUTO section: output %u ('%s'): error %g", i, m->auto_outputs[i].name ? m->auto_outputs[i].name : "", m->auto_outputs[i].error);
+  return DRK_MODFILE_OK;
+}
+#undef AFAIL
+
 /* The PRECISION arrays: codes and masks in range, every node's kernel range inside the
  * kernel table, every kernel's anchor node a node whose range holds the kernel. */
 static drk_modfile_result_t validate_precision(const drk_modfile_t *m, char *err, size_t n) {
 #define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
+
   if (m->precision_version != DRK_MODFILE_PRECISION_VERSION) {
     if (m->kernel_precision || m->node_precision || m->n_node_precision) FAIL("precision records without a PRECISION section version %u", DRK_MODFILE_PRECISION_VERSION);
     return DRK_MODFILE_OK;
@@ -336,7 +362,8 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
     if (t->rank < 1 || t->rank > DRK_MODFILE_TMA_MAX_RANK) FAIL("TMA descriptor %u: rank %u not in 1..5", i, t->rank);
     if (t->offset % 16 || t->offset >= m->arena_size) FAIL("TMA descriptor %u: arena offset %llu unaligned or outside the arena", i, (unsigned long long)t->offset);
   }
-  return validate_precision(m, err, n);
+  drk_modfile_result_t vr = validate_precision(m, err, n);
+  return vr ? vr : validate_auto(m, err, n);
 #undef FAIL
 }
 
@@ -431,6 +458,30 @@ void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *
   if (!first) fputc('\n', out);
 }
 
+void drk_modfile_print_auto(const drk_modfile_t *m, FILE *out, const char *indent) {
+  if (!indent) indent = "";
+  if (!m->auto_version) return;
+  if (m->auto_version != DRK_MODFILE_AUTO_VERSION) {
+    fprintf(out, "%sprecision auto: PRECISION_AUTO section version %u, this reader knows version %u (skipped)\n", indent,
+            m->auto_version, DRK_MODFILE_AUTO_VERSION);
+    return;
+  }
+  fprintf(out, "%sprecision auto: budget %.0e, %u op groups\n", indent, m->auto_budget, m->n_auto_groups);
+  for (uint32_t i = 0; i < m->n_auto_groups; i++) {
+    const drk_modfile_auto_group_t *g = &m->auto_groups[i];
+    fprintf(out, "%s  group ", indent);
+    put_escaped(out, g->name);
+    fprintf(out, " (%s, %u node%s) %s\n", g->op, g->n_nodes, g->n_nodes == 1 ? "" : "s", drk_modfile_prec_name(g->choice));
+  }
+  for (uint32_t i = 0; i < m->n_auto_outputs; i++) {
+    const drk_modfile_auto_output_t *o = &m->auto_outputs[i];
+    fprintf(out, "%s  output '", indent);
+    put_escaped(out, o->name);
+    fprintf(out, "': %s error %.2e %s %.0e\n", o->absolute ? "absolute" : "rel", o->error,
+            o->error <= m->auto_budget ? "<=" : "> ", m->auto_budget);
+  }
+}
+
 /* ---- writer ---- */
 typedef struct buf {
   uint8_t *p;
@@ -479,6 +530,28 @@ static void write_precision(buf_t *b, buf_t *str, const drk_modfile_t *m) {
   }
 }
 
+static void put_f64(uint8_t *p, double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  put64(p, u);
+}
+
+/* The PRECISION_AUTO section's bytes: header (version, counts, budget), group records, output
+ * records (docs/module-format.md). */
+static void write_auto(buf_t *b, buf_t *str, const drk_modfile_t *m) {
+  uint8_t *p = buf_extend(b, AUTO_HEADER);
+  if (p) put32(p, m->auto_version), put32(p + 4, m->n_auto_groups), put32(p + 8, m->n_auto_outputs), put_f64(p + 16, m->auto_budget);
+  for (uint32_t i = 0; i < m->n_auto_groups && (p = buf_extend(b, AUTO_GROUP_REC)); i++) {
+    const drk_modfile_auto_group_t *g = &m->auto_groups[i];
+    put32(p, add_str(str, g->name)), put32(p + 4, add_str(str, g->op)), put32(p + 8, g->n_nodes);
+    p[12] = g->choice;
+  }
+  for (uint32_t i = 0; i < m->n_auto_outputs && (p = buf_extend(b, AUTO_OUTPUT_REC)); i++) {
+    const drk_modfile_auto_output_t *o = &m->auto_outputs[i];
+    put32(p, add_str(str, o->name)), put32(p + 4, o->absolute ? 1u : 0u), put_f64(p + 8, o->error);
+  }
+}
+
 typedef struct wsec {
   uint32_t kind, align;
   const void *data;
@@ -493,8 +566,12 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     set_err(err, err_size, "this writer writes PRECISION section version %u, not %u", DRK_MODFILE_PRECISION_VERSION, m->precision_version);
     return DRK_MODFILE_ERR_INVALID;
   }
+  if (m->auto_version && m->auto_version != DRK_MODFILE_AUTO_VERSION) {
+    set_err(err, err_size, "this writer writes PRECISION_AUTO section version %u, not %u", DRK_MODFILE_AUTO_VERSION, m->auto_version);
+    return DRK_MODFILE_ERR_INVALID;
+  }
   buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0},
-        extw = {0};
+        extw = {0}, autob = {0};
   wsec_t *secs = NULL;
   uint8_t *out = NULL;
   r = DRK_MODFILE_ERR_NOMEM;
@@ -559,6 +636,8 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   }
   int has_prec = m->precision_version != 0;
   if (has_prec) write_precision(&prec, &str, m);
+  int has_auto = m->auto_version != 0;
+  if (has_auto) write_auto(&autob, &str, m);
   /* --weights=external: an empty WEIGHTS section, and the blob's file, size and hash */
   int has_extw = m->weights_file != NULL;
   if (has_extw && (p = buf_extend(&extw, EXTW_SIZE))) {
@@ -567,7 +646,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put64(p + 8, m->weights_size);
     memcpy(p + 16, m->weights_sha256, 32);
   }
-  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw;
+  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw + (uint32_t)has_auto;
   for (uint32_t i = 0; i < m->n_images; i++) {
     if (!(p = buf_extend(&img, IMAGE_REC))) break;
     put32(p, (uint32_t)m->images[i].kind);
@@ -575,7 +654,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put32(p + 8, add_str(&str, m->images[i].targets));
     put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
   }
-  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom)
+  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom || autob.oom)
     goto fail;
   if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
   wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
@@ -588,6 +667,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   for (uint32_t i = 0; i < m->n_images; i++) secs[10 + i] = (wsec_t){SEC_IMAGE_DATA, 256, m->images[i].data, m->images[i].size, 0};
   if (has_prec) secs[10 + m->n_images] = (wsec_t){SEC_PRECISION, 8, prec.p, prec.n, 0}; /* last: old readers skip it */
   if (has_extw) secs[10 + m->n_images + has_prec] = (wsec_t){SEC_EXTERNAL_WEIGHTS, 8, extw.p, extw.n, 0};
+  if (has_auto) secs[10 + m->n_images + has_prec + has_extw] = (wsec_t){SEC_PRECISION_AUTO, 8, autob.p, autob.n, 0};
   uint64_t off = HEADER_SIZE;
   for (uint32_t i = 0; i < nsec; i++) {
     off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
@@ -629,7 +709,7 @@ fail:
   if (r == DRK_MODFILE_ERR_NOMEM) set_err(err, err_size, "out of memory writing the module");
   free(out);
   free(secs);
-  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p), free(extw.p);
+  free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p), free(extw.p), free(autob.p);
   return r;
 }
 
@@ -681,8 +761,9 @@ typedef struct rctx {
   rsec_t one[SEC_KIND_COUNT];     /* the section of each known kind (IMAGE_DATA aside) */
   int seen[SEC_KIND_COUNT];
   uint32_t n_image_data;
-  const rsec_t *S, *P;            /* STRINGS; PRECISION, or NULL */
-  uint32_t prec_version;
+  const rsec_t *S, *P, *A;        /* STRINGS; PRECISION, or NULL; PRECISION_AUTO, or NULL */
+  uint32_t prec_version, auto_version;
+  size_t nag, nao;                /* PRECISION_AUTO groups and outputs */
   size_t nk, np, nt, ntma, nw, ni, npk, npn; /* record counts */
   size_t nin, nout;               /* tensors by direction */
 } rctx_t;
@@ -792,6 +873,21 @@ static drk_modfile_result_t read_counts(rctx_t *r) {
     if (get32(X->p) != EXTW_VERSION) BAD("EXTERNAL_WEIGHTS section version %u, this reader knows %u: use the runtime of the drkc that wrote the module", get32(X->p), EXTW_VERSION);
     if (X->size != EXTW_SIZE) BAD("EXTERNAL_WEIGHTS section has %llu bytes, expected %u", (unsigned long long)X->size, EXTW_SIZE);
     if (one[SEC_WEIGHTS].size) BAD("the module has both a WEIGHTS blob (%llu bytes) and an EXTERNAL_WEIGHTS section", (unsigned long long)one[SEC_WEIGHTS].size);
+  }
+  /* PRECISION_AUTO (optional): skipped like PRECISION when its version is unknown */
+  const rsec_t *A = r->A = r->seen[SEC_PRECISION_AUTO] ? &one[SEC_PRECISION_AUTO] : NULL;
+  if (A) {
+    if (A->size < 4) BAD("PRECISION_AUTO section has %llu bytes, too few for its version", (unsigned long long)A->size);
+    r->auto_version = get32(A->p);
+    if (!r->auto_version) BAD("PRECISION_AUTO section has version 0");
+  }
+  if (r->auto_version == DRK_MODFILE_AUTO_VERSION) {
+    if (A->size < AUTO_HEADER) BAD("PRECISION_AUTO section is truncated: %llu bytes, its header alone is %u", (unsigned long long)A->size, AUTO_HEADER);
+    uint32_t cg = get32(A->p + 4), co = get32(A->p + 8);
+    if (get32(A->p + 12)) BAD("PRECISION_AUTO section: reserved header field is not zero");
+    uint64_t want = AUTO_HEADER + (uint64_t)cg * AUTO_GROUP_REC + (uint64_t)co * AUTO_OUTPUT_REC;
+    if (A->size != want) BAD("PRECISION_AUTO section has %llu bytes, but %u group and %u output records take %llu (truncated or corrupted)", (unsigned long long)A->size, cg, co, (unsigned long long)want);
+    r->nag = cg, r->nao = co;
   }
   if (r->prec_version == DRK_MODFILE_PRECISION_VERSION) {
     if (P->size < PREC_HEADER) BAD("PRECISION section is truncated: %llu bytes, its header alone is %u", (unsigned long long)P->size, PREC_HEADER);
@@ -937,6 +1033,33 @@ static drk_modfile_result_t read_precision(const rctx_t *r, drk_modfile_kernel_p
   }
   return DRK_MODFILE_OK;
 }
+static double get_f64(const uint8_t *p) {
+  uint64_t u = get64(p);
+  double v;
+  memcpy(&v, &u, 8);
+  return v;
+}
+
+static drk_modfile_result_t read_auto(const rctx_t *r, drk_modfile_t *m, drk_modfile_auto_group_t *ag, drk_modfile_auto_output_t *ao) {
+  m->auto_budget = get_f64(r->A->p + 16);
+  for (size_t i = 0; i < r->nag; i++) {
+    const uint8_t *p = r->A->p + AUTO_HEADER + i * AUTO_GROUP_REC;
+    STR(get32(p), ag[i].name);
+    STR(get32(p + 4), ag[i].op);
+    ag[i].n_nodes = get32(p + 8), ag[i].choice = p[12];
+    if (p[13] || p[14] || p[15]) BAD("PRECISION_AUTO section: group record %zu: reserved bytes are not zero", i);
+  }
+  for (size_t i = 0; i < r->nao; i++) {
+    const uint8_t *p = r->A->p + AUTO_HEADER + r->nag * AUTO_GROUP_REC + i * AUTO_OUTPUT_REC;
+    STR(get32(p), ao[i].name);
+    uint32_t flags = get32(p + 4);
+    if (flags > 1) BAD("PRECISION_AUTO section: output record %zu: flags %u", i, flags);
+    ao[i].absolute = flags == 1, ao[i].error = get_f64(p + 8);
+  }
+  m->auto_groups = ag, m->n_auto_groups = (uint32_t)r->nag;
+  m->auto_outputs = ao, m->n_auto_outputs = (uint32_t)r->nao;
+  return DRK_MODFILE_OK;
+}
 #undef BAD
 #undef STR
 
@@ -948,11 +1071,13 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   if ((res = read_header(r)) || (res = read_sections(r)) || (res = read_counts(r))) return res;
 
   /* One block holds the drk_modfile_t and all its arrays (drk_modfile_free frees it). */
-  size_t nk = r->nk, np = r->np, nt = r->nt, ntma = r->ntma, nw = r->nw, ni = r->ni, npk = r->npk, npn = r->npn;
+  size_t nk = r->nk, np = r->np, nt = r->nt, ntma = r->ntma, nw = r->nw, ni = r->ni, npk = r->npk, npn = r->npn,
+         nag = r->nag, nao = r->nao;
   size_t total = align16(sizeof(rblock_t)) + align16(nk * sizeof(drk_modfile_kernel_t)) + align16(np * sizeof(drk_modfile_param_t)) +
                  align16(nt * sizeof(drk_modfile_tensor_t)) + align16(ntma * sizeof(drk_modfile_tma_t)) +
                  align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t)) +
-                 align16(npk * sizeof(drk_modfile_kernel_prec_t)) + align16(npn * sizeof(drk_modfile_node_prec_t));
+                 align16(npk * sizeof(drk_modfile_kernel_prec_t)) + align16(npn * sizeof(drk_modfile_node_prec_t)) +
+                 align16(nag * sizeof(drk_modfile_auto_group_t)) + align16(nao * sizeof(drk_modfile_auto_output_t));
   uint8_t *blk = alloc->alloc(alloc->user, total, 16);
   if (!blk) {
     set_err(err, n, "out of memory reading the module (%zu bytes)", total);
@@ -970,7 +1095,9 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   drk_modfile_weight_t *ws = (void *)cur; cur += align16(nw * sizeof *ws);
   drk_modfile_image_t *is = (void *)cur; cur += align16(ni * sizeof *is);
   drk_modfile_kernel_prec_t *kp = (void *)cur; cur += align16(npk * sizeof *kp);
-  drk_modfile_node_prec_t *np_ = (void *)cur;
+  drk_modfile_node_prec_t *np_ = (void *)cur; cur += align16(npn * sizeof *np_);
+  drk_modfile_auto_group_t *ag = (void *)cur; cur += align16(nag * sizeof *ag);
+  drk_modfile_auto_output_t *ao = (void *)cur;
 
   m->format_version = r->version;
   if ((res = read_provenance(r, m)) || (res = read_params(r, ps)) || (res = read_kernels(r, ks, ps)) ||
@@ -989,6 +1116,8 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
     if ((res = read_precision(r, kp, np_))) goto fail;
     m->kernel_precision = kp, m->node_precision = np_, m->n_node_precision = (uint32_t)npn;
   }
+  m->auto_version = r->auto_version;
+  if (r->auto_version == DRK_MODFILE_AUTO_VERSION && (res = read_auto(r, m, ag, ao))) goto fail;
   char verr[400];
   if (drk_modfile_validate(m, verr, sizeof verr)) {
     set_err(err, n, "inconsistent module: %s", verr);

@@ -33,6 +33,7 @@
 
 #define DRK_MODFILE_FORMAT_VERSION 1u
 #define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
+#define DRK_MODFILE_AUTO_VERSION 1u /* of the PRECISION_AUTO section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
 #define DRK_MODFILE_WEIGHT_ALIGN 256u
 /* Inputs and outputs start at arena offsets that are multiples of this (the memory planner
@@ -183,6 +184,23 @@ typedef struct drk_modfile_provenance {
   const char *targets;       /* "sm_90a,sm_87" */
 } drk_modfile_provenance_t;
 
+/* PRECISION_AUTO (--precision=auto --accuracy-budget): one op group and the precision chosen
+ * for it (a precision code: f32, tf32, f16, bf16, f8e4m3). */
+typedef struct drk_modfile_auto_group {
+  const char *name;  /* the group's first node: its ONNX node name or first result */
+  const char *op;    /* that node's op */
+  uint32_t n_nodes;
+  uint8_t choice;
+} drk_modfile_auto_group_t;
+
+/* One graph output and its measured error on the calibration inputs (relative L2, or absolute
+ * where the reference is ~0 everywhere); >= 0, infinity allowed, never NaN. */
+typedef struct drk_modfile_auto_output {
+  const char *name;
+  bool absolute;
+  double error;
+} drk_modfile_auto_output_t;
+
 typedef struct drk_modfile {
   uint32_t format_version;   /* reader output; the writer always writes the current one */
   drk_modfile_provenance_t prov;
@@ -210,6 +228,15 @@ typedef struct drk_modfile {
   const drk_modfile_kernel_prec_t *kernel_precision;
   const drk_modfile_node_prec_t *node_precision;
   uint32_t n_node_precision;
+  /* The optional PRECISION_AUTO section: auto_version 0: none (no --accuracy-budget);
+   * DRK_MODFILE_AUTO_VERSION: the budget (> 0, < 1), the groups and one record per output; any
+   * other (reader output only): skipped, arrays NULL. */
+  uint32_t auto_version;
+  double auto_budget;
+  const drk_modfile_auto_group_t *auto_groups;
+  uint32_t n_auto_groups;
+  const drk_modfile_auto_output_t *auto_outputs;
+  uint32_t n_auto_outputs;
   /* The optional EXTERNAL_WEIGHTS section (drkc --weights=external): NULL, or the base name of
    * the side file that holds the weights blob (weights_size bytes, SHA-256 weights_sha256),
    * found next to the module; the writer then writes an empty WEIGHTS section, the reader
@@ -257,6 +284,9 @@ void drk_modfile_prec_mask_format(uint32_t mask, char *buf, size_t n);
  * the nodes that need no kernel, then the mix of node compute dtypes), each line starting
  * with indent; says so in one line when m has none or one of an unknown version. */
 void drk_modfile_print_precision(const drk_modfile_t *m, FILE *out, const char *indent);
+/* Prints the PRECISION_AUTO section (the budget, each group's precision, each output's error
+ * against the budget); nothing when m has none, one line for a version this reader skips. */
+void drk_modfile_print_auto(const drk_modfile_t *m, FILE *out, const char *indent);
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32) and SHA-256 used by the format and provenance. */
 uint32_t drk_modfile_crc32(uint32_t crc, const void *data, size_t n);

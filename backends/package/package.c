@@ -9,6 +9,7 @@
 #include "backends/package/build_precision.h"
 #include "backends/package/fatbin.h"
 #include "passes/precision.h"
+#include "passes/precision_auto.h"
 
 static uint64_t param_scalar(drk_modfile_param_t *p, const drk_larg_t *a) {
   p->kind = DRK_MODFILE_PARAM_SCALAR;
@@ -124,6 +125,36 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
     if (l->launches[i].sched.note) fprintf(out, "report: %s: %s\n", l->launches[i].kernel->name, l->launches[i].sched.note);
 }
 
+/* The PRECISION_AUTO records of a (arrays malloc'ed into *out_ag, *out_ao; free()). */
+static uint8_t auto_code(drk_precision_t p) {
+  switch (p) {
+    case DRK_PREC_TF32: return DRK_MODFILE_PREC_TF32;
+    case DRK_PREC_FP16: return DRK_MODFILE_PREC_F16;
+    case DRK_PREC_BF16: return DRK_MODFILE_PREC_BF16;
+    case DRK_PREC_FP8: return DRK_MODFILE_PREC_F8E4M3;
+    default: return DRK_MODFILE_PREC_F32;
+  }
+}
+
+static bool attach_auto(const drk_precision_auto_t *a, drk_modfile_t *mf, drk_modfile_auto_group_t **out_ag,
+                        drk_modfile_auto_output_t **out_ao) {
+  drk_modfile_auto_group_t *ag = calloc(a->n_groups + 1, sizeof *ag);
+  drk_modfile_auto_output_t *ao = calloc(a->n_outputs + 1, sizeof *ao);
+  *out_ag = ag, *out_ao = ao;
+  if (!ag || !ao) return false;
+  for (size_t i = 0; i < a->n_groups; i++) {
+    const drk_precision_group_t *g = &a->groups[i];
+    ag[i] = (drk_modfile_auto_group_t){g->name, g->op, (uint32_t)g->n_nodes, auto_code(g->levels[g->level])};
+  }
+  for (size_t i = 0; i < a->n_outputs; i++)
+    ao[i] = (drk_modfile_auto_output_t){a->outputs[i].name, a->outputs[i].absolute, a->outputs[i].error};
+  mf->auto_version = DRK_MODFILE_AUTO_VERSION;
+  mf->auto_budget = a->budget;
+  mf->auto_groups = ag, mf->n_auto_groups = (uint32_t)a->n_groups;
+  mf->auto_outputs = ao, mf->n_auto_outputs = (uint32_t)a->n_outputs;
+  return true;
+}
+
 bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_mem_plan_t *pl,
                         const drk_package_options_t *o, const drk_modfile_image_t *images, uint32_t n_images,
                         void **out_data, size_t *out_size, void **out_weights, size_t *out_weights_size,
@@ -139,6 +170,8 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
   drk_modfile_weight_t *ws = calloc(g->n_consts + 1, sizeof *ws);
   char *tstr = targets_string(o->targets);
   drk_build_precision_t prec = {0};
+  drk_modfile_auto_group_t *ag = NULL; /* PRECISION_AUTO records (attach_auto) */
+  drk_modfile_auto_output_t *ao = NULL;
   bool ok = ks && ps && tmas && ins && outs && ws && tstr && drk_build_precision(g, l, &prec);
   if (!ok) {
     drk_diag_error(d, drk_loc_none, "out of memory packing the module (%zu kernels, %zu parameters)", l->n_launches, n_params);
@@ -213,6 +246,11 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
       .n_images = n_images,
   };
   drk_build_precision_attach(&prec, &mf);
+  if (o->precision_auto && !attach_auto(o->precision_auto, &mf, &ag, &ao)) {
+    drk_diag_error(d, drk_loc_none, "out of memory packing the precision choice");
+    ok = false;
+    goto done;
+  }
   /* --weights=external: the blob goes to the caller (the side file), its hash into the module */
   void *blob = NULL;
   size_t blob_size = 0;
@@ -236,6 +274,8 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
     free(blob);
   }
 done:
+  free(ag);
+  free(ao);
   drk_build_precision_free(&prec);
   free(tstr);
   free(ws);

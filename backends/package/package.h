@@ -39,6 +39,9 @@ typedef struct drk_package_options {
   const char *command_line; /* provenance */
   const char *model_hash;   /* provenance: "sha256:<hex>"; NULL: "sha256:unknown" */
   const char *weights_file; /* --weights=external: the side file's base name; NULL: embedded */
+  /* --accuracy-budget's choice (passes/precision_auto.h), recorded as the PRECISION_AUTO
+   * section; NULL: none */
+  const struct drk_precision_auto *precision_auto;
 } drk_package_options_t;
 
 /* The module file of g lowered into l with memory plan plan and code images[0..n_images)

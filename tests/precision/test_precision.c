@@ -20,6 +20,7 @@
 #include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
+#include "passes/precision_auto.h"
 #include "tests/common/check.h"
 
 static drk_value_t *find_value(const drk_graph_t *g, const char *name) {
@@ -98,7 +99,7 @@ static drk_graph_t *parse(const char *text) {
 }
 
 static bool apply(drk_graph_t *g, drk_precision_t p, drk_matmul_precision_t m, int sm, drk_diag_t *d) {
-  drk_precision_options_t o = {p, m, sm, drk_precision_target_has_fp8(sm), NULL, false};
+  drk_precision_options_t o = {p, m, sm, drk_precision_target_has_fp8(sm), NULL, false, NULL, 0};
   return drk_pass_apply_precision(g, &o, d);
 }
 
@@ -504,7 +505,7 @@ static void test_medium_and_options(void) {
   CHECK(!drk_matmul_precision_parse("low", &m) && m == DRK_MMP_MEDIUM);
   CHECK(strcmp(drk_precision_name(DRK_PREC_TF32), "tf32") == 0);
   CHECK(strcmp(drk_matmul_precision_name(DRK_MMP_HIGH), "high") == 0);
-  drk_precision_options_t o = {DRK_PREC_TF32, DRK_MMP_HIGHEST, 80, false, NULL, false};
+  drk_precision_options_t o = {DRK_PREC_TF32, DRK_MMP_HIGHEST, 80, false, NULL, false, NULL, 0};
   CHECK(drk_precision_allow_tf32(&o));
   o.precision = DRK_PREC_FP32;
   CHECK(!drk_precision_allow_tf32(&o));
@@ -536,7 +537,7 @@ static void test_fp8_fallback(void) {
   memset(buf, 0, sizeof buf);
   f = fmemopen(buf, sizeof buf - 1, "w");
   drk_diag_init(&d, f);
-  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 87, false, "sm_87", false};
+  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 87, false, "sm_87", false, NULL, 0};
   CHECK(drk_pass_apply_precision(g, &o, &d));
   fclose(f);
   CHECK(d.n_warnings == 1 && strstr(buf, "sm_87 has no fp8"));
@@ -604,7 +605,7 @@ static drk_graph_t *f8_graph(void) {
 
 /* fp8 on an fp8 target; head: the output head too */
 static bool apply_fp8(drk_graph_t *g, bool head, drk_diag_t *d) {
-  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, true, NULL, head};
+  drk_precision_options_t o = {DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, true, NULL, head, NULL, 0};
   return drk_pass_apply_precision(g, &o, d);
 }
 
@@ -801,7 +802,162 @@ static void test_f16_bulk(void) {
   for (int i = 0; i < 9; i++) CHECK(got[i] == drk_f32_to_f16(src[i]));
 }
 
+/* ---- --accuracy-budget: per-node choices, tf32, the search (passes/precision_auto.h) ---- */
+
+static drk_node_t *node_of(const drk_graph_t *g, const char *result) {
+  const drk_value_t *v = find_value(g, result);
+  return v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+}
+
+/* A graph copy prints as the graph, and a pass on the copy leaves the graph alone. */
+static void test_clone(void) {
+  drk_graph_t *g = f8_graph();
+  char *a = print_str(g);
+  drk_graph_t *c = drk_graph_clone(g);
+  CHECK(c != NULL);
+  char *b = print_str(c);
+  CHECK(strcmp(a, b) == 0);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  CHECK(apply(c, DRK_PREC_FP8, DRK_MMP_HIGHEST, 90, &d));
+  char *a2 = print_str(g);
+  CHECK(strcmp(a, a2) == 0);
+  check_consistent(c, "clone fp8");
+  free(a), free(b), free(a2);
+  drk_graph_destroy(c);
+  drk_graph_destroy(g);
+}
+
+/* node_choice: one MatMul tf32, its Add f16, the Gemm bf16; then only the MatMul tf32, whose
+ * result must equal the f32 product of operands rounded to tf32 beforehand (and differ from
+ * the f32 one). */
+static void test_choice(void) {
+  drk_graph_t *g = mm_graph();
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  uint8_t *ch = malloc(g->next_node_id + 1);
+  memset(ch, DRK_PREC_FP32, g->next_node_id + 1);
+  ch[node_of(g, "h")->id] = DRK_PREC_TF32;
+  ch[node_of(g, "y")->id] = DRK_PREC_FP16;
+  ch[node_of(g, "z")->id] = DRK_PREC_BF16;
+  drk_precision_options_t o = {DRK_PREC_AUTO, DRK_MMP_HIGHEST, 90, true, NULL, false, ch, g->next_node_id};
+  CHECK(drk_pass_apply_precision(g, &o, &d));
+  CHECK_DT(g, "h", DRK_DT_F32);
+  CHECK(drk_node_attr_int(node_of(g, "h"), "tf32", 0) == 1);
+  CHECK_DT(g, "y.f16", DRK_DT_F16);
+  CHECK_DT(g, "z.bf16", DRK_DT_BF16);
+  CHECK_DT(g, "y", DRK_DT_F32);
+  check_consistent(g, "choice");
+  free(ch);
+  drk_graph_destroy(g);
+
+  /* tf32 alone, against operands rounded by hand */
+  drk_graph_t *t = mm_graph(), *r = mm_graph(), *f = mm_graph();
+  ch = malloc(t->next_node_id + 1);
+  memset(ch, DRK_PREC_FP32, t->next_node_id + 1);
+  ch[node_of(t, "h")->id] = DRK_PREC_TF32;
+  drk_precision_options_t ot = {DRK_PREC_AUTO, DRK_MMP_HIGHEST, 90, true, NULL, false, ch, t->next_node_id};
+  CHECK(drk_pass_apply_precision(t, &ot, &d));
+  drk_value_t *w = find_value(r, "w");
+  uint32_t *wr = drk_arena_alloc(r->arena, w->nbytes);
+  memcpy(wr, w->data, w->nbytes);
+  for (size_t i = 0; i < w->nbytes / 4; i++) wr[i] = drk_tf32_round_bits(wr[i]);
+  w->data = wr;
+  drk_tensor_t in[1], inr[1], ot_[2], or_[2], of_[2];
+  fill_inputs(t, in, 1.0);
+  fill_inputs(r, inr, 1.0);
+  for (int64_t i = 0; i < drk_tensor_numel(&inr[0]); i++) {
+    uint32_t u;
+    memcpy(&u, (unsigned char *)inr[0].data + 4 * i, 4);
+    u = drk_tf32_round_bits(u);
+    memcpy((unsigned char *)inr[0].data + 4 * i, &u, 4);
+  }
+  CHECK(drk_interp_run(t, in, ot_, &d) && drk_interp_run(r, inr, or_, &d) && drk_interp_run(f, in, of_, &d));
+  double same = drk_tensor_rel_error(&ot_[0], &or_[0]), off = drk_tensor_rel_error(&ot_[0], &of_[0]);
+  CHECK(same == 0);
+  CHECK(off > 1e-6 && off < 2e-3);
+  CHECK(drk_tensor_rel_error(&ot_[1], &of_[1]) == 0); /* the Gemm stayed f32 */
+  for (int i = 0; i < 2; i++) drk_tensor_free(&ot_[i]), drk_tensor_free(&or_[i]), drk_tensor_free(&of_[i]);
+  drk_tensor_free(&in[0]);
+  drk_tensor_free(&inr[0]);
+  free(ch);
+  drk_graph_destroy(t), drk_graph_destroy(r), drk_graph_destroy(f);
+  /* tf32 rounding: ties away from zero, 10 mantissa bits */
+  CHECK(drk_tf32_round_bits(0x3f801000u) == 0x3f802000u);
+  CHECK(drk_tf32_round_bits(0xbf801000u) == 0xbf802000u);
+  CHECK(drk_tf32_round_bits(0x3f800fffu) == 0x3f800000u);
+  CHECK(drk_tf32_round_bits(0x7fc00001u) == 0x7fc00001u);
+}
+
+/* The search on the fp8 test graph: every output within each budget; a looser budget chooses
+ * a faster mix; fp8 only offered when every target has it; a budget only fp32 meets. */
+static void test_auto(void) {
+  drk_graph_t *g = f8_graph();
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tensor_t in[2], ref[4];
+  fill_inputs(g, in, 1.0);
+  CHECK(drk_interp_run(g, in, ref, &d));
+  drk_precision_options_t base = {DRK_PREC_AUTO, DRK_MMP_HIGHEST, 90, true, NULL, false, NULL, 0};
+  const double budgets[3] = {6e-2, 1e-3, 1e-9};
+  int fast[3] = {0}; /* the sum of the groups' slowness */
+  for (int b = 0; b < 3; b++) {
+    drk_precision_auto_t a;
+    CHECK(drk_precision_auto_choose(g, &base, budgets[b], in, ref, &a, &d));
+    CHECK(a.n_outputs == 4 && a.n_groups >= 3);
+    for (size_t i = 0; i < a.n_outputs; i++) CHECK(a.outputs[i].error <= budgets[b]);
+    bool f8_offered = false;
+    for (size_t k = 0; k < a.n_groups; k++) {
+      const drk_precision_group_t *gr = &a.groups[k];
+      f8_offered |= gr->levels[0] == DRK_PREC_FP8;
+      drk_precision_t p = gr->levels[gr->level]; /* slowness: fp8 0, fp16/bf16 1, tf32 2, fp32 3 */
+      fast[b] += p == DRK_PREC_FP8 ? 0 : p == DRK_PREC_FP16 || p == DRK_PREC_BF16 ? 1 : p == DRK_PREC_TF32 ? 2 : 3;
+    }
+    CHECK(f8_offered);
+    /* the choice applied to a copy measures what the search says */
+    drk_graph_t *c = drk_graph_clone(g);
+    drk_precision_options_t o = base;
+    o.node_choice = a.node_choice, o.n_node_choice = a.n_node_choice;
+    CHECK(drk_pass_apply_precision(c, &o, &d));
+    check_consistent(c, "auto choice");
+    drk_tensor_t out[4];
+    CHECK(drk_interp_run(c, in, out, &d));
+    for (int i = 0; i < 4; i++) {
+      drk_check_t ck;
+      drk_interp_check(&out[i], &ref[i], budgets[b], &ck);
+      CHECK(ck.pass);
+      CHECK(fabs((ck.ref_zero ? ck.abs_max : ck.rel) - a.outputs[i].error) <= 1e-12);
+      drk_tensor_free(&out[i]);
+    }
+    drk_graph_destroy(c);
+    drk_precision_auto_free(&a);
+  }
+  printf("auto on the fp8 graph: slowness %d (6e-2), %d (1e-3), %d (1e-9)\n", fast[0], fast[1], fast[2]);
+  CHECK(fast[0] < fast[1] && fast[1] < fast[2]);
+  /* no fp8 target: never offered */
+  base.target_has_fp8 = false;
+  base.target_name = "sm_87";
+  drk_precision_auto_t a;
+  CHECK(drk_precision_auto_choose(g, &base, 6e-2, in, ref, &a, &d));
+  for (size_t k = 0; k < a.n_groups; k++)
+    for (int l = 0; l < a.groups[k].n_levels; l++) CHECK(a.groups[k].levels[l] != DRK_PREC_FP8);
+  CHECK(a.no_fp8 && strcmp(a.no_fp8, "sm_87") == 0);
+  drk_precision_auto_free(&a);
+  /* budgets */
+  double v = 0;
+  CHECK(drk_precision_budget_parse("1e-2", &v) && v == 1e-2);
+  CHECK(!drk_precision_budget_parse("0", &v) && !drk_precision_budget_parse("1", &v) &&
+        !drk_precision_budget_parse("nan", &v) && !drk_precision_budget_parse("-1e-3", &v) &&
+        !drk_precision_budget_parse("1e-2x", &v) && !drk_precision_budget_parse("", &v));
+  for (int i = 0; i < 2; i++) drk_tensor_free(&in[i]);
+  for (int i = 0; i < 4; i++) drk_tensor_free(&ref[i]);
+  drk_graph_destroy(g);
+}
+
 static int run_unit(void) {
+  test_clone();
+  test_choice();
+  test_auto();
   test_f16_bulk();
   test_norm_patterns(DRK_PREC_FP16);
   test_norm_patterns(DRK_PREC_BF16);

@@ -5,6 +5,8 @@
  * a section of an unknown version (skipped), and truncated or inconsistent sections with
  * valid checksums (each a precise error), and its table printer. argv[1] (optional): where
  * to save the module as a fuzz seed. */
+#include <math.h>
+
 #include "tests/runtime/test_util.h"
 
 #include "drk/drkrt.h"
@@ -242,6 +244,113 @@ static void test_precision(const void *a, size_t na, drk_modfile_t *desc) {
   desc->node_precision = test_nprec, desc->n_node_precision = 4;
 }
 
+/* ---- the PRECISION_AUTO section ---- */
+static const drk_modfile_auto_group_t test_agroups[3] = {
+    {"/fc1/MatMul", "MatMul", 3, DRK_MODFILE_PREC_F8E4M3},
+    {"ln", "LayerNormalization", 1, DRK_MODFILE_PREC_F32},
+    {"/fc2/MatMul", "MatMul", 2, DRK_MODFILE_PREC_TF32},
+};
+static const drk_modfile_auto_output_t test_aoutputs[2] = {{"y", false, 4.92e-3}, {"zero", true, 0.0}};
+
+static unsigned char *sec_entry(unsigned char *c, uint32_t kind) {
+  uint64_t table = rd64(c + 24);
+  for (uint32_t i = 0; i < rd32(c + 32); i++)
+    if (rd32(c + table + 32 * (uint64_t)i) == kind) return c + table + 32 * (uint64_t)i;
+  return NULL;
+}
+
+/* Written, read back equal (byte-exact rewrite), printed; patched with valid checksums: an
+ * unknown version is skipped, inconsistent records are precise errors; the writer refuses a
+ * choice that is not one and a NaN error. */
+static void test_auto(drk_modfile_t m) {
+  char err[1024];
+  m.auto_version = DRK_MODFILE_AUTO_VERSION, m.auto_budget = 1e-2;
+  m.auto_groups = test_agroups, m.n_auto_groups = 3, m.auto_outputs = test_aoutputs, m.n_auto_outputs = 2;
+  void *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  CHECK(drk_modfile_write(&m, &a, &na, err, sizeof err) == DRK_MODFILE_OK);
+  if (!a) return;
+  drk_modfile_t *r = NULL;
+  CHECK(drk_modfile_read(a, na, NULL, &r, err, sizeof err) == DRK_MODFILE_OK);
+  if (r) {
+    CHECK(r->auto_version == 1 && r->auto_budget == 1e-2 && r->n_auto_groups == 3 && r->n_auto_outputs == 2);
+    for (int i = 0; i < 3 && r->auto_groups; i++)
+      CHECK(!strcmp(r->auto_groups[i].name, test_agroups[i].name) && !strcmp(r->auto_groups[i].op, test_agroups[i].op) &&
+            r->auto_groups[i].n_nodes == test_agroups[i].n_nodes && r->auto_groups[i].choice == test_agroups[i].choice);
+    for (int i = 0; i < 2 && r->auto_outputs; i++)
+      CHECK(!strcmp(r->auto_outputs[i].name, test_aoutputs[i].name) && r->auto_outputs[i].error == test_aoutputs[i].error &&
+            r->auto_outputs[i].absolute == test_aoutputs[i].absolute);
+    CHECK(drk_modfile_write(r, &b, &nb, err, sizeof err) == DRK_MODFILE_OK);
+    CHECK(nb == na && b && !memcmp(a, b, na));
+    free(b);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    drk_modfile_print_auto(r, f, "  ");
+    fclose(f);
+    CHECK_CONTAINS(buf, "  precision auto: budget 1e-02, 3 op groups\n");
+    CHECK_CONTAINS(buf, "    group /fc1/MatMul (MatMul, 3 nodes) f8e4m3\n");
+    CHECK_CONTAINS(buf, "    group /fc2/MatMul (MatMul, 2 nodes) tf32\n");
+    CHECK_CONTAINS(buf, "    output 'y': rel error 4.92e-03 <= 1e-02\n");
+    CHECK_CONTAINS(buf, "    output 'zero': absolute error 0.00e+00 <= 1e-02\n");
+    free(buf);
+    drk_modfile_free(NULL, r);
+  }
+  unsigned char *c = malloc(na);
+  struct { uint32_t at, v; int kind; const char *want; } bad[] = {
+      {0, 0, 0, "PRECISION_AUTO section has version 0"},
+      {4, 4, 0, "but 4 group and 2 output records take"},
+      {12, 1, 0, "PRECISION_AUTO section: reserved header field is not zero"},
+      {24 + 12, 9, 0, "group 0 ('/fc1/MatMul'): precision code 9 is not a choice"},
+      {24 + 12, 0x0100u | 6u, 0, "group record 0: reserved bytes are not zero"},
+      {24 + 48 + 4, 2, 0, "output record 0: flags 2"},
+      {24 + 48 + 12, 0x7ff80000u, 0, "output 0 ('y'): error nan"},
+      {16 + 4, 0x3ff00000u, 0, "budget 1 is not in (0, 1)"},
+      {24 + 48, 0xfffffff0u, 0, "string reference 4294967280 outside"},
+      {0, 2, 1, "skipped"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    memcpy(c, a, na);
+    unsigned char *e = sec_entry(c, 14);
+    CHECK(e != NULL);
+    if (!e) break;
+    if (bad[k].at == 16 + 4) wr32(c + rd64(e + 8) + 16, 0); /* budget 1.0: low word 0, high 0x3ff00000 */
+    wr32(c + rd64(e + 8) + bad[k].at, bad[k].v);
+    fix_crcs(c);
+    drk_modfile_result_t res = drk_modfile_read(c, na, NULL, &r, err, sizeof err);
+    if (bad[k].kind == 1) { /* an unknown version: skipped */
+      CHECK(res == DRK_MODFILE_OK);
+      if (res == DRK_MODFILE_OK) {
+        CHECK(r->auto_version == 2 && !r->auto_groups && !r->auto_outputs);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        drk_modfile_print_auto(r, f, "");
+        fclose(f);
+        CHECK_CONTAINS(buf, "PRECISION_AUTO section version 2, this reader knows version 1 (skipped)");
+        free(buf);
+        drk_modfile_free(NULL, r);
+      }
+      continue;
+    }
+    CHECK(res == DRK_MODFILE_ERR_FORMAT);
+    if (res == DRK_MODFILE_OK) drk_modfile_free(NULL, r);
+    CHECK_CONTAINS(err, bad[k].want);
+  }
+  free(c);
+  free(a);
+  drk_modfile_auto_group_t g2[3];
+  memcpy(g2, test_agroups, sizeof g2);
+  g2[1].choice = DRK_MODFILE_PREC_INT;
+  m.auto_groups = g2;
+  CHECK(drk_modfile_write(&m, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+  CHECK_CONTAINS(err, "group 1 ('ln'): precision code 8 is not a choice");
+  drk_modfile_auto_output_t o2[2] = {{"y", false, NAN}, {"zero", true, 0.0}};
+  m.auto_groups = test_agroups, m.auto_outputs = o2;
+  CHECK(drk_modfile_write(&m, &b, &nb, err, sizeof err) == DRK_MODFILE_ERR_INVALID);
+  CHECK_CONTAINS(err, "output 0 ('y'): error nan");
+}
+
 int main(int argc, char **argv) {
   char err[1024];
   /* checksums against their published check values */
@@ -336,6 +445,7 @@ int main(int argc, char **argv) {
   }
 
   test_precision(a, na, &t.m);
+  test_auto(t.m);
 
   /* version mismatch: names both versions and the writer */
   unsigned char *c = malloc(na);
