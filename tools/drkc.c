@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "ir/interp.h"
 #include "ir/tile.h"
+#include "pipeline/dynamic.h"
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
 #include "tools/report.h"
@@ -75,6 +76,11 @@ static const char usage_text[] =
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
+    "  --dynamic=DIMS          one module for ranges of dims, e.g. --dynamic=batch=1..64,seq=1..2048:\n"
+    "                          a plan per shape bucket, the runtime picks the smallest that holds\n"
+    "                          the actual shape (docs/dynamic-shapes.md)\n"
+    "  --buckets=LIST          the buckets' sizes, e.g. batch:1,8,64;seq:128,512,2048 (default:\n"
+    "                          powers of two up to the range's end)\n"
     "  --freeze-input=NAME=FILE  compile for this value of input NAME (.pb or .npy): it becomes a\n"
     "                          constant and leaves the module's inputs (shape-like inputs such\n"
     "                          as Slice starts or Pad pads must be constants for the GPU path)\n"
@@ -514,6 +520,41 @@ static char *weights_path(const options_t *o, bool host_out) {
 }
 
 /* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
+/* --dynamic: drk_dynamic_build (pipeline/dynamic.h) makes the module. */
+static int compile_dynamic(options_t *o, bool host_out, char *wpath, drk_diag_t *d) {
+  if (host_out || strcmp(o->emit, "module") != 0 || wpath) {
+    free(wpath);
+    fprintf(stderr, "drkc: error: not implemented: --dynamic writes a module (--emit=module, no -c, no "
+                    "--weights=external)\n");
+    return 2;
+  }
+  if (!has_suffix(o->input, ".onnx") && !has_suffix(o->input, ".drkg")) {
+    fprintf(stderr, "drkc: error: --dynamic needs a graph (.onnx or .drkg), not '%s'\n", o->input);
+    return 1;
+  }
+  char *dflt_out = !o->output ? default_output(o->input, ".drkm") : NULL;
+  bool writable = output_writable(o->output ? o->output : dflt_out);
+  free(dflt_out);
+  if (!writable || output_is_input(o->output, o->input)) return 1;
+  hash_job_t hj = {.path = o->input};
+  hash_main(&hj);
+  hj.done = true;
+  o->c.model_hash = hash_join;
+  o->c.model_hash_ctx = &hj;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *data = NULL;
+  size_t size = 0, kernels = 0;
+  int rc = 1;
+  if (drk_dynamic_build(&o->c, o->input, &data, &size, &kernels, d)) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    rc = write_result(o, data, size, false, ".drkm", kernels, sec);
+  }
+  free(data);
+  return rc;
+}
+
 static int compile(options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
@@ -561,6 +602,12 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s | obj | lib)\n", o->emit, emit_names());
     return 2;
   }
+  if (o->c.buckets && !o->c.dynamic) {
+    free(wpath);
+    fprintf(stderr, "drkc: error: --buckets lists the sizes of --dynamic dims; give --dynamic too\n");
+    return 2;
+  }
+  if (o->c.dynamic) return compile_dynamic(o, host_out, wpath, &d);
   if (has_suffix(o->input, ".drkt")) {
     if (strcmp(o->emit, "graph") == 0) {
       fprintf(stderr, "drkc: error: --emit=graph needs a graph (.onnx or .drkg); '%s' is a tile module\n", o->input);
@@ -969,11 +1016,16 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
-                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL};
+                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL},
+                           *const o_dyn[] = {"--dynamic", NULL}, *const o_buckets[] = {"--buckets", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
     c->bind = v;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_dyn))) {
+    c->dynamic = v;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_buckets))) {
+    c->buckets = v;
   } else if (strcmp(argv[*i], "--time-stages") == 0) {
     c->time_stages = true;
   } else if (strcmp(argv[*i], "--no-cache") == 0) {
