@@ -256,6 +256,7 @@ static drk_modfile_result_t validate_buckets(const drk_modfile_t *m, char *err, 
     return DRK_MODFILE_OK;
   }
   if (m->precision_version) FAIL("a module with buckets has no PRECISION section");
+  if (m->n_buckets > DRK_MODFILE_MAX_BUCKETS) FAIL("%u buckets (at most %d)", m->n_buckets, DRK_MODFILE_MAX_BUCKETS);
   if (!m->n_dyn_dims || m->n_dyn_dims > DRK_MODFILE_MAX_DYN_DIMS) FAIL("%u dynamic dims (1..%d)", m->n_dyn_dims, DRK_MODFILE_MAX_DYN_DIMS);
   for (uint32_t d = 0; d < m->n_dyn_dims; d++) {
     const drk_modfile_dyn_dim_t *x = &m->dyn_dims[d];
@@ -891,7 +892,7 @@ static drk_modfile_result_t read_counts(rctx_t *r) {
     if (K->size < BUCKETS_HEADER) BAD("BUCKETS section is truncated: %llu bytes", (unsigned long long)K->size);
     if (get32(K->p) != BUCKETS_VERSION) BAD("BUCKETS section version %u, this reader knows %u", get32(K->p), BUCKETS_VERSION);
     r->nbd = get32(K->p + 4), r->nbb = get32(K->p + 8), r->nba = get32(K->p + 12);
-    if (!r->nbd || r->nbd > DRK_MODFILE_MAX_DYN_DIMS || !r->nbb || r->nbb > r->nk + 1 || r->nba > (uint64_t)r->nt * DRK_MODFILE_MAX_RANK) BAD("BUCKETS section: %zu dims, %zu buckets, %zu axes", r->nbd, r->nbb, r->nba);
+    if (!r->nbd || r->nbd > DRK_MODFILE_MAX_DYN_DIMS || !r->nbb || r->nbb > DRK_MODFILE_MAX_BUCKETS || r->nba > (uint64_t)r->nt * DRK_MODFILE_MAX_RANK) BAD("BUCKETS section: %zu dims, %zu buckets, %zu axes", r->nbd, r->nbb, r->nba);
     uint64_t want = BUCKETS_HEADER + (uint64_t)r->nbd * DYN_DIM_REC + (uint64_t)r->nbb * BUCKET_REC + (uint64_t)r->nba * DYN_AXIS_REC;
     if (K->size != want) BAD("BUCKETS section has %llu bytes, its counts take %llu", (unsigned long long)K->size, (unsigned long long)want);
   }

@@ -37,6 +37,7 @@
  * the first bucket's kernels with every bucket's records. Static modules stay version 1. */
 #define DRK_MODFILE_FORMAT_VERSION_DYNAMIC 2u
 #define DRK_MODFILE_MAX_DYN_DIMS 8
+#define DRK_MODFILE_MAX_BUCKETS 256
 #define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
 #define DRK_MODFILE_WEIGHT_ALIGN 256u
