@@ -455,6 +455,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "drkrun: note: --weights ignored: the module holds its weights\n");
   }
   printf("module: %s\n  %s\n", module_path, drk_module_provenance(m));
+  int64_t dyn_sizes[16];
+  for (size_t d = 0; d < drk_module_num_dynamic_dims(m) && d < 16; d++) drk_module_dynamic_dim(m, d, NULL, &dyn_sizes[d]);
+  if (shapes && !drk_module_num_dynamic_dims(m)) fprintf(stderr, "drkrun: note: --shapes ignored: the module has static shapes\n");
+  if (shapes && drk_module_num_dynamic_dims(m) && !parse_shapes(m, shapes, dyn_sizes)) {
+    drk_module_destroy(m);
+    return 2;
+  }
 
   drk_runtime_options_t ro = {.device = device};
   drk_runtime_t *rt = NULL;
@@ -471,12 +478,8 @@ int main(int argc, char **argv) {
   size_t *in_size = calloc(nin + 1, sizeof *in_size), *out_size = calloc(nout + 1, sizeof *out_size);
   drk_tensor_info_t *out_info = calloc(nout + 1, sizeof *out_info);
   dyn_run_t dr = {drk_module_num_dynamic_dims(m) > 0, calloc(nin + 1, sizeof *dr.dims), calloc(nin + 1, sizeof *dr.ptrs)};
-  int64_t dyn_sizes[16];
-  for (size_t d = 0; d < drk_module_num_dynamic_dims(m) && d < 16; d++) drk_module_dynamic_dim(m, d, NULL, &dyn_sizes[d]);
   unsigned seed = 12345;
   if (!in_bufs || !out_bufs || !lat || !kt || !one || !in_size || !out_size || !out_info || !dr.dims || !dr.ptrs) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
-  if (shapes && !dr.on) fprintf(stderr, "drkrun: note: --shapes ignored: the module has static shapes\n");
-  if (shapes && dr.on && !parse_shapes(m, shapes, dyn_sizes)) { rc = 2; goto done; }
   if ((st = drk_session_create(rt, m, &s))) { rc = fail(st, "preparing the module"); goto done; }
   for (size_t i = 0; i < nin; i++) {
     drk_tensor_info_t info;
