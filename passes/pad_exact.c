@@ -61,7 +61,7 @@ static uint32_t node_mask(const pad_ctx_t *c, const drk_node_t *n) {
 static const char *mask_name(const pad_ctx_t *c, uint32_t m) {
   for (int i = 0; i < c->n; i++)
     if (m & (1u << i) && !(m & FRESH)) return c->dyn[i];
-  return "a size derived from the dynamic dims (a symbol shape inference made up)";
+  return c->n == 1 ? c->dyn[0] : "a size derived from the dynamic dims (a symbol shape inference made up)";
 }
 
 static void refuse(pad_ctx_t *c, const drk_node_t *n, uint32_t m, const char *why) {
