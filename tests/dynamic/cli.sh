@@ -1,9 +1,10 @@
 #!/bin/bash
 # drkc --dynamic and drkrun on modules with shape buckets, without a GPU (tests/dynamic):
 # modules compile, --list shows the dims, the buckets and their kernels, and every error a user
-# can cause says what is wrong. Usage: cli.sh DRKC DRKRUN MODELS_DIR WORK
+# can cause says what is wrong; check_merge compares each bucket with the exact-shape module of
+# its sizes. Usage: cli.sh DRKC DRKRUN CHECK_MERGE MODELS_DIR WORK
 set -u
-drkc=$1 drkrun=$2 models=$3 work=$4
+drkc=$1 drkrun=$2 check_merge=$3 models=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -31,6 +32,8 @@ done
 dyn=$(stat -c %s "$work/cnn.drkm")
 [ "$dyn" -lt "$size" ] || fail "cnn: dynamic module $dyn bytes, exact modules $size together"
 echo "cnn: dynamic module $dyn bytes, 4 exact-shape modules $size bytes together"
+"$check_merge" "$work/cnn.drkm" "$work"/cnn_b{1,2,4,8}.drkm || fail "cnn: buckets differ from the exact modules"
+"$check_merge" "$work/cnn.drkm" "$work"/cnn_b{2,1,4,8}.drkm >/dev/null 2>&1 && fail "check_merge accepts swapped buckets"
 
 # per-token block: batch and seq dynamic, listed buckets; a kernel shared (batch=4,seq=8 and
 # batch=1,seq=32 have the same rows)
@@ -40,6 +43,15 @@ echo "cnn: dynamic module $dyn bytes, 4 exact-shape modules $size bytes together
 grep -q "dynamic dims: batch=1..4 seq=1..32; 6 buckets" "$work/tok.list" || fail "tokens: dims"
 grep -q "batch=4,seq=8: kernels [0-9.]* ([0-9]* own code, [1-9][0-9]* shared)" "$work/tok.list" ||
   { fail "tokens: no kernel shared by batch=4,seq=8"; grep bucket "$work/tok.list"; }
+tok_exact=()
+for b in 1 2 4; do
+  for s in 8 32; do
+    "$drkc" "$models/tokens/model.onnx" --target=sm_90a --bind=batch=$b,seq=$s -o "$work/tok_b${b}_s$s.drkm" -q ||
+      fail "tokens exact b$b s$s"
+    tok_exact+=("$work/tok_b${b}_s$s.drkm")
+  done
+done
+"$check_merge" "$work/tok.drkm" "${tok_exact[@]}" || fail "tokens: buckets differ from the exact modules"
 
 # the errors
 enc="$models/encoder/model.onnx"
