@@ -1016,16 +1016,11 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
-                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL},
-                           *const o_dyn[] = {"--dynamic", NULL}, *const o_buckets[] = {"--buckets", NULL};
+                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
     c->bind = v;
-  } else if ((v = drkc_opt_value(argc, argv, i, o_dyn))) {
-    c->dynamic = v;
-  } else if ((v = drkc_opt_value(argc, argv, i, o_buckets))) {
-    c->buckets = v;
   } else if (strcmp(argv[*i], "--time-stages") == 0) {
     c->time_stages = true;
   } else if (strcmp(argv[*i], "--no-cache") == 0) {
@@ -1141,7 +1136,8 @@ int main(int argc, char **argv) {
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL},
                            *const o_freeze[] = {"--freeze-input", NULL}, *const o_host[] = {"--host", NULL},
-                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL};
+                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL},
+                           *const o_dyn[] = {"--dynamic", NULL}, *const o_buckets[] = {"--buckets", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     int k;
@@ -1169,6 +1165,8 @@ int main(int argc, char **argv) {
     else if ((v = drkc_opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_out))) o.output = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_shapes))) o.c.shapes_from = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_dyn))) o.c.dynamic = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_buckets))) o.c.buckets = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_freeze))) {
       if (o.c.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return drkc_usage_error("too many --freeze-input options%s", "");
       o.freeze[o.c.n_freeze++] = v;

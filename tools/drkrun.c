@@ -561,9 +561,11 @@ int main(int argc, char **argv) {
     }
     drk_session_set_profiling(s, 0);
     float total = 0;
-    for (size_t k = 0; k < nk; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
+    size_t k0 = 0, k1 = nk; /* a module with buckets: the kernels of the bucket that ran */
+    if (dr.on) drk_module_bucket_info(m, drk_session_last_bucket(s), NULL, &k0, &k1), k1 += k0;
+    for (size_t k = k0; k < k1; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
     printf("per kernel (median of %d profiled runs, launched one by one):\n  %4s %10s %6s  %s\n", iters, "#", "ms", "%", "kernel");
-    for (size_t k = 0; k < nk; k++)
+    for (size_t k = k0; k < k1; k++)
       printf("  %4zu %10.4f %5.1f%%  %s\n", k, one[k], total > 0 ? 100.0 * one[k] / total : 0.0, drk_module_kernel_name(m, k));
     printf("  total %.4f ms\n", total);
   }

@@ -68,6 +68,7 @@ expect_error "above the one before it" "$drkc" "$enc" --dynamic=batch=1..8 --buc
 expect_error "--buckets: expected NAME:S1,S2,..." "$drkc" "$enc" --dynamic=batch=1..8 --buckets='seq:8' -o "$work/x.drkm"
 expect_error "--buckets lists the sizes of --dynamic dims" "$drkc" "$enc" --buckets='batch:8' -o "$work/x.drkm"
 expect_error "not implemented: --dynamic writes a module" "$drkc" "$enc" --dynamic=batch=1..2 --bind=seq=8 --emit=ptx
+expect_error "unknown option '--dynamic=batch=1..2' for 'drkc run'" "$drkc" run "$enc" --dynamic=batch=1..2
 expect_error "--shapes: 'width=3' is not NAME=SIZE" "$drkrun" "$work/cnn.drkm" --shapes width=3
 [ "$fails" = 0 ] && echo "dynamic cli: all checks passed"
 exit $((fails > 0))

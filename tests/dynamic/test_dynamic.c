@@ -221,7 +221,7 @@ static bool check_shape(const char *model, const char *bind, const drk_dyn_spec_
   drk_diag_init(&d, stderr);
   int64_t bsz[DRK_DYN_MAX_DIMS];
   pick_bucket(s, act, bsz);
-  char exact_bind[512], bucket_bind[512], what[600];
+  char exact_bind[512], bucket_bind[512], what[1400];
   bind_spec(exact_bind, sizeof exact_bind, bind, s, act);
   bind_spec(bucket_bind, sizeof bucket_bind, bind, s, bsz);
   snprintf(what, sizeof what, "%s at %s (bucket %s)", model, exact_bind, bucket_bind);
