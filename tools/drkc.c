@@ -536,6 +536,13 @@ static int compile_dynamic(options_t *o, bool host_out, char *wpath, drk_diag_t 
   bool writable = output_writable(o->output ? o->output : dflt_out);
   free(dflt_out);
   if (!writable || output_is_input(o->output, o->input)) return 1;
+  if (o->c.require_tuned) {
+    fprintf(stderr, "drkc: error: not implemented: --require-tuned with --dynamic (--db applies to every bucket's "
+                    "kernels, whose workload keys hold the bucket's shapes)\n");
+    return 2;
+  }
+  drk_search_tuned_t *tuned = NULL;
+  if (!db_attach(&o->c, &tuned)) return 1;
   hash_job_t hj = {.path = o->input};
   hash_main(&hj);
   hj.done = true;
@@ -552,6 +559,7 @@ static int compile_dynamic(options_t *o, bool host_out, char *wpath, drk_diag_t 
     rc = write_result(o, data, size, false, ".drkm", kernels, sec);
   }
   free(data);
+  drk_search_tuned_close(tuned);
   return rc;
 }
 
