@@ -151,7 +151,8 @@ static void rule_reshape(pad_ctx_t *c, const drk_node_t *n) {
   const char *sx[DRK_MAX_RANK], *sy[DRK_MAX_RANK];
   int64_t gx[DRK_MAX_RANK + 1], gy[DRK_MAX_RANK + 1];
   int nx = 0, ny = 0;
-  uint32_t m = value_mask(c, x) | value_mask(c, y);
+  uint32_t m = value_mask(c, x); /* name the input's dims where it has them */
+  if (!m || (m & FRESH)) m |= value_mask(c, y);
   bool ok = x->shape.rank >= 0 && y->shape.rank >= 0 && split_at_dyn(c, &x->shape, sx, gx, &nx) &&
             split_at_dyn(c, &y->shape, sy, gy, &ny) && nx == ny;
   for (int i = 0; ok && i < nx; i++) ok = strcmp(sx[i], sy[i]) == 0;
@@ -209,7 +210,9 @@ static void rule_slice(pad_ctx_t *c, const drk_node_t *n) {
     refuse(c, n, value_mask(c, x) | value_mask(c, y), "its axes are not constant");
     return;
   }
-  int64_t na = axes ? drk_shape_numel(&axes->shape) : x->shape.rank;
+  /* without axes, starts lists the first axes in order */
+  int64_t na = axes ? drk_shape_numel(&axes->shape) : starts ? drk_shape_numel(&starts->shape) : -1;
+  if (na < 0 || na > x->shape.rank) na = x->shape.rank;
   for (int64_t j = 0; j < na; j++) {
     int a = drk_axis_norm(axes ? (int64_t)drk_value_const_f64(axes, j) : j, x->shape.rank);
     uint32_t mi = axis_mask(c, x, a), mo = axis_mask(c, y, a);
@@ -219,8 +222,10 @@ static void rule_slice(pad_ctx_t *c, const drk_node_t *n) {
     }
     if (!mo) continue;
     /* a static axis cut to a dynamic size: exact from 0 with step 1 */
-    bool from0 = starts && starts->kind == DRK_VALUE_CONST && (int64_t)drk_value_const_f64(starts, j) == 0;
-    bool step1 = !steps || (steps->kind == DRK_VALUE_CONST && (int64_t)drk_value_const_f64(steps, j) == 1);
+    bool from0 = starts && starts->kind == DRK_VALUE_CONST && j < drk_shape_numel(&starts->shape) &&
+                 (int64_t)drk_value_const_f64(starts, j) == 0;
+    bool step1 = !steps || (steps->kind == DRK_VALUE_CONST && j < drk_shape_numel(&steps->shape) &&
+                            (int64_t)drk_value_const_f64(steps, j) == 1);
     if (!from0 || !step1) {
       refuse(c, n, mo, "Slice to a dynamic size not starting at 0 with step 1");
       return;
@@ -332,8 +337,8 @@ static void check_outputs(pad_ctx_t *c) {
     for (int k = 0; k < v->shape.rank; k++) {
       uint32_t m = axis_mask(c, v, k);
       if (m && ((m & FRESH) || (m & (m - 1)))) {
-        drk_diag_error(c->d, v->loc, "not implemented: exact padding: output %%%s axis %d has size '%s', a product of "
-                       "dynamic dims, which cannot be sliced back", v->name, k, v->shape.dims[k].sym);
+        drk_diag_error(c->d, v->loc, "not implemented: exact padding: output %%%s axis %d has size '%s', derived from "
+                       "dynamic dims but none of them, which cannot be sliced back", v->name, k, v->shape.dims[k].sym);
         c->errors++;
       }
     }

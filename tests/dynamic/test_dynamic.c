@@ -4,6 +4,9 @@
  *     DYNAMIC as --dynamic (batch=1..8), BUCKETS as --buckets ("" for powers of two), BIND the
  *     other dims (--bind; "" for none). With `inexact`, the opposite: the proof must refuse the
  *     model and check 1 must fail at some padded shape (the refusal is needed; the check can fail).
+ *   test_dynamic rule FILE.drkg
+ *     one rule of passes/pad_exact.c: the file's `# DYNAMIC a,b` dims must be proven exact
+ *     (`# EXPECT exact`) or refused with a message containing TEXT (`# EXPECT refuse: TEXT`).
  *
  * Padding must be proven exact on the symbolic graph. Then, at shapes inside every bucket and at
  * the edges (each dim at its range's start, at every bucket size and one past the bucket below;
@@ -280,7 +283,47 @@ static int candidates(const drk_dyn_dim_t *x, int64_t *out) {
   return n;
 }
 
+/* `test_dynamic rule FILE.drkg` */
+static int run_rule(const char *path) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  size_t n = 0;
+  char *text = drk_read_file(path, &n, &d), dims[256] = "", want[512] = "";
+  if (!text) return 1;
+  for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    int len = (int)(strchr(line, '\n') ? strchr(line, '\n') - line : (long)strlen(line));
+    if (!strncmp(line, "# DYNAMIC ", 10)) snprintf(dims, sizeof dims, "%.*s", len - 10, line + 10);
+    if (!strncmp(line, "# EXPECT ", 9)) snprintf(want, sizeof want, "%.*s", len - 9, line + 9);
+  }
+  free(text);
+  const char *names[DRK_PAD_MAX_DIMS];
+  int nd = 0;
+  for (char *p = strtok(dims, ","); p && nd < DRK_PAD_MAX_DIMS; p = strtok(NULL, ",")) names[nd++] = p;
+  bool refuse = !strncmp(want, "refuse: ", 8);
+  if (!nd || (!refuse && strcmp(want, "exact"))) {
+    fprintf(stderr, "FAIL %s: needs '# DYNAMIC dims' and '# EXPECT exact' or '# EXPECT refuse: TEXT'\n", path);
+    return 1;
+  }
+  char *msg = NULL;
+  size_t msg_len = 0;
+  FILE *mf = open_memstream(&msg, &msg_len);
+  drk_diag_t cap;
+  drk_diag_init(&cap, mf);
+  drk_graph_t *g = drk_frontend_load(path, &cap);
+  bool loaded = g && drk_pass_pipeline_canonicalize(g, &cap);
+  bool proven = loaded && drk_pass_check_padding(g, names, nd, &cap);
+  fclose(mf);
+  bool ok = loaded && (refuse ? !proven && strstr(msg, want + 8) : proven);
+  printf("%s: %s%s", path, ok ? "ok" : "FAIL", msg && *msg ? "\n" : "\n");
+  if (msg && *msg) fputs(msg, stdout);
+  if (!ok) fprintf(stderr, "FAIL %s: expected %s\n", path, want);
+  free(msg);
+  drk_graph_destroy(g);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "rule")) return run_rule(argv[2]);
   g_inexact = argc == 6 && !strcmp(argv[5], "inexact");
   if (argc != 5 && !g_inexact) {
     fprintf(stderr, "usage: test_dynamic MODEL DYNAMIC BUCKETS BIND [inexact]\n");
