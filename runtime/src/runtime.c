@@ -21,7 +21,18 @@ struct drk_session {
   drk_runtime_t *rt;
   const drk_modfile_t *mf;
   void *impl;
+  /* Set while a thread binds or runs: a second thread at the same time gets
+   * DRK_STATUS_INVALID_ARGUMENT instead of a torn binding or a half-captured graph. */
+  unsigned char busy;
 };
+
+/* Takes the session for one call; false when another thread holds it. */
+static int session_take(drk_session_t *s) { return !__atomic_test_and_set(&s->busy, __ATOMIC_ACQUIRE); }
+static void session_give(drk_session_t *s) { __atomic_clear(&s->busy, __ATOMIC_RELEASE); }
+static drk_status_t session_in_use(drk_session_t *s, const char *call) {
+  return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT,
+                       "%s: the session is in use by another thread (a session serves one thread at a time; create a session per thread)", call);
+}
 
 static int no_gpu(drk_status_t st) {
   drk_status_code_t c = drk_status_code(st);
@@ -120,13 +131,17 @@ static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size,
   const char *what = output ? "output" : "input";
   if (index >= n) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", what, index, n);
   if (!ptr && size == 0) { /* unbind: the tensor stays in the arena */
+    if (!session_take(s)) return session_in_use(s, "bind");
     s->drv->session_bind(s->impl, index, NULL, 0, kind, output);
+    session_give(s);
     return NULL;
   }
   if (!ptr || (s->mf->n_buckets ? size > ts[index].size : size != ts[index].size))
     return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu ('%s'): bound %zu bytes at %p, the tensor has %llu bytes", what, index, ts[index].name, size, ptr, (unsigned long long)ts[index].size);
   if (kind != DRK_MEMORY_HOST && kind != DRK_MEMORY_DEVICE) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu: unknown memory kind %d", what, index, (int)kind);
+  if (!session_take(s)) return session_in_use(s, "bind");
   s->drv->session_bind(s->impl, index, ptr, size, kind, output);
+  session_give(s);
   return NULL;
 }
 
@@ -138,13 +153,19 @@ drk_status_t drk_session_run(drk_session_t *s) {
   if (s->mf->n_buckets)
     return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "the module has shape buckets (drkc --dynamic): "
                          "run it with drk_session_run_shapes and the inputs' actual dims");
-  return s->drv->session_run(s->impl);
+  if (!session_take(s)) return session_in_use(s, "drk_session_run");
+  drk_status_t st = s->drv->session_run(s->impl);
+  session_give(s);
+  return st;
 }
 
 drk_status_t drk_session_run_shapes(drk_session_t *s, const int64_t *const *input_dims) {
   if (!s || !input_dims)
     return drk_rt_status(s ? &s->rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_run_shapes: NULL argument");
-  return s->drv->session_run_shapes(s->impl, input_dims);
+  if (!session_take(s)) return session_in_use(s, "drk_session_run_shapes");
+  drk_status_t st = s->drv->session_run_shapes(s->impl, input_dims);
+  session_give(s);
+  return st;
 }
 
 drk_status_t drk_session_output_shape(const drk_session_t *s, size_t index, int64_t *out_dims, uint32_t *out_rank) {

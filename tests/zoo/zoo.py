@@ -36,7 +36,7 @@ Requires: torch (CPU is enough for --local; CUDA for the GPU part), torchvision,
 transformers, onnx, onnxscript (dynamo exporter), numpy; a built drkc (and drkrun for timing).
 
 usage: zoo.py [--local] [--only NAME ...] [--skip NAME ...] [--out DIR] [--timeout S]
-              [--drkc PATH] [--drkrun PATH] [--init LIST] [--exporter LIST] [--batch 1|big|both]
+              [--drkc PATH] [--drkrun PATH] [--init LIST] [--exporter LIST] [--batch 1|big|both] [--big-batch N]
               [--cpu-check-max-gflop G] [--keep] [--reuse] [--list]
 """
 
@@ -719,7 +719,8 @@ def drkrun_latency(drkrun, cdir, data, timeout):
 def configs(spec, args):
     out = []
     for init in args.init:
-        for batch in ([1] if args.batch in ("1", "both") else []) + ([spec.big] if args.batch in ("big", "both") else []):
+        big = args.big_batch or spec.big
+        for batch in ([1] if args.batch in ("1", "both") else []) + ([big] if args.batch in ("big", "both") else []):
             for exporter in args.exporter:
                 if parse_exporter(exporter)[2] and batch == 1:
                     continue  # a dynamic batch is exported from the larger batch only
@@ -1028,6 +1029,7 @@ def main():
                          "EXPORTER+dyn (a dynamic batch dim, exported from the larger batch: the front half runs on the "
                          "symbolic graph, then drkc compiles with --bind)")
     ap.add_argument("--batch", choices=["1", "big", "both"], default="both")
+    ap.add_argument("--big-batch", type=int, default=None, help="the larger batch of every model (default: each model's own)")
     ap.add_argument("--matrix", choices=["full", "reduced"], default="full",
                     help="reduced: fresh weights only at batch 1 through the dynamo exporter(s) (5 of 8 configurations)")
     ap.add_argument("--opset", type=int, default=None, help="opset to ask the exporters for (default: theirs)")
@@ -1125,7 +1127,8 @@ def main():
                "--compile-timeout", str(args.compile_timeout), "--check-timeout", str(args.check_timeout),
                "--iters", str(args.iters)] + (["--local"] if args.local else []) + ([] if args.cpu_fast else ["--no-cpu-fast"]) + (["--keep"] if args.keep else []) + \
               (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else []) + \
-              (["--cold"] if args.cold else []) + (["--gpu-lock", args.gpu_lock] if args.gpu_lock else [])
+              (["--cold"] if args.cold else []) + (["--gpu-lock", args.gpu_lock] if args.gpu_lock else []) + \
+              (["--big-batch", str(args.big_batch)] if args.big_batch else [])
         t = time.time()
         try:
             p = subprocess.run(cmd, timeout=args.timeout, capture_output=True, text=True)

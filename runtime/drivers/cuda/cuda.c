@@ -1,5 +1,5 @@
-/* The CUDA driver for libdrkrt: runtimes (driver + device + primary context + stream) and
- * sessions (a module's images loaded, arena allocated, weights uploaded, launch sequence
+/* The CUDA driver for libdrkrt: runtimes (driver + device + primary context) and
+ * sessions (a stream of their own, a module's images loaded, arena allocated, weights uploaded, launch sequence
  * captured as a CUDA graph).
  *
  * The driver is reached only through dlopen; every drk_cu_result_t is converted where it enters,
@@ -30,7 +30,6 @@ typedef struct cuda_rt {
   drk_cu_device_t dev;
   int ordinal;
   drk_cu_context_t ctx;
-  drk_cu_stream_t stream;
   unsigned sm;
   char arch[16];
   char name[320];
@@ -109,7 +108,6 @@ static drk_status_t cuda_runtime_create(const drk_runtime_options_t *opts, const
   snprintf(rt->name, sizeof rt->name, "%s (sm_%u, %.1f GiB, driver %d.%d)", dname, rt->sm, (double)mem / (1024.0 * 1024 * 1024), drv / 1000, (drv % 1000) / 10);
   if ((r = rt->cu.DevicePrimaryCtxRetain(&rt->ctx, rt->dev))) { st = cu_error(rt, r, "cuDevicePrimaryCtxRetain", NULL); goto fail; }
   if ((r = rt->cu.CtxSetCurrent(rt->ctx))) { st = cu_error(rt, r, "cuCtxSetCurrent", NULL); goto fail; }
-  if ((r = rt->cu.StreamCreate(&rt->stream, DRK_CU_STREAM_NON_BLOCKING))) { st = cu_error(rt, r, "cuStreamCreate", NULL); goto fail; }
   *out_rt = rt;
   return NULL;
 fail:
@@ -120,7 +118,6 @@ fail:
 static void cuda_runtime_destroy(void *rtv) {
   cuda_rt_t *rt = rtv;
   if (!rt) return;
-  if (rt->stream) rt->cu.StreamDestroy(rt->stream);
   if (rt->ctx) rt->cu.DevicePrimaryCtxRelease(rt->dev);
   dlclose(rt->lib);
   drk_allocator_t a = rt->alloc;
@@ -141,6 +138,7 @@ typedef struct cuda_session {
   drk_cu_graph_t graph[DRK_RT_MAX_GRAPHS]; /* per bucket (base.graph) */
   drk_cu_graph_exec_t exec[DRK_RT_MAX_GRAPHS];
   drk_cu_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
+  drk_cu_stream_t stream;  /* the session's own: sessions run from several threads at once */
 } cuda_session_t;
 
 static cuda_rt_t *rt_of(const drk_rt_session_t *s) { return s->rt; }
@@ -237,13 +235,13 @@ static drk_status_t cuda_launch(drk_rt_session_t *bs, uint32_t k) {
     memset(&attr, 0, sizeof attr);
     attr.id = DRK_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attr.value.cluster_dim.x = kd->cluster[0], attr.value.cluster_dim.y = kd->cluster[1], attr.value.cluster_dim.z = kd->cluster[2];
-    drk_cu_launch_config_t cfg = {kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem, rt->stream, &attr, 1};
+    drk_cu_launch_config_t cfg = {kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem, s->stream, &attr, 1};
     drk_cu_result_t r = rt->cu.LaunchKernelEx(&cfg, s->funcs[k], bs->kparams[k], NULL);
     if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuLaunchKernelEx", NULL), "kernel %u ('%s')", k, kd->name);
     return NULL;
   }
   drk_cu_result_t r = rt->cu.LaunchKernel(s->funcs[k], kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1], kd->block[2], kd->dyn_smem,
-                                          rt->stream, bs->kparams[k], NULL);
+                                          s->stream, bs->kparams[k], NULL);
   if (r) return drk_rt_status_wrap(cu_error(rt, r, "cuLaunchKernel", NULL), "kernel %u ('%s')", k, kd->name);
   return NULL;
 }
@@ -307,6 +305,7 @@ static drk_status_t cuda_init(drk_rt_session_t *bs) {
     return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
   bs->can_capture = 1;
   if ((r = rt->cu.CtxSetCurrent(rt->ctx))) return cu_error(rt, r, "cuCtxSetCurrent", NULL);
+  if ((r = rt->cu.StreamCreate(&s->stream, DRK_CU_STREAM_NON_BLOCKING))) return cu_error(rt, r, "cuStreamCreate", NULL);
   for (uint32_t i = 0; i < bs->n_slots; i++) {
     drk_status_t st = load_slot(s, i);
     if (st) return drk_rt_status_wrap(st, "loading code slot %u", bs->slots[i]);
@@ -319,9 +318,9 @@ static drk_status_t cuda_init(drk_rt_session_t *bs) {
     bs->arena = arena;
     /* Poison (all bits set: NaN for floats, -1 for integers) so that an output element no
      * kernel wrote shows up in every check instead of passing as a stale or zero value. */
-    if ((r = rt->cu.MemsetD8Async(arena, 0xff, (size_t)mf->arena_size, rt->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
+    if ((r = rt->cu.MemsetD8Async(arena, 0xff, (size_t)mf->arena_size, s->stream))) return cu_error(rt, r, "cuMemsetD8Async (arena)", NULL);
   }
-  if (mf->weights_size && (r = rt->cu.MemcpyHtoDAsync(bs->arena + mf->weights_offset, mf->weights, (size_t)mf->weights_size, rt->stream)))
+  if (mf->weights_size && (r = rt->cu.MemcpyHtoDAsync(bs->arena + mf->weights_offset, mf->weights, (size_t)mf->weights_size, s->stream)))
     return cu_error(rt, r, "cuMemcpyHtoDAsync (weights)", NULL);
   drk_rt_session_fill_params(bs);
   for (uint32_t k = 0; k < nk; k++) {
@@ -339,6 +338,10 @@ static void cuda_release(drk_rt_session_t *bs) {
   const drk_allocator_t *a = &rt->alloc;
   uint32_t nk = bs->mf->n_kernels;
   rt->cu.CtxSetCurrent(rt->ctx);
+  if (s->stream) {
+    rt->cu.StreamSynchronize(s->stream); /* nothing of this session may still run on its arena */
+    rt->cu.StreamDestroy(s->stream);
+  }
   for (uint32_t g = 0; g < DRK_RT_MAX_GRAPHS; g++) {
     if (s->exec[g]) rt->cu.GraphExecDestroy(s->exec[g]);
     if (s->graph[g]) rt->cu.GraphDestroy(s->graph[g]);
@@ -367,30 +370,31 @@ static drk_status_t cuda_enter(drk_rt_session_t *s) {
 
 static drk_status_t cuda_record(drk_rt_session_t *s, uint32_t event) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.EventRecord(((cuda_session_t *)s)->events[event], rt->stream);
+  drk_cu_result_t r = rt->cu.EventRecord(((cuda_session_t *)s)->events[event], ((cuda_session_t *)s)->stream);
   return r ? cu_error(rt, r, "cuEventRecord", NULL) : NULL;
 }
 
 static drk_status_t cuda_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt_binding_t *b, int output) {
   cuda_rt_t *rt = rt_of(s);
+  drk_cu_stream_t stream = ((cuda_session_t *)s)->stream;
   drk_cu_deviceptr_t arena = s->arena + offset, user = (drk_cu_deviceptr_t)(uintptr_t)b->ptr;
   drk_cu_result_t r;
   if (output)
-    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyDtoHAsync(b->ptr, arena, b->size, rt->stream) : rt->cu.MemcpyDtoDAsync(user, arena, b->size, rt->stream);
+    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyDtoHAsync(b->ptr, arena, b->size, stream) : rt->cu.MemcpyDtoDAsync(user, arena, b->size, stream);
   else
-    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyHtoDAsync(arena, b->ptr, b->size, rt->stream) : rt->cu.MemcpyDtoDAsync(arena, user, b->size, rt->stream);
+    r = b->kind == DRK_MEMORY_HOST ? rt->cu.MemcpyHtoDAsync(arena, b->ptr, b->size, stream) : rt->cu.MemcpyDtoDAsync(arena, user, b->size, stream);
   return r ? cu_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
 }
 
 static drk_status_t cuda_zero(drk_rt_session_t *s, uint64_t offset, uint64_t size) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.MemsetD8Async(s->arena + offset, 0, (size_t)size, rt->stream);
+  drk_cu_result_t r = rt->cu.MemsetD8Async(s->arena + offset, 0, (size_t)size, ((cuda_session_t *)s)->stream);
   return r ? cu_error(rt, r, "cuMemsetD8Async (padding)", NULL) : NULL;
 }
 
 static drk_status_t cuda_begin_capture(drk_rt_session_t *s) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.StreamBeginCapture(rt->stream, DRK_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  drk_cu_result_t r = rt->cu.StreamBeginCapture(((cuda_session_t *)s)->stream, DRK_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   return r ? cu_error(rt, r, "cuStreamBeginCapture", NULL) : NULL;
 }
 
@@ -398,7 +402,7 @@ static drk_status_t cuda_end_capture(drk_rt_session_t *bs, int instantiate) {
   cuda_session_t *s = (cuda_session_t *)bs;
   cuda_rt_t *rt = rt_of(bs);
   uint32_t g = bs->graph;
-  drk_cu_result_t r = rt->cu.StreamEndCapture(rt->stream, &s->graph[g]);
+  drk_cu_result_t r = rt->cu.StreamEndCapture(s->stream, &s->graph[g]);
   if (r) return cu_error(rt, r, "cuStreamEndCapture", NULL);
   if (instantiate && (r = rt->cu.GraphInstantiate(&s->exec[g], s->graph[g], 0))) return cu_error(rt, r, "cuGraphInstantiateWithFlags", NULL);
   return NULL;
@@ -406,13 +410,13 @@ static drk_status_t cuda_end_capture(drk_rt_session_t *bs, int instantiate) {
 
 static drk_status_t cuda_replay(drk_rt_session_t *s) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.GraphLaunch(((cuda_session_t *)s)->exec[s->graph], rt->stream);
+  drk_cu_result_t r = rt->cu.GraphLaunch(((cuda_session_t *)s)->exec[s->graph], ((cuda_session_t *)s)->stream);
   return r ? cu_error(rt, r, "cuGraphLaunch", NULL) : NULL;
 }
 
 static drk_status_t cuda_sync(drk_rt_session_t *s, int run) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.StreamSynchronize(rt->stream);
+  drk_cu_result_t r = rt->cu.StreamSynchronize(((cuda_session_t *)s)->stream);
   if (!r) return NULL;
   if (!run) return cu_error(rt, r, "cuStreamSynchronize (weights upload)", NULL);
   return cu_error(rt, r, "cuStreamSynchronize (run)", "a kernel faulted or timed out; run under compute-sanitizer");

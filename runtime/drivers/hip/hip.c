@@ -1,5 +1,5 @@
 /* The HIP driver for libdrkrt (AMD GPUs, e.g. MI300 = gfx942): runtimes (HIP runtime
- * library + device + stream) and sessions (a module's code objects loaded, arena allocated,
+ * library + device) and sessions (a stream of their own, a module's code objects loaded, arena allocated,
  * weights uploaded, launch sequence captured as a HIP graph where the runtime can).
  *
  * The runtime library is reached only through dlopen (runtime/drivers/hip/hip_api.h lists
@@ -38,7 +38,6 @@ typedef struct hip_rt {
   void *lib;
   drk_hip_api_t hip;
   int ordinal;
-  drk_hip_stream_t stream;
   int has_graphs; /* every DRK_HIP_GRAPH_FUNCS entry found */
   char arch[DRK_HIP_PROP_ARCH_SIZE];
   char name[704];
@@ -162,7 +161,6 @@ static drk_status_t hip_runtime_create(const drk_runtime_options_t *o, const cha
   }
   /* HIP_VERSION encoding: major * 10000000 + minor * 100000 + patch. */
   snprintf(rt->name, sizeof rt->name, "%s (%s, %.1f GiB, HIP %d.%d)", dname, rt->arch, (double)mem / (1024.0 * 1024 * 1024), ver / 10000000, (ver / 100000) % 100);
-  if ((r = rt->hip.StreamCreateWithFlags(&rt->stream, DRK_HIP_STREAM_NON_BLOCKING))) { st = hip_error(rt, r, "hipStreamCreateWithFlags", NULL); goto fail; }
   *out_rt = rt;
   return NULL;
 fail:
@@ -173,10 +171,6 @@ fail:
 static void hip_runtime_destroy(void *rtv) {
   hip_rt_t *rt = rtv;
   if (!rt) return;
-  if (rt->stream) {
-    rt->hip.SetDevice(rt->ordinal);
-    rt->hip.StreamDestroy(rt->stream);
-  }
   dlclose(rt->lib);
   drk_allocator_t a = rt->alloc;
   drk_rt_free(&a, rt, sizeof *rt);
@@ -222,9 +216,11 @@ typedef struct hip_session {
   drk_hip_graph_t graph[DRK_RT_MAX_GRAPHS]; /* per bucket (base.graph) */
   drk_hip_graph_exec_t exec[DRK_RT_MAX_GRAPHS];
   drk_hip_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
+  drk_hip_stream_t stream; /* the session's own: sessions run from several threads at once */
 } hip_session_t;
 
 static hip_rt_t *rt_of(const drk_rt_session_t *s) { return s->rt; }
+static drk_hip_stream_t stream_of(const drk_rt_session_t *s) { return ((const hip_session_t *)s)->stream; }
 /* The arena is an integer (no pointer arithmetic on NULL); HIP takes pointers. */
 static void *at(const drk_rt_session_t *s, uint64_t offset) { return (void *)(uintptr_t)(s->arena + offset); }
 
@@ -319,7 +315,7 @@ static drk_status_t hip_launch(drk_rt_session_t *s, uint32_t k) {
   hip_rt_t *rt = rt_of(s);
   const drk_modfile_kernel_t *kd = &s->mf->kernels[k];
   drk_hip_error_t r = rt->hip.ModuleLaunchKernel(((hip_session_t *)s)->funcs[k], kd->grid[0], kd->grid[1], kd->grid[2], kd->block[0], kd->block[1],
-                                                 kd->block[2], kd->dyn_smem, rt->stream, s->kparams[k], NULL);
+                                                 kd->block[2], kd->dyn_smem, stream_of(s), s->kparams[k], NULL);
   if (r) return drk_rt_status_wrap(hip_error(rt, r, "hipModuleLaunchKernel", NULL), "kernel %u ('%s')", k, kd->name);
   return NULL;
 }
@@ -357,6 +353,7 @@ static drk_status_t hip_init(drk_rt_session_t *bs) {
   /* Without stream capture in this HIP runtime, runs launch the kernels one by one. */
   bs->can_capture = rt->has_graphs;
   if ((r = rt->hip.SetDevice(rt->ordinal))) return hip_error(rt, r, "hipSetDevice", NULL);
+  if ((r = rt->hip.StreamCreateWithFlags(&s->stream, DRK_HIP_STREAM_NON_BLOCKING))) return hip_error(rt, r, "hipStreamCreateWithFlags", NULL);
   for (uint32_t i = 0; i < bs->n_slots; i++)
     if ((st = load_slot(s, i))) return drk_rt_status_wrap(st, "loading code slot %u", bs->slots[i]);
   if (mf->arena_size) {
@@ -366,10 +363,10 @@ static drk_status_t hip_init(drk_rt_session_t *bs) {
     if ((r = rt->hip.Malloc(&p, (size_t)mf->arena_size))) return hip_error(rt, r, "hipMalloc (arena)", hint);
     bs->arena = (uintptr_t)p;
     /* Poison, as the CUDA driver does: an output no kernel wrote reads as NaN / -1. */
-    if ((r = rt->hip.MemsetD8Async(p, 0xff, (size_t)mf->arena_size, rt->stream))) return hip_error(rt, r, "hipMemsetD8Async (arena)", NULL);
+    if ((r = rt->hip.MemsetD8Async(p, 0xff, (size_t)mf->arena_size, s->stream))) return hip_error(rt, r, "hipMemsetD8Async (arena)", NULL);
   }
   /* hipMemcpyHtoDAsync takes a non-const source it never writes. */
-  if (mf->weights_size && (r = rt->hip.MemcpyHtoDAsync(at(bs, mf->weights_offset), (void *)(uintptr_t)mf->weights, (size_t)mf->weights_size, rt->stream)))
+  if (mf->weights_size && (r = rt->hip.MemcpyHtoDAsync(at(bs, mf->weights_offset), (void *)(uintptr_t)mf->weights, (size_t)mf->weights_size, s->stream)))
     return hip_error(rt, r, "hipMemcpyHtoDAsync (weights)", NULL);
   /* 8-byte parameter slots; HIP reads each argument's size from the code object's metadata. */
   drk_rt_session_fill_params(bs);
@@ -389,6 +386,10 @@ static void hip_release(drk_rt_session_t *bs) {
   const drk_allocator_t *a = &rt->alloc;
   uint32_t nk = bs->mf->n_kernels;
   rt->hip.SetDevice(rt->ordinal);
+  if (s->stream) {
+    rt->hip.StreamSynchronize(s->stream); /* nothing of this session may still run on its arena */
+    rt->hip.StreamDestroy(s->stream);
+  }
   for (uint32_t g = 0; g < DRK_RT_MAX_GRAPHS; g++) {
     if (s->exec[g]) rt->hip.GraphExecDestroy(s->exec[g]);
     if (s->graph[g]) rt->hip.GraphDestroy(s->graph[g]);
@@ -413,7 +414,7 @@ static drk_status_t hip_enter(drk_rt_session_t *s) {
 
 static drk_status_t hip_record(drk_rt_session_t *s, uint32_t event) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.EventRecord(((hip_session_t *)s)->events[event], rt->stream);
+  drk_hip_error_t r = rt->hip.EventRecord(((hip_session_t *)s)->events[event], stream_of(s));
   return r ? hip_error(rt, r, "hipEventRecord", NULL) : NULL;
 }
 
@@ -422,21 +423,21 @@ static drk_status_t hip_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt_
   void *arena = at(s, offset);
   drk_hip_error_t r;
   if (output)
-    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyDtoHAsync(b->ptr, arena, b->size, rt->stream) : rt->hip.MemcpyDtoDAsync(b->ptr, arena, b->size, rt->stream);
+    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyDtoHAsync(b->ptr, arena, b->size, stream_of(s)) : rt->hip.MemcpyDtoDAsync(b->ptr, arena, b->size, stream_of(s));
   else
-    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyHtoDAsync(arena, b->ptr, b->size, rt->stream) : rt->hip.MemcpyDtoDAsync(arena, b->ptr, b->size, rt->stream);
+    r = b->kind == DRK_MEMORY_HOST ? rt->hip.MemcpyHtoDAsync(arena, b->ptr, b->size, stream_of(s)) : rt->hip.MemcpyDtoDAsync(arena, b->ptr, b->size, stream_of(s));
   return r ? hip_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
 }
 
 static drk_status_t hip_zero(drk_rt_session_t *s, uint64_t offset, uint64_t size) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.MemsetD8Async(at(s, offset), 0, (size_t)size, rt->stream);
+  drk_hip_error_t r = rt->hip.MemsetD8Async(at(s, offset), 0, (size_t)size, stream_of(s));
   return r ? hip_error(rt, r, "hipMemsetD8Async (padding)", NULL) : NULL;
 }
 
 static drk_status_t hip_begin_capture(drk_rt_session_t *s) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.StreamBeginCapture(rt->stream, DRK_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  drk_hip_error_t r = rt->hip.StreamBeginCapture(stream_of(s), DRK_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   return r ? hip_error(rt, r, "hipStreamBeginCapture", NULL) : NULL;
 }
 
@@ -444,7 +445,7 @@ static drk_status_t hip_end_capture(drk_rt_session_t *bs, int instantiate) {
   hip_session_t *s = (hip_session_t *)bs;
   hip_rt_t *rt = rt_of(bs);
   uint32_t g = bs->graph;
-  drk_hip_error_t r = rt->hip.StreamEndCapture(rt->stream, &s->graph[g]);
+  drk_hip_error_t r = rt->hip.StreamEndCapture(s->stream, &s->graph[g]);
   if (r) return hip_error(rt, r, "hipStreamEndCapture", NULL);
   if (instantiate && (r = rt->hip.GraphInstantiateWithFlags(&s->exec[g], s->graph[g], 0))) return hip_error(rt, r, "hipGraphInstantiateWithFlags", NULL);
   return NULL;
@@ -452,13 +453,13 @@ static drk_status_t hip_end_capture(drk_rt_session_t *bs, int instantiate) {
 
 static drk_status_t hip_replay(drk_rt_session_t *s) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.GraphLaunch(((hip_session_t *)s)->exec[s->graph], rt->stream);
+  drk_hip_error_t r = rt->hip.GraphLaunch(((hip_session_t *)s)->exec[s->graph], stream_of(s));
   return r ? hip_error(rt, r, "hipGraphLaunch", NULL) : NULL;
 }
 
 static drk_status_t hip_sync(drk_rt_session_t *s, int run) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.StreamSynchronize(rt->stream);
+  drk_hip_error_t r = rt->hip.StreamSynchronize(stream_of(s));
   if (!r) return NULL;
   if (!run) return hip_error(rt, r, "hipStreamSynchronize (weights upload)", NULL);
   return hip_error(rt, r, "hipStreamSynchronize (run)", "a kernel faulted or timed out; run with AMD_LOG_LEVEL=3 or under rocgdb");

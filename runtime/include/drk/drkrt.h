@@ -159,7 +159,9 @@ typedef struct drk_session drk_session_t;
  * module plans, uploads the weights, encodes TMA descriptors (CUDA only: a module with TMA
  * parameters or cluster launches fails on HIP), and captures the launch sequence as a
  * CUDA/HIP graph (HIP: where the runtime has stream capture). The module must outlive the
- * session. */
+ * session, the runtime too. Each session has its own stream: sessions run from different
+ * threads at once; one session serves one thread at a time (a bind or run while another
+ * thread is inside one returns DRK_STATUS_INVALID_ARGUMENT). */
 drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session);
 void drk_session_destroy(drk_session_t *s);
 
