@@ -543,6 +543,25 @@ static bool st_package(drk_pipeline_t *p) {
                             &p->weights_size, p->d);
 }
 
+size_t drk_pipeline_drop_kernels(drk_pipeline_t *p,
+                                 bool (*drop)(void *ctx, const struct drk_tile_module *m, struct drk_tile_kernel *k),
+                                 void *ctx) {
+  if (p->failed || !p->lowered || !p->l.module) return 0;
+  drk_tile_module_t *m = p->l.module;
+  size_t kept = 0, n = m->n_kernels;
+  drk_tile_kernel_t *last = NULL;
+  for (size_t i = 0; i < n; i++) {
+    drk_tile_kernel_t *k = m->kernels[i];
+    if (drop(ctx, m, k)) last = k;
+    else m->kernels[kept++] = k;
+  }
+  if (!kept && last) m->kernels[kept++] = last; /* codegen needs a kernel; its twin's code stays shared */
+  m->n_kernels = kept;
+  return n - kept;
+}
+
+size_t drk_pipeline_module_size(const drk_pipeline_t *p) { return p->module ? p->module_size : 0; }
+
 /* ---- the table ---- */
 static const drk_stage_t stages[] = {
     {"import", "reads the model (.onnx, .drkg) into graph IR, binds --bind/--shapes-from dims, freezes "

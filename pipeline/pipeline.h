@@ -59,6 +59,8 @@ typedef struct drk_compile_options {
   /* import */
   const char *bind;              /* --bind=NAME=SIZE,... */
   const char *shapes_from;       /* --shapes-from=DIR: bind dims to DIR/input_N.{pb,npy} */
+  const char *dynamic;           /* --dynamic=NAME=LO..HI,...: one module, shape buckets (dynamic.h) */
+  const char *buckets;           /* --buckets=NAME:S1,S2,...;...: the buckets (NULL: powers of two) */
   const char *const *freeze;     /* --freeze-input=NAME=FILE entries */
   int n_freeze;
   /* codegen */
@@ -137,6 +139,19 @@ struct drk_precision_auto;
 const struct drk_precision_auto *drk_pipeline_precision_auto(const drk_pipeline_t *p);
 /* How many kernels the lowering made (0 before lower). */
 size_t drk_pipeline_kernel_count(const drk_pipeline_t *p);
+
+/* Leaves out of codegen the kernels for which drop(ctx, module, kernel) is true (their code is
+ * in another image: drkc --dynamic shares kernels between buckets). Call after plan-memory and
+ * before codegen; the launches keep naming the kernels, so the package's records still do (the
+ * caller points them at the image that has the code). At least one kernel stays. Returns how
+ * many were left out. */
+struct drk_tile_module;
+struct drk_tile_kernel;
+size_t drk_pipeline_drop_kernels(drk_pipeline_t *p,
+                                 bool (*drop)(void *ctx, const struct drk_tile_module *m, struct drk_tile_kernel *k),
+                                 void *ctx);
+/* The package stage's module size, bytes (0 before package). */
+size_t drk_pipeline_module_size(const drk_pipeline_t *p);
 
 /* The back half on graph g, which has been through the graph stages (or at least
  * canonicalize): fuse, lower, plan-memory, codegen and package, as far as `emit` needs. g is

@@ -24,6 +24,7 @@
 #include "ir/interp.h"
 #include "ir/tile.h"
 #include "passes/precision_auto.h"
+#include "pipeline/dynamic.h"
 #include "pipeline/pipeline.h"
 #include "tools/drkc.h"
 #include "tools/report.h"
@@ -77,6 +78,11 @@ static const char usage_text[] =
     "  --bind=DIMS             give symbolic dims sizes, e.g. --bind=batch=2,seq=128 (the GPU\n"
     "                          path needs static shapes)\n"
     "  --shapes-from=DIR       bind symbolic dims to the shapes of DIR/input_0.pb ... (or .npy)\n"
+    "  --dynamic=DIMS          one module for ranges of dims, e.g. --dynamic=batch=1..64,seq=1..2048:\n"
+    "                          a plan per shape bucket, the runtime picks the smallest that holds\n"
+    "                          the actual shape (docs/dynamic-shapes.md)\n"
+    "  --buckets=LIST          the buckets' sizes, e.g. batch:1,8,64;seq:128,512,2048 (default:\n"
+    "                          powers of two up to the range's end)\n"
     "  --freeze-input=NAME=FILE  compile for this value of input NAME (.pb or .npy): it becomes a\n"
     "                          constant and leaves the module's inputs (shape-like inputs such\n"
     "                          as Slice starts or Pad pads must be constants for the GPU path)\n"
@@ -523,6 +529,49 @@ static char *weights_path(const options_t *o, bool host_out) {
 }
 
 /* The pipeline up to the stage --emit needs (and plan-memory for --report), then the output. */
+/* --dynamic: drk_dynamic_build (pipeline/dynamic.h) makes the module. */
+static int compile_dynamic(options_t *o, bool host_out, char *wpath, drk_diag_t *d) {
+  if (host_out || strcmp(o->emit, "module") != 0 || wpath) {
+    free(wpath);
+    fprintf(stderr, "drkc: error: not implemented: --dynamic writes a module (--emit=module, no -c, no "
+                    "--weights=external)\n");
+    return 2;
+  }
+  if (!has_suffix(o->input, ".onnx") && !has_suffix(o->input, ".drkg")) {
+    fprintf(stderr, "drkc: error: --dynamic needs a graph (.onnx or .drkg), not '%s'\n", o->input);
+    return 1;
+  }
+  char *dflt_out = !o->output ? default_output(o->input, ".drkm") : NULL;
+  bool writable = output_writable(o->output ? o->output : dflt_out);
+  free(dflt_out);
+  if (!writable || output_is_input(o->output, o->input)) return 1;
+  if (o->c.require_tuned) {
+    fprintf(stderr, "drkc: error: not implemented: --require-tuned with --dynamic (--db applies to every bucket's "
+                    "kernels, whose workload keys hold the bucket's shapes)\n");
+    return 2;
+  }
+  drk_search_tuned_t *tuned = NULL;
+  if (!db_attach(&o->c, &tuned)) return 1;
+  hash_job_t hj = {.path = o->input};
+  hash_main(&hj);
+  hj.done = true;
+  o->c.model_hash = hash_join;
+  o->c.model_hash_ctx = &hj;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *data = NULL;
+  size_t size = 0, kernels = 0;
+  int rc = 1;
+  if (drk_dynamic_build(&o->c, o->input, &data, &size, &kernels, d)) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    rc = write_result(o, data, size, false, ".drkm", kernels, sec);
+  }
+  free(data);
+  drk_search_tuned_close(tuned);
+  return rc;
+}
+
 static int compile(options_t *o) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
@@ -570,6 +619,12 @@ static int compile(options_t *o) {
     fprintf(stderr, "drkc: error: unknown --emit kind '%s' (known: %s | obj | lib)\n", o->emit, emit_names());
     return 2;
   }
+  if (o->c.buckets && !o->c.dynamic) {
+    free(wpath);
+    fprintf(stderr, "drkc: error: --buckets lists the sizes of --dynamic dims; give --dynamic too\n");
+    return 2;
+  }
+  if (o->c.dynamic) return compile_dynamic(o, host_out, wpath, &d);
   if (has_suffix(o->input, ".drkt")) {
     if (strcmp(o->emit, "graph") == 0) {
       fprintf(stderr, "drkc: error: --emit=graph needs a graph (.onnx or .drkg); '%s' is a tile module\n", o->input);
@@ -1131,7 +1186,8 @@ int main(int argc, char **argv) {
                            *const o_emit[] = {"--emit", NULL}, *const o_dump[] = {"--dump-after", NULL},
                            *const o_out[] = {"-o", "--output", NULL}, *const o_shapes[] = {"--shapes-from", NULL},
                            *const o_freeze[] = {"--freeze-input", NULL}, *const o_host[] = {"--host", NULL},
-                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL};
+                           *const o_name[] = {"--name", NULL}, *const o_weights[] = {"--weights", NULL},
+                           *const o_dyn[] = {"--dynamic", NULL}, *const o_buckets[] = {"--buckets", NULL};
   for (int i = 1; i < argc; i++) {
     const char *v;
     int k;
@@ -1159,6 +1215,8 @@ int main(int argc, char **argv) {
     else if ((v = drkc_opt_value(argc, argv, &i, o_dump))) o.c.dump_after = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_out))) o.output = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_shapes))) o.c.shapes_from = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_dyn))) o.c.dynamic = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_buckets))) o.c.buckets = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_freeze))) {
       if (o.c.n_freeze == (int)DRK_ARRAY_LEN(o.freeze)) return drkc_usage_error("too many --freeze-input options%s", "");
       o.freeze[o.c.n_freeze++] = v;

@@ -44,7 +44,10 @@ static const char usage_text[] =
     "  --device N          the CUDA device (default 0)\n"
     "  --weights FILE      the weights of a module compiled with --weights=external (default:\n"
     "                      the file the module names, next to the module)\n"
-    "  --latencies FILE    write every timed run's latency (ms), a line each\n";
+    "  --latencies FILE    write every timed run's latency (ms), a line each\n"
+    "  --shapes DIMS       a module with shape buckets (drkc --dynamic): the sizes of its dynamic\n"
+    "                      dims for random or .bin inputs, e.g. --shapes batch=3,seq=100 (default:\n"
+    "                      each range's end; .pb inputs give their own shapes)\n";
 
 static int usage(void) {
   fputs(usage_text, stderr);
@@ -184,6 +187,31 @@ static int save_output(const char *dir, size_t i, const drk_tensor_info_t *info,
   return ok;
 }
 
+/* --list of a module with buckets: the dims' ranges, then per bucket its sizes, kernels (those
+ * whose code is its own image's, and those shared with an earlier bucket), image and arena. */
+static void list_buckets(const drk_modfile_t *mf) {
+  if (!mf->n_buckets) return;
+  uint64_t code = 0;
+  for (uint32_t i = 0; i < mf->n_images; i++) code += mf->images[i].size;
+  printf("  dynamic dims:");
+  for (uint32_t d = 0; d < mf->n_dyn_dims; d++)
+    printf(" %s=%lld..%lld", mf->dyn_dims[d].name, (long long)mf->dyn_dims[d].lo, (long long)mf->dyn_dims[d].hi);
+  printf("; %u buckets, weights %llu bytes shared by all, code %llu bytes\n", mf->n_buckets,
+         (unsigned long long)mf->weights_size, (unsigned long long)code);
+  for (uint32_t b = 0; b < mf->n_buckets; b++) {
+    const drk_modfile_bucket_t *B = &mf->buckets[b];
+    uint64_t img = 0;
+    uint32_t own = 0;
+    for (uint32_t i = 0; i < mf->n_images; i++) img += mf->images[i].slot == b ? mf->images[i].size : 0;
+    for (uint32_t k = B->first_kernel; k < B->first_kernel + B->n_kernels; k++) own += mf->kernels[k].slot == b;
+    printf("  bucket %u:", b);
+    for (uint32_t d = 0; d < mf->n_dyn_dims; d++) printf("%s%s=%lld", d ? "," : " ", mf->dyn_dims[d].name, (long long)B->size[d]);
+    printf(": kernels %u..%u (%u own code, %u shared), image %llu bytes, arena %llu bytes\n", B->first_kernel,
+           B->first_kernel + B->n_kernels - (B->n_kernels ? 1 : 0), own, B->n_kernels - own, (unsigned long long)img,
+           (unsigned long long)B->arena_size);
+  }
+}
+
 /* --list: what a module holds, read without a GPU (like cuobjdump --list-elf --list-ptx). */
 static int list_module(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -265,6 +293,7 @@ static int list_module(const char *path) {
       printf(" swizzle %u\n", t->swizzle);
     }
   }
+  list_buckets(mf);
   drk_modfile_print_precision(mf, stdout, "  "); /* per-kernel precision table (PRECISION section) */
   drk_modfile_print_auto(mf, stdout, "  ");     /* --accuracy-budget's choice (PRECISION_AUTO section) */
   drk_modfile_free(NULL, mf);
@@ -272,16 +301,82 @@ static int list_module(const char *path) {
   return 0;
 }
 
+/* A module with shape buckets runs at actual shapes: each input's dims (drk_session_run_shapes). */
+typedef struct dyn_run {
+  int on;
+  int64_t (*dims)[DRK_TENSOR_MAX_RANK];
+  const int64_t **ptrs;
+} dyn_run_t;
+
+static drk_status_t run_once(drk_session_t *s, const dyn_run_t *dr) {
+  return dr->on ? drk_session_run_shapes(s, dr->ptrs) : drk_session_run(s);
+}
+
+/* --shapes NAME=N,...: sizes of the module's dynamic dims into sizes[] (others keep theirs). */
+static int parse_shapes(const drk_module_t *m, const char *spec, int64_t *sizes) {
+  for (const char *p = spec; p && *p;) {
+    const char *end = strchr(p, ','), *eq = strchr(p, '=');
+    if (!end) end = p + strlen(p);
+    size_t d = 0, nd = drk_module_num_dynamic_dims(m);
+    while (d < nd && (!eq || eq > end || strlen(drk_module_dynamic_dim(m, d, NULL, NULL)) != (size_t)(eq - p) ||
+                      strncmp(drk_module_dynamic_dim(m, d, NULL, NULL), p, (size_t)(eq - p))))
+      d++;
+    char *e = NULL;
+    long long v = d < nd ? strtoll(eq + 1, &e, 10) : 0;
+    if (d == nd || e != end || v < 1) {
+      fprintf(stderr, "drkrun: error: --shapes: '%.*s' is not NAME=SIZE with NAME a dynamic dim of the module\n",
+              (int)(end - p), p);
+      return 0;
+    }
+    sizes[d] = v;
+    p = *end ? end + 1 : end;
+  }
+  return 1;
+}
+
+/* An input of a module with buckets from DIR/input_N.pb at the file's own shape (dtype and the
+ * static dims checked against the module), into *out (malloc'ed). */
+static int load_input_dyn(const char *dir, size_t i, const drk_module_t *m, const drk_tensor_info_t *info, int64_t *dims,
+                          void **out, size_t *out_bytes) {
+#ifdef DRK_HAVE_TENSOR_IO
+  char path[4096];
+  snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+  if (file_exists(path)) {
+    drk_diag_t d;
+    drk_diag_init(&d, stderr);
+    drk_tensor_t t;
+    drk_dtype_t want;
+    if (!drk_dtype_from_onnx(info->dtype, &want)) want = DRK_DT_COUNT;
+    if (!drk_tensor_read_pb_expect(path, want, &t, &d)) return 0;
+    int ok = drk_dtype_to_onnx(t.dtype) == info->dtype && (uint32_t)t.rank == info->rank;
+    for (uint32_t k = 0; ok && k < info->rank; k++) {
+      ok = drk_module_dynamic_axis(m, 0, i, k) >= 0 || t.dims[k] == info->dims[k];
+      dims[k] = t.dims[k];
+    }
+    if (!ok) fprintf(stderr, "drkrun: error: %s: dtype, rank or a static dim differs from input '%s' of the module\n", path, info->name);
+    *out = ok ? malloc(t.nbytes ? t.nbytes : 1) : NULL;
+    if (*out) memcpy(*out, t.data, t.nbytes), *out_bytes = t.nbytes;
+    drk_tensor_free(&t);
+    return *out != NULL;
+  }
+#endif
+  (void)m, (void)dims, (void)out, (void)out_bytes;
+  fprintf(stderr, "drkrun: error: input %zu ('%s'): a module with shape buckets reads its inputs' shapes from "
+                  "%s/input_%zu.pb (or give --shapes and random inputs)\n", i, info->name, dir, i);
+  return 0;
+}
+
 /* Times runs with inputs and outputs left in the device arena (unbound): the kernels alone,
  * as a deployment that keeps its tensors on the GPU sees them. Rebinds nothing: the caller's
  * later runs (profile, outputs) must rebind. */
-static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, int iters, float *lat, const char *lat_path) {
+static int time_resident(drk_session_t *s, const dyn_run_t *dr, size_t nin, size_t nout, int warmup, int iters, float *lat,
+                         const char *lat_path) {
   drk_status_t st = NULL;
   for (size_t i = 0; i < nin && !st; i++) st = drk_session_bind_input(s, i, NULL, 0, DRK_MEMORY_HOST);
   for (size_t i = 0; i < nout && !st; i++) st = drk_session_bind_output(s, i, NULL, 0, DRK_MEMORY_HOST);
-  for (int i = 0; i < warmup && !st; i++) st = drk_session_run(s);
+  for (int i = 0; i < warmup && !st; i++) st = run_once(s, dr);
   for (int i = 0; i < iters && !st; i++)
-    if (!(st = drk_session_run(s))) drk_session_last_run_ms(s, &lat[i]);
+    if (!(st = run_once(s, dr))) drk_session_last_run_ms(s, &lat[i]);
   if (st) return !fail(st, "resident run");
   if (lat_path) { /* before percentile() sorts them */
     FILE *f = fopen(lat_path, "w");
@@ -298,7 +393,7 @@ static int time_resident(drk_session_t *s, size_t nin, size_t nout, int warmup, 
 }
 
 int main(int argc, char **argv) {
-  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL, *weights = NULL;
+  const char *module_path = NULL, *in_dir = NULL, *out_dir = NULL, *lat_path = NULL, *weights = NULL, *shapes = NULL;
   int warmup = 10, iters = 100, profile = 0, device = 0, list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -311,6 +406,7 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(argc, argv, &i, "--output-dir", &missing))) out_dir = v;
     else if ((v = opt_value(argc, argv, &i, "--latencies", &missing))) lat_path = v;
     else if ((v = opt_value(argc, argv, &i, "--weights", &missing))) weights = v;
+    else if ((v = opt_value(argc, argv, &i, "--shapes", &missing))) shapes = v;
     else if ((v = opt_value(argc, argv, &i, "--warmup", &missing)) ||
              (v = opt_value(argc, argv, &i, "--iters", &missing)) ||
              (v = opt_value(argc, argv, &i, "--device", &missing))) {
@@ -360,6 +456,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "drkrun: note: --weights ignored: the module holds its weights\n");
   }
   printf("module: %s\n  %s\n", module_path, drk_module_provenance(m));
+  int64_t dyn_sizes[16];
+  for (size_t d = 0; d < drk_module_num_dynamic_dims(m) && d < 16; d++) drk_module_dynamic_dim(m, d, NULL, &dyn_sizes[d]);
+  if (shapes && !drk_module_num_dynamic_dims(m)) fprintf(stderr, "drkrun: note: --shapes ignored: the module has static shapes\n");
+  if (shapes && drk_module_num_dynamic_dims(m) && !parse_shapes(m, shapes, dyn_sizes)) {
+    drk_module_destroy(m);
+    return 2;
+  }
 
   drk_runtime_options_t ro = {.device = device};
   drk_runtime_t *rt = NULL;
@@ -373,56 +476,97 @@ int main(int argc, char **argv) {
   size_t nin = drk_module_num_inputs(m), nout = drk_module_num_outputs(m), nk = drk_module_num_kernels(m);
   void **in_bufs = calloc(nin + 1, sizeof *in_bufs), **out_bufs = calloc(nout + 1, sizeof *out_bufs);
   float *lat = calloc((size_t)iters, sizeof *lat), *kt = calloc((size_t)iters * (nk + 1), sizeof *kt), *one = calloc(nk + 1, sizeof *one);
+  size_t *in_size = calloc(nin + 1, sizeof *in_size), *out_size = calloc(nout + 1, sizeof *out_size);
+  drk_tensor_info_t *out_info = calloc(nout + 1, sizeof *out_info);
+  dyn_run_t dr = {drk_module_num_dynamic_dims(m) > 0, calloc(nin + 1, sizeof *dr.dims), calloc(nin + 1, sizeof *dr.ptrs)};
   unsigned seed = 12345;
-  if (!in_bufs || !out_bufs || !lat || !kt || !one) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
+  if (!in_bufs || !out_bufs || !lat || !kt || !one || !in_size || !out_size || !out_info || !dr.dims || !dr.ptrs) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
   if ((st = drk_session_create(rt, m, &s))) { rc = fail(st, "preparing the module"); goto done; }
   for (size_t i = 0; i < nin; i++) {
     drk_tensor_info_t info;
     if ((st = drk_module_input_info(m, i, &info))) { rc = fail(st, "input"); goto done; }
-    if (!(in_bufs[i] = malloc(info.size_bytes ? (size_t)info.size_bytes : 1))) goto done;
-    if (in_dir) { if (!load_input(in_dir, i, &info, in_bufs[i])) goto done; }
-    else fill_random(in_bufs[i], (size_t)info.size_bytes, info.dtype, &seed);
-    if ((st = drk_session_bind_input(s, i, in_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an input"); goto done; }
+    /* a module with buckets: the actual shape (--shapes, or the .pb file's), its bytes in proportion */
+    uint64_t max_elems = 1, elems = 1;
+    for (uint32_t k = 0; k < info.rank; k++) {
+      int d = drk_module_dynamic_axis(m, 0, i, k);
+      dr.dims[i][k] = d >= 0 && d < 16 ? dyn_sizes[d] : info.dims[k];
+      max_elems *= (uint64_t)info.dims[k], elems *= (uint64_t)dr.dims[i][k];
+    }
+    dr.ptrs[i] = dr.dims[i];
+    in_size[i] = dr.on && max_elems ? (size_t)(info.size_bytes * elems / max_elems) : (size_t)info.size_bytes;
+    if (dr.on && in_dir) {
+      if (!load_input_dyn(in_dir, i, m, &info, dr.dims[i], &in_bufs[i], &in_size[i])) goto done;
+    } else {
+      if (!(in_bufs[i] = malloc(in_size[i] ? in_size[i] : 1))) goto done;
+      if (in_dir) { if (!load_input(in_dir, i, &info, in_bufs[i])) goto done; }
+      else fill_random(in_bufs[i], in_size[i], info.dtype, &seed);
+    }
+    if ((st = drk_session_bind_input(s, i, in_bufs[i], in_size[i], DRK_MEMORY_HOST))) { rc = fail(st, "binding an input"); goto done; }
+  }
+  if (dr.on) { /* one run with the outputs unbound gives their actual shapes */
+    if ((st = run_once(s, &dr))) { rc = fail(st, "first run"); goto done; }
+    int64_t sz[16];
+    size_t b = drk_session_last_bucket(s), nd = drk_module_num_dynamic_dims(m);
+    drk_module_bucket_info(m, b, sz, NULL, NULL);
+    int64_t act[16] = {0};
+    for (size_t i = 0; i < nin; i++) {
+      drk_tensor_info_t info;
+      drk_module_input_info(m, i, &info);
+      for (uint32_t k = 0; k < info.rank; k++) {
+        int d = drk_module_dynamic_axis(m, 0, i, k);
+        if (d >= 0 && d < 16) act[d] = dr.dims[i][k];
+      }
+    }
+    printf("actual shape:");
+    for (size_t d = 0; d < nd && d < 16; d++) printf(" %s=%lld", drk_module_dynamic_dim(m, d, NULL, NULL), (long long)act[d]);
+    printf(" -> bucket %zu:", b);
+    for (size_t d = 0; d < nd && d < 16; d++) printf(" %s=%lld", drk_module_dynamic_dim(m, d, NULL, NULL), (long long)sz[d]);
+    printf("\n");
   }
   for (size_t i = 0; i < nout; i++) {
-    drk_tensor_info_t info;
-    if ((st = drk_module_output_info(m, i, &info))) { rc = fail(st, "output"); goto done; }
-    if (!(out_bufs[i] = malloc(info.size_bytes ? (size_t)info.size_bytes : 1))) goto done;
-    if ((st = drk_session_bind_output(s, i, out_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an output"); goto done; }
+    drk_tensor_info_t *info = &out_info[i];
+    if ((st = drk_module_output_info(m, i, info))) { rc = fail(st, "output"); goto done; }
+    if (dr.on) { /* the actual shape the first run gave, bytes in proportion */
+      uint64_t max_elems = 1, elems = 1;
+      int64_t od[DRK_TENSOR_MAX_RANK];
+      uint32_t rank;
+      drk_session_output_shape(s, i, od, &rank);
+      for (uint32_t k = 0; k < info->rank; k++) max_elems *= (uint64_t)info->dims[k], elems *= (uint64_t)od[k], info->dims[k] = od[k];
+      info->size_bytes = max_elems ? info->size_bytes * elems / max_elems : 0;
+    }
+    out_size[i] = (size_t)info->size_bytes;
+    if (!(out_bufs[i] = malloc(out_size[i] ? out_size[i] : 1))) goto done;
+    if ((st = drk_session_bind_output(s, i, out_bufs[i], out_size[i], DRK_MEMORY_HOST))) { rc = fail(st, "binding an output"); goto done; }
   }
   for (int i = 0; i < warmup; i++)
-    if ((st = drk_session_run(s))) { rc = fail(st, "warm-up run"); goto done; }
+    if ((st = run_once(s, &dr))) { rc = fail(st, "warm-up run"); goto done; }
   for (int i = 0; i < iters; i++) {
-    if ((st = drk_session_run(s))) { rc = fail(st, "timed run"); goto done; }
+    if ((st = run_once(s, &dr))) { rc = fail(st, "timed run"); goto done; }
     drk_session_last_run_ms(s, &lat[i]);
   }
   float mean = 0;
   for (int i = 0; i < iters; i++) mean += lat[i] / (float)iters;
   float med = percentile(lat, (size_t)iters, 0.5), p90 = percentile(lat, (size_t)iters, 0.9), mn = lat[0];
   printf("latency over %d runs (GPU events, copies + kernels, CUDA graph): median %.4f ms, min %.4f ms, p90 %.4f ms, mean %.4f ms\n", iters, med, mn, p90, mean);
-  if (!time_resident(s, nin, nout, warmup, iters, lat, lat_path)) goto done;
-  for (size_t i = 0; i < nin; i++) { /* rebind for the profiled runs and the outputs */
-    drk_tensor_info_t info;
-    drk_module_input_info(m, i, &info);
-    if ((st = drk_session_bind_input(s, i, in_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an input"); goto done; }
-  }
-  for (size_t i = 0; i < nout; i++) {
-    drk_tensor_info_t info;
-    drk_module_output_info(m, i, &info);
-    if ((st = drk_session_bind_output(s, i, out_bufs[i], (size_t)info.size_bytes, DRK_MEMORY_HOST))) { rc = fail(st, "binding an output"); goto done; }
-  }
-  if ((st = drk_session_run(s))) { rc = fail(st, "final run"); goto done; }
+  if (!time_resident(s, &dr, nin, nout, warmup, iters, lat, lat_path)) goto done;
+  for (size_t i = 0; i < nin; i++) /* rebind for the profiled runs and the outputs */
+    if ((st = drk_session_bind_input(s, i, in_bufs[i], in_size[i], DRK_MEMORY_HOST))) { rc = fail(st, "binding an input"); goto done; }
+  for (size_t i = 0; i < nout; i++)
+    if ((st = drk_session_bind_output(s, i, out_bufs[i], out_size[i], DRK_MEMORY_HOST))) { rc = fail(st, "binding an output"); goto done; }
+  if ((st = run_once(s, &dr))) { rc = fail(st, "final run"); goto done; }
   if (profile && nk) {
     drk_session_set_profiling(s, 1);
     for (int i = 0; i < iters; i++) {
-      if ((st = drk_session_run(s)) || (st = drk_session_kernel_times(s, one, nk))) { rc = fail(st, "profiled run"); goto done; }
+      if ((st = run_once(s, &dr)) || (st = drk_session_kernel_times(s, one, nk))) { rc = fail(st, "profiled run"); goto done; }
       for (size_t k = 0; k < nk; k++) kt[k * (size_t)iters + (size_t)i] = one[k];
     }
     drk_session_set_profiling(s, 0);
     float total = 0;
-    for (size_t k = 0; k < nk; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
+    size_t k0 = 0, k1 = nk; /* a module with buckets: the kernels of the bucket that ran */
+    if (dr.on) drk_module_bucket_info(m, drk_session_last_bucket(s), NULL, &k0, &k1), k1 += k0;
+    for (size_t k = k0; k < k1; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
     printf("per kernel (median of %d profiled runs, launched one by one):\n  %4s %10s %6s  %s\n", iters, "#", "ms", "%", "kernel");
-    for (size_t k = 0; k < nk; k++)
+    for (size_t k = k0; k < k1; k++)
       printf("  %4zu %10.4f %5.1f%%  %s\n", k, one[k], total > 0 ? 100.0 * one[k] / total : 0.0, drk_module_kernel_name(m, k));
     printf("  total %.4f ms\n", total);
   }
@@ -431,11 +575,8 @@ int main(int argc, char **argv) {
       fprintf(stderr, "drkrun: error: cannot create %s: %s\n", out_dir, strerror(errno));
       goto done;
     }
-    for (size_t i = 0; i < nout; i++) {
-      drk_tensor_info_t info;
-      drk_module_output_info(m, i, &info);
-      if (!save_output(out_dir, i, &info, out_bufs[i])) goto done;
-    }
+    for (size_t i = 0; i < nout; i++)
+      if (!save_output(out_dir, i, &out_info[i], out_bufs[i])) goto done;
     printf("wrote %zu outputs to %s\n", nout, out_dir);
   }
   rc = 0;
@@ -445,6 +586,7 @@ done:
   drk_module_destroy(m);
   for (size_t i = 0; in_bufs && i < nin; i++) free(in_bufs[i]);
   for (size_t i = 0; out_bufs && i < nout; i++) free(out_bufs[i]);
-  free(in_bufs), free(out_bufs), free(lat), free(kt), free(one);
+  free(in_bufs), free(out_bufs), free(lat), free(kt), free(one), free(in_size), free(out_size), free(out_info);
+  free(dr.dims), free(dr.ptrs);
   return rc;
 }

@@ -36,11 +36,12 @@ enum {
   SEC_PRECISION = 12, /* optional: at most once */
   SEC_EXTERNAL_WEIGHTS = 13, /* optional: at most once; the weights are in a side file */
   SEC_PRECISION_AUTO = 14, /* optional: at most once; --accuracy-budget's choice */
-  SEC_KIND_COUNT = 15,
+  SEC_BUCKETS = 15, /* format version 2 only, exactly once there: shape buckets */
+  SEC_KIND_COUNT = 16,
 };
 static const char *const sec_names[SEC_KIND_COUNT] = {
     "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
-    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS", "PRECISION_AUTO"};
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS", "PRECISION_AUTO", "BUCKETS"};
 
 #define HEADER_SIZE 64u
 #define SECTION_ENTRY_SIZE 32u
@@ -61,6 +62,11 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
 #define AUTO_OUTPUT_REC 16u
 #define EXTW_SIZE 48u
 #define EXTW_VERSION 1u
+#define BUCKETS_VERSION 1u
+#define BUCKETS_HEADER 16u
+#define DYN_DIM_REC 24u
+#define BUCKET_REC 88u
+#define DYN_AXIS_REC 12u
 
 static void set_err(char *err, size_t n, const char *fmt, ...) {
   if (!err || !n) return;
@@ -267,6 +273,71 @@ static drk_modfile_result_t validate_precision(const drk_modfile_t *m, char *err
 #undef FAIL
 }
 
+/* The BUCKETS records: dims, a partition of the kernels, every bucket's tensors alike but for
+ * the dynamic axes, which hold the bucket's sizes; every buffer inside its bucket's arena. */
+static drk_modfile_result_t validate_buckets(const drk_modfile_t *m, char *err, size_t n) {
+#define FAIL(...) do { set_err(err, n, __VA_ARGS__); return DRK_MODFILE_ERR_INVALID; } while (0)
+  if (!m->n_buckets) {
+    if (m->n_dyn_dims || m->n_dyn_axes) FAIL("dynamic dims or axes without buckets");
+    return DRK_MODFILE_OK;
+  }
+  if (m->precision_version) FAIL("a module with buckets has no PRECISION section");
+  if (m->n_buckets > DRK_MODFILE_MAX_BUCKETS) FAIL("%u buckets (at most %d)", m->n_buckets, DRK_MODFILE_MAX_BUCKETS);
+  if (!m->n_dyn_dims || m->n_dyn_dims > DRK_MODFILE_MAX_DYN_DIMS) FAIL("%u dynamic dims (1..%d)", m->n_dyn_dims, DRK_MODFILE_MAX_DYN_DIMS);
+  for (uint32_t d = 0; d < m->n_dyn_dims; d++) {
+    const drk_modfile_dyn_dim_t *x = &m->dyn_dims[d];
+    if (!x->name || !*x->name) FAIL("dynamic dim %u has no name", d);
+    if (x->lo < 1 || x->hi < x->lo) FAIL("dynamic dim %u ('%s'): range %lld..%lld", d, x->name, (long long)x->lo, (long long)x->hi);
+  }
+  if (m->n_inputs % m->n_buckets || m->n_outputs % m->n_buckets) FAIL("%u inputs and %u outputs for %u buckets", m->n_inputs, m->n_outputs, m->n_buckets);
+  uint32_t ni = m->n_inputs / m->n_buckets, no = m->n_outputs / m->n_buckets, next = 0;
+  for (uint32_t b = 0; b < m->n_buckets; b++) {
+    const drk_modfile_bucket_t *B = &m->buckets[b];
+    if (B->first_kernel != next || B->n_kernels > m->n_kernels - next) FAIL("bucket %u: kernels [%u, +%u) do not follow bucket %u's in the %u-kernel table", b, B->first_kernel, B->n_kernels, b ? b - 1 : 0, m->n_kernels);
+    next += B->n_kernels;
+    if (B->arena_size > m->arena_size) FAIL("bucket %u: arena of %llu bytes, the module's is %llu", b, (unsigned long long)B->arena_size, (unsigned long long)m->arena_size);
+    for (uint32_t d = 0; d < DRK_MODFILE_MAX_DYN_DIMS; d++) {
+      int64_t s = B->size[d];
+      if (d >= m->n_dyn_dims ? s != 0 : (s < m->dyn_dims[d].lo || s > m->dyn_dims[d].hi)) FAIL("bucket %u: size %lld of dim %u is outside its range", b, (long long)s, d);
+    }
+    for (uint32_t c = 0; c < b; c++)
+      if (!memcmp(m->buckets[c].size, B->size, sizeof B->size)) FAIL("buckets %u and %u have the same sizes", c, b);
+    for (uint32_t k = B->first_kernel; k < B->first_kernel + B->n_kernels; k++)
+      for (uint32_t p = 0; p < m->kernels[k].n_params; p++) {
+        const drk_modfile_param_t *pa = &m->kernels[k].params[p];
+        if (pa->kind == DRK_MODFILE_PARAM_BUFFER && !in_range(pa->offset, pa->size, B->arena_size)) FAIL("bucket %u kernel %u ('%s') param %u: buffer outside the bucket's %llu-byte arena", b, k, m->kernels[k].name, p, (unsigned long long)B->arena_size);
+      }
+    for (uint32_t t = 0; t < ni + no; t++) {
+      const drk_modfile_tensor_t *x = t < ni ? &m->inputs[b * ni + t] : &m->outputs[b * no + t - ni];
+      const drk_modfile_tensor_t *x0 = t < ni ? &m->inputs[t] : &m->outputs[t - ni];
+      if (!in_range(x->offset, x->size, B->arena_size)) FAIL("bucket %u tensor %u ('%s'): outside the bucket's arena", b, t, x->name ? x->name : "");
+      if (strcmp(x->name ? x->name : "", x0->name ? x0->name : "") || x->dtype != x0->dtype || x->rank != x0->rank) FAIL("bucket %u tensor %u ('%s'): name, dtype or rank differs from bucket 0's", b, t, x->name ? x->name : "");
+      for (uint32_t a = 0; a < x->rank; a++) {
+        int64_t want = x0->dims[a];
+        for (uint32_t j = 0; j < m->n_dyn_axes; j++)
+          if (m->dyn_axes[j].tensor == t && m->dyn_axes[j].axis == a) want = B->size[m->dyn_axes[j].dim];
+        if (x->dims[a] != want) FAIL("bucket %u tensor %u ('%s') axis %u: size %lld, expected %lld", b, t, x->name ? x->name : "", a, (long long)x->dims[a], (long long)want);
+      }
+    }
+  }
+  if (next != m->n_kernels) FAIL("the buckets run %u of the %u kernels", next, m->n_kernels);
+  for (uint32_t j = 0; j < m->n_dyn_axes; j++) {
+    const drk_modfile_dyn_axis_t *A = &m->dyn_axes[j];
+    if (A->tensor >= ni + no || A->dim >= m->n_dyn_dims) FAIL("dynamic axis %u: tensor %u or dim %u out of range", j, A->tensor, A->dim);
+    const drk_modfile_tensor_t *x0 = A->tensor < ni ? &m->inputs[A->tensor] : &m->outputs[A->tensor - ni];
+    if (A->axis >= x0->rank) FAIL("dynamic axis %u: axis %u of a rank-%u tensor", j, A->axis, x0->rank);
+    for (uint32_t k = 0; k < j; k++)
+      if (m->dyn_axes[k].tensor == A->tensor && m->dyn_axes[k].axis == A->axis) FAIL("dynamic axis %u repeats axis %u of tensor %u", j, A->axis, A->tensor);
+  }
+  for (uint32_t d = 0; d < m->n_dyn_dims; d++) {
+    bool in_input = false;
+    for (uint32_t j = 0; j < m->n_dyn_axes; j++) in_input |= m->dyn_axes[j].dim == d && m->dyn_axes[j].tensor < ni;
+    if (!in_input) FAIL("dynamic dim %u ('%s') is no input's axis", d, m->dyn_dims[d].name);
+  }
+  return DRK_MODFILE_OK;
+#undef FAIL
+}
+
 /* Bits per element of the ONNX dtype codes a module's tensors may have; 0 for any other code. */
 static unsigned onnx_dtype_bits(int32_t code) {
   switch (code) {
@@ -362,6 +433,8 @@ drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, siz
     if (t->rank < 1 || t->rank > DRK_MODFILE_TMA_MAX_RANK) FAIL("TMA descriptor %u: rank %u not in 1..5", i, t->rank);
     if (t->offset % 16 || t->offset >= m->arena_size) FAIL("TMA descriptor %u: arena offset %llu unaligned or outside the arena", i, (unsigned long long)t->offset);
   }
+  drk_modfile_result_t br = validate_buckets(m, err, n);
+  if (br) return br;
   drk_modfile_result_t vr = validate_precision(m, err, n);
   return vr ? vr : validate_auto(m, err, n);
 #undef FAIL
@@ -552,6 +625,21 @@ static void write_auto(buf_t *b, buf_t *str, const drk_modfile_t *m) {
   }
 }
 
+/* The BUCKETS section's bytes: header, dims, buckets, dynamic axes. */
+static void write_buckets(buf_t *b, buf_t *str, const drk_modfile_t *m) {
+  uint8_t *p = buf_extend(b, BUCKETS_HEADER);
+  if (p) put32(p, BUCKETS_VERSION), put32(p + 4, m->n_dyn_dims), put32(p + 8, m->n_buckets), put32(p + 12, m->n_dyn_axes);
+  for (uint32_t i = 0; i < m->n_dyn_dims && (p = buf_extend(b, DYN_DIM_REC)); i++)
+    put32(p, add_str(str, m->dyn_dims[i].name)), put64(p + 8, (uint64_t)m->dyn_dims[i].lo), put64(p + 16, (uint64_t)m->dyn_dims[i].hi);
+  for (uint32_t i = 0; i < m->n_buckets && (p = buf_extend(b, BUCKET_REC)); i++) {
+    const drk_modfile_bucket_t *B = &m->buckets[i];
+    for (int d = 0; d < DRK_MODFILE_MAX_DYN_DIMS; d++) put64(p + 8 * d, (uint64_t)B->size[d]);
+    put64(p + 64, B->arena_size), put32(p + 72, B->first_kernel), put32(p + 76, B->n_kernels);
+  }
+  for (uint32_t i = 0; i < m->n_dyn_axes && (p = buf_extend(b, DYN_AXIS_REC)); i++)
+    put32(p, m->dyn_axes[i].tensor), put32(p + 4, m->dyn_axes[i].axis), put32(p + 8, m->dyn_axes[i].dim);
+}
+
 typedef struct wsec {
   uint32_t kind, align;
   const void *data;
@@ -571,7 +659,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     return DRK_MODFILE_ERR_INVALID;
   }
   buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0},
-        extw = {0}, autob = {0};
+        extw = {0}, autob = {0}, bk = {0};
   wsec_t *secs = NULL;
   uint8_t *out = NULL;
   r = DRK_MODFILE_ERR_NOMEM;
@@ -646,7 +734,9 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put64(p + 8, m->weights_size);
     memcpy(p + 16, m->weights_sha256, 32);
   }
-  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw + (uint32_t)has_auto;
+  int has_bk = m->n_buckets != 0;
+  if (has_bk) write_buckets(&bk, &str, m);
+  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw + (uint32_t)has_auto + (uint32_t)has_bk;
   for (uint32_t i = 0; i < m->n_images; i++) {
     if (!(p = buf_extend(&img, IMAGE_REC))) break;
     put32(p, (uint32_t)m->images[i].kind);
@@ -654,7 +744,8 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put32(p + 8, add_str(&str, m->images[i].targets));
     put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
   }
-  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom || autob.oom)
+  if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom || autob.oom ||
+      bk.oom)
     goto fail;
   if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
   wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
@@ -668,6 +759,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   if (has_prec) secs[10 + m->n_images] = (wsec_t){SEC_PRECISION, 8, prec.p, prec.n, 0}; /* last: old readers skip it */
   if (has_extw) secs[10 + m->n_images + has_prec] = (wsec_t){SEC_EXTERNAL_WEIGHTS, 8, extw.p, extw.n, 0};
   if (has_auto) secs[10 + m->n_images + has_prec + has_extw] = (wsec_t){SEC_PRECISION_AUTO, 8, autob.p, autob.n, 0};
+  if (has_bk) secs[10 + m->n_images + has_prec + has_extw + has_auto] = (wsec_t){SEC_BUCKETS, 8, bk.p, bk.n, 0};
   uint64_t off = HEADER_SIZE;
   for (uint32_t i = 0; i < nsec; i++) {
     off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
@@ -678,7 +770,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   uint64_t total = table + (uint64_t)nsec * SECTION_ENTRY_SIZE;
   if (total > SIZE_MAX || !(out = calloc(1, (size_t)total))) goto fail;
   memcpy(out, DRK_MODFILE_MAGIC, 8);
-  put32(out + 8, DRK_MODFILE_FORMAT_VERSION);
+  put32(out + 8, has_bk ? DRK_MODFILE_FORMAT_VERSION_DYNAMIC : DRK_MODFILE_FORMAT_VERSION);
   put32(out + 12, HEADER_SIZE);
   put64(out + 16, total);
   put64(out + 24, table);
@@ -710,6 +802,7 @@ fail:
   free(out);
   free(secs);
   free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p), free(extw.p), free(autob.p);
+  free(bk.p);
   return r;
 }
 
@@ -766,6 +859,7 @@ typedef struct rctx {
   size_t nag, nao;                /* PRECISION_AUTO groups and outputs */
   size_t nk, np, nt, ntma, nw, ni, npk, npn; /* record counts */
   size_t nin, nout;               /* tensors by direction */
+  size_t nbd, nbb, nba;           /* BUCKETS: dims, buckets, axes */
 } rctx_t;
 
 #define BAD(...) do { set_err(r->err, r->n, __VA_ARGS__); return DRK_MODFILE_ERR_FORMAT; } while (0)
@@ -778,7 +872,7 @@ static drk_modfile_result_t read_header(rctx_t *r) {
   if (!d || size < 12) BAD("file is truncated: %zu bytes, the module header alone is %u", size, HEADER_SIZE);
   if (memcmp(d, DRK_MODFILE_MAGIC, 8) != 0) BAD("not a drkc module (bad magic)");
   uint32_t version = get32(d + 8);
-  if (version != DRK_MODFILE_FORMAT_VERSION) {
+  if (version != DRK_MODFILE_FORMAT_VERSION && version != DRK_MODFILE_FORMAT_VERSION_DYNAMIC) {
     /* Report the writer's name from the header when it is readable text, so the user knows
      * which drkc to pair with; this field sits at the same place in every format version. */
     char writer[17] = "an unknown drkc";
@@ -788,9 +882,9 @@ static drk_modfile_result_t read_header(rctx_t *r) {
       while (l < 16 && d[40 + l]) ok &= d[40 + l] >= 0x20 && d[40 + l] < 0x7f, l++;
       if (ok && l && l < 16) memcpy(writer, d + 40, l + 1);
     }
-    set_err(r->err, r->n, "module format version %u (written by %s), but this drkc %s reads format version %u; "
-            "recompile the model with this drkc or use the runtime of the drkc that wrote it",
-            version, writer, DRK_VERSION_STRING, DRK_MODFILE_FORMAT_VERSION);
+    set_err(r->err, r->n, "module format version %u (written by %s), but this drkc %s reads format versions %u and %u "
+            "(with shape buckets); recompile the model with this drkc or use the runtime of the drkc that wrote it",
+            version, writer, DRK_VERSION_STRING, DRK_MODFILE_FORMAT_VERSION, DRK_MODFILE_FORMAT_VERSION_DYNAMIC);
     return DRK_MODFILE_ERR_VERSION;
   }
   if (size < HEADER_SIZE) BAD("file is truncated: %zu bytes, the module header alone is %u", size, HEADER_SIZE);
@@ -888,6 +982,17 @@ static drk_modfile_result_t read_counts(rctx_t *r) {
     uint64_t want = AUTO_HEADER + (uint64_t)cg * AUTO_GROUP_REC + (uint64_t)co * AUTO_OUTPUT_REC;
     if (A->size != want) BAD("PRECISION_AUTO section has %llu bytes, but %u group and %u output records take %llu (truncated or corrupted)", (unsigned long long)A->size, cg, co, (unsigned long long)want);
     r->nag = cg, r->nao = co;
+  }
+  /* BUCKETS: in format version 2 only, and there always */
+  const rsec_t *K = r->seen[SEC_BUCKETS] ? &one[SEC_BUCKETS] : NULL;
+  if ((K != NULL) != (r->version == DRK_MODFILE_FORMAT_VERSION_DYNAMIC)) BAD("format version %u %s a BUCKETS section", r->version, K ? "with" : "without");
+  if (K) {
+    if (K->size < BUCKETS_HEADER) BAD("BUCKETS section is truncated: %llu bytes", (unsigned long long)K->size);
+    if (get32(K->p) != BUCKETS_VERSION) BAD("BUCKETS section version %u, this reader knows %u", get32(K->p), BUCKETS_VERSION);
+    r->nbd = get32(K->p + 4), r->nbb = get32(K->p + 8), r->nba = get32(K->p + 12);
+    if (!r->nbd || r->nbd > DRK_MODFILE_MAX_DYN_DIMS || !r->nbb || r->nbb > DRK_MODFILE_MAX_BUCKETS || r->nba > (uint64_t)r->nt * DRK_MODFILE_MAX_RANK) BAD("BUCKETS section: %zu dims, %zu buckets, %zu axes", r->nbd, r->nbb, r->nba);
+    uint64_t want = BUCKETS_HEADER + (uint64_t)r->nbd * DYN_DIM_REC + (uint64_t)r->nbb * BUCKET_REC + (uint64_t)r->nba * DYN_AXIS_REC;
+    if (K->size != want) BAD("BUCKETS section has %llu bytes, its counts take %llu", (unsigned long long)K->size, (unsigned long long)want);
   }
   if (r->prec_version == DRK_MODFILE_PRECISION_VERSION) {
     if (P->size < PREC_HEADER) BAD("PRECISION section is truncated: %llu bytes, its header alone is %u", (unsigned long long)P->size, PREC_HEADER);
@@ -1060,6 +1165,22 @@ static drk_modfile_result_t read_auto(const rctx_t *r, drk_modfile_t *m, drk_mod
   m->auto_outputs = ao, m->n_auto_outputs = (uint32_t)r->nao;
   return DRK_MODFILE_OK;
 }
+
+static drk_modfile_result_t read_buckets(const rctx_t *r, drk_modfile_dyn_dim_t *dd, drk_modfile_bucket_t *bb, drk_modfile_dyn_axis_t *aa) {
+  const uint8_t *p = r->one[SEC_BUCKETS].p + BUCKETS_HEADER;
+  for (size_t i = 0; i < r->nbd; i++, p += DYN_DIM_REC) {
+    STR(get32(p), dd[i].name);
+    if (get32(p + 4)) BAD("BUCKETS section: dim %zu: reserved field is not zero", i);
+    dd[i].lo = (int64_t)get64(p + 8), dd[i].hi = (int64_t)get64(p + 16);
+  }
+  for (size_t i = 0; i < r->nbb; i++, p += BUCKET_REC) {
+    for (int d = 0; d < DRK_MODFILE_MAX_DYN_DIMS; d++) bb[i].size[d] = (int64_t)get64(p + 8 * d);
+    bb[i].arena_size = get64(p + 64), bb[i].first_kernel = get32(p + 72), bb[i].n_kernels = get32(p + 76);
+    if (get64(p + 80)) BAD("BUCKETS section: bucket %zu: reserved field is not zero", i);
+  }
+  for (size_t i = 0; i < r->nba; i++, p += DYN_AXIS_REC) aa[i] = (drk_modfile_dyn_axis_t){get32(p), get32(p + 4), get32(p + 8)};
+  return DRK_MODFILE_OK;
+}
 #undef BAD
 #undef STR
 
@@ -1077,7 +1198,9 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
                  align16(nt * sizeof(drk_modfile_tensor_t)) + align16(ntma * sizeof(drk_modfile_tma_t)) +
                  align16(nw * sizeof(drk_modfile_weight_t)) + align16(ni * sizeof(drk_modfile_image_t)) +
                  align16(npk * sizeof(drk_modfile_kernel_prec_t)) + align16(npn * sizeof(drk_modfile_node_prec_t)) +
-                 align16(nag * sizeof(drk_modfile_auto_group_t)) + align16(nao * sizeof(drk_modfile_auto_output_t));
+                 align16(nag * sizeof(drk_modfile_auto_group_t)) + align16(nao * sizeof(drk_modfile_auto_output_t)) +
+                 align16(r->nbd * sizeof(drk_modfile_dyn_dim_t)) + align16(r->nbb * sizeof(drk_modfile_bucket_t)) +
+                 align16(r->nba * sizeof(drk_modfile_dyn_axis_t));
   uint8_t *blk = alloc->alloc(alloc->user, total, 16);
   if (!blk) {
     set_err(err, n, "out of memory reading the module (%zu bytes)", total);
@@ -1097,7 +1220,10 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   drk_modfile_kernel_prec_t *kp = (void *)cur; cur += align16(npk * sizeof *kp);
   drk_modfile_node_prec_t *np_ = (void *)cur; cur += align16(npn * sizeof *np_);
   drk_modfile_auto_group_t *ag = (void *)cur; cur += align16(nag * sizeof *ag);
-  drk_modfile_auto_output_t *ao = (void *)cur;
+  drk_modfile_auto_output_t *ao = (void *)cur; cur += align16(nao * sizeof *ao);
+  drk_modfile_dyn_dim_t *dd = (void *)cur; cur += align16(r->nbd * sizeof *dd);
+  drk_modfile_bucket_t *bb = (void *)cur; cur += align16(r->nbb * sizeof *bb);
+  drk_modfile_dyn_axis_t *aa = (void *)cur;
 
   m->format_version = r->version;
   if ((res = read_provenance(r, m)) || (res = read_params(r, ps)) || (res = read_kernels(r, ks, ps)) ||
@@ -1118,6 +1244,12 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
   }
   m->auto_version = r->auto_version;
   if (r->auto_version == DRK_MODFILE_AUTO_VERSION && (res = read_auto(r, m, ag, ao))) goto fail;
+  if (r->seen[SEC_BUCKETS]) {
+    if ((res = read_buckets(r, dd, bb, aa))) goto fail;
+    m->dyn_dims = dd, m->n_dyn_dims = (uint32_t)r->nbd;
+    m->buckets = bb, m->n_buckets = (uint32_t)r->nbb;
+    m->dyn_axes = aa, m->n_dyn_axes = (uint32_t)r->nba;
+  }
   char verr[400];
   if (drk_modfile_validate(m, verr, sizeof verr)) {
     set_err(err, n, "inconsistent module: %s", verr);

@@ -32,6 +32,12 @@
 #include "drk/drkrt.h"
 
 #define DRK_MODFILE_FORMAT_VERSION 1u
+/* Modules with shape buckets (drkc --dynamic, the BUCKETS section) are format version 2, so
+ * that a reader that predates them refuses them with its version message instead of running
+ * the first bucket's kernels with every bucket's records. Static modules stay version 1. */
+#define DRK_MODFILE_FORMAT_VERSION_DYNAMIC 2u
+#define DRK_MODFILE_MAX_DYN_DIMS 8
+#define DRK_MODFILE_MAX_BUCKETS 256
 #define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
 #define DRK_MODFILE_AUTO_VERSION 1u /* of the PRECISION_AUTO section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
@@ -177,6 +183,28 @@ typedef struct drk_modfile_node_prec {
   uint8_t from;       /* a Cast: the code of its input's dtype; else NONE */
 } drk_modfile_node_prec_t;
 
+/* A dynamic dim (drkc --dynamic=NAME=LO..HI): the sizes a run may give it. */
+typedef struct drk_modfile_dyn_dim {
+  const char *name;
+  int64_t lo, hi; /* 1 <= lo <= hi */
+} drk_modfile_dyn_dim_t;
+
+/* Where a dynamic dim appears: axis `axis` of tensor `tensor`, which numbers one bucket's
+ * tensors, its inputs first (0 .. inputs-1), then its outputs. */
+typedef struct drk_modfile_dyn_axis {
+  uint32_t tensor, axis, dim;
+} drk_modfile_dyn_axis_t;
+
+/* One shape bucket: a plan compiled for these sizes of the dynamic dims. Its kernels are
+ * kernels[first_kernel .. first_kernel + n_kernels) (the buckets partition the table in
+ * order); its tensors are inputs[b * per_bucket_inputs ...] and outputs[b * ...]; it uses
+ * arena bytes [0, arena_size) (<= the module's arena_size; the weights are shared). */
+typedef struct drk_modfile_bucket {
+  int64_t size[DRK_MODFILE_MAX_DYN_DIMS]; /* one per dynamic dim, 0 past n_dyn_dims */
+  uint64_t arena_size;
+  uint32_t first_kernel, n_kernels;
+} drk_modfile_bucket_t;
+
 typedef struct drk_modfile_provenance {
   const char *drkc_version;  /* "0.1.0" */
   const char *command_line;  /* as typed, arguments joined by spaces */
@@ -243,6 +271,15 @@ typedef struct drk_modfile {
    * returns weights = NULL, and the runtime needs drk_module_load_weights. */
   const char *weights_file;
   uint8_t weights_sha256[32];
+  /* The BUCKETS section (format version 2; docs/module-format.md): n_buckets 0 for a static
+   * module. With buckets, kernels/inputs/outputs hold every bucket's records, bucket after
+   * bucket (n_inputs and n_outputs are multiples of n_buckets), and there is no PRECISION. */
+  uint32_t n_dyn_dims;
+  const drk_modfile_dyn_dim_t *dyn_dims;
+  uint32_t n_buckets;
+  const drk_modfile_bucket_t *buckets;
+  uint32_t n_dyn_axes;
+  const drk_modfile_dyn_axis_t *dyn_axes;
 } drk_modfile_t;
 
 typedef enum drk_modfile_result {

@@ -32,6 +32,11 @@ typedef struct drk_driver {
   /* Per-kernel ms of the last profiled run, n_kernels entries; NULL before one. */
   const float *(*session_kernel_ms)(const void *s);
   float (*session_last_run_ms)(const void *s);
+  /* A module with buckets: input_dims checked here (runtime/src/session.c). */
+  drk_status_t (*session_run_shapes)(void *s, const int64_t *const *input_dims);
+  /* The last run's output shape (dims: DRK_MODFILE_MAX_RANK entries) and bucket. */
+  void (*session_output_shape)(const void *s, size_t index, int64_t *out_dims, uint32_t *out_rank);
+  size_t (*session_last_bucket)(const void *s);
 } drk_driver_t;
 
 extern const drk_driver_t drk_driver_cuda; /* runtime/drivers/cuda/cuda.c */

@@ -134,15 +134,18 @@ void drk_module_destroy(drk_module_t *m) {
   drk_rt_free(&a, m, sizeof *m);
 }
 
-size_t drk_module_num_inputs(const drk_module_t *m) { return m ? m->mf->n_inputs : 0; }
-size_t drk_module_num_outputs(const drk_module_t *m) { return m ? m->mf->n_outputs : 0; }
+/* With buckets the tables hold every bucket's tensors; the graph's are one bucket's. */
+static uint32_t n_buckets(const drk_module_t *m) { return m->mf->n_buckets ? m->mf->n_buckets : 1; }
+size_t drk_module_num_inputs(const drk_module_t *m) { return m ? m->mf->n_inputs / n_buckets(m) : 0; }
+size_t drk_module_num_outputs(const drk_module_t *m) { return m ? m->mf->n_outputs / n_buckets(m) : 0; }
 size_t drk_module_num_kernels(const drk_module_t *m) { return m ? m->mf->n_kernels : 0; }
 
 static drk_status_t tensor_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out, int output) {
   size_t n = output ? drk_module_num_outputs(m) : drk_module_num_inputs(m);
   if (!m || !out || index >= n)
     return drk_rt_status(m ? &m->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", output ? "output" : "input", index, n);
-  const drk_modfile_tensor_t *t = output ? &m->mf->outputs[index] : &m->mf->inputs[index];
+  size_t last = (n_buckets(m) - 1) * n; /* the largest bucket's (the last: every dim at its range's end) */
+  const drk_modfile_tensor_t *t = output ? &m->mf->outputs[last + index] : &m->mf->inputs[last + index];
   drk_tensor_info_t info = {t->name, t->dtype, t->rank, {0}, t->size};
   for (uint32_t d = 0; d < t->rank && d < DRK_TENSOR_MAX_RANK; d++) info.dims[d] = t->dims[d];
   *out = info;
@@ -153,3 +156,33 @@ drk_status_t drk_module_input_info(const drk_module_t *m, size_t index, drk_tens
 drk_status_t drk_module_output_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info) { return tensor_info(m, index, out_info, 1); }
 const char *drk_module_kernel_name(const drk_module_t *m, size_t index) { return m && index < m->mf->n_kernels ? m->mf->kernels[index].name : NULL; }
 const char *drk_module_provenance(const drk_module_t *m) { return m ? m->provenance : ""; }
+
+size_t drk_module_num_dynamic_dims(const drk_module_t *m) { return m ? m->mf->n_dyn_dims : 0; }
+size_t drk_module_num_buckets(const drk_module_t *m) { return m ? n_buckets(m) : 0; }
+
+int drk_module_dynamic_axis(const drk_module_t *m, int output, size_t index, uint32_t axis) {
+  if (!m) return -1;
+  size_t t = output ? drk_module_num_inputs(m) + index : index;
+  for (uint32_t j = 0; j < m->mf->n_dyn_axes; j++)
+    if (m->mf->dyn_axes[j].tensor == t && m->mf->dyn_axes[j].axis == axis) return (int)m->mf->dyn_axes[j].dim;
+  return -1;
+}
+
+const char *drk_module_dynamic_dim(const drk_module_t *m, size_t i, int64_t *out_lo, int64_t *out_hi) {
+  if (!m || i >= m->mf->n_dyn_dims) return NULL;
+  if (out_lo) *out_lo = m->mf->dyn_dims[i].lo;
+  if (out_hi) *out_hi = m->mf->dyn_dims[i].hi;
+  return m->mf->dyn_dims[i].name;
+}
+
+drk_status_t drk_module_bucket_info(const drk_module_t *m, size_t b, int64_t *out_sizes, size_t *out_first_kernel,
+                                    size_t *out_n_kernels) {
+  if (!m || b >= n_buckets(m))
+    return drk_rt_status(m ? &m->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "bucket %zu out of range (module has %zu)", b,
+                         m ? (size_t)n_buckets(m) : 0);
+  const drk_modfile_t *mf = m->mf;
+  for (uint32_t d = 0; out_sizes && d < mf->n_dyn_dims; d++) out_sizes[d] = mf->buckets[b].size[d];
+  if (out_first_kernel) *out_first_kernel = mf->n_buckets ? mf->buckets[b].first_kernel : 0;
+  if (out_n_kernels) *out_n_kernels = mf->n_buckets ? mf->buckets[b].n_kernels : mf->n_kernels;
+  return NULL;
+}

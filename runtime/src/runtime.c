@@ -124,8 +124,10 @@ void drk_session_destroy(drk_session_t *s) {
 
 static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output) {
   if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "bind: session is NULL");
-  const drk_modfile_tensor_t *ts = output ? s->mf->outputs : s->mf->inputs;
-  size_t n = output ? s->mf->n_outputs : s->mf->n_inputs;
+  /* with buckets: the graph's tensors, bound at most at the largest bucket's size (the last) */
+  size_t nb = s->mf->n_buckets ? s->mf->n_buckets : 1;
+  size_t n = (output ? s->mf->n_outputs : s->mf->n_inputs) / nb;
+  const drk_modfile_tensor_t *ts = (output ? s->mf->outputs : s->mf->inputs) + (nb - 1) * n;
   const char *what = output ? "output" : "input";
   if (index >= n) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", what, index, n);
   if (!ptr && size == 0) { /* unbind: the tensor stays in the arena */
@@ -134,7 +136,7 @@ static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size,
     session_give(s);
     return NULL;
   }
-  if (!ptr || size != ts[index].size)
+  if (!ptr || (s->mf->n_buckets ? size > ts[index].size : size != ts[index].size))
     return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu ('%s'): bound %zu bytes at %p, the tensor has %llu bytes", what, index, ts[index].name, size, ptr, (unsigned long long)ts[index].size);
   if (kind != DRK_MEMORY_HOST && kind != DRK_MEMORY_DEVICE) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s %zu: unknown memory kind %d", what, index, (int)kind);
   if (!session_take(s)) return session_in_use(s, "bind");
@@ -148,11 +150,34 @@ drk_status_t drk_session_bind_output(drk_session_t *s, size_t index, void *ptr, 
 
 drk_status_t drk_session_run(drk_session_t *s) {
   if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_run: session is NULL");
+  if (s->mf->n_buckets)
+    return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "the module has shape buckets (drkc --dynamic): "
+                         "run it with drk_session_run_shapes and the inputs' actual dims");
   if (!session_take(s)) return session_in_use(s, "drk_session_run");
   drk_status_t st = s->drv->session_run(s->impl);
   session_give(s);
   return st;
 }
+
+drk_status_t drk_session_run_shapes(drk_session_t *s, const int64_t *const *input_dims) {
+  if (!s || !input_dims)
+    return drk_rt_status(s ? &s->rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_run_shapes: NULL argument");
+  if (!session_take(s)) return session_in_use(s, "drk_session_run_shapes");
+  drk_status_t st = s->drv->session_run_shapes(s->impl, input_dims);
+  session_give(s);
+  return st;
+}
+
+drk_status_t drk_session_output_shape(const drk_session_t *s, size_t index, int64_t *out_dims, uint32_t *out_rank) {
+  size_t n = s ? s->mf->n_outputs / (s->mf->n_buckets ? s->mf->n_buckets : 1) : 0;
+  if (!s || !out_dims || !out_rank || index >= n)
+    return drk_rt_status(s ? &s->rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_output_shape: output %zu of %zu, "
+                         "or a NULL argument", index, n);
+  s->drv->session_output_shape(s->impl, index, out_dims, out_rank);
+  return NULL;
+}
+
+size_t drk_session_last_bucket(const drk_session_t *s) { return s ? s->drv->session_last_bucket(s->impl) : 0; }
 
 drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled) {
   if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_set_profiling: session is NULL");

@@ -26,6 +26,10 @@ typedef struct drk_rt_binding {
 #define DRK_RT_EVENT_RUN_END(n_kernels) ((n_kernels) + 2)
 #define DRK_RT_EVENT_COUNT(n_kernels) ((n_kernels) + 3)
 
+/* Captured launch sequences a session keeps: one per bucket (the module reader allows no more
+ * buckets than this). */
+#define DRK_RT_MAX_GRAPHS DRK_MODFILE_MAX_BUCKETS
+
 typedef struct drk_rt_session_ops {
   size_t size; /* of the driver's session struct, which starts with drk_rt_session_t */
   /* After the host tables: makes the device current, loads code, allocates the arena
@@ -40,11 +44,13 @@ typedef struct drk_rt_session_ops {
   drk_status_t (*copy)(drk_rt_session_t *s, uint64_t offset, const drk_rt_binding_t *b, int output);
   drk_status_t (*launch)(drk_rt_session_t *s, uint32_t k);
   drk_status_t (*begin_capture)(drk_rt_session_t *s);
-  /* Ends the capture; with `instantiate`, makes the graph runnable (else only ends it). */
+  /* Ends the capture into graph s->graph; with `instantiate`, makes it runnable (else only
+   * ends it). */
   drk_status_t (*end_capture)(drk_rt_session_t *s, int instantiate);
-  drk_status_t (*replay)(drk_rt_session_t *s);
+  drk_status_t (*replay)(drk_rt_session_t *s); /* graph s->graph */
   drk_status_t (*sync)(drk_rt_session_t *s, int run); /* run = 0: after session creation */
   drk_status_t (*elapsed)(drk_rt_session_t *s, float *out_ms, uint32_t from, uint32_t to);
+  drk_status_t (*zero)(drk_rt_session_t *s, uint64_t offset, uint64_t size); /* arena bytes to 0 */
 } drk_rt_session_ops_t;
 
 struct drk_rt_session {
@@ -61,7 +67,12 @@ struct drk_rt_session {
   size_t pstore_size, n_param_ptrs;
   uint64_t arena;        /* device address of the arena */
   int can_capture;       /* set by the driver: capture the launch sequence at creation */
-  int has_graph;         /* a captured graph replays the kernels */
+  int has_graph;         /* a captured graph replays the kernels (one per bucket) */
+  uint32_t graph;        /* the graph end_capture fills and replay runs: the bucket's */
+  /* modules with buckets (mf->n_buckets; a static module counts as one bucket) */
+  uint32_t n_in, n_out;  /* the graph's inputs and outputs (per bucket) */
+  uint32_t bucket;       /* the last run's */
+  int64_t *out_dims;     /* n_out * DRK_MODFILE_MAX_RANK: the last run's output shapes */
   drk_rt_binding_t *inputs, *outputs;
   float *kernel_ms;
   float last_ms;
@@ -88,6 +99,9 @@ void drk_rt_session_fill_params(drk_rt_session_t *s);
 void drk_rt_session_destroy(void *s);
 void drk_rt_session_bind(void *s, size_t index, void *ptr, size_t size, drk_memory_kind_t kind, int output);
 drk_status_t drk_rt_session_run(void *s);
+drk_status_t drk_rt_session_run_shapes(void *s, const int64_t *const *input_dims);
+void drk_rt_session_output_shape(const void *s, size_t index, int64_t *out_dims, uint32_t *out_rank);
+size_t drk_rt_session_last_bucket(const void *s);
 void drk_rt_session_set_profiling(void *s, int enabled);
 const float *drk_rt_session_kernel_ms(const void *s);
 float drk_rt_session_last_run_ms(const void *s);

@@ -135,8 +135,8 @@ typedef struct cuda_session {
   drk_cu_function_t *funcs; /* per kernel */
   char **ptx_copies;        /* NUL-terminated PTX for standalone PTX images, per slot */
   size_t *ptx_sizes;
-  drk_cu_graph_t graph;
-  drk_cu_graph_exec_t exec;
+  drk_cu_graph_t graph[DRK_RT_MAX_GRAPHS]; /* per bucket (base.graph) */
+  drk_cu_graph_exec_t exec[DRK_RT_MAX_GRAPHS];
   drk_cu_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
   drk_cu_stream_t stream;  /* the session's own: sessions run from several threads at once */
 } cuda_session_t;
@@ -346,8 +346,10 @@ static void cuda_release(drk_rt_session_t *bs) {
     rt->cu.StreamSynchronize(s->stream); /* nothing of this session may still run on its arena */
     rt->cu.StreamDestroy(s->stream);
   }
-  if (s->exec) rt->cu.GraphExecDestroy(s->exec);
-  if (s->graph) rt->cu.GraphDestroy(s->graph);
+  for (uint32_t g = 0; g < DRK_RT_MAX_GRAPHS; g++) {
+    if (s->exec[g]) rt->cu.GraphExecDestroy(s->exec[g]);
+    if (s->graph[g]) rt->cu.GraphDestroy(s->graph[g]);
+  }
   if (s->events)
     for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
       if (s->events[i]) rt->cu.EventDestroy(s->events[i]);
@@ -388,6 +390,12 @@ static drk_status_t cuda_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt
   return r ? cu_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
 }
 
+static drk_status_t cuda_zero(drk_rt_session_t *s, uint64_t offset, uint64_t size) {
+  cuda_rt_t *rt = rt_of(s);
+  drk_cu_result_t r = rt->cu.MemsetD8Async(s->arena + offset, 0, (size_t)size, ((cuda_session_t *)s)->stream);
+  return r ? cu_error(rt, r, "cuMemsetD8Async (padding)", NULL) : NULL;
+}
+
 static drk_status_t cuda_begin_capture(drk_rt_session_t *s) {
   cuda_rt_t *rt = rt_of(s);
   drk_cu_result_t r = rt->cu.StreamBeginCapture(((cuda_session_t *)s)->stream, DRK_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -397,15 +405,16 @@ static drk_status_t cuda_begin_capture(drk_rt_session_t *s) {
 static drk_status_t cuda_end_capture(drk_rt_session_t *bs, int instantiate) {
   cuda_session_t *s = (cuda_session_t *)bs;
   cuda_rt_t *rt = rt_of(bs);
-  drk_cu_result_t r = rt->cu.StreamEndCapture(s->stream, &s->graph);
+  uint32_t g = bs->graph;
+  drk_cu_result_t r = rt->cu.StreamEndCapture(s->stream, &s->graph[g]);
   if (r) return cu_error(rt, r, "cuStreamEndCapture", NULL);
-  if (instantiate && (r = rt->cu.GraphInstantiate(&s->exec, s->graph, 0))) return cu_error(rt, r, "cuGraphInstantiateWithFlags", NULL);
+  if (instantiate && (r = rt->cu.GraphInstantiate(&s->exec[g], s->graph[g], 0))) return cu_error(rt, r, "cuGraphInstantiateWithFlags", NULL);
   return NULL;
 }
 
 static drk_status_t cuda_replay(drk_rt_session_t *s) {
   cuda_rt_t *rt = rt_of(s);
-  drk_cu_result_t r = rt->cu.GraphLaunch(((cuda_session_t *)s)->exec, ((cuda_session_t *)s)->stream);
+  drk_cu_result_t r = rt->cu.GraphLaunch(((cuda_session_t *)s)->exec[s->graph], ((cuda_session_t *)s)->stream);
   return r ? cu_error(rt, r, "cuGraphLaunch", NULL) : NULL;
 }
 
@@ -426,7 +435,7 @@ static drk_status_t cuda_elapsed(drk_rt_session_t *s, float *out_ms, uint32_t fr
 
 static const drk_rt_session_ops_t cuda_session_ops = {
     sizeof(cuda_session_t), cuda_init, cuda_release, cuda_enter, cuda_record, cuda_copy, cuda_launch,
-    cuda_begin_capture, cuda_end_capture, cuda_replay, cuda_sync, cuda_elapsed,
+    cuda_begin_capture, cuda_end_capture, cuda_replay, cuda_sync, cuda_elapsed, cuda_zero,
 };
 
 static drk_status_t cuda_session_create(void *rtv, const drk_module_t *m, void **out_session) {
@@ -437,5 +446,6 @@ static drk_status_t cuda_session_create(void *rtv, const drk_module_t *m, void *
 const drk_driver_t drk_driver_cuda = {
     "CUDA", cuda_runtime_create, cuda_runtime_destroy, cuda_device_name, cuda_device_sm, cuda_device_arch,
     cuda_session_create, drk_rt_session_destroy, drk_rt_session_bind, drk_rt_session_run, drk_rt_session_set_profiling,
-    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms,
+    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms, drk_rt_session_run_shapes, drk_rt_session_output_shape,
+    drk_rt_session_last_bucket,
 };

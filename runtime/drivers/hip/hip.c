@@ -213,8 +213,8 @@ typedef struct hip_session {
   drk_rt_session_t base;
   drk_hip_module_t *mods;    /* per slot */
   drk_hip_function_t *funcs; /* per kernel */
-  drk_hip_graph_t graph;
-  drk_hip_graph_exec_t exec;
+  drk_hip_graph_t graph[DRK_RT_MAX_GRAPHS]; /* per bucket (base.graph) */
+  drk_hip_graph_exec_t exec[DRK_RT_MAX_GRAPHS];
   drk_hip_event_t *events; /* DRK_RT_EVENT_COUNT(n_kernels) */
   drk_hip_stream_t stream; /* the session's own: sessions run from several threads at once */
 } hip_session_t;
@@ -390,8 +390,10 @@ static void hip_release(drk_rt_session_t *bs) {
     rt->hip.StreamSynchronize(s->stream); /* nothing of this session may still run on its arena */
     rt->hip.StreamDestroy(s->stream);
   }
-  if (s->exec) rt->hip.GraphExecDestroy(s->exec);
-  if (s->graph) rt->hip.GraphDestroy(s->graph);
+  for (uint32_t g = 0; g < DRK_RT_MAX_GRAPHS; g++) {
+    if (s->exec[g]) rt->hip.GraphExecDestroy(s->exec[g]);
+    if (s->graph[g]) rt->hip.GraphDestroy(s->graph[g]);
+  }
   if (s->events)
     for (uint32_t i = 0; i < DRK_RT_EVENT_COUNT(nk); i++)
       if (s->events[i]) rt->hip.EventDestroy(s->events[i]);
@@ -427,6 +429,12 @@ static drk_status_t hip_copy(drk_rt_session_t *s, uint64_t offset, const drk_rt_
   return r ? hip_error(rt, r, output ? "copying out" : "copying in", NULL) : NULL;
 }
 
+static drk_status_t hip_zero(drk_rt_session_t *s, uint64_t offset, uint64_t size) {
+  hip_rt_t *rt = rt_of(s);
+  drk_hip_error_t r = rt->hip.MemsetD8Async(at(s, offset), 0, (size_t)size, stream_of(s));
+  return r ? hip_error(rt, r, "hipMemsetD8Async (padding)", NULL) : NULL;
+}
+
 static drk_status_t hip_begin_capture(drk_rt_session_t *s) {
   hip_rt_t *rt = rt_of(s);
   drk_hip_error_t r = rt->hip.StreamBeginCapture(stream_of(s), DRK_HIP_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -436,15 +444,16 @@ static drk_status_t hip_begin_capture(drk_rt_session_t *s) {
 static drk_status_t hip_end_capture(drk_rt_session_t *bs, int instantiate) {
   hip_session_t *s = (hip_session_t *)bs;
   hip_rt_t *rt = rt_of(bs);
-  drk_hip_error_t r = rt->hip.StreamEndCapture(s->stream, &s->graph);
+  uint32_t g = bs->graph;
+  drk_hip_error_t r = rt->hip.StreamEndCapture(s->stream, &s->graph[g]);
   if (r) return hip_error(rt, r, "hipStreamEndCapture", NULL);
-  if (instantiate && (r = rt->hip.GraphInstantiateWithFlags(&s->exec, s->graph, 0))) return hip_error(rt, r, "hipGraphInstantiateWithFlags", NULL);
+  if (instantiate && (r = rt->hip.GraphInstantiateWithFlags(&s->exec[g], s->graph[g], 0))) return hip_error(rt, r, "hipGraphInstantiateWithFlags", NULL);
   return NULL;
 }
 
 static drk_status_t hip_replay(drk_rt_session_t *s) {
   hip_rt_t *rt = rt_of(s);
-  drk_hip_error_t r = rt->hip.GraphLaunch(((hip_session_t *)s)->exec, stream_of(s));
+  drk_hip_error_t r = rt->hip.GraphLaunch(((hip_session_t *)s)->exec[s->graph], stream_of(s));
   return r ? hip_error(rt, r, "hipGraphLaunch", NULL) : NULL;
 }
 
@@ -465,7 +474,7 @@ static drk_status_t hip_elapsed(drk_rt_session_t *s, float *out_ms, uint32_t fro
 
 static const drk_rt_session_ops_t hip_session_ops = {
     sizeof(hip_session_t), hip_init, hip_release, hip_enter, hip_record, hip_copy, hip_launch,
-    hip_begin_capture, hip_end_capture, hip_replay, hip_sync, hip_elapsed,
+    hip_begin_capture, hip_end_capture, hip_replay, hip_sync, hip_elapsed, hip_zero,
 };
 
 static drk_status_t hip_session_create(void *rtv, const drk_module_t *m, void **out_session) {
@@ -476,5 +485,6 @@ static drk_status_t hip_session_create(void *rtv, const drk_module_t *m, void **
 const drk_driver_t drk_driver_hip = {
     "HIP", hip_runtime_create, hip_runtime_destroy, hip_device_name, hip_device_sm, hip_device_arch,
     hip_session_create, drk_rt_session_destroy, drk_rt_session_bind, drk_rt_session_run, drk_rt_session_set_profiling,
-    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms,
+    drk_rt_session_kernel_ms, drk_rt_session_last_run_ms, drk_rt_session_run_shapes, drk_rt_session_output_shape,
+    drk_rt_session_last_bucket,
 };

@@ -171,7 +171,8 @@ typedef enum drk_memory_kind {
 } drk_memory_kind_t;
 
 /* Binds a caller buffer to graph input/output `index`. size must equal the tensor's
- * size_bytes. Bound memory is borrowed until rebound or the session is destroyed. Inputs
+ * size_bytes (a module with buckets: at most that; drk_session_run_shapes checks it against
+ * the actual shape). Bound memory is borrowed until rebound or the session is destroyed. Inputs
  * are copied into the arena before the graph runs, outputs out of it afterwards.
  * ptr NULL with size 0 unbinds: runs then leave that tensor in the arena (an input keeps
  * its last contents, an output is not copied out). */
@@ -192,6 +193,33 @@ drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled);
 drk_status_t drk_session_kernel_times(const drk_session_t *s, float *out_ms, size_t n);
 /* Milliseconds the last run took on the GPU (copies + kernels), from events. */
 drk_status_t drk_session_last_run_ms(const drk_session_t *s, float *out_ms);
+
+/* ---- modules with shape buckets (drkc --dynamic; docs/dynamic-shapes.md) ----
+ * Such a module holds one plan per bucket of sizes of its dynamic dims. Its inputs and outputs
+ * are the graph's (drk_module_num_inputs), described at the largest bucket (input_info: the
+ * biggest shape a run may give). A run gives the actual shapes: the smallest bucket holding
+ * them runs, on the inputs zero-padded up to it, and the outputs are sliced back; bound buffers
+ * hold the actual shapes' bytes. Static modules have 0 dynamic dims and 1 bucket. */
+size_t drk_module_num_dynamic_dims(const drk_module_t *m);
+/* Name and range of dynamic dim i (NULL if out of range); out_lo/out_hi may be NULL. */
+const char *drk_module_dynamic_dim(const drk_module_t *m, size_t i, int64_t *out_lo, int64_t *out_hi);
+size_t drk_module_num_buckets(const drk_module_t *m);
+/* Which dynamic dim axis `axis` of input (output = 0) or output (1) `index` is, or -1. */
+int drk_module_dynamic_axis(const drk_module_t *m, int output, size_t index, uint32_t axis);
+/* The sizes of bucket b's dynamic dims (num_dynamic_dims entries) and its kernel range. */
+drk_status_t drk_module_bucket_info(const drk_module_t *m, size_t b, int64_t *out_sizes, size_t *out_first_kernel,
+                                    size_t *out_n_kernels);
+
+/* drk_session_run at the actual shapes: input_dims[i] holds input i's dims (its rank as the
+ * module says). Each dynamic dim must be in its range (DRK_STATUS_INVALID_ARGUMENT naming the
+ * dim, its size and the range otherwise), every other dim as the module has it, and every
+ * bound buffer exactly the actual shape's bytes. On a static module the dims must be the
+ * module's. Replays the bucket's own CUDA graph. */
+drk_status_t drk_session_run_shapes(drk_session_t *s, const int64_t *const *input_dims);
+/* After a run: output i's actual dims (out_dims: DRK_TENSOR_MAX_RANK entries) and rank, and
+ * the bucket that ran (0 on a static module). */
+drk_status_t drk_session_output_shape(const drk_session_t *s, size_t index, int64_t *out_dims, uint32_t *out_rank);
+size_t drk_session_last_bucket(const drk_session_t *s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,38 @@
+/* Whether padding dynamic dims is exact (drkc --dynamic, docs/dynamic-shapes.md).
+ *
+ * A module compiled for a shape bucket runs an actual shape by zero-padding its inputs up to
+ * the bucket's sizes and slicing the outputs back. That is exact when no op mixes values
+ * along a padded axis: every element of the result at an index inside the actual shape then
+ * depends only on input elements inside it. drk_pass_check_padding proves it on the graph
+ * with the dynamic dims still symbolic (after drk_pass_pipeline_canonicalize, every other
+ * symbolic dim bound), or reports each node where it cannot, naming the node, the dim and
+ * why: "not implemented: exact padding of seq through %Softmax_0_out = Softmax (Softmax over
+ * it)". What it accepts:
+ *   - elementwise ops (any broadcasting), Transpose, Squeeze, Unsqueeze, Expand, Identity;
+ *   - Reshape/Flatten that keep every dynamic axis as an axis of its own, with the same
+ *     static element counts between them (so element (.., i, ..) keeps its place);
+ *   - MatMul/Gemm not contracting over a padded axis; Softmax, LogSoftmax, norms, reductions,
+ *     ArgMax, CumSum, TopK not over one; Concat/Split along other axes;
+ *   - Slice of other axes, or of a static axis from 0 with step 1 up to a dynamic size (a
+ *     causal mask cut to [:seq, :seq]); Gather along a static axis with indices that are a
+ *     graph input (its padding is zeros, a valid index) or a cast/view of one;
+ *   - Conv, pools, group/instance/batch norms, Resize, Trilu... when only axis 0 is padded;
+ *   - Shape/Size of a padded value only where the size shapes something (a Reshape or Expand
+ *     shape, ConstantOfShape, a Slice end, a Range limit), never as data.
+ * Every graph output's padded axes must each be one dynamic dim (to slice it back).
+ * Requires: shapes inferred; dims named in dyn are the only symbolic ones (others are
+ * treated as products of dynamic dims: conservative). Guarantees: nothing is changed. */
+#ifndef DRK_PASSES_PAD_EXACT_H
+#define DRK_PASSES_PAD_EXACT_H
+
+#include <stdbool.h>
+
+#include "ir/graph.h"
+
+#define DRK_PAD_MAX_DIMS 8
+
+/* True when padding every dim named in dyn[0..n) is exact for g; otherwise reports every
+ * node in the way (errors through d) and returns false. */
+bool drk_pass_check_padding(const drk_graph_t *g, const char *const *dyn, int n, drk_diag_t *d);
+
+#endif

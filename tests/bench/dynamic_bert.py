@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""drkc --dynamic on BERT-base (issue 21): one module for a range of batch sizes, against
+exact-shape modules, on the GPU.
+
+BERT-base (12 x 768, 12 heads, FFN 3072, vocab 30522, 512 positions; random weights from a fixed
+seed, built with the onnx package as torch exports it: embeddings, padding mask, post-LN layers)
+with symbolic `batch` and `seq`, compiled at --target=sm_90a --precision=fp16
+--fusion-aggressiveness=3:
+
+  1. --dynamic=batch=1..32,seq=1..512: drkc's answer is printed (today: padding seq is refused,
+     "not implemented: exact padding of seq through ... (Softmax over it)": the flash kernel
+     does not take the actual key count at run time yet);
+  2. for seq 128 and 512: --dynamic=batch=1..32 --bind=seq=S (buckets 1, 2, 4, 8, 16, 32), its
+     size against the sum of the six exact-shape modules of the buckets (--bind=batch=B,seq=S);
+  3. drkrun's resident median (kernels only, tensors on the GPU) at 8 points (batch, seq):
+     at a bucket size (8 and 32: the dynamic module must be within 10% of the exact-shape one)
+     and at the worst padding (5 -> 8, 17 -> 32, 3 -> 4: reported against the exact module of
+     the actual batch), the inputs the same .pb files for both; plus each run's output against
+     the exact module's (drkrun --output-dir; relative L2, fp16: <= 1e-2).
+
+A line per point goes to stdout and OUT/results.json. --small: 2 layers, hidden 128, seq 32 and
+64, batch 1..8 (tries the script out; drkrun fails without a GPU, said per point).
+usage: dynamic_bert.py --out DIR --drkc PATH --drkrun PATH [--small] [--iters N]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+import gen_models as gm  # noqa: E402
+
+FLAGS = ["--target=sm_90a", "--precision=fp16", "--fusion-aggressiveness=3"]
+
+
+def build_bert(layers, hidden, heads, ffn, vocab=30522, max_pos=512):
+    b = gm.Builder("bert_dyn", seed=2121)
+    hd = hidden // heads
+    ids = b.input("input_ids", TensorProto.INT64, ["batch", "seq"])
+    mask = b.input("attention_mask", TensorProto.INT64, ["batch", "seq"])
+    word = b.weight([vocab, hidden], scale=0.02, base="word_emb")
+    pos = b.weight([max_pos, hidden], scale=0.02, base="pos_emb")
+    e = b.op("Gather", [word, ids], axis=0)
+    seq = b.dim(ids, 1)
+    p = b.op("Slice", [pos, b.i64([0], "starts"), seq, b.i64([0], "axes")])
+    x = b.layer_norm(b.op("Add", [e, p]), hidden, 1e-12)
+    m = b.op("Unsqueeze", [mask, b.i64([1, 2], "axes")])
+    m = b.op("Mul", [b.op("Sub", [b.f32(1.0, "one"), b.op("Cast", [m], to=TensorProto.FLOAT)]), b.f32(-10000.0, "neg")])
+    for _ in range(layers):
+        q = b.split_heads(b.linear(x, hidden, hidden, "q"), heads, hd)
+        k = b.split_heads(b.linear(x, hidden, hidden, "k"), heads, hd)
+        v = b.split_heads(b.linear(x, hidden, hidden, "v"), heads, hd)
+        kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
+        s = b.op("Add", [b.op("Div", [b.op("MatMul", [q, kt]), b.f32(np.sqrt(hd), "sqrt_d")]), m])
+        ctx = b.merge_heads(b.op("MatMul", [b.op("Softmax", [s], axis=-1), v]), hidden)
+        h1 = b.layer_norm(b.op("Add", [b.linear(ctx, hidden, hidden, "o"), x]), hidden, 1e-12)
+        f = b.linear(h1, hidden, ffn, "ffn_in")
+        g = b.op("Mul", [b.op("Mul", [f, b.op("Add", [b.op("Erf", [b.op("Div", [f, b.f32(1.4142135381698608, "sqrt2")])]),
+                                                      b.f32(1.0, "one")])]), b.f32(0.5, "half")])
+        x = b.layer_norm(b.op("Add", [b.linear(g, ffn, hidden, "ffn_out"), h1]), hidden, 1e-12)
+    b.op("Identity", [x], out="last_hidden_state")
+    b.output("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", hidden])
+    return b.model()
+
+
+def write_inputs(d, batch, seq, vocab, seed):
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, vocab, size=(batch, seq), dtype=np.int64)
+    mask = np.ones((batch, seq), dtype=np.int64)
+    for i in range(batch):  # some padding: a real batch of sentences
+        mask[i, seq - (i * 13) % (seq // 2):] = 0
+    for i, (n, a) in enumerate((("input_ids", ids), ("attention_mask", mask))):
+        with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+
+def run(cmd, timeout):
+    t = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr, time.time() - t
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout} s", time.time() - t
+
+
+def compile_module(drkc, onnx_path, out, extra, timeout=300):
+    if os.path.exists(out):
+        return True, "cached"
+    rc, so, se, sec = run([drkc, onnx_path, *FLAGS, *extra, "-o", out, "-q"], timeout)
+    return rc == 0, (se.strip().splitlines() or ["?"])[-1] if rc else f"{sec:.1f} s"
+
+
+def drkrun_median(drkrun, drkm, in_dir, out_dir, iters):
+    rc, so, se, _ = run([drkrun, drkm, "--input-dir", in_dir, "--output-dir", out_dir, "--iters", str(iters)], 300)
+    m = re.search(r"resident latency.*median ([0-9.]+) ms", so)
+    b = re.search(r"-> bucket \d+: (.*)", so)
+    if rc or not m:
+        return None, (se.strip().splitlines() or ["drkrun failed"])[-1], None
+    return float(m.group(1)), None, b.group(1).strip() if b else None
+
+
+def rel_l2(a_dir, b_dir):
+    a = numpy_helper.to_array(onnx.load_tensor(os.path.join(a_dir, "output_0.pb"))).astype(np.float64)
+    b = numpy_helper.to_array(onnx.load_tensor(os.path.join(b_dir, "output_0.pb"))).astype(np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--drkc", required=True)
+    ap.add_argument("--drkrun", required=True)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--iters", type=int, default=200)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if a.small:
+        cfg, seqs, bmax = dict(layers=2, hidden=128, heads=4, ffn=512), (32, 64), 8
+        points = [(1, 32), (3, 32), (4, 32), (8, 32), (5, 64), (8, 64), (2, 64), (7, 64)]
+    else:
+        cfg, seqs, bmax = dict(layers=12, hidden=768, heads=12, ffn=3072), (128, 512), 32
+        points = [(1, 128), (5, 128), (8, 128), (17, 128), (32, 128), (3, 512), (8, 512), (32, 512)]
+    buckets = [b for b in (1, 2, 4, 8, 16, 32) if b < bmax] + [bmax]
+    model = os.path.join(a.out, "bert.onnx")
+    if not os.path.exists(model):
+        onnx.save(build_bert(**cfg), model)
+    results = {"config": cfg, "flags": FLAGS, "points": [], "sizes": {}}
+
+    # 1. both dims dynamic: drkc's answer
+    rc, so, se, _ = run([a.drkc, model, *FLAGS, f"--dynamic=batch=1..{bmax},seq=1..{max(seqs)}",
+                         "-o", os.path.join(a.out, "both.drkm"), "-q"], 300)
+    first = (se.strip().splitlines() or ["compiled"])[0]
+    print(f"dynamic batch and seq: {'compiled' if rc == 0 else 'refused: ' + first}")
+    results["both_dims"] = "compiled" if rc == 0 else first
+
+    # 2. dynamic batch per seq, sizes against the exact modules of the buckets
+    for s in seqs:
+        dyn = os.path.join(a.out, f"dyn_s{s}.drkm")
+        ok, msg = compile_module(a.drkc, model, dyn, [f"--dynamic=batch=1..{bmax}", f"--bind=seq={s}"], 900)
+        exact = 0
+        for b in buckets:
+            e = os.path.join(a.out, f"exact_b{b}_s{s}.drkm")
+            eok, emsg = compile_module(a.drkc, model, e, [f"--bind=batch={b},seq={s}"])
+            exact += os.path.getsize(e) if eok else 0
+        size = os.path.getsize(dyn) if ok else 0
+        results["sizes"][s] = {"dynamic": size, "exact_sum": exact, "buckets": buckets, "error": None if ok else msg}
+        print(f"seq {s}: dynamic module {size / 1e6:.1f} MB, the {len(buckets)} exact-shape modules {exact / 1e6:.1f} MB"
+              f" together ({exact / size if size else 0:.2f}x){'' if ok else ' ERROR ' + msg}")
+
+    # 3. latency at the points
+    for b, s in points:
+        tag = f"b{b}_s{s}"
+        d = os.path.join(a.out, "in_" + tag)
+        write_inputs(d, b, s, 30522, seed=b * 1000 + s)
+        e = os.path.join(a.out, f"exact_b{b}_s{s}.drkm")
+        compile_module(a.drkc, model, e, [f"--bind=batch={b},seq={s}"])
+        bucket = next(x for x in buckets if x >= b)
+        t_dyn, err_d, picked = drkrun_median(a.drkrun, os.path.join(a.out, f"dyn_s{s}.drkm"), d,
+                                             os.path.join(a.out, "out_dyn_" + tag), a.iters)
+        t_ex, err_e, _ = drkrun_median(a.drkrun, e, d, os.path.join(a.out, "out_exact_" + tag), a.iters)
+        row = {"batch": b, "seq": s, "bucket": bucket, "picked": picked, "dynamic_ms": t_dyn, "exact_ms": t_ex,
+               "error": err_d or err_e}
+        if t_dyn and t_ex:
+            row["ratio"] = t_dyn / t_ex
+            row["rel_l2"] = rel_l2(os.path.join(a.out, "out_dyn_" + tag), os.path.join(a.out, "out_exact_" + tag))
+            kind = "at the bucket size (<= 1.10 wanted)" if bucket == b else f"padded to {bucket}"
+            print(f"batch {b:3d} seq {s:4d}: dynamic {t_dyn:.4f} ms, exact {t_ex:.4f} ms, ratio {row['ratio']:.3f} {kind};"
+                  f" outputs differ by {row['rel_l2']:.2e}{'' if row['rel_l2'] <= 1e-2 else ' FAIL'}")
+        else:
+            print(f"batch {b:3d} seq {s:4d}: ERROR {row['error']}")
+        results["points"].append(row)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

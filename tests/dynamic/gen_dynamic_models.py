@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Models with symbolic dims for drkc --dynamic's tests (tests/dynamic/CMakeLists.txt).
+
+Writes OUTDIR/<name>/model.onnx for:
+  encoder   a BERT layer (tests/models/gen_models.py's bert_layer): inputs [batch, seq, 256] and
+            an attention mask [batch, seq]; batch pads exactly, seq does not (Softmax over keys)
+  cnn       conv + batch norm + relu, a 3x3 conv, max pool, global average pool, flatten and a
+            Gemm classifier over [batch, 8, 16, 16]: batch pads exactly
+  pool      mean over the tokens of [batch, seq, 16]: padding seq is NOT exact (the test shows
+            that padded results differ, so the refusal is needed)
+  tokens    a per-token block over [batch, seq, 64]: LayerNorm, MatMul, Gelu (erf), MatMul,
+            residual Add: batch and seq both pad exactly (nothing mixes tokens)
+Weights are random from fixed seeds. Usage: gen_dynamic_models.py OUTDIR
+"""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+import gen_models as gm  # noqa: E402
+
+
+def build_cnn():
+    b = gm.Builder("dyn_cnn", seed=707)
+    C, mid, HW, classes = 8, 16, 16, 10
+    x = b.input("x", gm.F32, ["batch", C, HW, HW])
+    h = b.op("Relu", [b.batch_norm(b.conv(x, C, mid, 1, bias=False), mid)])
+    h = b.op("Relu", [b.conv(h, mid, mid, 3, pad=1)])
+    h = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)
+    w = b.weight([classes, mid], scale=1.0 / np.sqrt(mid), base="fc_w")
+    b.op("Gemm", [h, w, b.bias(classes, "fc_b")], out="logits", alpha=1.0, beta=1.0, transB=1)
+    b.output("logits", gm.F32, ["batch", classes])
+    return b.model()
+
+
+def build_tokens():
+    b = gm.Builder("dyn_tokens", seed=808)
+    H, F = 64, 128
+    x = b.input("x", gm.F32, ["batch", "seq", H])
+    h = b.layer_norm(x, H, 1e-5)
+    f = b.linear(h, H, F, "fc1")
+    e = b.op("Erf", [b.op("Div", [f, b.f32(1.4142135381698608, "sqrt2")])])
+    g = b.op("Mul", [b.op("Mul", [f, b.op("Add", [e, b.f32(1.0, "one")])]), b.f32(0.5, "half")])
+    b.op("Add", [b.linear(g, F, H, "fc2"), x], out="y")
+    b.output("y", gm.F32, ["batch", "seq", H])
+    return b.model()
+
+
+def build_pool():
+    b = gm.Builder("dyn_pool", seed=909)
+    x = b.input("x", gm.F32, ["batch", "seq", 16])
+    b.op("ReduceMean", [x], out="y", axes=[1], keepdims=0)
+    b.output("y", gm.F32, ["batch", 16])
+    return b.model()
+
+
+def main():
+    out = sys.argv[1]
+    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool()}
+    for name, model in models.items():
+        onnx.checker.check_model(model, full_check=True)
+        os.makedirs(os.path.join(out, name), exist_ok=True)
+        onnx.save(model, os.path.join(out, name, "model.onnx"))
+        print(f"{name}: {len(model.graph.node)} nodes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
