@@ -39,6 +39,7 @@ typedef struct drk_compile_options {
   drk_precision_t precision;     /* --precision */
   drk_matmul_precision_t matmul; /* --matmul-precision */
   drk_layout_t layout;           /* --layout */
+  int quantize_group;            /* --quantize=int4-weight --group-size=G: G (0: no quantization) */
   bool fusion_set;               /* --fusion-aggressiveness / --max-graph-depth given */
   int fusion_level, max_depth;
   drk_sched_knobs_t knobs;           /* --schedule: knobs pinned for every kernel */

@@ -84,6 +84,10 @@ static const char usage_text[] =
     "                          model's interface keeps its dtypes\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
+    "  --quantize=int4-weight  MatMuls by a constant float weight [K, N] with K a multiple of the\n"
+    "                          group get 4-bit weights (round to nearest, a scale and zero point\n"
+    "                          per group of K), activations keep their dtype (W4A16)\n"
+    "  --group-size=G          the group of --quantize (default 128; a multiple of 16)\n"
     "  --layout=L              auto (the default: NHWC for 2-D convs computing in f16, bf16 or\n"
     "                          f8 when every target is NVIDIA) | nchw (the model's layout) |\n"
     "                          nhwc (every 2-D float conv with constant weights); the layout\n"
@@ -969,7 +973,8 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_prec[] = {"--precision", NULL}, *const o_fusion[] = {"--fusion-aggressiveness", NULL},
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
-                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL};
+                           *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL},
+                           *const o_quant[] = {"--quantize", NULL}, *const o_group[] = {"--group-size", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
@@ -1002,6 +1007,20 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
       drkc_usage_error("--precision: auto, fp32, tf32, bf16, fp16 or fp8, not '%s'", v);
       return -1;
     }
+  } else if ((v = drkc_opt_value(argc, argv, i, o_quant))) {
+    /* quantize_group < 0: --group-size came first (docs/precision.md "W4A16") */
+    if (strcmp(v, "int4-weight") != 0) {
+      drkc_usage_error("--quantize: int4-weight, not '%s'", v);
+      return -1;
+    }
+    c->quantize_group = c->quantize_group < 0 ? -c->quantize_group : c->quantize_group > 0 ? c->quantize_group : 128;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_group))) {
+    long gs = strtol(v, &end, 10);
+    if (!*v || *end || gs < 16 || gs % 16 || gs > (1 << 20)) {
+      drkc_usage_error("--group-size: a multiple of 16 (16 .. 1048576), not '%s'", v);
+      return -1;
+    }
+    c->quantize_group = c->quantize_group > 0 ? (int)gs : -(int)gs;
   } else if ((v = drkc_opt_value(argc, argv, i, o_layout))) {
     if (!drk_layout_parse(v, &c->layout)) {
       drkc_usage_error("--layout: auto, nchw or nhwc, not '%s'", v);

@@ -54,6 +54,8 @@ EXTRA = {op: {"axes": ("INTS", "ANY", 1)} for op in (
 # opset is past every real one and the importer refuses it in a model
 INTERNAL_OPSET = 1000
 EXTRA["MatMul"] = {"result_n": ("INT", "POS", INTERNAL_OPSET)}
+# drkc's own ops without an ai.onnx schema: their rows (name, kind, rule, required), all internal
+OWN = {"MatMulNBits": [("block_size", "INT", "POS", True), ("packing", "INT", "BOOL", False)]}
 BOOLS = {"keepdims", "noop_with_empty_axes", "select_last_index", "largest", "sorted", "exclusive", "reverse",
          "upper", "transA", "transB", "allowzero", "training_mode", "saturate", "detect_negative",
          "detect_positive", "ceil_mode", "count_include_pad", "exclude_outside", "antialias"}
@@ -88,6 +90,11 @@ def main():
       " * knows); ENUM (one of the allowed strings). */\n")
     for enum, op in ops:
         if op.endswith("NHWC"):
+            continue
+        if op in OWN:
+            for name, kind, rule, required in OWN[op]:
+                w("DRK_ATTR(%s, %s, %s, %s, NULL, %d, %s)\n" % (enum, name, kind, rule, INTERNAL_OPSET,
+                                                                "true" if required else "false"))
             continue
         vs = versions(op)
         s21 = D.get_schema(op, 21)
