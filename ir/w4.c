@@ -62,14 +62,14 @@ bool drk_w4_shape(const drk_node_t *n, drk_w4_shape_t *out, char *msg, size_t ca
     return false;
   }
   if (r.packing == 0 ? (b->dtype != DRK_DT_U8 || r.K % 2 || !dims_are(b, 2, (int64_t[]){r.N, r.K / 2}))
-                     : (b->dtype != DRK_DT_I32 || r.K % DRK_W4_BK ||
+                     : (b->dtype != DRK_DT_I16 || r.K % DRK_W4_BK ||
                         !dims_are(b, 3, (int64_t[]){r.K / DRK_W4_BK, r.N, DRK_W4_H}))) {
     shape_str(b, sh, sizeof sh);
     if (r.packing == 0)
       snprintf(msg, cap, "B (packing 0) is %s%s, expected u8[%lld, %lld]", drk_dtype_name(b->dtype), sh, (long long)r.N,
                (long long)(r.K / 2));
     else
-      snprintf(msg, cap, "B (packing 1) is %s%s, expected i32[%lld, %lld, %d] (K a multiple of %d)", drk_dtype_name(b->dtype),
+      snprintf(msg, cap, "B (packing 1) is %s%s, expected i16[%lld, %lld, %d] (K a multiple of %d)", drk_dtype_name(b->dtype),
                sh, (long long)(r.K / DRK_W4_BK), (long long)r.N, DRK_W4_H, DRK_W4_BK);
     return false;
   }
@@ -77,12 +77,12 @@ bool drk_w4_shape(const drk_node_t *n, drk_w4_shape_t *out, char *msg, size_t ca
   return true;
 }
 
-void drk_w4_pack_gpu(const uint8_t *src, int64_t K, int64_t N, uint32_t *out) {
+void drk_w4_pack_gpu(const uint8_t *src, int64_t K, int64_t N, uint16_t *out) {
   drk_w4_shape_t s0 = {.K = K, .N = N, .packing = 0};
   memset(out, 0, (size_t)(K * N / 2));
   for (int64_t n = 0; n < N; n++)
     for (int64_t k = 0; k < K; k++) {
       int64_t kt = k / DRK_W4_BK, kk = k % DRK_W4_BK;
-      out[(kt * N + n) * DRK_W4_H + kk % DRK_W4_H] |= (uint32_t)drk_w4_code(src, &s0, k, n) << (4 * (kk / DRK_W4_H));
+      out[(kt * N + n) * DRK_W4_H + kk % DRK_W4_H] |= (uint16_t)(drk_w4_code(src, &s0, k, n) << (4 * (kk / DRK_W4_H)));
     }
 }

@@ -10,9 +10,11 @@
 
 #include "graph.h"
 
-/* packing 1 (the GPU's): k tiles of DRK_W4_BK codes, DRK_W4_H i32 words per column and tile;
- * nibble t of word j holds k = t * DRK_W4_H + j of the tile. */
-#define DRK_W4_BK 128
+/* packing 1 (the GPU's): k tiles of DRK_W4_BK codes, DRK_W4_H 16-bit words per column and
+ * tile; nibble t (bits 4t .. 4t+3) of word j holds k = t * DRK_W4_H + j of the tile. A kernel
+ * reads a tile's words of BN columns as one [16, BN] i16 tile (32 contiguous bytes per column)
+ * and takes 4 planes of [16, BN] codes out of it, each the B operand of a k16 mma. */
+#define DRK_W4_BK 64
 #define DRK_W4_H 16
 
 typedef struct drk_w4_shape {
@@ -33,12 +35,12 @@ static inline unsigned drk_w4_code(const void *b, const drk_w4_shape_t *s, int64
     return (k & 1) ? byte >> 4 : byte & 15u;
   }
   int64_t kt = k / DRK_W4_BK, kk = k % DRK_W4_BK;
-  uint32_t w = ((const uint32_t *)b)[(kt * s->N + n) * DRK_W4_H + kk % DRK_W4_H];
+  uint16_t w = ((const uint16_t *)b)[(kt * s->N + n) * DRK_W4_H + kk % DRK_W4_H];
   return (w >> (4 * (kk / DRK_W4_H))) & 15u;
 }
 
-/* Repacks packing-0 codes (u8 [N, K/2]) into packing 1 (i32 [K/128, N, 16], out: K*N/2 bytes).
+/* Repacks packing-0 codes (u8 [N, K/2]) into packing 1 (i16 [K/64, N, 16], out: K*N/2 bytes).
  * Requires K % DRK_W4_BK == 0. */
-void drk_w4_pack_gpu(const uint8_t *src, int64_t K, int64_t N, uint32_t *out);
+void drk_w4_pack_gpu(const uint8_t *src, int64_t K, int64_t N, uint16_t *out);
 
 #endif

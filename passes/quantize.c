@@ -7,7 +7,7 @@
  * 0); the result is the same number (the dequantized weight is exact in f32 for f32 scales).
  * drk_pass_quantize_int4 rewrites MatMul(A, W) with a constant float W [K, N] (K % group == 0)
  * into MatMulNBits: round to nearest, asymmetric uint4 per group of `group` rows of a column.
- * drk_pass_pack_w4 gives every MatMulNBits of K % 128 == 0 the GPU's packing (1).
+ * drk_pass_pack_w4 gives every MatMulNBits of K % 64 == 0 the GPU's packing (1).
  * All leave replaced nodes dead (run drk_pass_eliminate_dead, then drk_pass_infer_shapes) and
  * never fail but for out of memory (false). */
 #include <math.h>
@@ -192,10 +192,10 @@ bool drk_pass_pack_w4(drk_graph_t *g, size_t *out_n) {
     char msg[200];
     if (n->dead || n->op != DRK_OP_MATMUL_NBITS || !drk_w4_shape(n, &s, msg, sizeof msg)) continue;
     if (s.packing != 0 || s.K % DRK_W4_BK || !is_const(n->inputs[1])) continue;
-    uint32_t *p = drk_arena_alloc(g->arena, (size_t)(s.K * s.N / 2));
+    uint16_t *p = drk_arena_alloc(g->arena, (size_t)(s.K * s.N / 2));
     if (!p) return false;
     drk_w4_pack_gpu(n->inputs[1]->data, s.K, s.N, p);
-    n->inputs[1] = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s.gpu", n->inputs[1]->name), DRK_DT_I32,
+    n->inputs[1] = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s.gpu", n->inputs[1]->name), DRK_DT_I16,
                                        drk_graph_shape_static(g, 3, (int64_t[]){s.K / DRK_W4_BK, s.N, DRK_W4_H}), p,
                                        (size_t)(s.K * s.N / 2));
     drk_node_set_int(g, n, "packing", 1);

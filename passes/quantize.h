@@ -19,7 +19,7 @@ typedef struct drk_quantize_stats {
 bool drk_pass_fold_dequant_matmul(drk_graph_t *g, size_t *out_n);
 /* --quantize=int4-weight --group-size=group (a multiple of 16; false otherwise). */
 bool drk_pass_quantize_int4(drk_graph_t *g, int64_t group, drk_quantize_stats_t *out_stats);
-/* Every MatMulNBits of packing 0 and K % 128 == 0 to packing 1 (ir/w4.h). */
+/* Every MatMulNBits of packing 0 and K % 64 == 0 to packing 1 (ir/w4.h). */
 bool drk_pass_pack_w4(drk_graph_t *g, size_t *out_n);
 
 #endif

@@ -1,0 +1,258 @@
+/* Lowering of MatMulNBits (W4A16: 4-bit weights in the GPU's packing, f16/bf16 activations;
+ * ir/w4.h, docs/precision.md "W4A16") to an mma_sync kernel.
+ *
+ * One program computes a BLOCK_M x BLOCK_N tile of Y [M, N] (M: A's rows, A [..., K] taken as
+ * [M, K]) over a range of k tiles of 64 (split-K: grid z). Per k tile:
+ *  - A's [BM, 64] slice goes to shared memory by cp_async, as 4 planes of [BM, 16];
+ *  - the tile's weights are one [16, BN] i16 load (32 contiguous bytes per column, 16 per
+ *    thread); plane t's codes are nibble t of every word, dequantized in registers in f32,
+ *    (code - z) * s with the column's scale and zero point of the plane's group, rounded to
+ *    A's dtype and stored to shared memory as the [16, BN] B operand of plane t;
+ *  - four k16 `dot`s (mma_sync m16n8k16, f32 accumulators) of A plane t by B plane t, both
+ *    read by local_load (ldmatrix).
+ * Dequantizing in a blocked layout and handing the result to the mma fragments through
+ * shared memory keeps every index tile out of the dot_op layouts (whose distribution depends
+ * on the element width). With split-K the programs store f32 partial sums to scratch and a
+ * second kernel adds them and rounds to A's dtype.
+ *
+ * Requires: static shapes, packing 1 (K % 64 == 0), block_size % 16 == 0, A f16 or bf16.
+ * Guarantees: every edge of M and N masked. */
+#include <string.h>
+
+#include "ir/w4.h"
+#include "lower/lower_internal.h"
+
+#define BIN(op, a, b) lw_bin(c, DRK_TOP_##op, (a), (b))
+
+bool drk_lower_w4_supported(const drk_node_t *n, const char **why) {
+  drk_w4_shape_t s;
+  char msg[256];
+  if (!drk_w4_shape(n, &s, msg, sizeof msg)) {
+    *why = "malformed MatMulNBits (the interpreter names the problem)";
+    return false;
+  }
+  drk_dtype_t t = n->inputs[0]->dtype;
+  if (t != DRK_DT_F16 && t != DRK_DT_BF16) {
+    *why = "W4A16 kernels take f16 or bf16 activations: add --precision=fp16 or --precision=bf16";
+    return false;
+  }
+  if (s.packing != 1) {
+    *why = "not implemented: K not a multiple of 64 (the GPU packing)";
+    return false;
+  }
+  return true;
+}
+
+typedef struct w4k {
+  drk_w4_shape_t s;
+  drk_dtype_t t;
+  int64_t M, BM, BN, NK, SP, KPS;
+  int warps;
+} w4k_t;
+
+/* Tiles and split-K: BM the smallest of 16, 32, 64 that holds M (64 beyond); BN 128, or 64
+ * when 128 leaves fewer programs than SMs; split-K until about two programs per SM, with at
+ * least 2 k tiles per split (decode shapes: M <= 16 has few tiles and reads every weight
+ * once, so the programs along K are what fills the GPU). */
+static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
+  int sms = lw_target_sms(&c->o);
+  w->BM = w->M <= 16 ? 16 : w->M <= 32 ? 32 : 64;
+  int64_t mt = (w->M + w->BM - 1) / w->BM;
+  w->BN = 128;
+  if (mt * ((w->s.N + 127) / 128) < sms) w->BN = 64;
+  int64_t programs = mt * ((w->s.N + w->BN - 1) / w->BN);
+  w->NK = w->s.K / DRK_W4_BK;
+  int64_t sp = (2 * sms + programs - 1) / programs;
+  if (sp > w->NK / 2) sp = w->NK / 2;
+  if (sp > 16) sp = 16;
+  if (sp < 1) sp = 1;
+  w->KPS = (w->NK + sp - 1) / sp;
+  w->SP = (w->NK + w->KPS - 1) / w->KPS;
+  w->warps = 4;
+}
+
+static tv_t *w4_alloc(drk_lctx_t *c, int64_t off, drk_dtype_t t, int rank, const int64_t *dims, const drk_tile_layout_t *l) {
+  tv_t *v = drk_tile_build1(&c->b, DRK_TOP_LOCAL_ALLOC, 0, NULL, drk_tile_type_smem(t, rank, dims, l));
+  drk_tile_op_set_int(c->m, v->def, "offset", off);
+  return v;
+}
+
+static tv_t *w4_index(drk_lctx_t *c, tv_t *buf, int64_t i) {
+  const drk_tile_type_t *t = &buf->type;
+  drk_tile_type_t r = drk_tile_type_smem(t->dtype, t->rank - 1, t->dims + 1, t->layout);
+  return drk_tile_build1(&c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, lw_sci(c, DRK_DT_I32, i)}, r);
+}
+
+static tv_t *w4_ptrs(drk_lctx_t *c, tv_t *p, tv_t *off) {
+  drk_tile_type_t pt = off->type;
+  pt.dtype = p->type.dtype;
+  pt.is_ptr = true;
+  tv_t *ps = drk_tile_build1(&c->b, DRK_TOP_SPLAT, 1, &p, pt);
+  return drk_tile_build1(&c->b, DRK_TOP_ADDPTR, 2, (tv_t *[]){ps, off}, pt);
+}
+
+/* Nibble t of every i16 word: (w & (15 << 4t)) / 16^t, exact, then & 15 (the top nibble
+ * of a negative word divides to -8 .. -1). */
+static tv_t *w4_nibble(drk_lctx_t *c, tv_t *w, int t) {
+  int64_t mask = (int64_t)(int16_t)(uint16_t)(15u << (4 * t));
+  tv_t *q = BIN(AND, w, lw_ci(c, w, mask));
+  if (t) q = BIN(DIV, q, lw_ci(c, q, (int64_t)1 << (4 * t)));
+  if (t == 3) q = BIN(AND, q, lw_ci(c, q, 15));
+  return q;
+}
+
+/* Scale and zero point (f32) of group g (scalar) for the columns ncol [BN] (slice layout),
+ * broadcast to [16, BN] of layout L. */
+static void w4_group(drk_lctx_t *c, const w4k_t *w, tv_t *ps, tv_t *pz, tv_t *g, tv_t *ncol, tv_t *nmask,
+                     const drk_tile_layout_t *L, tv_t **out_s, tv_t **out_z) {
+  tv_t *off = BIN(ADD, ncol, lw_splat(c, BIN(MUL, g, lw_sci(c, c->it, w->s.N)), &ncol->type));
+  tv_t *sc = lw_cast(c, lw_load(c, ps, off, nmask, 0), DRK_DT_F32);
+  *out_s = lw_bcast_col(c, sc, L, DRK_W4_H, w->BN);
+  if (pz) {
+    tv_t *zc = lw_cast(c, lw_load(c, pz, off, nmask, 0), DRK_DT_F32);
+    *out_z = lw_bcast_col(c, zc, L, DRK_W4_H, w->BN);
+  } else {
+    *out_z = NULL;
+  }
+}
+
+/* The split-K sum: y = sum over splits of ws, rounded to y's dtype. */
+static void w4_splitk_sum(drk_lctx_t *c, const w4k_t *w, int ws) {
+  const drk_value_t *y = c->node->outputs[0];
+  int64_t ny = lw_numel(y);
+  lw_kernel_begin(c, lw_index_dtype_for(w->SP * ny));
+  tv_t *pw = lw_param_scratch(c, ws, DRK_DT_F32, "ws");
+  tv_t *py = lw_param_buf(c, y, "y");
+  lw_flat_t F;
+  lw_flat_begin(c, ny, &F);
+  tv_t *res = lw_load(c, pw, F.offs, F.mask, 0);
+  for (int64_t i = 1; i < w->SP; i++) res = BIN(ADD, res, lw_load(c, pw, BIN(ADD, F.offs, lw_ci(c, F.offs, i * ny)), F.mask, 0));
+  lw_store(c, py, F.offs, res, F.mask);
+  lw_flat_end(c, &F);
+}
+
+bool drk_lower_w4(drk_lctx_t *c) {
+  const drk_node_t *n = c->node;
+  const char *why = NULL;
+  if (!drk_lower_w4_supported(n, &why)) return lw_err(c, "MatMulNBits: %s", why);
+  w4k_t w;
+  memset(&w, 0, sizeof w);
+  char msg[256];
+  drk_w4_shape(n, &w.s, msg, sizeof msg);
+  w.t = n->inputs[0]->dtype;
+  w.M = lw_numel(n->inputs[0]) / w.s.K;
+  w4_schedule(c, &w);
+  const int64_t BM = w.BM, BN = w.BN, H = DRK_W4_H, N = w.s.N, K = w.s.K, G = w.s.G;
+  drk_tile_module_t *m = c->m;
+  int64_t big = w.SP * w.M * N;
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] && lw_numel(n->inputs[i]) > big) big = lw_numel(n->inputs[i]);
+  int ws = w.SP > 1 ? lw_scratch_new(c, (uint64_t)(w.SP * w.M * N) * 4u) : -1;
+  lw_kernel_begin(c, lw_index_dtype_for(big));
+  tv_t *pa = lw_param_buf(c, n->inputs[0], "a");
+  tv_t *pb = lw_param_buf(c, n->inputs[1], "b");
+  tv_t *ps = lw_param_buf(c, n->inputs[2], "scale");
+  tv_t *pz = n->n_inputs > 3 && n->inputs[3] ? lw_param_buf(c, n->inputs[3], "zero") : NULL;
+  tv_t *py = w.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_param_buf(c, n->outputs[0], "y");
+
+  /* layouts: accumulator 1 x 4 warps of m16n8; A planes copied 8 elements (16 bytes) per
+   * thread along k; words 8 per thread (16 bytes) along j, lanes then warps along n */
+  const drk_tile_layout_t *accL = drk_tile_layout_mma(m, DRK_TL_MMA_SYNC, 1, w.warps, 16, 8);
+  const drk_tile_layout_t *opA = drk_tile_layout_dot_op(m, accL, 0, 8), *opB = drk_tile_layout_dot_op(m, accL, 1, 8);
+  const drk_tile_layout_t *AL = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){16, 2}, (int[]){w.warps, 1}, (int[]){1, 0});
+  const drk_tile_layout_t *WL = drk_tile_layout_blocked(m, 2, (int[]){8, 1}, (int[]){2, 16}, (int[]){1, w.warps}, (int[]){0, 1});
+  const drk_tile_layout_t *ALr = drk_tile_layout_slice(m, AL, 1), *ALc = drk_tile_layout_slice(m, AL, 0);
+  const drk_tile_layout_t *WLr = drk_tile_layout_slice(m, WL, 1), *WLc = drk_tile_layout_slice(m, WL, 0);
+  /* shared: A [4, BM, 16] (32-byte rows), B [4, 16, BN] (BN*2-byte rows, 128-byte swizzle) */
+  const drk_tile_layout_t *SA = drk_tile_layout_shared(m, 32, 2, (int[]){1, 0});
+  const drk_tile_layout_t *SB = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
+  int64_t es = drk_dtype_bits(w.t) / 8, a_bytes = 4 * BM * H * es, off_b = (a_bytes + 1023) / 1024 * 1024;
+  int64_t smem = off_b + 4 * H * BN * es;
+  tv_t *sA = w4_alloc(c, 0, w.t, 3, (int64_t[]){4, BM, H}, SA);
+  tv_t *sB = w4_alloc(c, off_b, w.t, 3, (int64_t[]){4, H, BN}, SB);
+
+  tv_t *pn = lw_pid(c, 0), *pm = lw_pid(c, 1), *psp = lw_pid(c, 2);
+  /* A: rows m (masked m < M) at m * K, columns k0 + t*16 + 0..16 */
+  tv_t *mi = lw_cast(c, lw_range(c, BM, ALr), c->it);
+  tv_t *mrow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &mi->type), mi);
+  tv_t *amask = w.M % BM ? lw_bcast_row(c, lw_cmp(c, "lt", mrow, lw_ci(c, mrow, w.M)), AL, BM, H) : NULL;
+  tv_t *kk = lw_cast(c, lw_range(c, H, ALc), c->it);
+  tv_t *afix = BIN(ADD, lw_bcast_row(c, BIN(MUL, mrow, lw_ci(c, mrow, K)), AL, BM, H), lw_bcast_col(c, kk, AL, BM, H));
+  /* words: column n of k tile kt at (kt * N + n) * 16 + j */
+  tv_t *nj = lw_cast(c, lw_range(c, BN, WLc), c->it);
+  tv_t *ncol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &nj->type), nj);
+  tv_t *nmask1 = N % BN ? lw_cmp(c, "lt", ncol, lw_ci(c, ncol, N)) : NULL;
+  tv_t *wmask = nmask1 ? lw_bcast_col(c, nmask1, WL, H, BN) : NULL;
+  tv_t *jj = lw_cast(c, lw_range(c, H, WLr), c->it);
+  tv_t *wfix = BIN(ADD, lw_bcast_col(c, BIN(MUL, ncol, lw_ci(c, ncol, H)), WL, H, BN), lw_bcast_row(c, jj, WL, H, BN));
+
+  int64_t cd[2] = {BM, BN};
+  tv_t *zero = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, cd, accL));
+  tv_t *kb = BIN(MUL, psp, lw_sci(c, c->it, w.KPS));
+  tv_t *ke = BIN(MIN, BIN(ADD, kb, lw_sci(c, c->it, w.KPS)), lw_sci(c, c->it, w.NK));
+  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, kb, ke, lw_sci(c, c->it, 1), 1, &zero);
+  tv_t *kt = loop->regions[0]->args[0], *acc = loop->regions[0]->args[1];
+  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); /* the previous step's reads of sA/sB are done */
+  tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, DRK_W4_BK));
+  for (int t = 0; t < 4; t++) {
+    tv_t *kofs = BIN(ADD, k0, lw_sci(c, c->it, t * H));
+    tv_t *pp = w4_ptrs(c, pa, BIN(ADD, afix, lw_splat(c, kofs, &afix->type)));
+    tv_t *dst = w4_index(c, sA, t);
+    drk_tile_build(&c->b, DRK_TOP_CP_ASYNC, amask ? 3 : 2, (tv_t *[]){dst, pp, amask}, 0, NULL);
+  }
+  drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL);
+  tv_t *wbase = BIN(MUL, kt, lw_sci(c, c->it, N * H));
+  tv_t *words = lw_load(c, pb, BIN(ADD, wfix, lw_splat(c, wbase, &wfix->type)), wmask, 0);
+  tv_t *scl = NULL, *zpt = NULL;
+  bool static_groups = DRK_W4_BK % G == 0 || G % DRK_W4_BK == 0;
+  for (int t = 0; t < 4; t++) {
+    /* a plane's 16 rows lie in one group (G % 16 == 0); reload where a group may start */
+    if (t == 0 || !static_groups || (t * H) % G == 0) {
+      tv_t *g = BIN(DIV, BIN(ADD, k0, lw_sci(c, c->it, t * H)), lw_sci(c, c->it, G));
+      w4_group(c, &w, ps, pz, g, ncol, nmask1, WL, &scl, &zpt);
+    }
+    tv_t *q = lw_cast(c, w4_nibble(c, words, t), DRK_DT_F32);
+    q = zpt ? BIN(SUB, q, zpt) : BIN(SUB, q, lw_cf(c, q, 8.0));
+    tv_t *bt = lw_cast(c, BIN(MUL, q, scl), w.t);
+    drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){w4_index(c, sB, t), bt}, 0, NULL);
+  }
+  drk_tile_op_t *wait = drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_WAIT, 0, NULL, 0, NULL);
+  drk_tile_op_set_int(m, wait, "pending", 0);
+  drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
+  for (int t = 0; t < 4; t++) {
+    tv_t *fa = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, (tv_t *[]){w4_index(c, sA, t)},
+                               drk_tile_type_tile(w.t, 2, (int64_t[]){BM, H}, opA));
+    tv_t *fb = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, (tv_t *[]){w4_index(c, sB, t)},
+                               drk_tile_type_tile(w.t, 2, (int64_t[]){H, BN}, opB));
+    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){fa, fb, acc}, 1, &acc->type);
+    drk_tile_op_set_ident(m, dot, "kind", "mma_sync");
+    acc = dot->results[0];
+  }
+  loop = drk_tile_build_for_end(&c->b, 1, &acc);
+  tv_t *res = loop->results[0];
+
+  /* epilogue in the accumulator layout */
+  const drk_tile_layout_t *Cr = drk_tile_layout_slice(m, accL, 1), *Cc = drk_tile_layout_slice(m, accL, 0);
+  tv_t *ei = lw_cast(c, lw_range(c, BM, Cr), c->it);
+  tv_t *erow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &ei->type), ei);
+  tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
+  tv_t *ecol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &ej->type), ej);
+  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, w.M)), accL, BM, BN),
+                    lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, N)), accL, BM, BN));
+  tv_t *yoff = BIN(ADD, lw_bcast_row(c, BIN(MUL, erow, lw_ci(c, erow, N)), accL, BM, BN), lw_bcast_col(c, ecol, accL, BM, BN));
+  if (w.SP > 1) yoff = BIN(ADD, yoff, lw_splat(c, BIN(MUL, psp, lw_sci(c, c->it, w.M * N)), &yoff->type));
+  lw_store(c, py, yoff, res, emask);
+  drk_schedule_t S;
+  memset(&S, 0, sizeof S);
+  S.kind = "w4";
+  S.mma = "mma_sync";
+  S.warps = w.warps;
+  S.tile_m = (int)BM;
+  S.tile_n = (int)BN;
+  S.tile_k = DRK_W4_BK;
+  S.stages = 1;
+  S.split_k = (int)w.SP;
+  lw_kernel_end(c, (N + BN - 1) / BN, (w.M + BM - 1) / BM, w.SP, w.warps, smem, &S);
+  if (w.SP > 1) w4_splitk_sum(c, &w, ws);
+  return true;
+}
