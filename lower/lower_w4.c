@@ -3,9 +3,12 @@
  *
  * One program computes a BLOCK_M x BLOCK_N tile of Y [M, N] (M: A's rows, A [..., K] taken as
  * [M, K]) over a range of k tiles of 64 (split-K: grid z). Per k tile:
- *  - A's [BM, 64] slice goes to shared memory by cp_async, as 4 planes of [BM, 16];
- *  - the tile's weights are one [16, BN] i16 load (32 contiguous bytes per column, 16 per
- *    thread); plane t's codes are nibble t of every word, dequantized in registers in f32,
+ *  - A's [BM, 64] slice (4 planes of [BM, 16]) and the tile's weights, one [16, BN] i16 load
+ *    (32 contiguous bytes per column, 16 per thread), were loaded into registers during the
+ *    previous step (and the scales and zero points with them when a group spans whole k
+ *    tiles), so a step's loads are in flight while the step before computes;
+ *  - the A planes go to shared memory; plane t's codes are nibble t of every word,
+ *    dequantized in registers in f32,
  *    (code - z) * s with the column's scale and zero point of the plane's group, rounded to
  *    A's dtype and stored to shared memory as the [16, BN] B operand of plane t;
  *  - four k16 `dot`s (mma_sync m16n8k16, f32 accumulators) of A plane t by B plane t, both
@@ -50,19 +53,23 @@ typedef struct w4k {
   int warps;
 } w4k_t;
 
-/* Tiles and split-K: BM the smallest of 16, 32, 64 that holds M (64 beyond); BN 128, or 64
- * when 128 leaves fewer programs than SMs; split-K until about two programs per SM, with at
- * least 2 k tiles per split (decode shapes: M <= 16 has few tiles and reads every weight
- * once, so the programs along K are what fills the GPU). */
+/* Tiles and split-K: BM the smallest of 16, 32, 64 that holds M (64 beyond); BN the widest of
+ * 128, 64 (and 32 when M > 16) that still gives as many programs as SMs; split-K until about four
+ * programs per SM, with at least 2 k tiles per split, and at most K / (64 M) splits so that
+ * the f32 partial sums (written and read again) stay below a quarter of the weight bytes
+ * (decode shapes, M <= 16, have few output tiles and read every weight once: the programs
+ * along K are what fills the GPU). */
 static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
   int sms = lw_target_sms(&c->o);
   w->BM = w->M <= 16 ? 16 : w->M <= 32 ? 32 : 64;
   int64_t mt = (w->M + w->BM - 1) / w->BM;
-  w->BN = 128;
-  if (mt * ((w->s.N + 127) / 128) < sms) w->BN = 64;
+  int64_t bn_min = w->M > 16 ? 32 : 64; /* decode shapes split K rather than take thin tiles */
+  for (w->BN = 128; w->BN > bn_min && mt * ((w->s.N + w->BN - 1) / w->BN) < sms; w->BN /= 2) {
+  }
   int64_t programs = mt * ((w->s.N + w->BN - 1) / w->BN);
   w->NK = w->s.K / DRK_W4_BK;
-  int64_t sp = (2 * sms + programs - 1) / programs;
+  int64_t sp = (4 * sms + programs - 1) / programs, traffic = w->s.K / (64 * w->M);
+  if (sp > traffic) sp = traffic;
   if (sp > w->NK / 2) sp = w->NK / 2;
   if (sp > 16) sp = 16;
   if (sp < 1) sp = 1;
@@ -83,14 +90,6 @@ static tv_t *w4_index(drk_lctx_t *c, tv_t *buf, int64_t i) {
   return drk_tile_build1(&c->b, DRK_TOP_MEMDESC_INDEX, 2, (tv_t *[]){buf, lw_sci(c, DRK_DT_I32, i)}, r);
 }
 
-static tv_t *w4_ptrs(drk_lctx_t *c, tv_t *p, tv_t *off) {
-  drk_tile_type_t pt = off->type;
-  pt.dtype = p->type.dtype;
-  pt.is_ptr = true;
-  tv_t *ps = drk_tile_build1(&c->b, DRK_TOP_SPLAT, 1, &p, pt);
-  return drk_tile_build1(&c->b, DRK_TOP_ADDPTR, 2, (tv_t *[]){ps, off}, pt);
-}
-
 /* Nibble t of every i16 word: (w & (15 << 4t)) / 16^t, exact, then & 15 (the top nibble
  * of a negative word divides to -8 .. -1). */
 static tv_t *w4_nibble(drk_lctx_t *c, tv_t *w, int t) {
@@ -101,19 +100,47 @@ static tv_t *w4_nibble(drk_lctx_t *c, tv_t *w, int t) {
   return q;
 }
 
-/* Scale and zero point (f32) of group g (scalar) for the columns ncol [BN] (slice layout),
- * broadcast to [16, BN] of layout L. */
-static void w4_group(drk_lctx_t *c, const w4k_t *w, tv_t *ps, tv_t *pz, tv_t *g, tv_t *ncol, tv_t *nmask,
-                     const drk_tile_layout_t *L, tv_t **out_s, tv_t **out_z) {
-  tv_t *off = BIN(ADD, ncol, lw_splat(c, BIN(MUL, g, lw_sci(c, c->it, w->s.N)), &ncol->type));
-  tv_t *sc = lw_cast(c, lw_load(c, ps, off, nmask, 0), DRK_DT_F32);
-  *out_s = lw_bcast_col(c, sc, L, DRK_W4_H, w->BN);
-  if (pz) {
-    tv_t *zc = lw_cast(c, lw_load(c, pz, off, nmask, 0), DRK_DT_F32);
-    *out_z = lw_bcast_col(c, zc, L, DRK_W4_H, w->BN);
-  } else {
-    *out_z = NULL;
+/* What a k step reads from global memory, and where from. */
+typedef struct w4_io {
+  tv_t *pa, *pb, *ps, *pz;
+  tv_t *afix, *amask;  /* A offsets [BM, 16] without the k tile's column, rows < M */
+  tv_t *wfix, *wmask;  /* word offsets [16, BN] without the k tile's base, columns < N */
+  tv_t *ncol, *nmask;  /* columns [BN] (slice of the word layout), < N */
+  const drk_tile_layout_t *AL, *WL;
+  bool tile_group;     /* one scale group per k tile: fetched with it */
+} w4_io_t;
+
+typedef struct w4_fetch {
+  tv_t *a[4];   /* A planes [BM, 16] */
+  tv_t *words;  /* [16, BN] i16 */
+  tv_t *s, *z;  /* tile_group: the tile's scales and zero points [BN] f32 (z NULL: none) */
+} w4_fetch_t;
+
+/* Scale and zero point (f32, [BN]) of group g (scalar) for the columns, under the extra mask
+ * (NULL: none). */
+static void w4_group(drk_lctx_t *c, const w4k_t *w, const w4_io_t *io, tv_t *g, tv_t *valid, tv_t **out_s,
+                     tv_t **out_z) {
+  tv_t *off = BIN(ADD, io->ncol, lw_splat(c, BIN(MUL, g, lw_sci(c, c->it, w->s.N)), &io->ncol->type));
+  tv_t *mask = lw_and_mask(c, io->nmask, valid ? lw_splat(c, valid, &io->ncol->type) : NULL);
+  *out_s = lw_cast(c, lw_load(c, io->ps, off, mask, 0), DRK_DT_F32);
+  *out_z = io->pz ? lw_cast(c, lw_load(c, io->pz, off, mask, 0), DRK_DT_F32) : NULL;
+}
+
+/* The loads of k tile kt (scalar), masked off past ke (the last fetch of a split). */
+static void w4_issue(drk_lctx_t *c, const w4k_t *w, const w4_io_t *io, tv_t *kt, tv_t *ke, w4_fetch_t *f) {
+  const int64_t H = DRK_W4_H;
+  tv_t *valid = lw_cmp(c, "lt", kt, ke);
+  tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, DRK_W4_BK));
+  tv_t *am = lw_and_mask(c, io->amask, lw_splat(c, valid, &io->afix->type));
+  for (int t = 0; t < 4; t++) {
+    tv_t *kofs = BIN(ADD, k0, lw_sci(c, c->it, t * H));
+    f->a[t] = lw_load(c, io->pa, BIN(ADD, io->afix, lw_splat(c, kofs, &io->afix->type)), am, 0);
   }
+  tv_t *wb = BIN(MUL, kt, lw_sci(c, c->it, w->s.N * H));
+  tv_t *wm = lw_and_mask(c, io->wmask, lw_splat(c, valid, &io->wfix->type));
+  f->words = lw_load(c, io->pb, BIN(ADD, io->wfix, lw_splat(c, wb, &io->wfix->type)), wm, 0);
+  f->s = f->z = NULL;
+  if (io->tile_group) w4_group(c, w, io, BIN(DIV, k0, lw_sci(c, c->it, w->s.G)), valid, &f->s, &f->z);
 }
 
 /* The split-K sum: y = sum over splits of ws, rounded to y's dtype. */
@@ -163,9 +190,11 @@ bool drk_lower_w4(drk_lctx_t *c) {
   const drk_tile_layout_t *WL = drk_tile_layout_blocked(m, 2, (int[]){8, 1}, (int[]){2, 16}, (int[]){1, w.warps}, (int[]){0, 1});
   const drk_tile_layout_t *ALr = drk_tile_layout_slice(m, AL, 1), *ALc = drk_tile_layout_slice(m, AL, 0);
   const drk_tile_layout_t *WLr = drk_tile_layout_slice(m, WL, 1), *WLc = drk_tile_layout_slice(m, WL, 0);
-  /* shared: A [4, BM, 16] (32-byte rows), B [4, 16, BN] (BN*2-byte rows, 128-byte swizzle) */
+  /* shared: A [4, BM, 16] k fastest (32-byte rows); B [4, 16, BN] also k fastest, so a
+   * thread's 8 dequantized k values of a column are one 16-byte store (ldmatrix reads it as
+   * the K-major operand) */
   const drk_tile_layout_t *SA = drk_tile_layout_shared(m, 32, 2, (int[]){1, 0});
-  const drk_tile_layout_t *SB = drk_tile_layout_shared(m, 128, 2, (int[]){1, 0});
+  const drk_tile_layout_t *SB = drk_tile_layout_shared(m, 32, 2, (int[]){0, 1});
   int64_t es = drk_dtype_bits(w.t) / 8, a_bytes = 4 * BM * H * es, off_b = (a_bytes + 1023) / 1024 * 1024;
   int64_t smem = off_b + 4 * H * BN * es;
   tv_t *sA = w4_alloc(c, 0, w.t, 3, (int64_t[]){4, BM, H}, SA);
@@ -190,34 +219,44 @@ bool drk_lower_w4(drk_lctx_t *c) {
   tv_t *zero = drk_tile_build_const_float(&c->b, 0.0, drk_tile_type_tile(DRK_DT_F32, 2, cd, accL));
   tv_t *kb = BIN(MUL, psp, lw_sci(c, c->it, w.KPS));
   tv_t *ke = BIN(MIN, BIN(ADD, kb, lw_sci(c, c->it, w.KPS)), lw_sci(c, c->it, w.NK));
-  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, kb, ke, lw_sci(c, c->it, 1), 1, &zero);
-  tv_t *kt = loop->regions[0]->args[0], *acc = loop->regions[0]->args[1];
+  /* one group per k tile (G a multiple of 64): its scale and zero point travel with the
+   * tile's prefetch; smaller groups are loaded per plane in the step */
+  bool tile_group = G % DRK_W4_BK == 0;
+  w4_io_t io = {pa, pb, ps, pz, afix, amask, wfix, wmask, ncol, nmask1, AL, WL, tile_group};
+  w4_fetch_t cur;
+  w4_issue(c, &w, &io, kb, ke, &cur);
+  tv_t *init[8] = {zero, cur.a[0], cur.a[1], cur.a[2], cur.a[3], cur.words, cur.s, cur.z};
+  int ncarry = 6 + (tile_group ? 1 : 0) + (tile_group && pz ? 1 : 0);
+  drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, kb, ke, lw_sci(c, c->it, 1), ncarry, init);
+  tv_t **args = loop->regions[0]->args;
+  tv_t *kt = args[0], *acc = args[1];
+  w4_fetch_t now = {{args[2], args[3], args[4], args[5]}, args[6], tile_group ? args[7] : NULL,
+                    tile_group && pz ? args[8] : NULL};
+  /* the next k tile's loads go out first and land while this one is computed */
+  w4_fetch_t nxt;
+  w4_issue(c, &w, &io, BIN(ADD, kt, lw_sci(c, c->it, 1)), ke, &nxt);
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); /* the previous step's reads of sA/sB are done */
   tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, DRK_W4_BK));
-  for (int t = 0; t < 4; t++) {
-    tv_t *kofs = BIN(ADD, k0, lw_sci(c, c->it, t * H));
-    tv_t *pp = w4_ptrs(c, pa, BIN(ADD, afix, lw_splat(c, kofs, &afix->type)));
-    tv_t *dst = w4_index(c, sA, t);
-    drk_tile_build(&c->b, DRK_TOP_CP_ASYNC, amask ? 3 : 2, (tv_t *[]){dst, pp, amask}, 0, NULL);
-  }
-  drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_COMMIT, 0, NULL, 0, NULL);
-  tv_t *wbase = BIN(MUL, kt, lw_sci(c, c->it, N * H));
-  tv_t *words = lw_load(c, pb, BIN(ADD, wfix, lw_splat(c, wbase, &wfix->type)), wmask, 0);
+  for (int t = 0; t < 4; t++)
+    drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){w4_index(c, sA, t), now.a[t]}, 0, NULL);
   tv_t *scl = NULL, *zpt = NULL;
-  bool static_groups = DRK_W4_BK % G == 0 || G % DRK_W4_BK == 0;
   for (int t = 0; t < 4; t++) {
-    /* a plane's 16 rows lie in one group (G % 16 == 0); reload where a group may start */
-    if (t == 0 || !static_groups || (t * H) % G == 0) {
+    /* a plane's 16 rows lie in one group (G % 16 == 0) */
+    if (tile_group && t == 0) {
+      scl = lw_bcast_col(c, now.s, WL, H, BN);
+      zpt = now.z ? lw_bcast_col(c, now.z, WL, H, BN) : NULL;
+    } else if (!tile_group) {
       tv_t *g = BIN(DIV, BIN(ADD, k0, lw_sci(c, c->it, t * H)), lw_sci(c, c->it, G));
-      w4_group(c, &w, ps, pz, g, ncol, nmask1, WL, &scl, &zpt);
+      tv_t *sv, *zv;
+      w4_group(c, &w, &io, g, NULL, &sv, &zv);
+      scl = lw_bcast_col(c, sv, WL, H, BN);
+      zpt = zv ? lw_bcast_col(c, zv, WL, H, BN) : NULL;
     }
-    tv_t *q = lw_cast(c, w4_nibble(c, words, t), DRK_DT_F32);
+    tv_t *q = lw_cast(c, w4_nibble(c, now.words, t), DRK_DT_F32);
     q = zpt ? BIN(SUB, q, zpt) : BIN(SUB, q, lw_cf(c, q, 8.0));
     tv_t *bt = lw_cast(c, BIN(MUL, q, scl), w.t);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){w4_index(c, sB, t), bt}, 0, NULL);
   }
-  drk_tile_op_t *wait = drk_tile_build(&c->b, DRK_TOP_CP_ASYNC_WAIT, 0, NULL, 0, NULL);
-  drk_tile_op_set_int(m, wait, "pending", 0);
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
   for (int t = 0; t < 4; t++) {
     tv_t *fa = drk_tile_build1(&c->b, DRK_TOP_LOCAL_LOAD, 1, (tv_t *[]){w4_index(c, sA, t)},
@@ -228,7 +267,8 @@ bool drk_lower_w4(drk_lctx_t *c) {
     drk_tile_op_set_ident(m, dot, "kind", "mma_sync");
     acc = dot->results[0];
   }
-  loop = drk_tile_build_for_end(&c->b, 1, &acc);
+  tv_t *yl[8] = {acc, nxt.a[0], nxt.a[1], nxt.a[2], nxt.a[3], nxt.words, nxt.s, nxt.z};
+  loop = drk_tile_build_for_end(&c->b, ncarry, yl);
   tv_t *res = loop->results[0];
 
   /* epilogue in the accumulator layout */
