@@ -8,9 +8,10 @@
  *    previous step (and the scales and zero points with them when a group spans whole k
  *    tiles), so a step's loads are in flight while the step before computes;
  *  - the A planes go to shared memory; plane t's codes are nibble t of every word,
- *    dequantized in registers in f32,
- *    (code - z) * s with the column's scale and zero point of the plane's group, rounded to
- *    A's dtype and stored to shared memory as the [16, BN] B operand of plane t;
+ *    dequantized in registers in A's dtype without conversions (code | the bits of 1024
+ *    (f16) or 128 (bf16) read as that dtype is 1024 + code exactly; minus 1024 + z, times s:
+ *    (code - z) * s, one rounding, with the column's scale and zero point of the plane's
+ *    group) and stored to shared memory as the [16, BN] B operand of plane t;
  *  - four k16 `dot`s (mma_sync m16n8k16, f32 accumulators) of A plane t by B plane t, both
  *    read by local_load (ldmatrix).
  * Dequantizing in a blocked layout and handing the result to the mma fragments through
@@ -143,6 +144,22 @@ static void w4_issue(drk_lctx_t *c, const w4k_t *w, const w4_io_t *io, tv_t *kt,
   if (io->tile_group) w4_group(c, w, io, BIN(DIV, k0, lw_sci(c, c->it, w->s.G)), valid, &f->s, &f->z);
 }
 
+/* The f16 / bf16 bits of 1024 / 128, whose unit in the last place is 1: OR-ing a code 0..15
+ * into them gives 1024 + code / 128 + code. */
+static int64_t w4_magic_bits(drk_dtype_t t) { return t == DRK_DT_F16 ? 0x6400 : 0x4300; }
+static double w4_magic(drk_dtype_t t) { return t == DRK_DT_F16 ? 1024.0 : 128.0; }
+
+/* The per-column constants of a group, [BN] f32 -> [16, BN] of A's dtype in layout L: the
+ * scale, and magic + zero point (magic + 8 without zero points), both exact in A's dtype but
+ * the scale's rounding. */
+static void w4_dequant_consts(drk_lctx_t *c, const w4k_t *w, tv_t *s, tv_t *z, const drk_tile_layout_t *L, tv_t **out_s,
+                              tv_t **out_mz) {
+  *out_s = lw_bcast_col(c, lw_cast(c, s, w->t), L, DRK_W4_H, w->BN);
+  tv_t *mz = z ? lw_cast(c, BIN(ADD, z, lw_cf(c, z, w4_magic(w->t))), w->t) : NULL;
+  *out_mz = mz ? lw_bcast_col(c, mz, L, DRK_W4_H, w->BN)
+               : lw_cf(c, *out_s, w4_magic(w->t) + 8.0);
+}
+
 /* The split-K sum: y = sum over splits of ws, rounded to y's dtype. */
 static void w4_splitk_sum(drk_lctx_t *c, const w4k_t *w, int ws) {
   const drk_value_t *y = c->node->outputs[0];
@@ -243,18 +260,19 @@ bool drk_lower_w4(drk_lctx_t *c) {
   for (int t = 0; t < 4; t++) {
     /* a plane's 16 rows lie in one group (G % 16 == 0) */
     if (tile_group && t == 0) {
-      scl = lw_bcast_col(c, now.s, WL, H, BN);
-      zpt = now.z ? lw_bcast_col(c, now.z, WL, H, BN) : NULL;
+      w4_dequant_consts(c, &w, now.s, now.z, WL, &scl, &zpt);
     } else if (!tile_group) {
       tv_t *g = BIN(DIV, BIN(ADD, k0, lw_sci(c, c->it, t * H)), lw_sci(c, c->it, G));
       tv_t *sv, *zv;
       w4_group(c, &w, &io, g, NULL, &sv, &zv);
-      scl = lw_bcast_col(c, sv, WL, H, BN);
-      zpt = zv ? lw_bcast_col(c, zv, WL, H, BN) : NULL;
+      w4_dequant_consts(c, &w, sv, zv, WL, &scl, &zpt);
     }
-    tv_t *q = lw_cast(c, w4_nibble(c, now.words, t), DRK_DT_F32);
-    q = zpt ? BIN(SUB, q, zpt) : BIN(SUB, q, lw_cf(c, q, 8.0));
-    tv_t *bt = lw_cast(c, BIN(MUL, q, scl), w.t);
+    /* code | magic read as A's dtype is magic's value + code exactly; minus (magic + z)
+     * gives code - z exactly, times s one rounding: no int-to-float conversion */
+    tv_t *q = w4_nibble(c, now.words, t);
+    q = BIN(OR, q, lw_ci(c, q, w4_magic_bits(w.t)));
+    tv_t *x = drk_tile_build1(&c->b, DRK_TOP_BITCAST, 1, &q, lw_retype(&q->type, w.t));
+    tv_t *bt = BIN(MUL, BIN(SUB, x, zpt), scl);
     drk_tile_build(&c->b, DRK_TOP_LOCAL_STORE, 2, (tv_t *[]){w4_index(c, sB, t), bt}, 0, NULL);
   }
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL);
