@@ -4,9 +4,9 @@
  * One program computes a BLOCK_M x BLOCK_N tile of Y [M, N] (M: A's rows, A [..., K] taken as
  * [M, K]) over a range of k tiles of 64 (split-K: grid z). Per k tile:
  *  - A's [BM, 64] slice (4 planes of [BM, 16]) and the tile's weights, one [16, BN] i16 load
- *    (32 contiguous bytes per column, 16 per thread), were loaded into registers during the
- *    previous step (and the scales and zero points with them when a group spans whole k
- *    tiles), so a step's loads are in flight while the step before computes;
+ *    (32 contiguous bytes per column, 16 per thread), were loaded into registers W4_AHEAD
+ *    steps before (and the scales and zero points with them when a group spans whole k
+ *    tiles), so the loads of the next steps are in flight while one computes;
  *  - the A planes go to shared memory; plane t's codes are nibble t of every word,
  *    dequantized in registers in A's dtype without conversions (code | the bits of 1024
  *    (f16) or 128 (bf16) read as that dtype is 1024 + code exactly; minus 1024 + z, times s:
@@ -56,8 +56,9 @@ typedef struct w4k {
 
 /* Tiles and split-K: BM the smallest of 16, 32, 64 that holds M (64 beyond); BN the widest of
  * 128, 64 (and 32 when M > 16) that still gives as many programs as SMs; split-K until about four
- * programs per SM, with at least 2 k tiles per split, and at most K / (64 M) splits so that
- * the f32 partial sums (written and read again) stay below a quarter of the weight bytes
+ * programs per SM, with at least 2 k tiles per split, and at most K / (32 M) splits so that
+ * the f32 partial sums (written and read again) stay below half the weight bytes; the knob
+ * mm.split_k pins it
  * (decode shapes, M <= 16, have few output tiles and read every weight once: the programs
  * along K are what fills the GPU). */
 static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
@@ -69,10 +70,12 @@ static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
   }
   int64_t programs = mt * ((w->s.N + w->BN - 1) / w->BN);
   w->NK = w->s.K / DRK_W4_BK;
-  int64_t sp = (4 * sms + programs - 1) / programs, traffic = w->s.K / (64 * w->M);
+  int64_t sp = (4 * sms + programs - 1) / programs, traffic = w->s.K / (32 * w->M);
   if (sp > traffic) sp = traffic;
   if (sp > w->NK / 2) sp = w->NK / 2;
   if (sp > 16) sp = 16;
+  int pin;
+  if (drk_knob_pinned(&c->o.knobs, DRK_KNOB_MM_SPLIT_K, &pin)) sp = pin > w->NK ? w->NK : pin;
   if (sp < 1) sp = 1;
   w->KPS = (w->NK + sp - 1) / sp;
   w->SP = (w->NK + w->KPS - 1) / w->KPS;
@@ -116,6 +119,25 @@ typedef struct w4_fetch {
   tv_t *words;  /* [16, BN] i16 */
   tv_t *s, *z;  /* tile_group: the tile's scales and zero points [BN] f32 (z NULL: none) */
 } w4_fetch_t;
+
+/* k tiles whose loads are in flight while one is computed (loop-carried in registers) */
+#define W4_AHEAD 2
+
+static void w4_pack_fetch(const w4_fetch_t *f, tv_t **out, bool tile_group, bool zp) {
+  int n = 0;
+  for (int t = 0; t < 4; t++) out[n++] = f->a[t];
+  out[n++] = f->words;
+  if (tile_group) out[n++] = f->s;
+  if (tile_group && zp) out[n++] = f->z;
+}
+
+static void w4_unpack_fetch(tv_t *const *in, w4_fetch_t *f, bool tile_group, bool zp) {
+  int n = 0;
+  for (int t = 0; t < 4; t++) f->a[t] = in[n++];
+  f->words = in[n++];
+  f->s = tile_group ? in[n++] : NULL;
+  f->z = tile_group && zp ? in[n++] : NULL;
+}
 
 /* Scale and zero point (f32, [BN]) of group g (scalar) for the columns, under the extra mask
  * (NULL: none). */
@@ -240,18 +262,24 @@ bool drk_lower_w4(drk_lctx_t *c) {
    * tile's prefetch; smaller groups are loaded per plane in the step */
   bool tile_group = G % DRK_W4_BK == 0;
   w4_io_t io = {pa, pb, ps, pz, afix, amask, wfix, wmask, ncol, nmask1, AL, WL, tile_group};
-  w4_fetch_t cur;
-  w4_issue(c, &w, &io, kb, ke, &cur);
-  tv_t *init[8] = {zero, cur.a[0], cur.a[1], cur.a[2], cur.a[3], cur.words, cur.s, cur.z};
-  int ncarry = 6 + (tile_group ? 1 : 0) + (tile_group && pz ? 1 : 0);
+  /* W4_AHEAD fetches in flight: the loop carries the fetches of k tiles kt .. kt+AHEAD-1 and
+   * issues kt+AHEAD's before computing kt's */
+  int per = 5 + (tile_group ? 1 : 0) + (tile_group && pz ? 1 : 0); /* carried values per fetch */
+  int ncarry = 1 + W4_AHEAD * per;
+  tv_t *init[1 + W4_AHEAD * 7];
+  init[0] = zero;
+  for (int d = 0; d < W4_AHEAD; d++) {
+    w4_fetch_t f;
+    w4_issue(c, &w, &io, BIN(ADD, kb, lw_sci(c, c->it, d)), ke, &f);
+    w4_pack_fetch(&f, init + 1 + d * per, tile_group, pz != NULL);
+  }
   drk_tile_op_t *loop = drk_tile_build_for_begin(&c->b, kb, ke, lw_sci(c, c->it, 1), ncarry, init);
   tv_t **args = loop->regions[0]->args;
   tv_t *kt = args[0], *acc = args[1];
-  w4_fetch_t now = {{args[2], args[3], args[4], args[5]}, args[6], tile_group ? args[7] : NULL,
-                    tile_group && pz ? args[8] : NULL};
-  /* the next k tile's loads go out first and land while this one is computed */
+  w4_fetch_t now;
+  w4_unpack_fetch(args + 2, &now, tile_group, pz != NULL);
   w4_fetch_t nxt;
-  w4_issue(c, &w, &io, BIN(ADD, kt, lw_sci(c, c->it, 1)), ke, &nxt);
+  w4_issue(c, &w, &io, BIN(ADD, kt, lw_sci(c, c->it, W4_AHEAD)), ke, &nxt);
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); /* the previous step's reads of sA/sB are done */
   tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, DRK_W4_BK));
   for (int t = 0; t < 4; t++)
@@ -285,7 +313,10 @@ bool drk_lower_w4(drk_lctx_t *c) {
     drk_tile_op_set_ident(m, dot, "kind", "mma_sync");
     acc = dot->results[0];
   }
-  tv_t *yl[8] = {acc, nxt.a[0], nxt.a[1], nxt.a[2], nxt.a[3], nxt.words, nxt.s, nxt.z};
+  tv_t *yl[1 + W4_AHEAD * 7];
+  yl[0] = acc;
+  for (int i = per; i < W4_AHEAD * per; i++) yl[1 + i - per] = args[2 + i]; /* the later fetches move up */
+  w4_pack_fetch(&nxt, yl + 1 + (W4_AHEAD - 1) * per, tile_group, pz != NULL);
   loop = drk_tile_build_for_end(&c->b, ncarry, yl);
   tv_t *res = loop->results[0];
 

@@ -136,6 +136,15 @@ def table(work, out):
             gbs = f"{wbytes / (dus * 1e-6) / 1e9:.0f}" if dus else "-"
             lines.append(f"| {M} | {K} | {N} | {cres} | {dus:.2f} | {c * 1000:.2f} | {sp} | {gbs} | {kstr} |"
                          if dus and c else f"| {M} | {K} | {N} | {cres} | {dus or '-'} | {c and c * 1000 or '-'} | - | {gbs} | {kstr} |")
+    lines += ["", "Split-K sweep, 4096 x 4096 (drkc us per GEMM; `--schedule=mm.split_k=S`):", "",
+              "| M | " + " | ".join(f"S={S}" for S in (1, 2, 4, 8, 16)) + " |", "| --- |" + " --- |" * 5]
+    R = copies(4096, 4096)
+    for M in (1, 16, 64):
+        row = []
+        for S in (1, 2, 4, 8, 16):
+            d = resident_ms(os.path.join(out, f"run-4096x4096-{M}-sk{S}.log"))
+            row.append(f"{d / R * 1000:.2f}" if d else "-")
+        lines.append(f"| {M} | " + " | ".join(row) + " |")
     text = "\n".join(lines) + "\n"
     open(os.path.join(out, "w4a16.md"), "w").write(text)
     print(text)

@@ -12,7 +12,8 @@
 # 2. check first: `drkc run --device=cuda --check` of each check model at each M (GPU against the
 #    CPU interpreter on the same 4-bit weights; f16 tolerance rel. L2 1e-2).
 # 3. time: drkc --bind=M=... --target=sm_90a -> drkrun --profile (resident median / R: the
-#    kernel and its split-K sum); torch (w4a16.py torch): the R fp16 matmuls in a CUDA graph / R.
+#    kernel and its split-K sum); a split-K sweep on 4096x4096 (mm.split_k 1..16 at M 1, 16, 64);
+#    torch (w4a16.py torch): the R fp16 matmuls in a CUDA graph / R.
 # 4. OUTDIR/w4a16.md: the table (w4a16.py table). Logs are OUTDIR/*.log.
 # DRKC/DRKRUN: the static drkc and drkrun the lead carries to the GPU machine (as the other
 # tests/bench/*.sh); PYTHON (default python3) needs numpy, onnx and torch.
@@ -48,6 +49,18 @@ for s in $SHAPES; do
     timeout 120 "$DRKC" "$WORK/w4_$s.onnx" --bind=M=$M --target=$TARGET --report -o "$WORK/w4-$k.drkm" >"$OUT/compile-$k.log" 2>&1 ||
       { echo "compile $k failed: $(tail -1 "$OUT/compile-$k.log")"; continue; }
     timeout 120 "$DRKRUN" "$WORK/w4-$k.drkm" --warmup 10 --iters 50 --profile >"$OUT/run-$k.log" 2>&1 ||
+      echo "drkrun $k failed: $(tail -1 "$OUT/run-$k.log")"
+    echo "$k: $(grep 'resident latency' "$OUT/run-$k.log" | sed 's/.*median/median/')"
+  done
+done
+
+say "== 3a. split-K sweep (4096x4096; --schedule=mm.split_k=S; the heuristic's choice is in compile-*.log's schedules)"
+for M in 1 16 64; do
+  for S in 1 2 4 8 16; do
+    k=4096x4096-$M-sk$S
+    timeout 120 "$DRKC" "$WORK/w4_4096x4096.onnx" --bind=M=$M --target=$TARGET --schedule=mm.split_k=$S -o "$WORK/w4-$k.drkm" \
+      >"$OUT/compile-$k.log" 2>&1 || { echo "compile $k failed: $(tail -1 "$OUT/compile-$k.log")"; continue; }
+    timeout 120 "$DRKRUN" "$WORK/w4-$k.drkm" --warmup 10 --iters 50 >"$OUT/run-$k.log" 2>&1 ||
       echo "drkrun $k failed: $(tail -1 "$OUT/run-$k.log")"
     echo "$k: $(grep 'resident latency' "$OUT/run-$k.log" | sed 's/.*median/median/')"
   done
