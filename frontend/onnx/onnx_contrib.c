@@ -37,7 +37,8 @@ static bool import_matmul_nbits(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, dr
     if (dst) *dst = a->i;
   }
   if (bits != 4) return FAIL("MatMulNBits '%s': not implemented: bits = %lld (drkc imports 4-bit codes only)", nm, (long long)bits);
-  if (K < 1 || N < 1 || bs < 1) return FAIL("MatMulNBits '%s': attributes K, N and block_size must be given and positive", nm);
+  if (K < 1 || N < 1 || bs < 1 || K > ((int64_t)1 << 31) || N > ((int64_t)1 << 31))
+    return FAIL("MatMulNBits '%s': attributes K, N and block_size must be given, positive and below 2^31", nm);
   if (bs % 16 || K % bs)
     return FAIL("MatMulNBits '%s': not implemented: block_size %lld with K = %lld (drkc needs a multiple of 16 that divides K)",
                 nm, (long long)bs, (long long)K);
