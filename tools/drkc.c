@@ -882,8 +882,13 @@ static int run_model(run_options_t *ro) {
     loaded++;
   }
   /* The optimizations (BN folding, the precision policy) come after the reference (the
-   * model as given) is taken. */
-  if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, "verify-canonical")) goto done;
+   * model as given) is taken; with --quantize=int4-weight the reference is the quantized
+   * model (its 4-bit weights dequantized exactly), so --check measures the kernels. */
+  const char *ref_stage = o->quantize_group > 0 ? "quantize" : "verify-canonical";
+  if (ro->check && o->quantize_group > 0)
+    fprintf(stderr, "drkc: note: --check compares with the model after --quantize=int4-weight (its 4-bit weights "
+            "dequantized), not with the float model\n");
+  if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, ref_stage)) goto done;
   drk_tensor_t *ref = NULL;
   drk_runtime_t *rt = NULL;
   drk_search_tuned_t *tuned = NULL;

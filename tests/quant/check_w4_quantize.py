@@ -77,6 +77,12 @@ if not e_ref <= 1e-5:
     fails.append(f"quantized model differs from numpy's RTN by {e_ref:.3e}")
 if not 0.02 <= e_float <= 0.3:
     fails.append(f"quantized vs float error {e_float:.3f} outside the int4 range")
+# --check with --quantize: the reference is the quantized model (a note says so), so fp16 passes
+r = subprocess.run([DRKC, "run", path, "--device=cpu", "--input", "x=" + os.path.join(WORK, "x.npy"), "--check",
+                    "--quantize=int4-weight", f"--group-size={G}", "--precision=fp16"], capture_output=True, text=True)
+print((r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else "")
+if r.returncode or "PASS" not in r.stdout + r.stderr or "after --quantize=int4-weight" not in r.stderr:
+    fails.append(f"drkc run --check --quantize (fp16): {r.stdout}{r.stderr}")
 bad = subprocess.run([DRKC, path, "--quantize=int8"], capture_output=True, text=True)
 if bad.returncode == 0 or "--quantize: int4-weight" not in bad.stderr:
     fails.append(f"--quantize=int8 not refused: {bad.stderr.strip()}")
