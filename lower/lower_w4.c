@@ -4,7 +4,7 @@
  * One program computes a BLOCK_M x BLOCK_N tile of Y [M, N] (M: A's rows, A [..., K] taken as
  * [M, K]) over a range of k tiles of 64 (split-K: grid z). Per k tile:
  *  - A's [BM, 64] slice (4 planes of [BM, 16]) and the tile's weights, one [16, BN] i16 load
- *    (32 contiguous bytes per column, 16 per thread), were loaded into registers W4_AHEAD
+ *    (32 contiguous bytes per column, 16 per thread), were loaded into registers 2 or 3
  *    steps before (and the scales and zero points with them when a group spans whole k
  *    tiles), so the loads of the next steps are in flight while one computes;
  *  - the A planes go to shared memory; plane t's codes are nibble t of every word,
@@ -120,8 +120,10 @@ typedef struct w4_fetch {
   tv_t *s, *z;  /* tile_group: the tile's scales and zero points [BN] f32 (z NULL: none) */
 } w4_fetch_t;
 
-/* k tiles whose loads are in flight while one is computed (loop-carried in registers) */
-#define W4_AHEAD 2
+/* k tiles whose loads are in flight while one is computed (loop-carried in registers): 3 for
+ * BLOCK_M <= 32 (about 120 registers at BLOCK_M 16, four programs per SM), 2 for BLOCK_M 64
+ * (126 registers) */
+#define W4_AHEAD_MAX 3
 
 static void w4_pack_fetch(const w4_fetch_t *f, tv_t **out, bool tile_group, bool zp) {
   int n = 0;
@@ -262,13 +264,14 @@ bool drk_lower_w4(drk_lctx_t *c) {
    * tile's prefetch; smaller groups are loaded per plane in the step */
   bool tile_group = G % DRK_W4_BK == 0;
   w4_io_t io = {pa, pb, ps, pz, afix, amask, wfix, wmask, ncol, nmask1, AL, WL, tile_group};
-  /* W4_AHEAD fetches in flight: the loop carries the fetches of k tiles kt .. kt+AHEAD-1 and
+  /* `ahead` fetches in flight: the loop carries the fetches of k tiles kt .. kt+ahead-1 and
    * issues kt+AHEAD's before computing kt's */
   int per = 5 + (tile_group ? 1 : 0) + (tile_group && pz ? 1 : 0); /* carried values per fetch */
-  int ncarry = 1 + W4_AHEAD * per;
-  tv_t *init[1 + W4_AHEAD * 7];
+  const int ahead = BM <= 32 ? 3 : 2;
+  int ncarry = 1 + ahead * per;
+  tv_t *init[1 + W4_AHEAD_MAX * 7];
   init[0] = zero;
-  for (int d = 0; d < W4_AHEAD; d++) {
+  for (int d = 0; d < ahead; d++) {
     w4_fetch_t f;
     w4_issue(c, &w, &io, BIN(ADD, kb, lw_sci(c, c->it, d)), ke, &f);
     w4_pack_fetch(&f, init + 1 + d * per, tile_group, pz != NULL);
@@ -279,7 +282,7 @@ bool drk_lower_w4(drk_lctx_t *c) {
   w4_fetch_t now;
   w4_unpack_fetch(args + 2, &now, tile_group, pz != NULL);
   w4_fetch_t nxt;
-  w4_issue(c, &w, &io, BIN(ADD, kt, lw_sci(c, c->it, W4_AHEAD)), ke, &nxt);
+  w4_issue(c, &w, &io, BIN(ADD, kt, lw_sci(c, c->it, ahead)), ke, &nxt);
   drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL); /* the previous step's reads of sA/sB are done */
   tv_t *k0 = BIN(MUL, kt, lw_sci(c, c->it, DRK_W4_BK));
   for (int t = 0; t < 4; t++)
@@ -313,10 +316,10 @@ bool drk_lower_w4(drk_lctx_t *c) {
     drk_tile_op_set_ident(m, dot, "kind", "mma_sync");
     acc = dot->results[0];
   }
-  tv_t *yl[1 + W4_AHEAD * 7];
+  tv_t *yl[1 + W4_AHEAD_MAX * 7];
   yl[0] = acc;
-  for (int i = per; i < W4_AHEAD * per; i++) yl[1 + i - per] = args[2 + i]; /* the later fetches move up */
-  w4_pack_fetch(&nxt, yl + 1 + (W4_AHEAD - 1) * per, tile_group, pz != NULL);
+  for (int i = per; i < ahead * per; i++) yl[1 + i - per] = args[2 + i]; /* the later fetches move up */
+  w4_pack_fetch(&nxt, yl + 1 + (ahead - 1) * per, tile_group, pz != NULL);
   loop = drk_tile_build_for_end(&c->b, ncarry, yl);
   tv_t *res = loop->results[0];
 
