@@ -144,7 +144,11 @@ static void quant_group(const drk_value_t *w, int64_t N, int64_t k0, int64_t G, 
 
 static drk_rewrite_t quant_one(drk_graph_t *g, drk_node_t *mm, void *vctx) {
   quant_ctx_t *qc = vctx;
-  if (mm->op != DRK_OP_MATMUL || mm->n_inputs != 2 || drk_node_attr_int(mm, "result_n", 0)) return DRK_REWRITE_KEPT;
+  if (mm->op != DRK_OP_MATMUL || mm->n_inputs != 2) return DRK_REWRITE_KEPT;
+  if (drk_node_attr_int(mm, "result_n", 0)) {
+    qc->st.padded += is_const(mm->inputs[1]);
+    return DRK_REWRITE_KEPT;
+  }
   drk_value_t *a = mm->inputs[0], *w = mm->inputs[1];
   int64_t K, N, G = qc->group;
   if (!is_const(w) || !static2(w, &K, &N) || a->shape.rank < 1) return DRK_REWRITE_KEPT;

@@ -11,6 +11,7 @@
 typedef struct drk_quantize_stats {
   size_t quantized;            /* MatMuls made MatMulNBits */
   size_t skipped;              /* MatMuls by a constant weight left alone: K % group != 0 */
+  size_t padded;               /* ... and those of a weight pad-matmul-n padded (result_n) */
   uint64_t bytes_before;       /* their weights as given */
   uint64_t bytes_after;        /* codes + scales + zero points */
 } drk_quantize_stats_t;

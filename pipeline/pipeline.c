@@ -207,7 +207,8 @@ static bool st_gemm_to_matmul(drk_pipeline_t *p) {
 }
 
 /* W4A16 (passes/quantize.c): MatMuls by DequantizeLinear of int4/uint4 constants folded into
- * MatMulNBits, --quantize=int4-weight, then every MatMulNBits in the GPU's packing. */
+ * MatMulNBits, --quantize=int4-weight, then every MatMulNBits in the GPU's packing. After
+ * merge-matmul, so sibling projections (Q/K/V) are quantized as the one MatMul they became. */
 static bool st_quantize(drk_pipeline_t *p) {
   size_t folded = 0, packed = 0;
   drk_quantize_stats_t qs = {0};
@@ -222,8 +223,9 @@ static bool st_quantize(drk_pipeline_t *p) {
   const char *who = p->o->report ? "report" : "drkc";
   if (r && p->o->quantize_group > 0)
     fprintf(r, "%s: --quantize=int4-weight (group %d): %zu MatMuls quantized, weights %llu -> %llu bytes; %zu left in "
-            "float (K %% %d != 0)\n", who, p->o->quantize_group, qs.quantized, (unsigned long long)qs.bytes_before,
-            (unsigned long long)qs.bytes_after, qs.skipped, p->o->quantize_group);
+            "float (K %% %d != 0), %zu (weights padded for sm_90a)\n", who, p->o->quantize_group, qs.quantized,
+            (unsigned long long)qs.bytes_before, (unsigned long long)qs.bytes_after, qs.skipped, p->o->quantize_group,
+            qs.padded);
   if (r && folded) fprintf(r, "%s: %zu DequantizeLinear -> MatMul pairs run as MatMulNBits\n", who, folded);
   if (!folded && !qs.quantized && !packed) return true;
   drk_pass_eliminate_dead(p->g);
@@ -480,11 +482,11 @@ static const drk_stage_t stages[] = {
      dump_graph},
     {"conv-to-matmul", "pointwise and patch convolutions become MatMuls", st_conv_to_matmul, dump_graph},
     {"gemm-to-matmul", "Gemms become MatMuls with their alpha/beta/C as an epilogue", st_gemm_to_matmul, dump_graph},
-    {"quantize", "DequantizeLinear -> MatMul of int4/uint4 constants and --quantize=int4-weight as MatMulNBits "
-                 "(4-bit weights, the GPU's packing)", st_quantize, dump_graph},
     {"pad-matmul-n", "sm_90a: constant MatMul weights of N % 8 != 0 columns padded, the result sliced", st_pad_matmul_n,
      dump_graph},
     {"merge-matmul", "sibling MatMuls of one input become one (fusion level >= 2)", st_merge_matmul, dump_graph},
+    {"quantize", "DequantizeLinear -> MatMul of int4/uint4 constants and --quantize=int4-weight as MatMulNBits "
+                 "(4-bit weights, the GPU's packing)", st_quantize, dump_graph},
     {"precision", "applies --precision/--matmul-precision: casts at the compute boundaries, the interface keeps "
                   "its dtypes", st_precision, dump_graph},
     {"verify-precision", "guarantees the precision rewrite verifies", st_verify, dump_graph},

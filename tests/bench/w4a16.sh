@@ -15,6 +15,10 @@
 #    kernel and its split-K sum); a split-K sweep on 4096x4096 (mm.split_k 1..16 at M 1, 16, 64);
 #    torch (w4a16.py torch): the R fp16 matmuls in a CUDA graph / R.
 # 4. OUTDIR/w4a16.md: the table (w4a16.py table). Logs are OUTDIR/*.log.
+# 5. (W4_LLAMA=0 skips it) the LLaMA-style decoder of tests/models/gen_full_models.py: the
+#    medium config quantized (--quantize=int4-weight --precision=fp16) through
+#    `drkc run --device=cuda --check` (reference: the quantized model), and the full one's
+#    latency (prefill, seq 2048) in fp16 and int4 builds (drkrun); printed, in the logs.
 # DRKC/DRKRUN: the static drkc and drkrun the lead carries to the GPU machine (as the other
 # tests/bench/*.sh); PYTHON (default python3) needs numpy, onnx and torch.
 set -uo pipefail
@@ -72,4 +76,27 @@ cat "$OUT/torch.log"
 
 say "== 4. table"
 $PY "$SRC/tests/bench/w4a16.py" table "$WORK" "$OUT"
+
+if [ "${W4_LLAMA:-1}" = 1 ]; then
+  say "== 5. LLaMA-style decoder (tests/models/gen_full_models.py llama_decoder): --quantize=int4-weight vs fp16"
+  # medium (2 layers, hidden 512, seq 512): GPU --check against the interpreter on the quantized
+  # model (drkc run's reference with --quantize); full (8 layers, hidden 2048, seq 2048, prefill:
+  # M = 2048, not the decode shapes above): drkrun resident latency of both builds
+  timeout 300 $PY "$SRC/tests/models/gen_full_models.py" "$WORK/llama_medium" --only llama_decoder --medium --outputs=none \
+    >"$OUT/llama-gen-medium.log" 2>&1 || echo "llama medium export failed: $(tail -1 "$OUT/llama-gen-medium.log")"
+  timeout 300 "$DRKC" run "$WORK/llama_medium/llama_decoder/model.onnx" --device=cuda --check --target=$TARGET \
+    --quantize=int4-weight --precision=fp16 >"$OUT/llama-check-int4.log" 2>&1
+  echo "llama medium int4 (fp16 activations) --check: rc=$? $(grep -cE 'PASS' "$OUT/llama-check-int4.log") PASS $(grep -cE 'FAIL' "$OUT/llama-check-int4.log") FAIL"
+  timeout 600 $PY "$SRC/tests/models/gen_full_models.py" "$WORK/llama_full" --only llama_decoder --outputs=none \
+    >"$OUT/llama-gen-full.log" 2>&1 || echo "llama full export failed: $(tail -1 "$OUT/llama-gen-full.log")"
+  m=$WORK/llama_full/llama_decoder/model.onnx
+  for v in fp16 int4; do
+    q=; [ $v = int4 ] && q=--quantize=int4-weight
+    timeout 300 "$DRKC" "$m" --target=$TARGET --precision=fp16 $q --report -o "$WORK/llama-$v.drkm" >"$OUT/llama-compile-$v.log" 2>&1 ||
+      { echo "llama $v compile failed: $(tail -1 "$OUT/llama-compile-$v.log")"; continue; }
+    timeout 300 "$DRKRUN" "$WORK/llama-$v.drkm" --warmup 5 --iters 20 --profile >"$OUT/llama-run-$v.log" 2>&1 ||
+      echo "llama $v drkrun failed: $(tail -1 "$OUT/llama-run-$v.log")"
+    echo "llama full $v: $(grep 'resident latency' "$OUT/llama-run-$v.log" | sed 's/.*median/median/') $(grep -- '--quantize' "$OUT/llama-compile-$v.log")"
+  done
+fi
 say "done: $OUT/w4a16.md"
