@@ -54,24 +54,24 @@ typedef struct w4k {
   int warps;
 } w4k_t;
 
-/* Tiles and split-K: BM the smallest of 16, 32, 64 that holds M (64 beyond); BN the widest of
- * 128, 64 (and 32 when M > 16) that still gives as many programs as SMs; split-K until about four
- * programs per SM, with at least 2 k tiles per split, and at most K / (32 M) splits so that
- * the f32 partial sums (written and read again) stay below half the weight bytes; the knob
- * mm.split_k pins it
- * (decode shapes, M <= 16, have few output tiles and read every weight once: the programs
- * along K are what fills the GPU). */
+/* Tiles and split-K. BM: the smallest of 16, 32, 64 that holds M (64 beyond). BN: for decode
+ * shapes (M <= 16) 128, or 64 when 128 leaves fewer programs than SMs; for larger M 128
+ * always (each N tile reads all of A's k slice from L2: N / BN re-reads). Split-K until about
+ * four programs per SM, at least 2 k tiles per split, at most 16, and no more than keeps the
+ * f32 partial sums (written, then read by the sum kernel) within 8 MB or, past that, below
+ * half the weight bytes (K / (32 M) splits); the knob mm.split_k pins it. */
 static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
   int sms = lw_target_sms(&c->o);
   w->BM = w->M <= 16 ? 16 : w->M <= 32 ? 32 : 64;
   int64_t mt = (w->M + w->BM - 1) / w->BM;
-  int64_t bn_min = w->M > 16 ? 32 : 64; /* decode shapes split K rather than take thin tiles */
-  for (w->BN = 128; w->BN > bn_min && mt * ((w->s.N + w->BN - 1) / w->BN) < sms; w->BN /= 2) {
-  }
+  w->BN = 128;
+  if (w->M <= 16 && mt * ((w->s.N + 127) / 128) < sms) w->BN = 64;
   int64_t programs = mt * ((w->s.N + w->BN - 1) / w->BN);
   w->NK = w->s.K / DRK_W4_BK;
-  int64_t sp = (4 * sms + programs - 1) / programs, traffic = w->s.K / (32 * w->M);
-  if (sp > traffic) sp = traffic;
+  int64_t sp = (4 * sms + programs - 1) / programs;
+  int64_t cap = ((int64_t)8 << 20) / (4 * w->M * w->s.N), traffic = w->s.K / (32 * w->M);
+  if (cap < traffic) cap = traffic;
+  if (sp > cap) sp = cap;
   if (sp > w->NK / 2) sp = w->NK / 2;
   if (sp > 16) sp = 16;
   int pin;
@@ -79,7 +79,7 @@ static void w4_schedule(const drk_lctx_t *c, w4k_t *w) {
   if (sp < 1) sp = 1;
   w->KPS = (w->NK + sp - 1) / sp;
   w->SP = (w->NK + w->KPS - 1) / w->KPS;
-  w->warps = 4;
+  w->warps = w->BM == 64 ? 8 : 4; /* BM 64: 2 x 4 warps, half the accumulator registers each */
 }
 
 static tv_t *w4_alloc(drk_lctx_t *c, int64_t off, drk_dtype_t t, int rank, const int64_t *dims, const drk_tile_layout_t *l) {
@@ -223,9 +223,9 @@ bool drk_lower_w4(drk_lctx_t *c) {
   tv_t *pz = n->n_inputs > 3 && n->inputs[3] ? lw_param_buf(c, n->inputs[3], "zero") : NULL;
   tv_t *py = w.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_param_buf(c, n->outputs[0], "y");
 
-  /* layouts: accumulator 1 x 4 warps of m16n8; A planes copied 8 elements (16 bytes) per
+  /* layouts: accumulator (warps/4) x 4 warps of m16n8; A planes copied 8 elements (16 bytes) per
    * thread along k; words 8 per thread (16 bytes) along j, lanes then warps along n */
-  const drk_tile_layout_t *accL = drk_tile_layout_mma(m, DRK_TL_MMA_SYNC, 1, w.warps, 16, 8);
+  const drk_tile_layout_t *accL = drk_tile_layout_mma(m, DRK_TL_MMA_SYNC, w.warps / 4, 4, 16, 8);
   const drk_tile_layout_t *opA = drk_tile_layout_dot_op(m, accL, 0, 8), *opB = drk_tile_layout_dot_op(m, accL, 1, 8);
   const drk_tile_layout_t *AL = drk_tile_layout_blocked(m, 2, (int[]){1, 8}, (int[]){16, 2}, (int[]){w.warps, 1}, (int[]){1, 0});
   const drk_tile_layout_t *WL = drk_tile_layout_blocked(m, 2, (int[]){8, 1}, (int[]){2, 16}, (int[]){1, w.warps}, (int[]){0, 1});
