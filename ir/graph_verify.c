@@ -15,6 +15,7 @@
 
 #include "graph.h"
 #include "graph_attrs.h"
+#include "w4.h"
 
 typedef struct {
   const drk_graph_t *g;
@@ -242,6 +243,18 @@ static void check_types(vctx_t *c, const drk_node_t *n) {
       int r = a->shape.rank > b->shape.rank ? a->shape.rank : b->shape.rank;
       if (out->shape.rank >= 0 && out->shape.rank != r)
         VERR(c, node_loc(c->g, n), "MatMul: result '%%%s' has rank %d, expected %d", out->name, out->shape.rank, r);
+      break;
+    }
+    case DRK_OP_MATMUL_NBITS: {
+      /* once A's K is known: the shapes and dtypes of ir/w4.h */
+      const drk_value_t *a = in[0];
+      if (!a || a->shape.rank < 1 || a->shape.dims[a->shape.rank - 1].sym || a->shape.dims[a->shape.rank - 1].size < 0) break;
+      for (int i = 1; i < n->n_inputs; i++)
+        if (in[i] && in[i]->shape.rank < 0) return;
+      drk_w4_shape_t ws;
+      char msg[256];
+      if (!drk_w4_shape(n, &ws, msg, sizeof msg)) VERR(c, node_loc(c->g, n), "MatMulNBits: %s", msg);
+      check_same_dtype(c, n, a, "A", out, "result");
       break;
     }
     default: break;

@@ -354,6 +354,7 @@ static drk_iop_fn lookup(drk_op_t op) {
   if ((f = drk_interp_lookup_pool(op))) return f;
   if ((f = drk_interp_lookup_resize(op))) return f;
   if ((f = drk_interp_lookup_layout(op))) return f;
+  if ((f = drk_interp_lookup_quant(op))) return f;
   return NULL;
 }
 

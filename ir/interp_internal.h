@@ -93,6 +93,7 @@ drk_iop_fn drk_interp_lookup_move(drk_op_t op);
 drk_iop_fn drk_interp_lookup_pool(drk_op_t op);
 drk_iop_fn drk_interp_lookup_resize(drk_op_t op);
 drk_iop_fn drk_interp_lookup_layout(drk_op_t op); /* ConvNHWC, MaxPoolNHWC, AveragePoolNHWC */
+drk_iop_fn drk_interp_lookup_quant(drk_op_t op);  /* MatMulNBits */
 
 /* Whole-tensor conversions with the dtype switch hoisted out of the loop. load: malloc'ed
  * (caller frees), NULL after reporting out-of-memory. store: rounds to t's dtype as Cast. */

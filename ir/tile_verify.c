@@ -316,6 +316,19 @@ static void check_cast(vctx_t *c, const drk_tile_op_t *op) {
   if (drk_tile_op_attr(op, "rounding")) attr_ident(c, op, "rounding", "rn rz");
 }
 
+/* bitcast: the same bits read as another dtype of the same width (i16 <-> f16/bf16, i32 <->
+ * f32, ...); no bool, no sub-byte dtypes */
+static void check_bitcast(vctx_t *c, const drk_tile_op_t *op) {
+  const drk_tile_type_t *a = T(op, 0), *r = R(op, 0);
+  bool ok = is_value(a) && is_value(r) && same_frame(a, r);
+  for (int i = 0; i < 2 && ok; i++) {
+    drk_dtype_t t = i ? r->dtype : a->dtype;
+    ok = t != DRK_DT_BOOL && drk_dtype_bits(t) >= 8;
+  }
+  if (!ok || drk_dtype_bits(a->dtype) != drk_dtype_bits(r->dtype))
+    err(c, op->loc, "'bitcast' reads the bits as another dtype of the same width (not bool, i4, u4): %s -> %s", ty(a), ty(r));
+}
+
 /* ---- values, shapes and layouts ---- */
 static void check_program_id(vctx_t *c, const drk_tile_op_t *op) {
   const char *nm = drk_tile_op_name(op->code);
@@ -634,6 +647,7 @@ static void check_op_types(vctx_t *c, const drk_tile_op_t *op) {
   case DRK_TOP_FMA: check_fma(c, op); break;
   case DRK_TOP_CMP: check_cmp(c, op); break;
   case DRK_TOP_CAST: check_cast(c, op); break;
+  case DRK_TOP_BITCAST: check_bitcast(c, op); break;
   case DRK_TOP_REDUCE: check_reduce(c, op); break;
   case DRK_TOP_FOR: check_for(c, op); break;
   case DRK_TOP_IF: check_if(c, op); break;

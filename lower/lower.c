@@ -365,6 +365,7 @@ bool drk_lower_node_supported(const drk_node_t *n, const char **why) {
   /* by op before the flags: TopK carries RED, Einsum and ConvTranspose MM */
   if (n->op == DRK_OP_TOP_K) return drk_lower_topk_supported(n, why);
   if (n->op == DRK_OP_EINSUM) return drk_lower_einsum_supported(n, why);
+  if (n->op == DRK_OP_MATMUL_NBITS) return drk_lower_w4_supported(n, why);
   if (n->op == DRK_OP_CONV_TRANSPOSE) return drk_lower_conv_transpose_supported(n, why);
   if (is_pool(n->op)) return drk_lower_pool_supported(n, why);
   unsigned f = drk_op_info(n->op)->flags;
@@ -424,6 +425,7 @@ static bool lower_node(drk_lctx_t *c) {
   }
   if (n->op == DRK_OP_TOP_K) return drk_lower_topk(c);
   if (n->op == DRK_OP_EINSUM) return drk_lower_einsum(c);
+  if (n->op == DRK_OP_MATMUL_NBITS) return drk_lower_w4(c);
   if (n->op == DRK_OP_CONV_TRANSPOSE) return drk_lower_conv_transpose(c);
   if (is_pool(n->op)) return drk_lower_pool(c);
   unsigned f = drk_op_info(n->op)->flags;

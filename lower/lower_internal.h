@@ -80,6 +80,9 @@ bool drk_lower_topk(drk_lctx_t *c);
 bool drk_lower_einsum(drk_lctx_t *c);
 bool drk_lower_conv_transpose(drk_lctx_t *c);
 bool drk_lower_topk_supported(const drk_node_t *n, const char **why);
+/* MatMulNBits, W4A16 (lower_w4.c) */
+bool drk_lower_w4(drk_lctx_t *c);
+bool drk_lower_w4_supported(const drk_node_t *n, const char **why);
 bool drk_lower_einsum_supported(const drk_node_t *n, const char **why);
 bool drk_lower_conv_transpose_supported(const drk_node_t *n, const char **why);
 /* Depthwise and small-group convolutions (lower_dwconv.c): whether c->node (a Conv or

@@ -290,10 +290,33 @@ static bool weight_transpose(const fctx_t *c, const drk_node_t *n) {
   return uses > 0;
 }
 
+/* Whether n is a DequantizeLinear of 4-bit codes that only MatMuls read as their B: kept, so
+ * the weight stays 4-bit (the pipeline's quantize stage runs the pair as MatMulNBits). */
+static bool w4_dequant(const fctx_t *c, const drk_node_t *n) {
+  if (n->op != DRK_OP_DEQUANTIZE_LINEAR || !n->inputs[0] ||
+      (n->inputs[0]->dtype != DRK_DT_I4 && n->inputs[0]->dtype != DRK_DT_U4))
+    return false;
+  const drk_value_t *y = n->outputs[0];
+  int uses = 0;
+  for (size_t i = 0; i < c->g->n_outputs; i++)
+    if (c->g->outputs[i] == y) return false;
+  for (size_t i = 0; i < c->g->n_nodes; i++) {
+    const drk_node_t *m = c->g->nodes[i];
+    if (m->dead) continue;
+    for (int j = 0; j < m->n_inputs; j++) {
+      if (m->inputs[j] != y) continue;
+      if (m->op != DRK_OP_MATMUL || j != 1) return false;
+      uses++;
+    }
+  }
+  return uses > 0;
+}
+
 /* All inputs constant, all results static and small (or a shrinking selection, or a weight
  * layout): evaluate and replace. */
 static void fold_by_interp(fctx_t *c, drk_node_t *n) {
   bool any = false;
+  if (w4_dequant(c, n)) return;
   for (int i = 0; i < n->n_inputs; i++) {
     if (!n->inputs[i]) continue;
     if (!is_const(n->inputs[i]) || !n->inputs[i]->data) return;

@@ -1384,6 +1384,16 @@ static void infer_node(ictx_t *c, const drk_node_t *n, outs_t *o) {
       return;
     }
     case DRK_OP_EINSUM: infer_einsum(c, n, o); return;
+    case DRK_OP_MATMUL_NBITS: {
+      /* Y [..., N]: A's shape with N (scales [K/G, N]) last; ir/w4.c checks the rest */
+      shp_t sc = shp_of(in(n, 2));
+      if (x.rank == 0 || (sc.rank >= 0 && sc.rank != 2)) err(c, "A must have rank >= 1 and scales rank 2");
+      else if (x.rank > 0 && sc.rank == 2) {
+        o->s[0] = x;
+        o->s[0].d[x.rank - 1] = sc.d[1];
+      }
+      return;
+    }
     case DRK_OP_CONV_NHWC: case DRK_OP_MAX_POOL_NHWC: case DRK_OP_AVERAGE_POOL_NHWC:
       infer_nhwc(c, n, &x, &o->s[0]);
       return;

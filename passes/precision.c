@@ -185,6 +185,7 @@ static int slot_kind(const drk_node_t *n, int i) {
     case DRK_OP_CAST_LIKE: return i == 0 ? SLOT_ANY : SLOT_FOLLOW;
     case DRK_OP_RESIZE: case DRK_OP_DROPOUT: return i == 0 ? SLOT_FOLLOW : SLOT_KEEP;
     case DRK_OP_QUANTIZE_LINEAR: case DRK_OP_DEQUANTIZE_LINEAR: return SLOT_KEEP;
+    case DRK_OP_MATMUL_NBITS: return i == 0 ? SLOT_FOLLOW : SLOT_KEEP; /* codes, scales, zero points */
     default: return SLOT_FOLLOW;
   }
 }

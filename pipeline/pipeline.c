@@ -18,6 +18,7 @@
 
 #include "backends/common/kcache.h"
 #include "backends/nvptx/nvptx.h"
+#include "passes/quantize.h"
 #include "backends/package/package.h"
 #include "backends/package/build_amd.h"
 #include "backends/package/module.h"
@@ -209,6 +210,32 @@ static bool st_gemm_to_matmul(drk_pipeline_t *p) {
   if (!n) return true;
   drk_pass_eliminate_dead(p->g);
   if (p->o->verbose) fprintf(stderr, "drkc: %zu Gemms run as MatMuls\n", n);
+  return drk_pass_infer_shapes(p->g, p->d);
+}
+
+/* W4A16 (passes/quantize.c): MatMuls by DequantizeLinear of int4/uint4 constants folded into
+ * MatMulNBits, --quantize=int4-weight, then every MatMulNBits in the GPU's packing. After
+ * merge-matmul, so sibling projections (Q/K/V) are quantized as the one MatMul they became. */
+static bool st_quantize(drk_pipeline_t *p) {
+  size_t folded = 0, packed = 0;
+  drk_quantize_stats_t qs = {0};
+  bool ok = drk_pass_fold_dequant_matmul(p->g, &folded) &&
+            (p->o->quantize_group <= 0 || drk_pass_quantize_int4(p->g, p->o->quantize_group, &qs)) &&
+            drk_pass_pack_w4(p->g, &packed);
+  if (!ok) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory quantizing weights");
+    return false;
+  }
+  FILE *r = p->o->report ? p->o->report : p->o->verbose ? stderr : NULL;
+  const char *who = p->o->report ? "report" : "drkc";
+  if (r && p->o->quantize_group > 0)
+    fprintf(r, "%s: --quantize=int4-weight (group %d): %zu MatMuls quantized, weights %llu -> %llu bytes; %zu left in "
+            "float (K %% %d != 0), %zu (weights padded for sm_90a)\n", who, p->o->quantize_group, qs.quantized,
+            (unsigned long long)qs.bytes_before, (unsigned long long)qs.bytes_after, qs.skipped, p->o->quantize_group,
+            qs.padded);
+  if (r && folded) fprintf(r, "%s: %zu DequantizeLinear -> MatMul pairs run as MatMulNBits\n", who, folded);
+  if (!folded && !qs.quantized && !packed) return true;
+  drk_pass_eliminate_dead(p->g);
   return drk_pass_infer_shapes(p->g, p->d);
 }
 
@@ -578,6 +605,8 @@ static const drk_stage_t stages[] = {
     {"pad-matmul-n", "sm_90a: constant MatMul weights of N % 8 != 0 columns padded, the result sliced", st_pad_matmul_n,
      dump_graph},
     {"merge-matmul", "sibling MatMuls of one input become one (fusion level >= 2)", st_merge_matmul, dump_graph},
+    {"quantize", "DequantizeLinear -> MatMul of int4/uint4 constants and --quantize=int4-weight as MatMulNBits "
+                 "(4-bit weights, the GPU's packing)", st_quantize, dump_graph},
     {"precision", "applies --precision/--matmul-precision: casts at the compute boundaries, the interface keeps "
                   "its dtypes", st_precision, dump_graph},
     {"verify-precision", "guarantees the precision rewrite verifies", st_verify, dump_graph},

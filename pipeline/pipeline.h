@@ -44,6 +44,7 @@ typedef struct drk_compile_options {
   double accuracy_budget;
   const char *calibration;
   drk_layout_t layout;           /* --layout */
+  int quantize_group;            /* --quantize=int4-weight --group-size=G: G (0: no quantization) */
   bool fusion_set;               /* --fusion-aggressiveness / --max-graph-depth given */
   int fusion_level, max_depth;
   drk_sched_knobs_t knobs;           /* --schedule: knobs pinned for every kernel */

@@ -98,6 +98,10 @@ static const char usage_text[] =
     "                          as drkc run draws them (--seed 0)\n"
     "  --matmul-precision=M    highest (f32 math for f32 matmuls, the default) | high (TF32) |\n"
     "                          medium (bf16 inputs, f32 accumulation)\n"
+    "  --quantize=int4-weight  MatMuls by a constant float weight [K, N] with K a multiple of the\n"
+    "                          group get 4-bit weights (round to nearest, a scale and zero point\n"
+    "                          per group of K), activations keep their dtype (W4A16)\n"
+    "  --group-size=G          the group of --quantize (default 128; a multiple of 16)\n"
     "  --layout=L              auto (the default: NHWC for 2-D convs computing in f16, bf16 or\n"
     "                          f8 when every target is NVIDIA) | nchw (the model's layout) |\n"
     "                          nhwc (every 2-D float conv with constant weights); the layout\n"
@@ -948,8 +952,13 @@ static int run_model(run_options_t *ro) {
     loaded++;
   }
   /* The optimizations (BN folding, the precision policy) come after the reference (the
-   * model as given) is taken. */
-  if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, "verify-canonical")) goto done;
+   * model as given) is taken; with --quantize=int4-weight the reference is the quantized
+   * model (its 4-bit weights dequantized exactly), so --check measures the kernels. */
+  const char *ref_stage = o->quantize_group > 0 ? "quantize" : "verify-canonical";
+  if (ro->check && o->quantize_group > 0)
+    fprintf(stderr, "drkc: note: --check compares with the model after --quantize=int4-weight (its 4-bit weights "
+            "dequantized), not with the float model\n");
+  if (!drk_pipeline_bind_from_inputs(g, inputs, &d) || !drk_pipeline_run_to(p, ref_stage)) goto done;
   drk_tensor_t *ref = NULL;
   drk_runtime_t *rt = NULL;
   drk_search_tuned_t *tuned = NULL;
@@ -1040,7 +1049,8 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
                            *const o_depth[] = {"--max-graph-depth", NULL}, *const o_sched[] = {"--schedule", NULL},
                            *const o_scheds[] = {"--schedules", NULL},
                            *const o_layout[] = {"--layout", NULL}, *const o_db[] = {"--db", NULL},
-                           *const o_budget[] = {"--accuracy-budget", NULL}, *const o_calib[] = {"--calibration", NULL};
+                           *const o_budget[] = {"--accuracy-budget", NULL}, *const o_calib[] = {"--calibration", NULL},
+                           *const o_quant[] = {"--quantize", NULL}, *const o_group[] = {"--group-size", NULL};
   const char *v;
   char *end;
   if ((v = drkc_opt_value(argc, argv, i, o_bind))) {
@@ -1084,6 +1094,20 @@ int drkc_parse_compile_option(int argc, char **argv, int *i, drk_compile_options
       return -1;
     }
     c->calibration = v;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_quant))) {
+    /* quantize_group < 0: --group-size came first (docs/precision.md "W4A16") */
+    if (strcmp(v, "int4-weight") != 0) {
+      drkc_usage_error("--quantize: int4-weight, not '%s'", v);
+      return -1;
+    }
+    c->quantize_group = c->quantize_group < 0 ? -c->quantize_group : c->quantize_group > 0 ? c->quantize_group : 128;
+  } else if ((v = drkc_opt_value(argc, argv, i, o_group))) {
+    long gs = strtol(v, &end, 10);
+    if (!*v || *end || gs < 16 || gs % 16 || gs > (1 << 20)) {
+      drkc_usage_error("--group-size: a multiple of 16 (16 .. 1048576), not '%s'", v);
+      return -1;
+    }
+    c->quantize_group = c->quantize_group > 0 ? (int)gs : -(int)gs;
   } else if ((v = drkc_opt_value(argc, argv, i, o_layout))) {
     if (!drk_layout_parse(v, &c->layout)) {
       drkc_usage_error("--layout: auto, nchw or nhwc, not '%s'", v);

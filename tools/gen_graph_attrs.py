@@ -58,6 +58,8 @@ EXTRA["MatMul"] = {"result_n": ("INT", "POS", INTERNAL_OPSET)}
 # interpreter rounds its operands to tf32): internal too
 for _op in ("MatMul", "Gemm", "Conv"):
     EXTRA.setdefault(_op, {})["tf32"] = ("INT", "BOOL", INTERNAL_OPSET)
+# drkc's own ops without an ai.onnx schema: their rows (name, kind, rule, required), all internal
+OWN = {"MatMulNBits": [("block_size", "INT", "POS", True), ("packing", "INT", "BOOL", False)]}
 BOOLS = {"keepdims", "noop_with_empty_axes", "select_last_index", "largest", "sorted", "exclusive", "reverse",
          "upper", "transA", "transB", "allowzero", "training_mode", "saturate", "detect_negative",
          "detect_positive", "ceil_mode", "count_include_pad", "exclude_outside", "antialias"}
@@ -92,6 +94,11 @@ def main():
       " * knows); ENUM (one of the allowed strings). */\n")
     for enum, op in ops:
         if op.endswith("NHWC"):
+            continue
+        if op in OWN:
+            for name, kind, rule, required in OWN[op]:
+                w("DRK_ATTR(%s, %s, %s, %s, NULL, %d, %s)\n" % (enum, name, kind, rule, INTERNAL_OPSET,
+                                                                "true" if required else "false"))
             continue
         vs = versions(op)
         s21 = D.get_schema(op, 21)

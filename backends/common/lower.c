@@ -664,6 +664,7 @@ bool gpu_lower_elementwise(gpu_lc_t *lc, const drk_tile_op_t *op) {
       break;
     }
     case DRK_TOP_CMP: v = gpu_cmp(lc, op, t, drk_tile_op_attr_ident(op, "pred", "eq"), o[0]->r[r], o[1]->r[r]); break;
+    case DRK_TOP_BITCAST: v = LLVMBuildBitCast(lc->b, o[0]->r[r], gpu_reg_type(lc, res->type.dtype, false), ""); break;
     case DRK_TOP_CAST:
       v = gpu_cast(lc, op, t, res->type.dtype, o[0]->r[r],
                   strcmp(drk_tile_op_attr_ident(op, "rounding", "rn"), "rz") == 0);
@@ -894,7 +895,7 @@ static bool lower_op(gpu_lc_t *lc, const drk_tile_op_t *op) {
   case DRK_TOP_RETURN: return true;
   case DRK_TOP_ADD: case DRK_TOP_SUB: case DRK_TOP_MUL: case DRK_TOP_DIV: case DRK_TOP_REM:
   case DRK_TOP_MAX: case DRK_TOP_MIN: case DRK_TOP_AND: case DRK_TOP_OR: case DRK_TOP_SELECT:
-  case DRK_TOP_FMA: case DRK_TOP_CMP: case DRK_TOP_CAST:
+  case DRK_TOP_FMA: case DRK_TOP_CMP: case DRK_TOP_CAST: case DRK_TOP_BITCAST:
     return gpu_lower_elementwise(lc, op);
   default:
     if (info->flags & (DRK_TOPF_EWB | DRK_TOPF_EWU)) return gpu_lower_elementwise(lc, op);

@@ -90,6 +90,10 @@ bool drk_onnx_apply_type(drk_onnx_ctx_t *c, drk_value_t *v, const Onnx__ValueInf
 /* The model's opset for domain ("" = ai.onnx), or -1. */
 int64_t drk_onnx_domain_opset(const drk_onnx_ctx_t *c, const char *domain);
 
+/* Converts a node of domain com.microsoft (onnx_contrib.c: MatMulNBits). Returns false
+ * after reporting. */
+bool drk_onnx_import_contrib(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, drk_loc_t loc);
+
 /* Converts node #index (onnx_opset.c). Returns false after reporting. */
 bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int index);
 

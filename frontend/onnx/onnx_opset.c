@@ -1295,6 +1295,8 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
   b.op_type = np->op_type ? np->op_type : "";
   b.opset = c->opset;
   const char *domain = np->domain && *np->domain ? np->domain : "ai.onnx";
+  if (strcmp(domain, "com.microsoft") == 0 && drk_onnx_domain_opset(c, domain) >= 0)
+    return drk_onnx_import_contrib(c, np, b.loc);
   if (strcmp(domain, "ai.onnx") != 0) {
     int64_t dv = drk_onnx_domain_opset(c, domain);
     if (dv < 0) return fail(&b, "unsupported op '%s' (domain '%s', not imported by the model)", b.op_type, domain);

@@ -98,6 +98,31 @@ static int64_t wrap_to(drk_dtype_t t, int64_t v) {
   }
 }
 
+/* bitcast: the bits of value v (of dtype from) as dtype to (same width; float values are
+ * exact in their dtype, ints already wrapped) */
+static uint64_t bits_of(drk_dtype_t from, double f, int64_t i) {
+  switch (from) {
+  case DRK_DT_F16: return drk_f32_to_f16((float)f);
+  case DRK_DT_BF16: return drk_f32_to_bf16((float)f);
+  case DRK_DT_F8E4M3: return drk_f32_to_f8e4m3((float)f, false);
+  case DRK_DT_F8E5M2: return drk_f32_to_f8e5m2((float)f, false);
+  case DRK_DT_F32: { float x = (float)f; uint32_t u; memcpy(&u, &x, 4); return u; }
+  case DRK_DT_F64: { uint64_t u; memcpy(&u, &f, 8); return u; }
+  default: return (uint64_t)i & (drk_dtype_bits(from) >= 64 ? ~0ull : ((1ull << drk_dtype_bits(from)) - 1));
+  }
+}
+
+static double float_of_bits(drk_dtype_t to, uint64_t b) {
+  switch (to) {
+  case DRK_DT_F16: return drk_f16_to_f32((uint16_t)b);
+  case DRK_DT_BF16: return drk_bf16_to_f32((uint16_t)b);
+  case DRK_DT_F8E4M3: return drk_f8e4m3_to_f32((uint8_t)b);
+  case DRK_DT_F8E5M2: return drk_f8e5m2_to_f32((uint8_t)b);
+  case DRK_DT_F32: { uint32_t u = (uint32_t)b; float x; memcpy(&x, &u, 4); return x; }
+  default: { double x; memcpy(&x, &b, 8); return x; }
+  }
+}
+
 static void fail(ex_t *e, const char *msg, const drk_tile_op_t *op) {
   if (e->failed) return;
   e->failed = true;
@@ -797,6 +822,16 @@ static void run_op(ex_t *e, const drk_tile_op_t *op) {
       } else {
         y->i[j] = wrap_to(t, gi(a, j));
       }
+    }
+    return;
+  }
+  case DRK_TOP_BITCAST: {
+    tval_t *a = val(e, op->operands[0]), *y = res(e, r0);
+    drk_dtype_t from = op->operands[0]->type.dtype, to = r0->type.dtype;
+    for (int64_t j = 0; j < y->n; j++) {
+      uint64_t b = bits_of(from, a->f ? gf(a, j) : 0, a->i ? gi(a, j) : 0);
+      if (y->f) y->f[j] = float_of_bits(to, b);
+      else y->i[j] = wrap_to(to, (int64_t)b);
     }
     return;
   }

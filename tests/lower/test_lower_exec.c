@@ -17,6 +17,12 @@
  *                                     w* inputs as constants and the layout pass as the
  *                                     pipeline runs it for sm_90a (channels padded to 8),
  *                                     which must keep the interpreter's results bit for bit
+ *   test_lower_exec w4 M K N G ZP DTYPE
+ *                                     MatMulNBits (W4A16, lower_w4.c): A [M, K] of DTYPE (f16,
+ *                                     bf16), random 4-bit codes, scales in [0.005, 0.05) and
+ *                                     (ZP = 1) zero points, groups of G; the reference is the
+ *                                     interpreter on ORT's packing (0), the kernels run on the
+ *                                     GPU packing the quantize pass makes (1)
  *   test_lower_exec dw FILE.drkg [KNOBS]
  *                                     like drkg with the pins KNOBS; every grouped Conv or
  *                                     ConvNHWC must be the direct depthwise kernel (kind dw,
@@ -44,6 +50,7 @@
 #include "lower/lower.h"
 #include "passes/passes.h"
 #include "passes/plan_memory.h"
+#include "passes/quantize.h"
 #include "tests/common/lowered_check.h"
 #include "tests/fuse/tile_exec.h"
 
@@ -439,6 +446,51 @@ static int run_drkg(const char *path) {
   return rc;
 }
 
+/* ---- W4A16 ---- */
+static int run_w4(int64_t M, int64_t K, int64_t N, int64_t G, bool zp, drk_dtype_t t) {
+  char what[128];
+  snprintf(what, sizeof what, "w4 M=%lld K=%lld N=%lld G=%lld zp=%d %s", (long long)M, (long long)K, (long long)N,
+           (long long)G, zp, drk_dtype_name(t));
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_graph_t *g = drk_graph_create("w4");
+  uint64_t rng = 7;
+  size_t nb = (size_t)(N * K / 2), ng = (size_t)(K / G * N);
+  uint8_t *codes = drk_arena_alloc(g->arena, nb), *z = drk_arena_alloc(g->arena, ng);
+  float *s = drk_arena_alloc(g->arena, ng * sizeof(float));
+  for (size_t i = 0; i < nb; i++) codes[i] = (uint8_t)rng_next(&rng);
+  for (size_t i = 0; i < ng; i++) {
+    z[i] = (uint8_t)(rng_next(&rng) % 16);
+    s[i] = 0.005f + 0.045f * (float)(rng_next(&rng) >> 11) * (1.0f / 9007199254740992.0f);
+  }
+  drk_value_t *a = drk_graph_add_input(g, "a", t, drk_graph_shape_static(g, 2, (int64_t[]){M, K}));
+  drk_value_t *ins[4] = {a,
+                         drk_graph_add_const(g, "b", DRK_DT_U8, drk_graph_shape_static(g, 2, (int64_t[]){N, K / 2}), codes, nb),
+                         drk_graph_add_const(g, "s", DRK_DT_F32, drk_graph_shape_static(g, 2, (int64_t[]){K / G, N}), s,
+                                             ng * sizeof(float)),
+                         zp ? drk_graph_add_const(g, "z", DRK_DT_U8, drk_graph_shape_static(g, 2, (int64_t[]){K / G, N}), z, ng)
+                            : NULL};
+  const char *yn = "y";
+  drk_node_t *n = drk_graph_add_node(g, DRK_OP_MATMUL_NBITS, zp ? 4 : 3, ins, 1, &yn, drk_loc_none);
+  drk_node_set_int(g, n, "block_size", G);
+  drk_graph_add_output(g, n->outputs[0]);
+  drk_tensor_t in = {0}, ref = {0};
+  int rc = 1;
+  size_t packed = 0;
+  if (!random_input(a, &rng, &in) || !drk_pass_infer_shapes(g, &d) || !drk_interp_run(g, &in, &ref, &d)) {
+    fprintf(stderr, "FAIL %s: interpreter\n", what);
+  } else if (!drk_pass_pack_w4(g, &packed) || packed != 1 || !drk_graph_verify(g, &d)) {
+    fprintf(stderr, "FAIL %s: not packed for the GPU\n", what);
+  } else {
+    rc = execute(g, &in, &ref, what) ? 0 : 1;
+    if (!rc) printf("ok %s\n", what);
+  }
+  drk_tensor_free(&in);
+  drk_tensor_free(&ref);
+  drk_graph_destroy(g);
+  return rc;
+}
+
 /* ---- errors of lower_gather.c ---- */
 static bool expect_error(const char *text, const char *want) {
   drk_diag_t d;
@@ -487,6 +539,11 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "onnx") == 0) return run_onnx(argv[2]);
   if (argc == 3 && strcmp(argv[1], "drkg") == 0) return run_drkg(argv[2]);
   if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
+  if (argc == 8 && strcmp(argv[1], "w4") == 0) {
+    drk_dtype_t t;
+    if (!drk_dtype_from_name(argv[7], strlen(argv[7]), &t)) return 2;
+    return run_w4(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoi(argv[6]) != 0, t);
+  }
   if ((argc == 3 || argc == 4) && strcmp(argv[1], "sm90a") == 0) {
     char err[256];
     g_sm90a = true; /* conv.hopper=1 (every conv, small C too) unless KNOBS pin it */
