@@ -301,7 +301,10 @@ static bool compile_isolated(tuner_t *t, const tkernel_t *k, const drk_sched_kno
   double until = now_s() + timeout_s;
   int status = 0;
   pid_t got;
-  while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < until) usleep(2000);
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < until) {
+    drk_tune_mpi_alive(t->mpi); /* a compile rank's heartbeat to rank 0 */
+    usleep(2000);
+  }
   if (got == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);

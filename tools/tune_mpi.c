@@ -19,11 +19,13 @@
 
 #define WIRE_MAGIC 0x64726b6dU /* "drkm" */
 #define PING_EVERY_S 5.0
+#define ALIVE_EVERY_S 2.0 /* a busy compile rank's heartbeat */
+#define ALIVE_LOST_S 20.0 /* a busy compile rank silent this long is lost (dead before its deadline) */
 #define TRANSFER_S 120.0 /* a message whose envelope has come gets this long to arrive whole */
 
 enum { /* message kinds, also the MPI tags */
   M_HELLO = 1, M_ROLE, M_COMPILE, M_COMPILED, M_MEASURE, M_MEASURED, M_DEVICE, M_DEVICE_ANS, M_PROFILE,
-  M_PROFILE_ANS, M_PING, M_STOP,
+  M_PROFILE_ANS, M_PING, M_STOP, M_ALIVE,
 };
 
 /* one header for every message; a payload (module bytes, profile) follows it */
@@ -62,6 +64,7 @@ typedef struct rank_info {
   uint64_t job;       /* the job it works on (0: idle) */
   int kind;           /* what it was asked (M_COMPILE...) */
   double deadline, limit_s; /* when its answer is due; how long it was given */
+  double last_alive;        /* its last heartbeat (compile ranks) */
   double last_ping;
   int jobs;           /* answers */
   double busy_s;      /* its own time on them */
@@ -91,7 +94,7 @@ struct drk_tune_mpi {
   /* other ranks */
   drk_tune_mpi_role_t role;
   int device;
-  double last_heard;
+  double last_heard, last_alive_sent;
   char dir[256];
 };
 
@@ -581,6 +584,15 @@ int drk_tune_mpi_serve(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h) {
   return rc;
 }
 
+void drk_tune_mpi_alive(drk_tune_mpi_t *m) {
+  if (!m || m->rank == 0 || mono_s() - m->last_alive_sent < ALIVE_EVERY_S) return;
+  wire_t w;
+  wire_init(&w, M_ALIVE);
+  send_msg(m, 0, &w, NULL, 0);
+  reap_sends(m);
+  m->last_alive_sent = mono_s();
+}
+
 /* ---- rank 0: the jobs ---- */
 void drk_tune_mpi_local(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h) {
   m->local = *h;
@@ -684,6 +696,7 @@ static void give(drk_tune_mpi_t *m, int r, job_t *j, int kind, double timeout_s)
   ri->job = j->id;
   ri->deadline = mono_s() + timeout_s;
   ri->limit_s = timeout_s;
+  ri->last_alive = mono_s();
   if (!send_msg(m, r, &w, measure ? j->bytes : NULL, measure ? j->size : 0)) lose(m, r, "cannot send to it");
 }
 
@@ -709,17 +722,18 @@ static void compile_here(drk_tune_mpi_t *m, job_t *j) {
 /* Hands out work, in submission order: queued candidates to idle compile ranks (rank 0
  * compiles one when none is left), compiled ones to idle measure ranks. */
 static void dispatch(drk_tune_mpi_t *m) {
-  double margin = 30; /* a rank's own limit, plus the trip */
+  /* a rank's own limit, plus the trip */
+  double cmargin = 5 + m->o.compile_timeout_s / 10, mmargin = 5 + m->o.measure_timeout_s / 10;
   for (size_t i = 0; i < m->n_jobs; i++) {
     job_t *j = &m->jobs[i];
     if (j->st == J_QUEUED) {
       int r = idle_rank(m, DRK_TUNE_MPI_COMPILE);
-      if (r > 0) give(m, r, j, M_COMPILE, m->o.compile_timeout_s + margin);
+      if (r > 0) give(m, r, j, M_COMPILE, m->o.compile_timeout_s + cmargin);
       else if (!alive(m, DRK_TUNE_MPI_COMPILE) && m->have_local) compile_here(m, j);
     }
     if (j->st == J_COMPILED) {
       int r = idle_rank(m, DRK_TUNE_MPI_MEASURE);
-      if (r > 0) give(m, r, j, M_MEASURE, m->o.measure_timeout_s + margin);
+      if (r > 0) give(m, r, j, M_MEASURE, m->o.measure_timeout_s + mmargin);
     }
   }
 }
@@ -736,6 +750,11 @@ static void take_answer(drk_tune_mpi_t *m, int src, wire_t *w, void *pl, sync_an
   if (ri->lost && ri->role != DRK_TUNE_MPI_IDLE) {
     ri->lost = false;
     fprintf(stderr, "drkc tune: mpi: rank %d answered after all: back to work\n", src);
+  }
+  if (w->kind == M_ALIVE) {
+    ri->last_alive = mono_s();
+    free(pl);
+    return;
   }
   if (w->kind == M_DEVICE_ANS || w->kind == M_PROFILE_ANS) {
     ri->kind = 0;
@@ -804,6 +823,10 @@ static void progress(drk_tune_mpi_t *m, double until, sync_ans_t *sync) {
       snprintf(why, sizeof why, "no answer within %.0f s", ri->limit_s);
       ri->kind = 0;
       lose(m, r, why);
+    } else if (ri->job && !ri->lost && ri->role == DRK_TUNE_MPI_COMPILE && now - ri->last_alive > ALIVE_LOST_S) {
+      char why[160];
+      snprintf(why, sizeof why, "silent for %.0f s while compiling (no heartbeat)", now - ri->last_alive);
+      lose(m, r, why);
     }
     if (!ri->lost && !ri->job && !ri->kind && ri->role != DRK_TUNE_MPI_IDLE && now - ri->last_ping > PING_EVERY_S) {
       wire_t w;
@@ -861,7 +884,7 @@ static bool ask(drk_tune_mpi_t *m, int r, const wire_t *req, wire_t *out_w, void
   sync_ans_t s = {.src = r};
   rank_info_t *ri = &m->ranks[r];
   ri->kind = (int)req->kind;
-  ri->limit_s = m->o.measure_timeout_s + 30;
+  ri->limit_s = m->o.measure_timeout_s + 5 + m->o.measure_timeout_s / 10;
   ri->deadline = mono_s() + ri->limit_s;
   if (!send_msg(m, r, req, NULL, 0)) {
     ri->kind = 0;

@@ -11,7 +11,8 @@
  * (MPI_ERRORS_RETURN). A rank that misses a deadline is lost: its in-flight candidate is
  * handed out again (DRK_TUNE_MPI_ATTEMPTS times at most, then it is invalid), and an answer
  * that comes late puts the rank back to work. With no compile rank left, rank 0 compiles; with
- * no measure rank left, measuring stops (as when the local worker cannot be started). Ranks
+ * no measure rank left, measuring stops (as when the local worker cannot be started). A busy
+ * compile rank sends a heartbeat (drk_tune_mpi_alive), so its death is noticed in seconds. Ranks
  * other than 0 exit when rank 0 has said nothing for DRK_TUNE_MPI_IDLE_S seconds (it pings
  * every few seconds while it runs).
  *
@@ -99,6 +100,10 @@ drk_tune_mpi_role_t drk_tune_mpi_role(const drk_tune_mpi_t *m, int *out_device);
  * DRK_TUNE_MPI_IDLE_S). Returns 0, or 1 when rank 0 went silent. */
 int drk_tune_mpi_serve(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h);
 
+/* A compile rank busy on a candidate (called from the compile hook's wait): tells rank 0 it is
+ * alive, at most every 2 s. Rank 0 loses a busy compile rank that has been silent for 20 s,
+ * long before its compile deadline: a dead rank is noticed in seconds. No-op on rank 0. */
+void drk_tune_mpi_alive(drk_tune_mpi_t *m);
 /* Rank 0: its own compile (h->compile), used when no compile rank is left. */
 void drk_tune_mpi_local(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h);
 /* Rank 0. Queues a candidate: compiled by a compile rank, then measured by a measure rank as

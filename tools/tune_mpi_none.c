@@ -19,6 +19,7 @@ bool drk_tune_mpi_roles(drk_tune_mpi_t *m, const drk_tune_mpi_options_t *o, uint
 }
 drk_tune_mpi_role_t drk_tune_mpi_role(const drk_tune_mpi_t *m, int *out_device) { return DRK_TUNE_MPI_IDLE; }
 int drk_tune_mpi_serve(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h) { return 1; }
+void drk_tune_mpi_alive(drk_tune_mpi_t *m) {}
 void drk_tune_mpi_local(drk_tune_mpi_t *m, const drk_tune_mpi_hooks_t *h) {}
 uint64_t drk_tune_mpi_submit(drk_tune_mpi_t *m, const drk_tune_mpi_cand_t *c) { return 0; }
 bool drk_tune_mpi_wait(drk_tune_mpi_t *m, uint64_t id, drk_tune_mpi_outcome_t *out, char *msg, size_t n) {
