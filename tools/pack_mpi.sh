@@ -12,8 +12,11 @@
 # On the other machine:
 #   mkdir -p M && tar xJf OUT.tar.xz -C M && source M/mpi/env.sh
 #   mpirun -np 4 drkc tune ... --mpi         (env.sh puts M/mpi/bin first on PATH)
-# env.sh sets OPAL_PREFIX and PMIX_INSTALL_PREFIX (Open MPI and PMIx find their components
-# under the unpacked tree) and LD_LIBRARY_PATH, and keeps Open MPI on TCP and shared memory
+# Checked here: with env.sh, an mpirun -np 4 tune loads every Open MPI, PMIx and hwloc file from
+# the unpacked tree (LD_DEBUG=libs), only glibc and libgcc_s from the system.
+# env.sh sets OPAL_PREFIX, PMIX_PREFIX (and PMIx's LIBDIR, PKGLIBDIR, PKGDATADIR) and
+# HWLOC_PLUGINS_PATH (Open MPI, PMIx and hwloc find their components under the unpacked tree)
+# and LD_LIBRARY_PATH, and keeps Open MPI on TCP and shared memory
 # (OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,vader,tcp).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,8 +31,9 @@ if [ -z "$DRKC" ]; then
   cmake --build "$BD" -j"${JOBS:-2}" --target drkc >/dev/null
   DRKC=$BD/tools/drkc
 fi
-ldd "$DRKC" | grep -q 'libmpi\.so' || { echo "pack_mpi: $DRKC is not linked with MPI (configure with -DDRK_MPI=ON)" >&2; exit 1; }
-if ldd "$DRKC" | grep -q 'libLLVM'; then
+deps=$(ldd "$DRKC") # (not piped into grep -q: with pipefail, ldd's SIGPIPE would fail the test)
+grep -q 'libmpi\.so' <<<"$deps" || { echo "pack_mpi: $DRKC is not linked with MPI (configure with -DDRK_MPI=ON)" >&2; exit 1; }
+if grep -q 'libLLVM' <<<"$deps"; then
   echo "pack_mpi: $DRKC loads a shared LLVM: build it with -DDRK_STATIC_LLVM=ON (the GPU machine has no LLVM)" >&2
   exit 1
 fi
@@ -46,9 +50,7 @@ skip='libuc[pmst]|libfabric|libpsm|libibverbs|librdmacm|libnl-|libjvm|libmca_com
 # mirror a file at its path under $R/usr... (Open MPI finds its parts relative to OPAL_PREFIX)
 put() { mkdir -p "$R$(dirname "$1")" && cp -aL "$1" "$R$1"; }
 objs=()
-for f in /usr/bin/orterun /usr/bin/orted "$MLIB"/libmpi.so.40* "$MLIB"/libopen-rte.so.40* "$MLIB"/libopen-pal.so.40* \
-         "$PLIB"/lib/libpmix.so*; do
-  [ -e "$f" ] || continue
+for f in /usr/bin/orterun /usr/bin/orted; do
   put "$f"
   objs+=("$f")
 done
@@ -71,21 +73,33 @@ cp -aL /usr/share/openmpi "$R/usr/share/" 2>/dev/null || { mkdir -p "$R/usr/shar
 [ -d "$PLIB/share/pmix" ] && { mkdir -p "$R$PLIB/share" && cp -aL "$PLIB/share/pmix" "$R$PLIB/share/"; }
 strip -o "$R/bin/drkc" "$DRKC" 2>/dev/null || cp "$DRKC" "$R/bin/drkc"
 objs+=("$DRKC")
-# every library these load, but glibc's, the C++ runtime's and the MPI ones mirrored above
+# hwloc's PCI plugin (the topology's devices); its other plugins (GL, OpenCL) are left out, and
+# HWLOC_PLUGINS_PATH keeps hwloc from looking for them elsewhere
+HWP=/usr/lib/x86_64-linux-gnu/hwloc
+mkdir -p "$R/hwloc"
+if [ -e "$HWP/hwloc_pci.so" ]; then
+  cp -L "$HWP/hwloc_pci.so" "$R/hwloc/"
+  objs+=("$HWP/hwloc_pci.so")
+fi
+# every library these load (libmpi, libopen-rte, libopen-pal, libpmix among them) but glibc's
+# and the C++ runtime's
 glibc='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.'
 for o in "${objs[@]}"; do
   ldd "$o" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
 done | sort -u | while read -r lib; do
   b=$(basename "$lib")
   [[ $b =~ $glibc ]] && continue
-  [[ $b =~ ^lib(mpi|open-rte|open-pal|pmix)\.so ]] && continue
   cp -L "$lib" "$R/lib/$b"
 done
 cat >"$R/env.sh" <<'EOF'
 # source me: the packed Open MPI (tools/pack_mpi.sh) and drkc first on PATH
 _d=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 export OPAL_PREFIX=$_d/usr
-export PMIX_INSTALL_PREFIX=$_d/usr/lib/x86_64-linux-gnu/pmix2
+export PMIX_PREFIX=$_d/usr/lib/x86_64-linux-gnu/pmix2
+# PMIx 4 takes its component folder from these, not from PMIX_PREFIX alone (checked: without
+# them mpirun loads PMIx's components from /usr/lib/x86_64-linux-gnu/pmix2 when that exists)
+export PMIX_LIBDIR=$PMIX_PREFIX/lib PMIX_PKGLIBDIR=$PMIX_PREFIX/lib/pmix PMIX_PKGDATADIR=$PMIX_PREFIX/share/pmix
+export HWLOC_PLUGINS_PATH=$_d/hwloc
 export PATH=$_d/bin:$_d/usr/bin:$PATH
 export LD_LIBRARY_PATH=$_d/lib:$_d/usr/lib/x86_64-linux-gnu/openmpi/lib:$_d/usr/lib/x86_64-linux-gnu/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp

@@ -4,6 +4,7 @@
 # report test (tests/report) opens `drkc report`'s page in it, headless. The aarch64 cross
 # compiler, qemu-user and pkgconf serve the deployment tests (tests/deploy, docs/deploy.md), as do
 # the PyPI CUDA tools: a CUDA 12.x ptxas for Jetson Orin's sm_87 cubins and cuobjdump.
+# Open MPI (libopenmpi-dev, openmpi-bin) builds and tests drkc tune --mpi (docs/distributed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
