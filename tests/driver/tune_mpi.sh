@@ -7,7 +7,9 @@
 #      tune with the same seed;
 #   2. a compile rank SIGKILLed mid-run is lost, its candidate goes to the other compile rank,
 #      and the tune still finishes with the same winners and records;
-#   3. the roles and per-rank events; --ranks that cannot be met, --ranks without --mpi.
+#   3. the measure rank SIGKILLed: lost at its deadline, the tune stops ("no measure rank is
+#      left"), the records made so far stay;
+#   4. the roles and per-rank events; --ranks that cannot be met, --ranks without --mpi.
 # mpirun runs with --mca orte_abort_on_non_zero_status 0 (Open MPI would otherwise kill the job
 # when a rank dies; docs/distributed.md). CI runs as root: mpirun needs the two variables below.
 # usage: tune_mpi.sh DRKC MODELS_DIR WORK     (exit 77: no mpirun, or drkc built without MPI)
@@ -80,6 +82,7 @@ else
   bad "the tune did not get under way (${n:-0} trials, rank 2's pid '${pid}')"
 fi
 wait $bg
+killed_after=${n:-0}
 # mpirun reports the killed rank in its exit status (137); rank 0's result is its output
 grep -q '^drkc tune: [0-9]* measurements .* wrote ' "$W/kill.out" || bad "the tune with a killed rank did not finish: $(tail -5 "$W/kill.out")"
 grep -q "^drkc tune: mpi: rank 2 (.*) lost: " "$W/kill.out" || bad "rank 0 never noticed that rank 2 was lost"
@@ -93,7 +96,25 @@ for p in $(sed -n 's/^drkc tune: mpi: rank [0-9]* (.*, pid \([0-9]*\)): .*$/\1/p
   st=$(ps -o stat= -p "$p" 2>/dev/null) # a zombie (Z) has ended: only its parent is gone
   [ -n "$st" ] && [ "${st#Z}" = "$st" ] && bad "rank process $p is still running after the job ($st)"
 done
-# ---- 3: option errors ----
+# ---- 3: the measure rank SIGKILLed: no measure rank is left, the tune stops and says so ----
+export DRK_CACHE_DIR="$W/kcache.mkill"
+(timeout 300 "${MPIRUN[@]}" "$DRKC" tune "$m" --mpi --ranks=compile:2,measure:1 --timeout=5 "${F[@]}" \
+  --out="$W/mkill.sched" --log="$W/mkill.jsonl" >"$W/mkill.out" 2>&1) &
+bg=$!
+for _ in $(seq 600); do
+  n=$(grep -c '"event":"trial"' "$W/mkill.jsonl" 2>/dev/null)
+  [ "${n:-0}" -ge 4 ] && break
+  sleep 0.2
+done
+pid=$(sed -n 's/^drkc tune: mpi: rank 1 (.*, pid \([0-9]*\)): measure, device 0$/\1/p' "$W/mkill.out")
+[ -n "$pid" ] && kill -9 "$pid"
+wait $bg
+grep -q "^drkc tune: mpi: rank 1 (.*) lost: no answer within 16 s" "$W/mkill.out" ||
+  bad "rank 0 did not lose the killed measure rank 1 (pid ${pid:-?}) within 16 s: $(grep mpi: "$W/mkill.out" | tail -3)"
+grep -q 'stopped the tune: no measure rank is left; rank 1: no answer' "$W/mkill.out" ||
+  bad "the tune did not stop for want of a measure rank: $(tail -5 "$W/mkill.out")"
+[ "$("$DRKC" db list --db="$W/mkill.db" | wc -l)" -gt 1 ] || bad "the stopped tune kept no records"
+# ---- 4: option errors ----
 export DRK_CACHE_DIR="$W/kcache"
 "$DRKC" tune "$m" --ranks=compile:1 >"$W/e1.out" 2>&1
 [ $? = 2 ] && grep -q -- '--ranks is an option of --mpi' "$W/e1.out" || bad "--ranks without --mpi: $(cat "$W/e1.out")"
@@ -102,5 +123,5 @@ export DRK_CACHE_DIR="$W/kcache"
 timeout 120 "${MPIRUN[@]}" "$DRKC" tune "$m" --mpi --ranks=compile:5,measure:1 "${F[@]}" --out="$W/e3.sched" >"$W/e3.out" 2>&1
 grep -q 'asks for 5 compile ranks; 2 ranks are left after the 1 measure ranks' "$W/e3.out" ||
   bad "--ranks=compile:5 with 4 ranks: $(grep error "$W/e3.out" | head -2)"
-[ $fail = 0 ] && echo "tune_mpi: OK ($nrec records the same locally, over MPI, and with compile rank 2 killed after ${n} trials)"
+[ $fail = 0 ] && echo "tune_mpi: OK ($nrec records the same locally, over MPI, and with compile rank 2 killed after ${killed_after} trials)"
 exit $fail
