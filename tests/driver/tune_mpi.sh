@@ -5,8 +5,10 @@
 # machine (--oversubscribe: it may have fewer cores):
 #   1. the MPI tune gives the same winners and the same records, point for point, as the local
 #      tune with the same seed;
-#   2. a compile rank SIGKILLed mid-run is lost, its candidate goes to the other compile rank,
-#      and the tune still finishes with the same winners and records;
+#   2. a compile rank SIGKILLed mid-run is lost, its candidate goes to the other compile rank;
+#      later the other one hangs (SIGSTOP), is lost too (no heartbeat), and rank 0 compiles
+#      what is left itself; the tune still finishes with the same winners and records, and the
+#      job ends (rank 0 aborts it: the hung rank would never finalize);
 #   3. the measure rank SIGKILLed: lost at its deadline, the tune stops ("no measure rank is
 #      left"), the records made so far stay;
 #   4. the roles and per-rank events; --ranks that cannot be met, --ranks without --mpi.
@@ -81,11 +83,25 @@ if [ -n "$pid" ] && [ "${n:-0}" -ge 8 ]; then
 else
   bad "the tune did not get under way (${n:-0} trials, rank 2's pid '${pid}')"
 fi
-wait $bg
 killed_after=${n:-0}
+for _ in $(seq 600); do # 6 trials later, compile rank 3 hangs (SIGSTOP): no compile rank is left
+  n=$(grep -c '"event":"trial"' "$W/kill.jsonl" 2>/dev/null)
+  [ "${n:-0}" -ge $((killed_after + 6)) ] && break
+  sleep 0.2
+done
+pid3=$(sed -n 's/^drkc tune: mpi: rank 3 (.*, pid \([0-9]*\)): compile$/\1/p' "$W/kill.out")
+[ -n "$pid3" ] && kill -STOP "$pid3"
+stopped_after=${n:-0}
+wait $bg
 # mpirun reports the killed rank in its exit status (137); rank 0's result is its output
 grep -q '^drkc tune: [0-9]* measurements .* wrote ' "$W/kill.out" || bad "the tune with a killed rank did not finish: $(tail -5 "$W/kill.out")"
 grep -q "^drkc tune: mpi: rank 2 (.*) lost: " "$W/kill.out" || bad "rank 0 never noticed that rank 2 was lost"
+grep -q "^drkc tune: mpi: rank 3 (.*) lost: silent for" "$W/kill.out" ||
+  bad "rank 0 never noticed that rank 3 hung (stopped after $stopped_after trials)"
+grep -q '"rank":0,"role":"policy","host":"[^"]*","answers":[1-9]' "$W/kill.jsonl" ||
+  bad "with no compile rank left, rank 0 compiled nothing itself"
+[ -n "$pid3" ] && { kill -CONT "$pid3" 2>/dev/null; st=$(ps -o stat= -p "$pid3"); [ -z "$st" ] || [ "${st#Z}" != "$st" ] ||
+  { bad "the hung rank 3 (pid $pid3) outlived the job"; kill -9 "$pid3"; }; }
 diff <(grep -v '^#' "$W/local.sched") <(grep -v '^#' "$W/kill.sched") >"$W/kill.diff" ||
   bad "with a killed compile rank the winners differ: $(cat "$W/kill.diff")"
 records "$W/kill.db" >"$W/kill.records"
@@ -123,5 +139,5 @@ export DRK_CACHE_DIR="$W/kcache"
 timeout 120 "${MPIRUN[@]}" "$DRKC" tune "$m" --mpi --ranks=compile:5,measure:1 "${F[@]}" --out="$W/e3.sched" >"$W/e3.out" 2>&1
 grep -q 'asks for 5 compile ranks; 2 ranks are left after the 1 measure ranks' "$W/e3.out" ||
   bad "--ranks=compile:5 with 4 ranks: $(grep error "$W/e3.out" | head -2)"
-[ $fail = 0 ] && echo "tune_mpi: OK ($nrec records the same locally, over MPI, and with compile rank 2 killed after ${killed_after} trials)"
+[ $fail = 0 ] && echo "tune_mpi: OK ($nrec records the same locally, over MPI, and with compile rank 2 killed after ${killed_after} trials and rank 3 stopped after ${stopped_after})"
 exit $fail
