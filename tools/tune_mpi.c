@@ -60,6 +60,7 @@ typedef struct rank_info {
   uint64_t pid;
   bool hello;         /* said hello with rank 0's reference */
   bool lost;          /* missed a deadline (may come back with a late answer) */
+  bool stopped;       /* told to stop */
   bool ever_lost;
   uint64_t job;       /* the job it works on (0: idle) */
   int kind;           /* what it was asked (M_COMPILE...) */
@@ -349,9 +350,13 @@ static bool assign_roles(drk_tune_mpi_t *m, char *msg, size_t n) {
     ri->role = DRK_TUNE_MPI_COMPILE;
     nc++;
   }
+  if (m->size < 2) {
+    say(msg, n, "no rank can measure: this job has rank 0 only (run drkc tune --mpi under mpirun -np 2 or more: "
+                "rank 0 searches, the others compile and measure)");
+    return false;
+  }
   if (nm == 0) {
-    say(msg, n, "no rank can measure: none of ranks 1..%d %s", m->size - 1,
-        m->size < 2 ? "exists (run drkc tune --mpi under mpirun -np 2 or more)" : "sees a GPU (/dev/nvidiaN, CUDA_VISIBLE_DEVICES)");
+    say(msg, n, "no rank can measure: none of ranks 1..%d sees a GPU (/dev/nvidiaN, CUDA_VISIBLE_DEVICES)", m->size - 1);
     return false;
   }
   if (want_m >= 0 && nm < want_m) {
@@ -443,6 +448,7 @@ bool drk_tune_mpi_roles(drk_tune_mpi_t *m, const drk_tune_mpi_options_t *o, uint
     w.role = (int32_t)ri->role;
     w.device = ri->device;
     if (ri->pid) send_msg(m, r, &w, NULL, 0);
+    ri->stopped = w.kind == M_STOP;
     ri->last_ping = mono_s();
     if (!report) continue;
     char what[192];
@@ -927,11 +933,11 @@ bool drk_tune_mpi_device(drk_tune_mpi_t *m, drk_tune_device_t *out, char *msg, s
     }
   }
   for (int r = 1; r < m->size; r++) /* ranks left out stop now */
-    if (m->ranks[r].role == DRK_TUNE_MPI_IDLE && m->ranks[r].hello && !m->ranks[r].lost) {
+    if (m->ranks[r].role == DRK_TUNE_MPI_IDLE && !m->ranks[r].stopped && !m->ranks[r].lost && m->ranks[r].pid) {
       wire_t w;
       wire_init(&w, M_STOP);
       send_msg(m, r, &w, NULL, 0);
-      m->ranks[r].hello = false;
+      m->ranks[r].stopped = true;
     }
   if (!have) no_measure_rank(m, msg, n);
   return have;
@@ -984,7 +990,7 @@ void drk_tune_mpi_finish(drk_tune_mpi_t *m, int rc) {
   if (m->rank == 0) {
     for (int r = 1; r < m->size; r++) {
       if (m->ranks[r].lost) abort_job = true;
-      if (!m->ranks[r].pid) continue;
+      if (!m->ranks[r].pid || m->ranks[r].stopped) continue;
       wire_t w;
       wire_init(&w, M_STOP);
       send_msg(m, r, &w, NULL, 0);
