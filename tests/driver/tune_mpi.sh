@@ -72,7 +72,7 @@ export DRK_CACHE_DIR="$W/kcache.kill"
   --out="$W/kill.sched" --log="$W/kill.jsonl" >"$W/kill.out" 2>&1; echo $? >"$W/kill.rc") &
 bg=$!
 n=0
-for _ in $(seq 600); do # until 8 trials are in (the tune is under way), at most 2 minutes
+for _ in $(seq 1500); do # until 8 trials are in (the tune is under way), at most 5 minutes
   n=$(grep -c '"event":"trial"' "$W/kill.jsonl" 2>/dev/null)
   [ "${n:-0}" -ge 8 ] && break
   sleep 0.2
@@ -84,7 +84,7 @@ else
   bad "the tune did not get under way (${n:-0} trials, rank 2's pid '${pid}')"
 fi
 killed_after=${n:-0}
-for _ in $(seq 600); do # 6 trials later, compile rank 3 hangs (SIGSTOP): no compile rank is left
+for _ in $(seq 1500); do # 6 trials later, compile rank 3 hangs (SIGSTOP): no compile rank is left
   n=$(grep -c '"event":"trial"' "$W/kill.jsonl" 2>/dev/null)
   [ "${n:-0}" -ge $((killed_after + 6)) ] && break
   sleep 0.2
