@@ -340,6 +340,19 @@ static bool assign_roles(drk_tune_mpi_t *m, char *msg, size_t n) {
     ri->device = m->o.device + used;
     nm++;
   }
+  /* --ranks asks for more measure ranks than see a GPU (the device files may be elsewhere in a
+   * container): the first other ranks measure, as asked, and their worker says if it has none */
+  for (int r = 1; r < m->size && want_m >= 0 && nm < want_m; r++) {
+    rank_info_t *ri = &m->ranks[r];
+    if (!ri->hello || ri->role == DRK_TUNE_MPI_MEASURE) continue;
+    int used = 0;
+    for (int q = 1; q < m->size; q++)
+      if (q != r && m->ranks[q].role == DRK_TUNE_MPI_MEASURE && !strcmp(m->ranks[q].host, ri->host)) used++;
+    ri->role = DRK_TUNE_MPI_MEASURE;
+    ri->device = m->o.device + used;
+    snprintf(ri->why, sizeof ri->why, "sees no GPU (/dev/nvidiaN, CUDA_VISIBLE_DEVICES); measures as --ranks asks");
+    nm++;
+  }
   for (int r = 1; r < m->size; r++) {
     rank_info_t *ri = &m->ranks[r];
     if (!ri->hello || ri->role == DRK_TUNE_MPI_MEASURE) continue;
@@ -360,7 +373,7 @@ static bool assign_roles(drk_tune_mpi_t *m, char *msg, size_t n) {
     return false;
   }
   if (want_m >= 0 && nm < want_m) {
-    say(msg, n, "--ranks asks for %d measure ranks; only %d ranks see a GPU of their own", want_m, nm);
+    say(msg, n, "--ranks asks for %d measure ranks; only %d ranks said hello", want_m, nm);
     return false;
   }
   if (want_c >= 0 && nc < want_c) {
@@ -452,7 +465,8 @@ bool drk_tune_mpi_roles(drk_tune_mpi_t *m, const drk_tune_mpi_options_t *o, uint
     ri->last_ping = mono_s();
     if (!report) continue;
     char what[192];
-    if (ri->role == DRK_TUNE_MPI_MEASURE) snprintf(what, sizeof what, "measure, device %d", ri->device);
+    if (ri->role == DRK_TUNE_MPI_MEASURE)
+      snprintf(what, sizeof what, "measure, device %d%s%.150s", ri->device, ri->why[0] ? ": " : "", ri->why);
     else snprintf(what, sizeof what, "%s%s%.170s", role_name(ri->role), ri->why[0] ? ": " : "", ri->why);
     fprintf(report, "drkc tune: mpi: rank %d (%s, pid %llu): %s\n", r, ri->host[0] ? ri->host : "?",
             (unsigned long long)ri->pid, what);
@@ -986,7 +1000,9 @@ void drk_tune_mpi_report(const drk_tune_mpi_t *m, FILE *out, FILE *log) {
 
 void drk_tune_mpi_finish(drk_tune_mpi_t *m, int rc) {
   if (!m) return;
-  bool abort_job = false;
+  /* rank 0 failing: mpirun under --mca orte_abort_on_non_zero_status 0 exits 0 whatever the
+   * ranks' statuses, so rank 0's status reaches it through MPI_Abort */
+  bool abort_job = m->rank == 0 && rc != 0;
   if (m->rank == 0) {
     for (int r = 1; r < m->size; r++) {
       if (m->ranks[r].lost) abort_job = true;
@@ -1008,8 +1024,8 @@ void drk_tune_mpi_finish(drk_tune_mpi_t *m, int rc) {
   free(m);
   fflush(NULL);
   /* a lost rank may be hung rather than dead: it would never reach MPI_Finalize, and every
-   * other rank's finalize would wait for it. The job ends with MPI_Abort(rc) instead (with
-   * `--mca orte_abort_on_non_zero_status 0`, mpirun then exits with rc and kills the rest). */
+   * other rank's finalize would wait for it. The job ends with MPI_Abort(rc) instead: mpirun
+   * kills the rest and exits with rc (or with a killed rank's status, 137 for SIGKILL). */
   if (abort_job) MPI_Abort(MPI_COMM_WORLD, rc);
   MPI_Finalize();
 }

@@ -128,8 +128,9 @@ double drk_tune_mpi_measure_s(const drk_tune_mpi_t *m);
  * not NULL, one "mpi_rank" JSON event per rank. */
 void drk_tune_mpi_report(const drk_tune_mpi_t *m, FILE *out, FILE *log);
 /* Rank 0 tells every rank to stop; then every rank frees m and calls MPI_Finalize. When a rank
- * was lost (it may be hung, and would never finalize), rank 0 ends the job with MPI_Abort(rc)
- * instead: mpirun then exits with rc. */
+ * was lost (it may be hung, and would never finalize) or rc is not 0, rank 0 ends the job with
+ * MPI_Abort(rc) instead: mpirun then exits with rc (under `--mca orte_abort_on_non_zero_status
+ * 0` it would otherwise exit 0 whatever rank 0 returned). */
 void drk_tune_mpi_finish(drk_tune_mpi_t *m, int rc);
 
 #endif

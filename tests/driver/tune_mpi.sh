@@ -137,6 +137,8 @@ export DRK_CACHE_DIR="$W/kcache"
 "$DRKC" tune "$m" --mpi --ranks=compile:x >"$W/e2.out" 2>&1
 [ $? = 2 ] && grep -q -- '--ranks: compile:K,measure:G' "$W/e2.out" || bad "--ranks=compile:x: $(cat "$W/e2.out")"
 timeout 120 "${MPIRUN[@]}" "$DRKC" tune "$m" --mpi --ranks=compile:5,measure:1 "${F[@]}" --out="$W/e3.sched" >"$W/e3.out" 2>&1
+rc=$?
+[ $rc = 1 ] || bad "mpirun exited $rc when rank 0 failed (rank 0's status 1 should reach it through MPI_Abort)"
 grep -q 'asks for 5 compile ranks; 2 ranks are left after the 1 measure ranks' "$W/e3.out" ||
   bad "--ranks=compile:5 with 4 ranks: $(grep error "$W/e3.out" | head -2)"
 [ $fail = 0 ] && echo "tune_mpi: OK ($nrec records the same locally, over MPI, and with compile rank 2 killed after ${killed_after} trials and rank 3 stopped after ${stopped_after})"
