@@ -64,14 +64,14 @@ EOF
 run_local() {
   local d=$D/local
   rm -rf "$d"; mkdir -p "$d"
-  DRK_CACHE_DIR=$d/kcache timeout 900 "$DRKC" tune "$MODEL" $FLAGS --time="$TUNE_TIME" --trials=100000 --jobs="$JOBS" \
+  DRK_CACHE_DIR=$d/kcache timeout 400 "$DRKC" tune "$MODEL" $FLAGS --time="$TUNE_TIME" --trials=100000 --jobs="$JOBS" \
     --config="$D/tune.conf" --out="$d/t.sched" --db="$d/t.db" --log="$D/local.jsonl" >"$D/local.out" 2>&1
   row "local, no offload (--jobs=$JOBS)" "($JOBS forks)" "$D/local.jsonl" $?
 }
 run_mpi() { # K
   local k=$1 d=$D/mpi$1
   rm -rf "$d"; mkdir -p "$d"
-  DRK_CACHE_DIR=$d/kcache timeout 900 $MPIRUN --oversubscribe --mca orte_abort_on_non_zero_status 0 -x DRK_CACHE_DIR \
+  DRK_CACHE_DIR=$d/kcache timeout 400 $MPIRUN --oversubscribe --mca orte_abort_on_non_zero_status 0 -x DRK_CACHE_DIR \
     -np $((k + 2)) "$DRKC" tune "$MODEL" --mpi --ranks=compile:"$k",measure:1 $FLAGS --time="$TUNE_TIME" \
     --trials=100000 --config="$D/tune.conf" --out="$d/t.sched" --db="$d/t.db" --log="$D/mpi$k.jsonl" >"$D/mpi$k.out" 2>&1
   row "mpi: policy + $k compile + 1 measure" "$k" "$D/mpi$k.jsonl" $?
