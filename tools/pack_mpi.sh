@@ -68,7 +68,8 @@ for c in "$MLIB"/openmpi3/mca_*.so "$MLIB"/libmca_common_*.so* "$PLIB"/lib/pmix/
   objs+=("$c")
   kept=$((kept + 1))
 done
-cp -aL /usr/share/openmpi "$R/usr/share/" 2>/dev/null || { mkdir -p "$R/usr/share" && cp -aL /usr/share/openmpi "$R/usr/share/"; }
+mkdir -p "$R/usr/share" # Open MPI's help texts (ompi_info --path pkgdatadir)
+cp -aL /usr/share/openmpi "$R/usr/share/openmpi"
 [ -d "$PLIB/share" ] && put "$PLIB/share/pmix-mca-params.conf" 2>/dev/null || true
 [ -d "$PLIB/share/pmix" ] && { mkdir -p "$R$PLIB/share" && cp -aL "$PLIB/share/pmix" "$R$PLIB/share/"; }
 strip -o "$R/bin/drkc" "$DRKC" 2>/dev/null || cp "$DRKC" "$R/bin/drkc"

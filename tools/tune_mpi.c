@@ -1002,7 +1002,7 @@ void drk_tune_mpi_finish(drk_tune_mpi_t *m, int rc) {
   if (!m) return;
   /* rank 0 failing: mpirun under --mca orte_abort_on_non_zero_status 0 exits 0 whatever the
    * ranks' statuses, so rank 0's status reaches it through MPI_Abort */
-  bool abort_job = m->rank == 0 && rc != 0;
+  bool abort_job = m->rank == 0 && m->size > 1 && rc != 0;
   if (m->rank == 0) {
     for (int r = 1; r < m->size; r++) {
       if (m->ranks[r].lost) abort_job = true;
