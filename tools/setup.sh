@@ -6,13 +6,14 @@
 # (tests/search/pg_server.sh). The aarch64 cross compiler, qemu-user and pkgconf serve the
 # deployment tests (tests/deploy, docs/deploy.md), as do the PyPI CUDA tools: a CUDA 12.x ptxas
 # for Jetson Orin's sm_87 cubins and cuobjdump.
+# Open MPI (libopenmpi-dev, openmpi-bin) builds and tests drkc tune --mpi (docs/distributed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES="build-essential cmake llvm-22-dev lld-22 clang-22 clang-tools-22 libclang-rt-22-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata flex bison libsqlite3-dev libpq-dev postgresql
   libamdhip64-dev zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev python3 python3-venv python3-pip
-  chromium gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkgconf"
+  chromium gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkgconf libopenmpi-dev openmpi-bin"
 PY_PACKAGES="onnx onnxruntime numpy"
 # ptxas 12.x (nvidia/cuda_nvcc/bin/ptxas) and cuobjdump; no system CUDA needed
 PY_CUDA_PACKAGES="nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump"

@@ -20,6 +20,7 @@
 #include "search/json.h"
 #include "search/tune.h"
 #include "tools/drkc.h"
+#include "tools/tune_mpi.h"
 #include "tools/tune_worker.h"
 
 static const char tune_usage[] =
@@ -29,6 +30,7 @@ static const char tune_usage[] =
     "                 [--kernels=K (most time-consuming K, default all)] [--out=FILE (default MODEL.sched)]\n"
     "                 [--log=FILE (JSON lines)] [--device=N] [--iters=N (timed runs per candidate, default 20)]\n"
     "                 [--timeout=SECONDS (per candidate, default 60)] [--seed=N] [--jobs=N] [compile options]\n"
+    "                 [--mpi [--ranks=compile:K,measure:G] [--compile-timeout=SECONDS (default 300)]]\n"
     "Tunes the knobs of MODEL's kernels on the local GPU, most time-consuming first, with a search\n"
     "policy (rl: PPO over a learned cost model; evolutionary; random). Every candidate is compiled\n"
     "(a round's candidates in parallel, --jobs at once), checked against the heuristic's module on\n"
@@ -37,7 +39,10 @@ static const char tune_usage[] =
     "and each kernel's winner, re-measured, becomes its stable record there: `drkc MODEL --db=FILE`\n"
     "compiles with those. Also writes the winners to --out (the text `drkc MODEL --schedules=FILE`\n"
     "applies) and prints the model's time before and after. --config: the search settings and\n"
-    "stages (docs/tuning.md).\n";
+    "stages (docs/tuning.md).\n"
+    "--mpi (under mpirun): rank 0 searches, compile ranks compile the candidates, measure ranks (one\n"
+    "per GPU; by default every rank that sees one) measure them; a rank that dies or hangs loses only\n"
+    "its candidate, which another rank takes (docs/distributed.md).\n";
 
 typedef struct tkernel {
   const char *name;
@@ -65,6 +70,7 @@ typedef struct tkernel {
 /* a candidate compiled ahead of its measurement (prepare) */
 typedef struct prepped {
   drk_sched_knobs_t point;
+  uint64_t job; /* --mpi: its candidate at rank 0's queue */
   char path[512];
   bool ok;
   bool spent; /* measured: its file is gone (a re-measurement compiles the point again) */
@@ -100,6 +106,9 @@ typedef struct tuner {
     char why[160];
   } memo[PRUNE_MEMO];
   int n_memo, pruned;
+  double measure_s;   /* time inside measurements (the worker's requests; --mpi: the measure ranks') */
+  drk_tune_mpi_t *mpi; /* --mpi: the ranks (tune_mpi.h); NULL: the local worker */
+  double compile_timeout_s;
   /* the fake measurement of the tests (see fake_measure) */
   bool fake;
   drk_sched_knobs_t planted;
@@ -253,6 +262,149 @@ static bool compile_candidate(tuner_t *t, const tkernel_t *k, const drk_sched_kn
 static void clear_prep(tuner_t *t) {
   for (int i = 0; i < t->n_prep; i++) unlink(t->prep[i].path);
   t->n_prep = 0;
+  if (t->mpi) drk_tune_mpi_drop(t->mpi);
+}
+
+/* The candidate's --mpi description: kernel, point, how to measure it. */
+static void mpi_cand(tuner_t *t, const tkernel_t *k, const drk_sched_knobs_t *p, drk_tune_mpi_cand_t *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->kernel, sizeof c->kernel, "%s", k->name);
+  c->node = k->node;
+  memcpy(c->wl, k->wl, sizeof c->wl);
+  drk_sched_knobs_format(p, c->point, sizeof c->point);
+  c->warmup = 3;
+  c->iters = t->iters;
+  c->seed = t->seed + (uint64_t)t->seq++;
+}
+
+/* --mpi: the round's candidates go to rank 0's queue; compile ranks take them as they come
+ * free, measure ranks take the compiled ones (measure waits for each). */
+static int prepare_mpi(tuner_t *t, const drk_sched_knobs_t *points, int n) {
+  clear_prep(t);
+  if (n > MAX_PREP) n = MAX_PREP;
+  for (int i = 0; i < n; i++) {
+    prepped_t *pp = &t->prep[i];
+    memset(pp, 0, sizeof *pp);
+    pp->point = points[i];
+    pp->point.used = NULL;
+    drk_tune_mpi_cand_t c;
+    mpi_cand(t, t->k, &pp->point, &c);
+    pp->job = drk_tune_mpi_submit(t->mpi, &c);
+  }
+  t->n_prep = n;
+  return 0;
+}
+
+/* Compiles one candidate in a forked process (a compiler crash or hang costs the candidate),
+ * killed after timeout_s; the module is left at path. */
+static bool compile_isolated(tuner_t *t, const tkernel_t *k, const drk_sched_knobs_t *p, const char *path,
+                             double timeout_s, char *msg, size_t n) {
+  char ep[600];
+  snprintf(ep, sizeof ep, "%s.err", path);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return compile_candidate(t, k, p, path, 1, msg, n);
+  if (pid == 0) {
+    char m[256] = "";
+    bool ok = compile_candidate(t, k, p, path, 1, m, sizeof m);
+    if (!ok) {
+      FILE *f = fopen(ep, "w");
+      if (f) fputs(m, f), fclose(f);
+    }
+    _exit(ok ? 0 : 1);
+  }
+  double until = now_s() + timeout_s;
+  int status = 0;
+  pid_t got;
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < until) {
+    drk_tune_mpi_alive(t->mpi); /* a compile rank's heartbeat to rank 0 */
+    usleep(2000);
+  }
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    snprintf(msg, n, "compile: no module after %.0f s (killed)", timeout_s);
+    unlink(ep);
+    return false;
+  }
+  bool ok = got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    FILE *f = fopen(ep, "r");
+    if (f) {
+      size_t r = fread(msg, 1, n - 1, f);
+      msg[r] = 0;
+      fclose(f);
+    } else if (got == pid && WIFSIGNALED(status)) {
+      snprintf(msg, n, "compile: the compiler crashed (signal %d)", WTERMSIG(status));
+    } else {
+      snprintf(msg, n, "compile: the compiler process failed");
+    }
+    unlink(ep);
+  }
+  return ok;
+}
+
+/* ---- the hooks of the other ranks (--mpi) ---- */
+/* compile: the candidate's module, compiled in a forked process, as bytes */
+static bool hook_compile(void *ctx, const drk_tune_mpi_cand_t *c, double timeout_s, void **out, size_t *out_size,
+                         char *msg, size_t n) {
+  tuner_t *t = ctx;
+  *out = NULL, *out_size = 0;
+  tkernel_t k = {.name = c->kernel, .node = (size_t)c->node};
+  memcpy(k.wl, c->wl, sizeof k.wl);
+  drk_sched_knobs_t p;
+  memset(&p, 0, sizeof p);
+  char e[300], text[sizeof c->point]; /* drk_sched_knobs_format's spaces, drk_sched_knobs_parse's commas */
+  snprintf(text, sizeof text, "%s", c->point);
+  for (char *q = text; *q; q++)
+    if (*q == ' ') *q = ',';
+  if (!drk_sched_knobs_parse(text, &p, e, sizeof e)) {
+    snprintf(msg, n, "compile: the point '%.100s': %.120s", c->point, e);
+    return false;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/cand%d.drkm", t->dir, t->seq++);
+  bool ok = compile_isolated(t, &k, &p, path, timeout_s, msg, n);
+  if (ok) {
+    FILE *f = fopen(path, "rb");
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (f && size > 0 && fseek(f, 0, SEEK_SET) == 0 && (*out = malloc((size_t)size)) &&
+        fread(*out, 1, (size_t)size, f) == (size_t)size) {
+      *out_size = (size_t)size;
+    } else {
+      free(*out);
+      *out = NULL;
+      ok = false;
+      snprintf(msg, n, "compile: cannot read back %s", path);
+    }
+    if (f) fclose(f);
+  }
+  unlink(path);
+  return ok;
+}
+
+static drk_tune_result_t run_measure(tuner_t *t, const char *path, const char *kernel, int warmup, int iters,
+                                     uint64_t seed);
+
+static drk_tune_result_t hook_measure(void *ctx, const char *path, const drk_tune_mpi_cand_t *c) {
+  return run_measure(ctx, path, c->kernel, c->warmup, c->iters, c->seed);
+}
+
+static bool hook_device(void *ctx, drk_tune_device_t *out, char *msg, size_t n) {
+  tuner_t *t = ctx;
+  if (t->fake) {
+    memset(out, 0, sizeof *out);
+    out->ok = true;
+    snprintf(out->name, sizeof out->name, "fake GPU (DRKC_TUNE_FAKE_MEASURE)");
+    return true;
+  }
+  return drk_tune_worker_device(&t->w, out, msg, n);
+}
+
+static bool hook_profile(void *ctx, double *out_ms, size_t n, int iters, char *msg, size_t msg_size) {
+  tuner_t *t = ctx;
+  return drk_tune_worker_profile_reference(&t->w, out_ms, n, iters, msg, msg_size);
 }
 
 /* drk_search_prune_fn: a point the lowering refuses (shared memory past the target's, a tile
@@ -312,6 +464,7 @@ static bool prune_point(void *ctx, const drk_sched_knobs_t *p, char *why, size_t
 static int prepare(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *points, int n) {
   (void)s;
   tuner_t *t = ctx;
+  if (t->mpi) return prepare_mpi(t, points, n);
   clear_prep(t);
   if (n > MAX_PREP) n = MAX_PREP;
   double t0 = now_s();
@@ -485,15 +638,63 @@ static int measure(void *ctx, const drk_search_space_t *s, const drk_sched_knobs
   return rc;
 }
 
-static int measure_one(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
-  tuner_t *t = ctx;
-  tkernel_t *k = t->k;
-  if (now_s() > t->hard_deadline) {
-    snprintf(out->msg, sizeof out->msg, "the --time budget is spent");
-    return 1;
+/* A module file measured: by the worker, or in the fake mode only checked to be there (the
+ * synthetic time comes from the point: fake_metrics). Adds the time to measure_s. */
+static drk_tune_result_t run_measure(tuner_t *t, const char *path, const char *kernel, int warmup, int iters,
+                                     uint64_t seed) {
+  double t0 = now_s();
+  drk_tune_result_t r;
+  if (t->fake) {
+    memset(&r, 0, sizeof r);
+    r.ok = true;
+    r.valid = access(path, R_OK) == 0; /* what the worker would find: no module, an invalid point */
+    if (!r.valid) snprintf(r.msg, sizeof r.msg, "cannot read %s", path);
+    r.kernel_ms = r.run_ms = r.ref_kernel_ms = r.ref_run_ms = -1;
+    r.sm_mhz = r.power_w = r.energy_mj_per_run = -1;
+  } else {
+    r = drk_tune_worker_measure(&t->w, path, kernel, warmup, iters, seed);
   }
+  t->measure_s += now_s() - t0;
+  return r;
+}
+
+/* The fake mode's metrics of a point whose module was there: a synthetic time, or the planted
+ * wrong kernel. */
+static void fake_metrics(tuner_t *t, const drk_search_space_t *s, const tkernel_t *k, const drk_sched_knobs_t *p,
+                         drk_search_metrics_t *out) {
+  double us = fake_time_us(s, k->wl, p), ref = fake_time_us(s, k->wl, &s->heuristic);
+  bool planted = planted_match(t, p);
+  out->valid = !planted;
+  out->time_us = planted ? 0.5 : us;
+  out->ref_time_us = ref;
+  out->error = planted ? 0.9 : 1e-4;
+  out->tolerance = 1e-2;
+  if (planted) snprintf(out->msg, sizeof out->msg, "output 0: relative error 0.9 against the reference (planted)");
+}
+
+/* The candidate compiled and measured: locally (prepared, or compiled now; the worker), or
+ * --mpi by the ranks. Returns nonzero when measuring cannot go on (msg in r->msg). */
+static int obtain(tuner_t *t, tkernel_t *k, const drk_sched_knobs_t *p, bool *compiled, char *cmsg, size_t cn,
+                  drk_tune_result_t *r) {
   prepped_t *pp = find_prep(t, p), own;
   if (pp) pp->spent = true; /* every path below removes its file */
+  memset(r, 0, sizeof *r);
+  if (t->mpi) {
+    uint64_t id = pp ? pp->job : 0;
+    if (!id) {
+      drk_tune_mpi_cand_t c;
+      mpi_cand(t, k, p, &c);
+      id = drk_tune_mpi_submit(t->mpi, &c);
+    }
+    drk_tune_mpi_outcome_t o;
+    if (!drk_tune_mpi_wait(t->mpi, id, &o, r->msg, sizeof r->msg)) return 1;
+    k->gen_s += o.compile_s;
+    t->measure_s += o.measure_s;
+    *compiled = o.compiled;
+    snprintf(cmsg, cn, "%s", o.msg);
+    *r = o.r;
+    return 0;
+  }
   if (!pp) {
     double t0 = now_s();
     pp = &own;
@@ -502,38 +703,48 @@ static int measure_one(void *ctx, const drk_search_space_t *s, const drk_sched_k
     pp->ok = compile_candidate(t, k, p, pp->path, t->jobs, pp->msg, sizeof pp->msg);
     k->gen_s += now_s() - t0;
   }
+  *compiled = pp->ok;
+  snprintf(cmsg, cn, "%s", pp->msg);
+  if (pp->ok) *r = run_measure(t, pp->path, k->name, 3, t->iters, t->seed + (uint64_t)t->measured + 1);
+  unlink(pp->path);
+  return 0;
+}
+
+static int measure_one(void *ctx, const drk_search_space_t *s, const drk_sched_knobs_t *p, drk_search_metrics_t *out) {
+  tuner_t *t = ctx;
+  tkernel_t *k = t->k;
+  if (now_s() > t->hard_deadline) {
+    snprintf(out->msg, sizeof out->msg, "the --time budget is spent");
+    return 1;
+  }
+  bool compiled = false;
+  char cmsg[256] = "";
+  drk_tune_result_t r;
+  if (obtain(t, k, p, &compiled, cmsg, sizeof cmsg, &r) != 0) {
+    snprintf(out->msg, sizeof out->msg, "%s", r.msg);
+    return 1;
+  }
   t->measured++;
   if (t->fake_log) {
     char pt[512];
     drk_search_point_format(s, p, pt, sizeof pt);
-    fprintf(t->fake_log, "%s %s %s\n", k->name, !pp->ok ? "compile-failed" : planted_match(t, p) ? "planted" : "measured", pt);
+    fprintf(t->fake_log, "%s %s %s\n", k->name, !compiled ? "compile-failed" : planted_match(t, p) ? "planted" : "measured", pt);
     fflush(t->fake_log);
   }
-  if (!pp->ok) {
+  if (!compiled) {
     out->valid = false;
-    snprintf(out->msg, sizeof out->msg, "%s", pp->msg);
-    unlink(pp->path);
+    snprintf(out->msg, sizeof out->msg, "%s", cmsg);
     return 0;
   }
   if (t->fake) {
-    if (access(pp->path, R_OK) != 0) { /* what the worker would find: no module, an invalid point */
+    if (!r.ok || !r.valid) {
       out->valid = false;
-      snprintf(out->msg, sizeof out->msg, "cannot read %s", pp->path);
+      snprintf(out->msg, sizeof out->msg, "%s", r.msg);
       return 0;
     }
-    double us = fake_time_us(s, k->wl, p), ref = fake_time_us(s, k->wl, &s->heuristic);
-    bool planted = planted_match(t, p);
-    out->valid = !planted;
-    out->time_us = planted ? 0.5 : us;
-    out->ref_time_us = ref;
-    out->error = planted ? 0.9 : 1e-4;
-    out->tolerance = 1e-2;
-    if (planted) snprintf(out->msg, sizeof out->msg, "output 0: relative error 0.9 against the reference (planted)");
-    unlink(pp->path);
+    fake_metrics(t, s, k, p, out);
     return 0;
   }
-  drk_tune_result_t r = drk_tune_worker_measure(&t->w, pp->path, k->name, 3, t->iters, t->seed + (uint64_t)t->measured);
-  unlink(pp->path);
   t->consecutive_failures = r.ok ? 0 : t->consecutive_failures + 1;
   out->valid = r.valid;
   snprintf(out->msg, sizeof out->msg, "%s", r.msg);
@@ -607,8 +818,35 @@ static void with_ext(const char *path, const char *ext, char *out, size_t n) {
   snprintf(out + len, n - len, "%s", ext);
 }
 
+/* --ranks=compile:K,measure:G (either part may be left out: detected) */
+static bool parse_ranks(const char *v, drk_tune_mpi_options_t *o) {
+  while (*v) {
+    const char *colon = strchr(v, ':');
+    if (!colon) return false;
+    char *end;
+    long k = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || k < 0 || k > 1000000 || (*end && *end != ',')) return false;
+    size_t len = (size_t)(colon - v);
+    if (len == 7 && !strncmp(v, "compile", 7)) o->compile_ranks = (int)k;
+    else if (len == 7 && !strncmp(v, "measure", 7)) o->measure_ranks = (int)k;
+    else return false;
+    v = *end ? end + 1 : end;
+  }
+  return true;
+}
+
+/* FNV-1a of the reference module: every rank must have built the same one */
+static uint64_t bytes_hash(const void *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+  return h;
+}
+
 int drkc_tune_main(int argc, char **argv) {
-  tuner_t t = {.iters = 20, .seed = 1};
+  tuner_t t = {.iters = 20, .seed = 1, .compile_timeout_s = 300};
+  bool mpi = false;
+  drk_tune_mpi_options_t mo = {.compile_ranks = -1, .measure_ranks = -1};
+  const char *ranks_arg = NULL;
   const char *model = NULL, *out = NULL, *log = NULL, *targets = "sm_90a", *sched_path = NULL, *policy_arg = "rl",
              *db_path = NULL, *config_path = NULL;
   int trials = 64, max_kernels = 0, device = 0;
@@ -620,7 +858,8 @@ int drkc_tune_main(int argc, char **argv) {
                            *const o_it[] = {"--iters", NULL}, *const o_to[] = {"--timeout", NULL},
                            *const o_seed[] = {"--seed", NULL}, *const o_target[] = {"--target", NULL},
                            *const o_pol[] = {"--policy", NULL}, *const o_db[] = {"--db", NULL},
-                           *const o_cfg[] = {"--config", NULL};
+                           *const o_cfg[] = {"--config", NULL}, *const o_ranks[] = {"--ranks", NULL},
+                           *const o_cto[] = {"--compile-timeout", NULL};
   for (int i = 2; i < argc; i++) {
     const char *v;
     int k;
@@ -643,6 +882,11 @@ int drkc_tune_main(int argc, char **argv) {
     else if ((v = drkc_opt_value(argc, argv, &i, o_db))) db_path = v;
     else if ((v = drkc_opt_value(argc, argv, &i, o_cfg))) config_path = v;
     else if (!strcmp(argv[i], "--resume")) resume = true;
+    else if (!strcmp(argv[i], "--mpi")) mpi = true;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_ranks))) {
+      ranks_arg = v;
+      if (!parse_ranks(v, &mo)) return drkc_usage_error("--ranks: compile:K,measure:G (counts of ranks), not '%s'", v);
+    } else if ((v = drkc_opt_value(argc, argv, &i, o_cto))) t.compile_timeout_s = atof(v);
     else if ((k = drkc_parse_compile_option(argc, argv, &i, &t.c, &sched_path))) {
       if (k < 0) return 2;
     } else if (argv[i][0] == '-') return drkc_usage_error("unknown option '%s' for 'drkc tune'", argv[i]);
@@ -658,6 +902,8 @@ int drkc_tune_main(int argc, char **argv) {
                        : !strcmp(policy_arg, "random") ? "random" : NULL;
   if (!policy) return drkc_usage_error("--policy: rl, evolutionary or random, not '%s'", policy_arg);
   if (db_path && !*db_path) return drkc_usage_error("--db needs a file%s", "");
+  if (!mpi && ranks_arg) return drkc_usage_error("--ranks is an option of --mpi%s", "");
+  if (!(t.compile_timeout_s > 0)) return drkc_usage_error("--compile-timeout must be positive%s", "");
   drk_search_config_t cfg;
   drk_search_config_default(&cfg);
   char err[1400];
@@ -674,9 +920,16 @@ int drkc_tune_main(int argc, char **argv) {
     if (t.c.targets & (1u << i)) arch = drk_target_info((drk_target_t)i)->name;
   t.c.command_line = "drkc tune";
   t.jobs = t.c.jobs;
+  /* --mpi: every rank runs this function with the same arguments; ranks other than 0 build the
+   * reference like rank 0, then serve it (tune_mpi.h) */
+  if (mpi && !drk_tune_mpi_init(&argc, &argv, &t.mpi, err, sizeof err)) {
+    fprintf(stderr, "drkc tune: error: %s\n", err);
+    return 1;
+  }
+  bool rank0 = !t.mpi || drk_tune_mpi_rank(t.mpi) == 0;
   const char *fake = getenv("DRKC_TUNE_FAKE_MEASURE");
   t.fake = fake && *fake && strcmp(fake, "0");
-  if (t.fake) {
+  if (t.fake && rank0) {
     const char *pl = getenv("DRKC_TUNE_FAKE_INVALID"), *fl = getenv("DRKC_TUNE_FAKE_LOG");
     if (pl && *pl && !drk_sched_knobs_parse(pl, &t.planted, err, sizeof err)) {
       fprintf(stderr, "drkc tune: error: DRKC_TUNE_FAKE_INVALID: %s\n", err);
@@ -702,6 +955,7 @@ int drkc_tune_main(int argc, char **argv) {
   snprintf(t.dir, sizeof t.dir, "%s/drkc-tune-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(t.dir)) {
     fprintf(stderr, "drkc tune: error: cannot make a work folder: %s\n", strerror(errno));
+    drk_tune_mpi_finish(t.mpi, 1);
     return 1;
   }
   int rc = 1;
@@ -720,30 +974,59 @@ int drkc_tune_main(int argc, char **argv) {
   FILE *f = fopen(ref, "wb");
   bool wrote = f && fwrite(bytes, 1, size, f) == size;
   if (f && fclose(f) != 0) wrote = false;
+  uint64_t ref_hash = bytes_hash(bytes, size);
   free(bytes);
   if (!wrote) {
     fprintf(stderr, "drkc tune: error: cannot write %s\n", ref);
     goto done;
+  }
+  drk_tune_worker_init(&t.w, ref, device, timeout);
+  for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
+    t.w.bound[i] = drk_graph_index_bound(t.g, t.g->inputs[i], 4);
+  drk_tune_mpi_hooks_t hooks = {.ctx = &t, .compile = hook_compile, .measure = hook_measure, .device = hook_device,
+                                .profile = hook_profile};
+  if (t.mpi) {
+    mo.compile_timeout_s = t.compile_timeout_s;
+    mo.measure_timeout_s = 2 * timeout; /* the worker kills a hung candidate after --timeout */
+    mo.fake = t.fake;
+    mo.device = device;
+    /* the others build the same reference: give them twice rank 0's time, plus a compile */
+    double hello_s = t.compile_timeout_s + 2 * (now_s() - t.t0);
+    if (!drk_tune_mpi_roles(t.mpi, &mo, ref_hash, hello_s, rank0 ? stderr : NULL, err, sizeof err)) {
+      fprintf(stderr, "drkc tune: error: --mpi: %s\n", err);
+      goto done;
+    }
+    if (!rank0) {
+      int dev = device;
+      if (drk_tune_mpi_role(t.mpi, &dev) == DRK_TUNE_MPI_MEASURE) t.w.device = dev;
+      rc = drk_tune_mpi_serve(t.mpi, &hooks);
+      goto done;
+    }
+    drk_tune_mpi_local(t.mpi, &hooks);
   }
   if (!drk_search_db_open(dbp, false, &db, err, sizeof err)) {
     fprintf(stderr, "drkc tune: error: %s\n", err);
     goto done;
   }
   const drk_lowered_t *l = drk_pipeline_lowered(p);
-  drk_tune_worker_init(&t.w, ref, device, timeout);
-  for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
-    t.w.bound[i] = drk_graph_index_bound(t.g, t.g->inputs[i], 4);
   /* the target fingerprint: the GPU the measurements run on */
   drk_search_target_t target;
   memset(&target, 0, sizeof target);
   snprintf(target.arch, sizeof target.arch, "%s", arch);
   bool nvml = false, l2_flush = false;
   char msg[256];
-  if (t.fake) {
+  if (t.fake && !t.mpi) {
     snprintf(target.name, sizeof target.name, "fake GPU (DRKC_TUNE_FAKE_MEASURE)");
+  } else if (t.fake) { /* the ranks are asked all the same (their roles settle there) */
+    drk_tune_device_t dev;
+    if (!drk_tune_mpi_device(t.mpi, &dev, msg, sizeof msg)) {
+      fprintf(stderr, "drkc tune: error: the GPU: %s\n", msg);
+      goto done;
+    }
+    snprintf(target.name, sizeof target.name, "%s", dev.name);
   } else {
     drk_tune_device_t dev;
-    if (!drk_tune_worker_device(&t.w, &dev, msg, sizeof msg)) {
+    if (!(t.mpi ? drk_tune_mpi_device(t.mpi, &dev, msg, sizeof msg) : drk_tune_worker_device(&t.w, &dev, msg, sizeof msg))) {
       fprintf(stderr, "drkc tune: error: the GPU: %s\n", msg);
       goto done;
     }
@@ -759,7 +1042,8 @@ int drkc_tune_main(int argc, char **argv) {
       fprintf(stderr, "drkc tune: warning: the GPU %s is sm_%d; the kernels are built for %s\n", dev.name, dev.cc, arch);
   }
   ms = calloc(l->n_launches + 1, sizeof *ms);
-  if (!t.fake && !drk_tune_worker_profile_reference(&t.w, ms, l->n_launches, t.iters, msg, sizeof msg)) {
+  if (!t.fake && !(t.mpi ? drk_tune_mpi_profile(t.mpi, ms, l->n_launches, t.iters, msg, sizeof msg)
+                         : drk_tune_worker_profile_reference(&t.w, ms, l->n_launches, t.iters, msg, sizeof msg))) {
     fprintf(stderr, "drkc tune: error: profiling the heuristic's module: %s\n", msg);
     goto done;
   }
@@ -830,6 +1114,7 @@ int drkc_tune_main(int argc, char **argv) {
   size_t left = todo;
   t.tty = isatty(STDERR_FILENO) && !getenv("DRKC_TUNE_NO_PROGRESS");
   t.k_count = (int)todo, t.trials = trials, t.k_index = -1;
+  double search_t0 = now_s();
   for (size_t j = 0; j < nks; j++) {
     tkernel_t *k = &ks[j];
     if (!k->tried) continue;
@@ -910,6 +1195,8 @@ int drkc_tune_main(int argc, char **argv) {
       printf("  %-28s not tuned\n", k->name);
     fflush(stdout);
   }
+  double search_s = now_s() - search_t0, compile_s = 0;
+  for (size_t j = 0; j < nks; j++) compile_s += ks[j].gen_s;
   /* the tuned schedules, and the model with all of them against the heuristic's */
   FILE *so = fopen(outp, "w");
   if (!so) {
@@ -949,7 +1236,22 @@ int drkc_tune_main(int argc, char **argv) {
     void *mb = NULL;
     size_t msz = 0;
     FILE *mf = NULL;
-    if (drk_pipeline_build(t.g, &c, "module", &mb, &msz, &qd) && (mf = fopen(path, "wb"))) {
+    bool built = drk_pipeline_build(t.g, &c, "module", &mb, &msz, &qd);
+    if (built && t.mpi) { /* measured by a measure rank */
+      drk_tune_mpi_cand_t mc;
+      mpi_cand(&t, &ks[0], &ks[0].heur, &mc);
+      mc.seed = t.seed + 7777;
+      drk_tune_result_t r;
+      if (!drk_tune_mpi_measure_module(t.mpi, mb, msz, &mc, &r, msg, sizeof msg)) snprintf(r.msg, sizeof r.msg, "%s", msg), r.valid = false;
+      checked = r.valid;
+      if (r.valid) {
+        after_us = r.run_ms * 1e3 * (total > 0 && r.ref_run_ms > 0 ? total / r.ref_run_ms : 1);
+        printf("drkc tune: the model, kernels one by one: %.4f ms tuned vs %.4f ms heuristic (%.3fx)\n", r.run_ms,
+               r.ref_run_ms, r.run_ms > 0 ? r.ref_run_ms / r.run_ms : 0);
+      } else {
+        printf("drkc tune: the tuned model FAILED its check: %s\n", r.msg);
+      }
+    } else if (built && (mf = fopen(path, "wb"))) {
       bool okw = fwrite(mb, 1, msz, mf) == msz;
       if (fclose(mf) == 0 && okw) {
         drk_tune_result_t r = drk_tune_worker_measure(&t.w, path, ks[0].name, 3, t.iters, t.seed + 7777);
@@ -977,8 +1279,18 @@ int drkc_tune_main(int argc, char **argv) {
     ev_n(t.log, "kernels_changed", (double)nbest);
     ev_n(t.log, "measurements", t.measured);
     ev_n(t.log, "t_s", now_s() - t.t0);
+    ev_n(t.log, "search_s", search_s);
+    ev_n(t.log, "compile_s", compile_s);
+    ev_n(t.log, "measure_s", t.measure_s);
+    ev_b(t.log, "mpi", t.mpi != NULL);
     fputs("}\n", t.log);
   }
+  /* the GPU's busy fraction: time inside measurements over the search's wall time (the
+   * scaling benchmark, tests/bench/tune_mpi.sh, reads it) */
+  printf("drkc tune: search %.1f s: %d measurements (%.1f per minute), compiling %.1f s, measuring %.1f s (%.0f%% of "
+         "the search)\n", search_s, t.measured, search_s > 0 ? 60 * t.measured / search_s : 0, compile_s, t.measure_s,
+         search_s > 0 ? 100 * t.measure_s / search_s : 0);
+  if (t.mpi) drk_tune_mpi_report(t.mpi, stdout, t.log);
   printf("drkc tune: %d measurements (%d worker restarts) in %.0f s; %zu kernels changed; wrote %s and %s\n", t.measured,
          t.w.restarts, now_s() - t.t0, nbest, outp, dbp);
   rc = stopped ? 1 : 0;
@@ -993,5 +1305,6 @@ done:
   drk_pipeline_destroy(p);
   unlink(ref);
   rmdir(t.dir);
+  drk_tune_mpi_finish(t.mpi, rc); /* --mpi: rank 0 stops the others; MPI ends (last: it may abort the job) */
   return rc;
 }

@@ -10,7 +10,9 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 B=$1; BD=${2:-$SRC/build-static}
 mkdir -p "$B"
-cmake -S "$SRC" -B "$BD" -DDRK_STATIC_LLVM=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+# DRK_MPI=OFF: the bundle's drkc stays self-contained (an MPI drkc needs libmpi at run time:
+# tools/pack_mpi.sh packs one with Open MPI for drkc tune --mpi)
+cmake -S "$SRC" -B "$BD" -DDRK_STATIC_LLVM=ON -DDRK_MPI=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BD" -j"$(nproc)" --target drkc drkrun drkrt bench_kernels test_hopper_matmul >/dev/null
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
