@@ -5,6 +5,7 @@
  * to the weights' dtype. Applies when W, b and the four BN parameters are constants, the BN
  * is the Conv result's only user and the graph does not output the Conv result, and the BN
  * is in inference form (one result). The BN result keeps its name: it becomes the Conv's.
+ * A BN left over (no Conv to fold into) becomes x * a + b (to_affine below).
  *
  * Requires: shapes inferred. Guarantees: the graph computes the same function up to one
  * rounding of the folded weights; folded BN nodes are dead (drk_pass_eliminate_dead removes
@@ -95,6 +96,52 @@ static bool fold_one(drk_graph_t *g, drk_node_t *conv, drk_node_t *bn) {
   return true;
 }
 
+/* A BatchNormalization no Conv takes (DenseNet's pre-activation BN of every concatenation,
+ * a BN after a pool or an Add) becomes y = x * a + b with a = scale / sqrt(var + eps) and
+ * b = B - mean * a per channel (computed in double, stored in x's dtype as [C, 1, ...]
+ * constants): two elementwise ops that fuse with their neighbours and, unlike the BN node,
+ * follow a channels-last region through the layout pass (whose elementwise rule re-lays the
+ * constants), so a DenseNet's concatenations stay NHWC instead of being transposed back to
+ * NCHW for every BN. Applies to the inference form with four constant [C] parameters and a
+ * float input of static rank >= 2 with C at axis 1. */
+static bool to_affine(drk_graph_t *g, drk_node_t *bn) {
+  drk_value_t *x = bn->inputs[0], *y = bn->outputs[0];
+  if (!x || x->shape.rank < 2 || x->shape.dims[1].sym || !drk_dtype_is_float(x->dtype) || x->dtype != y->dtype) return false;
+  int64_t C = x->shape.dims[1].size;
+  if (C < 1) return false;
+  for (int i = 1; i < 5; i++)
+    if (bn->n_inputs <= i || !is_const_vec(bn->inputs[i], C)) return false;
+  double eps = drk_node_attr_float(bn, "epsilon", 1e-5);
+  drk_dtype_t dt = x->dtype;
+  size_t bytes = (size_t)C * (size_t)drk_dtype_bits(dt) / 8;
+  void *ad = drk_arena_alloc(g->arena, bytes), *bd = drk_arena_alloc(g->arena, bytes);
+  for (int64_t c = 0; c < C; c++) {
+    double a = elem(bn->inputs[1], c) / sqrt(elem(bn->inputs[4], c) + eps);
+    store(dt, ad, bytes, c, a);
+    store(dt, bd, bytes, c, elem(bn->inputs[2], c) - elem(bn->inputs[3], c) * a);
+  }
+  int r = x->shape.rank;
+  int64_t cd[8] = {C, 1, 1, 1, 1, 1, 1, 1};
+  if (r - 1 > 8) return false;
+  drk_shape_t cs = drk_graph_shape_static(g, r - 1, cd);
+  drk_value_t *a = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s_bn_scale", y->name), dt, cs, ad, bytes);
+  drk_value_t *b = drk_graph_add_const(g, drk_graph_unique_namef(g, "%s_bn_shift", y->name), dt, cs, bd, bytes);
+  a->loc = b->loc = bn->loc;
+  const char *mn = drk_graph_unique_namef(g, "%s_bn_mul", y->name), *an = drk_graph_unique_namef(g, "%s_bn_add", y->name);
+  drk_node_t *mul = drk_graph_add_node(g, DRK_OP_MUL, 2, (drk_value_t *[]){x, a}, 1, &mn, bn->loc);
+  mul->outputs[0]->dtype = dt, mul->outputs[0]->shape = x->shape;
+  drk_node_t *add = drk_graph_add_node(g, DRK_OP_ADD, 2, (drk_value_t *[]){mul->outputs[0], b}, 1, &an, bn->loc);
+  add->outputs[0]->dtype = dt, add->outputs[0]->shape = y->shape;
+  drk_node_take_result(bn, add);
+  return true;
+}
+
+static drk_rewrite_t affine_rewrite(drk_graph_t *g, drk_node_t *n, void *ctx) {
+  (void)ctx;
+  if (n->dead || n->op != DRK_OP_BATCH_NORMALIZATION || n->n_outputs != 1) return DRK_REWRITE_KEPT;
+  return to_affine(g, n) ? DRK_REWRITE_DONE : DRK_REWRITE_KEPT;
+}
+
 bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded) {
   size_t folded = 0;
   for (size_t i = 0; i < g->n_nodes; i++) {
@@ -105,7 +152,10 @@ bool drk_pass_fold_batchnorm(drk_graph_t *g, size_t *out_n_folded) {
     if (count_uses(g, x) != 1 || x->dtype != bn->outputs[0]->dtype) continue;
     folded += fold_one(g, x->def, bn);
   }
+  /* the BNs left (no Conv to fold into) as x * a + b (the new nodes land right after each) */
+  size_t affine = 0;
+  if (!drk_graph_rewrite_nodes(g, affine_rewrite, NULL, &affine)) return false;
   if (out_n_folded) *out_n_folded = folded;
-  if (folded) drk_pass_eliminate_dead(g);
+  if (folded || affine) drk_pass_eliminate_dead(g);
   return true;
 }
