@@ -115,7 +115,7 @@ fi
 # points, which leave the Hopper knobs unread, compile (the H200 tune of 2026-12-02 lost 39 of
 # 64 candidates to the two) ----
 conv="$(cd "$(dirname "$0")/../.." && pwd)/tests/lower/hopper/conv_hopper.drkg"
-DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$conv" --trials=40 --kernels=1 --policy=random --seed=1 --jobs=2 \
+DRKC_TUNE_FAKE_MEASURE=1 "$DRKC" tune "$conv" --trials=12 --kernels=1 --policy=random --seed=1 --jobs=2 \
   --out="$W/pr.sched" --log="$W/pr.jsonl" >"$W/pr.out" 2>&1 || bad "the conv tune failed: $(tail -3 "$W/pr.out")"
 grep '^{"event":"kernel_summary"' "$W/pr.jsonl" | grep -q '"pruned":[1-9]' ||
   bad "no point of the conv's space was pruned: $(grep -o '"pruned":[0-9]*' "$W/pr.jsonl")"
