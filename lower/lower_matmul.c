@@ -724,6 +724,18 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   S.stages = (int)W.ST;
   S.cluster = (int)W.CL;
   S.pair = pair;
+  { /* a pinned schedule whose ring does not fit: the user's error, named (not a tile IR
+     * that fails to verify); the byte count is the one the kernel below lays out */
+    int64_t ob = W.ST * W.BM * W.BK * es, obar = ob + W.ST * W.BK * W.BN * es;
+    if (W.staged && !stage_bufs && obar < 2 * 64 * W.BN * es) obar = 2 * 64 * W.BN * es;
+    int64_t need = obar + 16 * W.ST + (NP ? 16 : 0);
+    if (stage_bufs) need = (need + 1023) / 1024 * 1024 + stage_bufs;
+    if (need > WS_SMEM_MAX)
+      return lw_err(c, "the schedule needs %lld bytes of shared memory (%lld stages of %lld x %lld and %lld x %lld tiles), "
+                    "more than the %d a program has on sm_90a: pin fewer mm.stages or a narrower mm.tile_n",
+                    (long long)need, (long long)W.ST, (long long)W.BM, (long long)W.BK, (long long)W.BK, (long long)W.BN,
+                    WS_SMEM_MAX);
+  }
   int64_t rows_a = ba == WS_FULL ? batch * M : M, rows_b = bb == WS_FULL ? batch * s->K : s->K;
   int64_t big = W.SP * lw_numel(n->outputs[0]);
   int ws = W.SP > 1 ? lw_scratch_new(c, (uint64_t)big * 4) : -1;

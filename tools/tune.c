@@ -804,6 +804,13 @@ static void kernel_summary(FILE *f, const tkernel_t *k, double total, const char
   fflush(f);
 }
 
+/* drk_search_db_query callback: a record exists */
+static bool resume_seen(void *ctx, const drk_search_record_t *r) {
+  (void)r;
+  *(bool *)ctx = true;
+  return false;
+}
+
 static int cmp_ms(const void *a, const void *b) {
   const tkernel_t *x = a, *y = b;
   return x->ms < y->ms ? 1 : x->ms > y->ms ? -1 : 0;
@@ -1102,10 +1109,23 @@ int drkc_tune_main(int argc, char **argv) {
   printf("drkc tune: %s: %zu kernels, %.3f ms per run (kernels one by one); policy %s, up to %d trials per kernel; "
          "database %s\n", model, nks, total, policy_arg, trials, dbp);
   fflush(stdout);
-  /* the kernels to tune: with knobs, most time-consuming first, --kernels of them */
+  /* the kernels to tune: with knobs, most time-consuming first, --kernels of them; with
+   * --resume, the kernels the database has records of (for this target and drkc version) come
+   * first, so that a resumed tune takes the kernels it took before even where two kernels'
+   * shares swap places with the noise of the reference profile */
   size_t todo = 0;
+  if (resume && db && max_kernels) {
+    char tkey[17];
+    drk_search_target_key(&target, tkey);
+    for (size_t j = 0; j < nks && (int)todo < max_kernels; j++) {
+      if (!ks[j].space) continue;
+      drk_search_query_t q = {.workload = ks[j].wl, .target = tkey, .drkc_version = DRK_VERSION_STRING, .limit = 1};
+      bool any = false;
+      if (drk_search_db_query(db, &q, resume_seen, &any, err, sizeof err) && any) ks[j].tried = true, todo++;
+    }
+  }
   for (size_t j = 0; j < nks; j++)
-    if (ks[j].space && (!max_kernels || (int)todo < max_kernels)) ks[j].tried = true, todo++;
+    if (ks[j].space && !ks[j].tried && (!max_kernels || (int)todo < max_kernels)) ks[j].tried = true, todo++;
   char tags[256];
   const char *base = strrchr(model, '/');
   snprintf(tags, sizeof tags, "arch=%s,precision=%s,model=%s", arch, drk_precision_name(t.c.precision),

@@ -64,6 +64,7 @@ expect_error "matmul mm.split_k=2" "bad.sched:1:1: error: 'matmul' is not a kern
 expect_error "$kname wl=0123456789abcdef0123456789abcdef mm.tile_n=64" "was made for workload 0123456789abcdef0123456789abcdef; this model's kernel is workload $wl" "other workload"
 expect_error "$kname wl=12 mm.tile_n=64" "bad.sched:1:.*workload key '12' is not 32 hex digits" "short key"
 expect_error "$kname rows.spt=2" "bad.sched:1:1: error: schedule for kernel '$kname': knob rows.spt does not apply to it (a mm_ws kernel)" "knob of another kind"
+expect_error "$kname mm.tile_n=256 mm.stages=8" "error: the schedule needs [0-9]* bytes of shared memory (8 stages of 128 x 64 and 64 x 256 tiles), more than the 232448 a program has on sm_90a" "a ring past shared memory"
 expect_error "$kname mm.tile_n=64
 $kname mm.stages=3" "bad.sched:2:1: error: a second schedule for the kernels of '$kname' (line 1 has one)" "two lines"
 "$DRKC" "$m" "${F[@]}" --emit=tile --schedules="$W/none.sched" -o "$W/x" 2>"$W/none.err" && bad "missing file accepted"
