@@ -238,7 +238,7 @@ bool drk_tensor_read_npy_buffer(const void *data, size_t size, const char *name,
     goto done;
   }
   p = npy_key(h, he, "shape");
-  if (!p || *p != '(') {
+  if (!p || p >= he || *p != '(') {
     drk_diag_error(d, loc, "malformed .npy header: no 'shape'");
     goto done;
   }
