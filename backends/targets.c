@@ -36,6 +36,13 @@ unsigned drk_target_resolve(unsigned set, bool portable) {
   return (set & ~(1u << DRK_TARGET_SM90)) | (1u << DRK_TARGET_SM90A);
 }
 
+unsigned drk_target_fallback(unsigned set, bool portable) {
+  if (portable || !(set & (1u << DRK_TARGET_SM90))) return 0;
+  for (int i = 0; i < DRK_TARGET_COUNT; i++)
+    if ((set & (1u << i)) && table[i].vendor == DRK_VENDOR_NV && table[i].number < 90) return 0;
+  return 1u << DRK_TARGET_SM90;
+}
+
 const char *drk_target_known_list(void) {
   static char buf[256];
   if (!buf[0])

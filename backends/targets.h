@@ -37,6 +37,11 @@ bool drk_target_parse_list(const char *list, unsigned *out_set, drk_diag_t *d);
  * the sm_80-class kernels with an sm_90 cubin and compute_90 PTX that later GPUs JIT. Other
  * targets pass through. Returns the resolved set. */
 unsigned drk_target_resolve(unsigned set, bool portable);
+/* The targets of the fallback plan that a module for the user's set carries (module.h's
+ * FALLBACK): sm_90 (sm_80-class kernels, an sm_90 cubin, compute_90 PTX that later GPUs JIT)
+ * when set has sm_90, not portable, and no older NVIDIA target (the plan is then the sm_90a
+ * one, which runs on no later GPU); else 0. */
+unsigned drk_target_fallback(unsigned set, bool portable);
 /* "sm_80 sm_86 ..." for messages. */
 const char *drk_target_known_list(void);
 

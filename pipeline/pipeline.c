@@ -552,6 +552,31 @@ static bool st_codegen(drk_pipeline_t *p) {
 }
 
 /* ---- package ---- */
+static const char *fixed_hash(void *ctx) { return ctx; }
+
+/* The fallback plan (o->fallback_targets): the model through the whole pipeline again, for
+ * those targets, into a module of its own (no weights file, no report, no pinned schedules or
+ * database: those name the main plan's kernels). */
+static bool build_fallback(drk_pipeline_t *p, const char *hash, void **out, size_t *out_size) {
+  drk_compile_options_t fo = *p->o;
+  fo.targets = p->o->fallback_targets;
+  fo.fallback_targets = 0;
+  fo.weights_file = NULL;
+  fo.report = NULL, fo.dump_after = NULL, fo.time_stages = false, fo.progress = false, fo.verbose = 0;
+  fo.knobs = (drk_sched_knobs_t){0}, fo.schedules = NULL, fo.db = NULL, fo.lookup = NULL, fo.require_tuned = false;
+  fo.model_hash = hash ? fixed_hash : NULL, fo.model_hash_ctx = (void *)hash;
+  drk_pipeline_t *f = drk_pipeline_create(&fo, p->path, NULL, "module", p->d);
+  bool ok = f && drk_pipeline_run_to(f, "package") && drk_pipeline_output(f, "module", out, out_size);
+  if (!ok && f) drk_diag_error(p->d, drk_loc_none, "the fallback plan (targets of --target=sm_90 for later GPUs) failed to build; "
+                                                 "--target=sm_90a builds the sm_90a plan alone");
+  if (ok && p->o->report)
+    fprintf(p->o->report, "report: fallback plan for GPUs after Hopper: %zu kernels, %s (the runtime takes it where the "
+                          "main plan has no code; --target=sm_90a leaves it out)\n",
+            f->l.n_launches, f->image_targets);
+  drk_pipeline_destroy(f);
+  return ok;
+}
+
 static bool st_package(drk_pipeline_t *p) {
   if (p->n_code && !drk_package_fatbin(p->code, p->n_code, &p->fatbin, &p->fatbin_size, p->image_targets,
                                        sizeof p->image_targets, p->d))
@@ -566,8 +591,14 @@ static bool st_package(drk_pipeline_t *p) {
   drk_package_options_t po = {.targets = p->o->targets, .command_line = p->o->command_line, .model_hash = hash,
                               .weights_file = p->o->weights_file,
                               .precision_auto = p->has_auto ? &p->autop : NULL};
-  return drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
-                            &p->weights_size, p->d);
+  void *fb = NULL;
+  size_t fb_size = 0;
+  if (p->o->fallback_targets && p->path && !build_fallback(p, hash, &fb, &fb_size)) return false;
+  po.fallback = fb, po.fallback_size = fb_size;
+  bool ok = drk_package_module(p->g, &p->l, &p->plan, &po, imgs, n, &p->module, &p->module_size, &p->weights,
+                               &p->weights_size, p->d);
+  free(fb);
+  return ok;
 }
 
 size_t drk_pipeline_drop_kernels(drk_pipeline_t *p,

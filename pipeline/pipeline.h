@@ -74,6 +74,10 @@ typedef struct drk_compile_options {
   bool time_stages;              /* --time-stages: a table of stage times on stderr at the end */
   bool progress;                 /* a progress line on stderr (the driver: a TTY and not -q) */
   /* package */
+  /* a fallback plan (module.h's FALLBACK; drk_target_fallback): the model compiled again for
+   * these targets, for devices the main plan has no code for (drkc --target=sm_90: sm_90 with
+   * compute_90 PTX beside sm_90a); 0: none */
+  unsigned fallback_targets;
   const char *weights_file;      /* --weights=external: the side file's base name (the blob is the
                                   * output "weights"); NULL: the weights are in the module */
   /* provenance */

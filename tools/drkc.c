@@ -53,13 +53,16 @@ static const char usage_text[] =
     "                          name with the kind's extension in the current folder: ./model.drkm)\n"
     "  --target=LIST           comma list of targets (default sm_90); also -arch=sm_90,\n"
     "                          --gpu-architecture=sm_90. Known: %s.\n"
-    "                          sm_90 means Hopper at full speed: it builds sm_90a (wgmma, TMA;\n"
-    "                          every compute-capability-9.0 GPU runs it) with compute_90a PTX,\n"
-    "                          which no later GPU can JIT. One plan serves every target: with\n"
-    "                          an older target in the list (sm_87,sm_90) every image runs the\n"
-    "                          oldest target's kernels (no wgmma; --report says so)\n"
-    "  --portable              keep sm_90 portable: sm_80-class kernels, an sm_90 cubin and\n"
-    "                          compute_90 PTX that later GPUs (Blackwell) JIT-compile\n"
+    "                          sm_90 means Hopper at full speed: the module's plan is sm_90a\n"
+    "                          (wgmma, TMA; every compute-capability-9.0 GPU runs it), and it\n"
+    "                          carries a fallback plan of sm_80-class kernels with an sm_90\n"
+    "                          cubin and compute_90 PTX, which the runtime takes on later GPUs\n"
+    "                          (they JIT the PTX). sm_90a: the sm_90a plan alone. One plan\n"
+    "                          serves every target: with an older target in the list\n"
+    "                          (sm_87,sm_90) every image runs the oldest target's kernels (no\n"
+    "                          wgmma; --report says so)\n"
+    "  --portable              keep sm_90 portable: the sm_80-class plan alone (an sm_90 cubin\n"
+    "                          and compute_90 PTX that later GPUs (Blackwell) JIT-compile)\n"
     "  --emit=KIND             %s | obj | lib (default module; schedules: every\n"
     "                          kernel's workload key, knob space and schedule, the text --schedules\n"
     "                          reads; obj: a host object embedding the module plus a C header\n"
@@ -162,6 +165,7 @@ typedef struct options {
   drk_schedules_t schedules;  /* its lines (load_schedules) */
   bool quiet;                 /* -q: no progress line */
   bool portable;              /* --portable: sm_90 stays sm_90 (drk_target_resolve) */
+  unsigned fallback;          /* a module's fallback plan's targets (drk_target_fallback), 0: none */
   const char *host;           /* --host: the host object's CPU (-c, --emit=obj|lib) */
   const char *name;           /* --name: the C API's name (default: the output's base name) */
   bool external_weights;      /* --weights=external */
@@ -665,6 +669,7 @@ static int compile(options_t *o) {
     hash_join(&hj);
     return 1;
   }
+  o->c.fallback_targets = module ? o->fallback : 0; /* modules (and host objects) only */
   drk_pipeline_t *p = drk_pipeline_create(&o->c, o->input, NULL, ek->kind, &d);
   const char *last = ek->after;
   if (o->c.report && drk_pipeline_stage_index(last) < drk_pipeline_stage_index("plan-memory") &&
@@ -1261,6 +1266,7 @@ int main(int argc, char **argv) {
   drk_diag_t d;
   drk_diag_init(&d, stderr);
   if (!drk_target_parse_list(o.targets_arg, &o.c.targets, &d)) return 1;
+  o.fallback = drk_target_fallback(o.c.targets, o.portable);
   o.c.targets = drk_target_resolve(o.c.targets, o.portable);
   if (o.c.dump_after && strcmp(o.c.dump_after, "all") != 0) {
     int si = drk_pipeline_stage_index(o.c.dump_after);

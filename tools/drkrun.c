@@ -213,6 +213,47 @@ static void list_buckets(const drk_modfile_t *mf) {
 }
 
 /* --list: what a module holds, read without a GPU (like cuobjdump --list-elf --list-ptx). */
+/* A plan's code: its images (the fat binaries' entries) and its kernels. */
+static void list_code(const drk_modfile_t *mf, const char *in) {
+  char err[512];
+  for (uint32_t i = 0; i < mf->n_images; i++) {
+    const drk_modfile_image_t *im = &mf->images[i];
+    printf("%s  image %u: slot %u, kind %d, %llu bytes, targets %s\n", in, i, im->slot, (int)im->kind,
+           (unsigned long long)im->size, im->targets);
+    if (im->kind != DRK_MODFILE_IMAGE_FATBIN) continue;
+    drk_fatbin_image_t e[32];
+    size_t ne = 0;
+    if (drk_fatbin_parse(im->data, (size_t)im->size, e, 32, &ne, err, sizeof err) != 0) {
+      printf("%s    bad fat binary: %s\n", in, err);
+      continue;
+    }
+    for (size_t k = 0; k < ne && k < 32; k++) {
+      char arch[16];
+      drk_fatbin_format_arch(e[k].sm, e[k].arch_specific, arch, sizeof arch);
+      printf("%s    %s %s, %zu bytes%s\n", in, e[k].kind == DRK_FATBIN_ELF ? "ELF" : "PTX", arch, e[k].size,
+             e[k].compressed ? " (compressed)" : "");
+    }
+  }
+  for (uint32_t i = 0; i < mf->n_kernels; i++) {
+    const drk_modfile_kernel_t *k = &mf->kernels[i];
+    printf("%s  kernel %u: %s grid(%u,%u,%u) block(%u)", in, i, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0]);
+    if (k->cluster[0]) printf(" cluster(%u,%u,%u)", k->cluster[0], k->cluster[1], k->cluster[2]);
+    printf(" smem %u, %u params\n", k->dyn_smem, k->n_params);
+    for (uint32_t j = 0; j < k->n_params; j++) {
+      if (k->params[j].kind != DRK_MODFILE_PARAM_TMA) continue;
+      const drk_modfile_tma_t *t = &mf->tmas[k->params[j].tma];
+      printf("%s    param %u: TMA dtype %u rank %u offset %llu dims", in, j, t->data_type, t->rank,
+             (unsigned long long)t->offset);
+      for (uint32_t r = 0; r < t->rank; r++) printf(" %llu", (unsigned long long)t->dims[r]);
+      printf(" strides");
+      for (uint32_t r = 0; r + 1 < t->rank; r++) printf(" %llu", (unsigned long long)t->strides[r]);
+      printf(" box");
+      for (uint32_t r = 0; r < t->rank; r++) printf(" %u", t->box[r]);
+      printf(" swizzle %u\n", t->swizzle);
+    }
+  }
+}
+
 static int list_module(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -257,41 +298,14 @@ static int list_module(const char *path) {
       printf("  %s %u '%s': %s[%s], %llu bytes at arena offset %llu\n", io ? "output" : "input", i, name, dtype, dims,
              (unsigned long long)t->size, (unsigned long long)t->offset);
     }
-  for (uint32_t i = 0; i < mf->n_images; i++) {
-    const drk_modfile_image_t *im = &mf->images[i];
-    printf("  image %u: slot %u, kind %d, %llu bytes, targets %s\n", i, im->slot, (int)im->kind,
-           (unsigned long long)im->size, im->targets);
-    if (im->kind != DRK_MODFILE_IMAGE_FATBIN) continue;
-    drk_fatbin_image_t e[32];
-    size_t ne = 0;
-    if (drk_fatbin_parse(im->data, (size_t)im->size, e, 32, &ne, err, sizeof err) != 0) {
-      printf("    bad fat binary: %s\n", err);
-      continue;
-    }
-    for (size_t k = 0; k < ne && k < 32; k++) {
-      char arch[16];
-      drk_fatbin_format_arch(e[k].sm, e[k].arch_specific, arch, sizeof arch);
-      printf("    %s %s, %zu bytes%s\n", e[k].kind == DRK_FATBIN_ELF ? "ELF" : "PTX", arch, e[k].size,
-             e[k].compressed ? " (compressed)" : "");
-    }
-  }
-  for (uint32_t i = 0; i < mf->n_kernels; i++) {
-    const drk_modfile_kernel_t *k = &mf->kernels[i];
-    printf("  kernel %u: %s grid(%u,%u,%u) block(%u)", i, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0]);
-    if (k->cluster[0]) printf(" cluster(%u,%u,%u)", k->cluster[0], k->cluster[1], k->cluster[2]);
-    printf(" smem %u, %u params\n", k->dyn_smem, k->n_params);
-    for (uint32_t j = 0; j < k->n_params; j++) {
-      if (k->params[j].kind != DRK_MODFILE_PARAM_TMA) continue;
-      const drk_modfile_tma_t *t = &mf->tmas[k->params[j].tma];
-      printf("    param %u: TMA dtype %u rank %u offset %llu dims", j, t->data_type, t->rank,
-             (unsigned long long)t->offset);
-      for (uint32_t r = 0; r < t->rank; r++) printf(" %llu", (unsigned long long)t->dims[r]);
-      printf(" strides");
-      for (uint32_t r = 0; r + 1 < t->rank; r++) printf(" %llu", (unsigned long long)t->strides[r]);
-      printf(" box");
-      for (uint32_t r = 0; r < t->rank; r++) printf(" %u", t->box[r]);
-      printf(" swizzle %u\n", t->swizzle);
-    }
+  list_code(mf, "");
+  if (mf->fallback_module) {
+    const drk_modfile_t *fb = mf->fallback_module;
+    printf("  fallback module (%llu bytes, for devices the code above does not run on): targets %s, arena %llu bytes, "
+           "%u kernels, %s\n",
+           (unsigned long long)mf->fallback_size, fb->prov.targets, (unsigned long long)fb->arena_size, fb->n_kernels,
+           mf->fallback_shares_weights ? "the weights above" : "weights of its own");
+    list_code(fb, "  ");
   }
   list_buckets(mf);
   drk_modfile_print_precision(mf, stdout, "  "); /* per-kernel precision table (PRECISION section) */
@@ -473,15 +487,24 @@ int main(int argc, char **argv) {
   printf("device %d: %s\n", device, drk_runtime_device_name(rt));
   int rc = 1;
   drk_session_t *s = NULL;
-  size_t nin = drk_module_num_inputs(m), nout = drk_module_num_outputs(m), nk = drk_module_num_kernels(m);
+  size_t nin = drk_module_num_inputs(m), nout = drk_module_num_outputs(m), nk = 0;
   void **in_bufs = calloc(nin + 1, sizeof *in_bufs), **out_bufs = calloc(nout + 1, sizeof *out_bufs);
-  float *lat = calloc((size_t)iters, sizeof *lat), *kt = calloc((size_t)iters * (nk + 1), sizeof *kt), *one = calloc(nk + 1, sizeof *one);
+  float *lat = calloc((size_t)iters, sizeof *lat), *kt = NULL, *one = NULL;
   size_t *in_size = calloc(nin + 1, sizeof *in_size), *out_size = calloc(nout + 1, sizeof *out_size);
   drk_tensor_info_t *out_info = calloc(nout + 1, sizeof *out_info);
   dyn_run_t dr = {drk_module_num_dynamic_dims(m) > 0, calloc(nin + 1, sizeof *dr.dims), calloc(nin + 1, sizeof *dr.ptrs)};
   unsigned seed = 12345;
-  if (!in_bufs || !out_bufs || !lat || !kt || !one || !in_size || !out_size || !out_info || !dr.dims || !dr.ptrs) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
+  if (!in_bufs || !out_bufs || !lat || !in_size || !out_size || !out_info || !dr.dims || !dr.ptrs) { fprintf(stderr, "drkrun: error: out of memory\n"); goto done; }
   if ((st = drk_session_create(rt, m, &s))) { rc = fail(st, "preparing the module"); goto done; }
+  /* the kernels of the plan the session runs (a module's fallback plan has its own) */
+  nk = drk_session_num_kernels(s);
+  if (strcmp(drk_session_targets(s), drk_module_targets(m)) != 0)
+    printf("  running the module's fallback plan: targets %s, %zu kernels (no code for this device in the main plan)\n",
+           drk_session_targets(s), nk);
+  if (!(kt = calloc((size_t)iters * (nk + 1), sizeof *kt)) || !(one = calloc(nk + 1, sizeof *one))) {
+    fprintf(stderr, "drkrun: error: out of memory\n");
+    goto done;
+  }
   for (size_t i = 0; i < nin; i++) {
     drk_tensor_info_t info;
     if ((st = drk_module_input_info(m, i, &info))) { rc = fail(st, "input"); goto done; }
@@ -567,7 +590,7 @@ int main(int argc, char **argv) {
     for (size_t k = k0; k < k1; k++) total += (one[k] = percentile(kt + k * (size_t)iters, (size_t)iters, 0.5));
     printf("per kernel (median of %d profiled runs, launched one by one):\n  %4s %10s %6s  %s\n", iters, "#", "ms", "%", "kernel");
     for (size_t k = k0; k < k1; k++)
-      printf("  %4zu %10.4f %5.1f%%  %s\n", k, one[k], total > 0 ? 100.0 * one[k] / total : 0.0, drk_module_kernel_name(m, k));
+      printf("  %4zu %10.4f %5.1f%%  %s\n", k, one[k], total > 0 ? 100.0 * one[k] / total : 0.0, drk_session_kernel_name(s, k));
     printf("  total %.4f ms\n", total);
   }
   if (out_dir) {

@@ -37,11 +37,12 @@ enum {
   SEC_EXTERNAL_WEIGHTS = 13, /* optional: at most once; the weights are in a side file */
   SEC_PRECISION_AUTO = 14, /* optional: at most once; --accuracy-budget's choice */
   SEC_BUCKETS = 15, /* format version 2 only, exactly once there: shape buckets */
-  SEC_KIND_COUNT = 16,
+  SEC_FALLBACK = 16, /* optional: at most once; a nested module for devices this one cannot run on */
+  SEC_KIND_COUNT = 17,
 };
 static const char *const sec_names[SEC_KIND_COUNT] = {
     "?", "STRINGS", "PROVENANCE", "PLAN", "KERNELS", "PARAMS", "TENSORS", "TMAS",
-    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS", "PRECISION_AUTO", "BUCKETS"};
+    "WEIGHT_TABLE", "WEIGHTS", "IMAGE_TABLE", "IMAGE_DATA", "PRECISION", "EXTERNAL_WEIGHTS", "PRECISION_AUTO", "BUCKETS", "FALLBACK"};
 
 #define HEADER_SIZE 64u
 #define SECTION_ENTRY_SIZE 32u
@@ -62,6 +63,10 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
 #define AUTO_OUTPUT_REC 16u
 #define EXTW_SIZE 48u
 #define EXTW_VERSION 1u
+/* FALLBACK: u32 version, u32 flags, u64 nested module size, zeros to 256 bytes (the nested
+ * module starts 256-aligned, as a file does), then the nested module */
+#define FALLBACK_HEADER 256u
+#define FALLBACK_SHARES_WEIGHTS 1u
 #define BUCKETS_VERSION 1u
 #define BUCKETS_HEADER 16u
 #define DYN_DIM_REC 24u
@@ -658,8 +663,12 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     set_err(err, err_size, "this writer writes PRECISION_AUTO section version %u, not %u", DRK_MODFILE_AUTO_VERSION, m->auto_version);
     return DRK_MODFILE_ERR_INVALID;
   }
+  if (m->fallback && (!m->fallback_size || m->n_buckets)) {
+    set_err(err, err_size, m->n_buckets ? "a module with shape buckets cannot have a fallback" : "the fallback module is empty");
+    return DRK_MODFILE_ERR_INVALID;
+  }
   buf_t str = {0}, prov = {0}, plan = {0}, kern = {0}, par = {0}, ten = {0}, tma = {0}, wt = {0}, img = {0}, prec = {0},
-        extw = {0}, autob = {0}, bk = {0};
+        extw = {0}, autob = {0}, bk = {0}, fb = {0};
   wsec_t *secs = NULL;
   uint8_t *out = NULL;
   r = DRK_MODFILE_ERR_NOMEM;
@@ -736,7 +745,15 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   }
   int has_bk = m->n_buckets != 0;
   if (has_bk) write_buckets(&bk, &str, m);
-  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw + (uint32_t)has_auto + (uint32_t)has_bk;
+  int has_fb = m->fallback != NULL;
+  if (has_fb && (p = buf_extend(&fb, FALLBACK_HEADER + m->fallback_size))) {
+    put32(p, DRK_MODFILE_FALLBACK_VERSION);
+    put32(p + 4, m->fallback_shares_weights ? FALLBACK_SHARES_WEIGHTS : 0);
+    put64(p + 8, m->fallback_size);
+    memset(p + 16, 0, FALLBACK_HEADER - 16);
+    memcpy(p + FALLBACK_HEADER, m->fallback, (size_t)m->fallback_size);
+  }
+  uint32_t nsec = 10 + m->n_images + (uint32_t)has_prec + (uint32_t)has_extw + (uint32_t)has_auto + (uint32_t)has_bk + (uint32_t)has_fb;
   for (uint32_t i = 0; i < m->n_images; i++) {
     if (!(p = buf_extend(&img, IMAGE_REC))) break;
     put32(p, (uint32_t)m->images[i].kind);
@@ -745,7 +762,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
     put32(p + 12, 10 + i); /* section index of its IMAGE_DATA */
   }
   if (str.oom || prov.oom || plan.oom || kern.oom || par.oom || ten.oom || tma.oom || wt.oom || img.oom || prec.oom || extw.oom || autob.oom ||
-      bk.oom)
+      bk.oom || fb.oom)
     goto fail;
   if (!(secs = calloc(nsec, sizeof *secs))) goto fail;
   wsec_t fixed[10] = {{SEC_STRINGS, 8, str.p, str.n, 0},        {SEC_PROVENANCE, 8, prov.p, prov.n, 0},
@@ -760,6 +777,7 @@ drk_modfile_result_t drk_modfile_write(const drk_modfile_t *m, void **out_data, 
   if (has_extw) secs[10 + m->n_images + has_prec] = (wsec_t){SEC_EXTERNAL_WEIGHTS, 8, extw.p, extw.n, 0};
   if (has_auto) secs[10 + m->n_images + has_prec + has_extw] = (wsec_t){SEC_PRECISION_AUTO, 8, autob.p, autob.n, 0};
   if (has_bk) secs[10 + m->n_images + has_prec + has_extw + has_auto] = (wsec_t){SEC_BUCKETS, 8, bk.p, bk.n, 0};
+  if (has_fb) secs[nsec - 1] = (wsec_t){SEC_FALLBACK, 256, fb.p, fb.n, 0};
   uint64_t off = HEADER_SIZE;
   for (uint32_t i = 0; i < nsec; i++) {
     off = (off + secs[i].align - 1) & ~(uint64_t)(secs[i].align - 1);
@@ -802,7 +820,7 @@ fail:
   free(out);
   free(secs);
   free(str.p), free(prov.p), free(plan.p), free(kern.p), free(par.p), free(ten.p), free(tma.p), free(wt.p), free(img.p), free(prec.p), free(extw.p), free(autob.p);
-  free(bk.p);
+  free(bk.p), free(fb.p);
   return r;
 }
 
@@ -1181,11 +1199,75 @@ static drk_modfile_result_t read_buckets(const rctx_t *r, drk_modfile_dyn_dim_t 
   for (size_t i = 0; i < r->nba; i++, p += DYN_AXIS_REC) aa[i] = (drk_modfile_dyn_axis_t){get32(p), get32(p + 4), get32(p + 8)};
   return DRK_MODFILE_OK;
 }
+
+static drk_modfile_result_t read_module(const void *data, size_t size, const drk_allocator_t *alloc,
+                                        drk_modfile_t **out_m, char *err, size_t n, int depth);
+
+/* FALLBACK (optional): the nested module, parsed and validated as a file is; when it shares
+ * the weights, this module's are filled in and it is validated again against them. */
+static drk_modfile_result_t read_fallback(rctx_t *r, drk_modfile_t *m, const drk_allocator_t *alloc, int depth) {
+  const rsec_t *F = &r->one[SEC_FALLBACK];
+  if (F->size < 4) BAD("FALLBACK section has %llu bytes, too few for its version", (unsigned long long)F->size);
+  if (get32(F->p) != DRK_MODFILE_FALLBACK_VERSION) return DRK_MODFILE_OK; /* a later version: skipped */
+  if (depth) BAD("the fallback module has a FALLBACK section of its own");
+  if (m->n_buckets) BAD("a module with shape buckets has a FALLBACK section");
+  if (F->size < FALLBACK_HEADER) BAD("FALLBACK section has %llu bytes, its header alone is %u", (unsigned long long)F->size, FALLBACK_HEADER);
+  uint32_t flags = get32(F->p + 4);
+  uint64_t fsz = get64(F->p + 8);
+  if (flags & ~FALLBACK_SHARES_WEIGHTS) BAD("FALLBACK section: unknown flags 0x%x", flags);
+  if (fsz != F->size - FALLBACK_HEADER) BAD("FALLBACK section: a %llu-byte module in %llu bytes", (unsigned long long)fsz, (unsigned long long)(F->size - FALLBACK_HEADER));
+  for (uint32_t b = 16; b < FALLBACK_HEADER; b++)
+    if (F->p[b]) BAD("FALLBACK section: reserved header byte %u is not zero", b);
+  char ferr[700] = "";
+  drk_modfile_t *f = NULL;
+  drk_modfile_result_t res = read_module(F->p + FALLBACK_HEADER, (size_t)fsz, alloc, &f, ferr, sizeof ferr, depth + 1);
+  if (res == DRK_MODFILE_ERR_NOMEM) {
+    set_err(r->err, r->n, "fallback module: %s", ferr);
+    return res;
+  }
+  if (res) BAD("fallback module: %s", ferr);
+  /* the module's inputs and outputs are both plans' (their arena offsets aside) */
+  bool same = f->n_inputs == m->n_inputs && f->n_outputs == m->n_outputs;
+  for (uint32_t i = 0; same && i < m->n_inputs + m->n_outputs; i++) {
+    const drk_modfile_tensor_t *a = i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
+    const drk_modfile_tensor_t *b = i < m->n_inputs ? &f->inputs[i] : &f->outputs[i - m->n_inputs];
+    same = !strcmp(a->name, b->name) && a->dtype == b->dtype && a->rank == b->rank && a->size == b->size &&
+           !memcmp(a->dims, b->dims, a->rank * sizeof a->dims[0]);
+  }
+  if (!same) {
+    drk_modfile_free(alloc, f);
+    BAD("fallback module: its inputs and outputs are not the module's");
+  }
+  if (flags & FALLBACK_SHARES_WEIGHTS) {
+    if (f->weights_size || f->n_weight_entries || f->weights_file || f->weights_offset != m->weights_offset) {
+      drk_modfile_free(alloc, f);
+      BAD("fallback module: it shares the weights but has its own, or puts them at another arena offset");
+    }
+    f->weights = m->weights, f->weights_size = m->weights_size;
+    f->weight_entries = m->weight_entries, f->n_weight_entries = m->n_weight_entries;
+    f->weights_file = m->weights_file;
+    memcpy(f->weights_sha256, m->weights_sha256, 32);
+    char verr[400];
+    if (drk_modfile_validate(f, verr, sizeof verr)) {
+      drk_modfile_free(alloc, f);
+      BAD("fallback module with its parent's weights: %s", verr);
+    }
+  }
+  m->fallback = F->p + FALLBACK_HEADER, m->fallback_size = fsz;
+  m->fallback_shares_weights = (flags & FALLBACK_SHARES_WEIGHTS) != 0;
+  m->fallback_module = f;
+  return DRK_MODFILE_OK;
+}
 #undef BAD
 #undef STR
 
 drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_allocator_t *alloc,
                                       drk_modfile_t **out_m, char *err, size_t n) {
+  return read_module(data, size, alloc, out_m, err, n, 0);
+}
+
+static drk_modfile_result_t read_module(const void *data, size_t size, const drk_allocator_t *alloc,
+                                        drk_modfile_t **out_m, char *err, size_t n, int depth) {
   if (!alloc) alloc = &default_alloc;
   rctx_t rc = {.d = data, .size = size, .err = err, .n = n}, *r = &rc;
   drk_modfile_result_t res;
@@ -1256,6 +1338,7 @@ drk_modfile_result_t drk_modfile_read(const void *data, size_t size, const drk_a
     res = DRK_MODFILE_ERR_FORMAT;
     goto fail;
   }
+  if (r->seen[SEC_FALLBACK] && (res = read_fallback(r, m, alloc, depth))) goto fail;
   *out_m = m;
   return DRK_MODFILE_OK;
 fail:
@@ -1283,6 +1366,7 @@ bool drk_modfile_weights_blob(const drk_modfile_t *m, void **out_data, size_t *o
 void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m) {
   if (!m) return;
   if (!alloc) alloc = &default_alloc;
+  drk_modfile_free(alloc, m->fallback_module);
   rblock_t *rb = (rblock_t *)((uint8_t *)m - offsetof(rblock_t, m));
   alloc->free(alloc->user, rb, rb->size);
 }

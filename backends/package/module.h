@@ -40,6 +40,7 @@
 #define DRK_MODFILE_MAX_BUCKETS 256
 #define DRK_MODFILE_PRECISION_VERSION 1u /* of the PRECISION section (an optional section) */
 #define DRK_MODFILE_AUTO_VERSION 1u /* of the PRECISION_AUTO section (an optional section) */
+#define DRK_MODFILE_FALLBACK_VERSION 1u /* of the FALLBACK section (an optional section) */
 #define DRK_MODFILE_MAGIC "DRKM\r\n\x1a\n" /* 8 bytes; catches text-mode mangling */
 #define DRK_MODFILE_WEIGHT_ALIGN 256u
 /* Inputs and outputs start at arena offsets that are multiples of this (the memory planner
@@ -280,6 +281,20 @@ typedef struct drk_modfile {
   const drk_modfile_bucket_t *buckets;
   uint32_t n_dyn_axes;
   const drk_modfile_dyn_axis_t *dyn_axes;
+  /* The optional FALLBACK section (docs/module-format.md): a whole second module, the plan a
+   * runtime uses when this one has no code for its device (drkc --target=sm_90: the sm_90a
+   * plan, and a fallback of sm_80-class kernels with an sm_90 cubin and compute_90 PTX that
+   * later GPUs JIT-compile). Writer: fallback (NULL: none) and fallback_size are the nested
+   * module's bytes (drk_modfile_write's output; a static module without a fallback of its
+   * own); fallback_shares_weights: it was written without weights (weights_size 0, no weight
+   * entries, no side file) and runs on this module's, uploaded at the same arena offset.
+   * Reader: the same three (fallback points into the input buffer) and fallback_module, the
+   * nested module parsed and validated, with this module's weights filled in when it shares
+   * them; freed with this module. A FALLBACK section of an unknown version is skipped. */
+  const void *fallback;
+  uint64_t fallback_size;
+  bool fallback_shares_weights;
+  struct drk_modfile *fallback_module;
 } drk_modfile_t;
 
 typedef enum drk_modfile_result {

@@ -136,6 +136,44 @@ static uint8_t auto_code(drk_precision_t p) {
   }
 }
 
+/* The FALLBACK section (module.h): the fallback module, written again without its weights when
+ * they are mf's byte for byte (the same entries at the same arena offsets), so the module
+ * carries them once. *out_bytes: what that rewrite allocated (free() once mf is written). */
+static bool attach_fallback(const drk_package_options_t *o, drk_modfile_t *mf, void **out_bytes, drk_diag_t *d) {
+  drk_modfile_t *fb = NULL;
+  char err[512];
+  if (drk_modfile_read(o->fallback, o->fallback_size, NULL, &fb, err, sizeof err) != DRK_MODFILE_OK) {
+    drk_diag_error(d, drk_loc_none, "the fallback module: %s", err);
+    return false;
+  }
+  bool same = !fb->weights_file && (fb->weights || !fb->weights_size) && fb->weights_offset == mf->weights_offset &&
+              fb->weights_size == mf->weights_size && fb->n_weight_entries == mf->n_weight_entries;
+  for (uint32_t i = 0; same && i < mf->n_weight_entries; i++) {
+    const drk_modfile_weight_t *a = &mf->weight_entries[i], *b = &fb->weight_entries[i];
+    const uint8_t *fw = (const uint8_t *)fb->weights + b->offset;
+    uint64_t data = a->data ? a->data_size : 0;
+    same = a->offset == b->offset && a->size == b->size && !strcmp(a->name ? a->name : "", b->name ? b->name : "") &&
+           (!data || !memcmp(fw, a->data, (size_t)data));
+    for (uint64_t k = data; same && k < a->size; k++) same = fw[k] == 0;
+  }
+  bool ok = true;
+  if (same) {
+    drk_modfile_t w = *fb;
+    w.weights = NULL, w.weights_size = 0, w.weight_entries = NULL, w.n_weight_entries = 0;
+    size_t n = 0;
+    if (drk_modfile_write(&w, out_bytes, &n, err, sizeof err) != DRK_MODFILE_OK) {
+      drk_diag_error(d, drk_loc_none, "writing the fallback module: %s", err);
+      ok = false;
+    } else {
+      mf->fallback = *out_bytes, mf->fallback_size = n, mf->fallback_shares_weights = true;
+    }
+  } else {
+    mf->fallback = o->fallback, mf->fallback_size = o->fallback_size, mf->fallback_shares_weights = false;
+  }
+  drk_modfile_free(NULL, fb);
+  return ok;
+}
+
 static bool attach_auto(const drk_precision_auto_t *a, drk_modfile_t *mf, drk_modfile_auto_group_t **out_ag,
                         drk_modfile_auto_output_t **out_ao) {
   drk_modfile_auto_group_t *ag = calloc(a->n_groups + 1, sizeof *ag);
@@ -264,7 +302,14 @@ bool drk_package_module(const drk_graph_t *g, const drk_lowered_t *l, const drk_
     mf.weights_file = o->weights_file;
   }
   char err[512];
+  void *fb_bytes = NULL;
+  if (o->fallback && !attach_fallback(o, &mf, &fb_bytes, d)) {
+    free(blob);
+    ok = false;
+    goto done;
+  }
   drk_modfile_result_t r = drk_modfile_write(&mf, out_data, out_size, err, sizeof err);
+  free(fb_bytes);
   if (r != DRK_MODFILE_OK) drk_diag_error(d, drk_loc_none, "writing the module: %s", err);
   ok = r == DRK_MODFILE_OK;
   if (ok && blob) {

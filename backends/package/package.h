@@ -42,6 +42,11 @@ typedef struct drk_package_options {
   /* --accuracy-budget's choice (passes/precision_auto.h), recorded as the PRECISION_AUTO
    * section; NULL: none */
   const struct drk_precision_auto *precision_auto;
+  /* a module of the same graph built for other targets (bytes, borrowed), stored as the
+   * FALLBACK section: without its weights when they are this module's, byte for byte; NULL:
+   * none */
+  const void *fallback;
+  size_t fallback_size;
 } drk_package_options_t;
 
 /* The module file of g lowered into l with memory plan plan and code images[0..n_images)

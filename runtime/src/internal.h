@@ -38,6 +38,9 @@ struct drk_module {
   void *weights_owned; /* drk_module_load_weights's copy of the side file, else NULL */
   size_t weights_owned_size;
   char provenance[768];
+  /* The module's FALLBACK plan (module.h) as a module of its own: owns only this struct (its
+   * mf is mf->fallback_module, freed with mf); NULL when there is none. */
+  struct drk_module *fallback;
 };
 
 #endif

@@ -34,6 +34,24 @@ static drk_status_t finish(const drk_allocator_t *alloc, const void *data, size_
   snprintf(m->provenance, sizeof m->provenance, "drkc %s; targets %s; model %s; %u kernels, %" PRIu64 " weight bytes, arena %" PRIu64 " bytes",
            *p->drkc_version ? p->drkc_version : "?", *p->targets ? p->targets : "?",
            *p->model_hash ? p->model_hash : "?", m->mf->n_kernels, m->mf->weights_size, m->mf->arena_size);
+  if (m->mf->fallback_module) {
+    drk_module_t *fb = drk_rt_alloc(alloc, sizeof *fb, 16);
+    if (!fb) {
+      drk_modfile_free(alloc, m->mf);
+      drk_rt_free(alloc, m, sizeof *m);
+      return drk_rt_status(alloc, DRK_STATUS_OUT_OF_MEMORY, "out of memory for the module object");
+    }
+    fb->alloc = *alloc;
+    fb->mf = m->mf->fallback_module;
+    size_t pl = strlen(m->provenance);
+    memcpy(fb->provenance, m->provenance, pl + 1);
+    snprintf(fb->provenance + pl, sizeof fb->provenance - pl, "; the fallback plan: targets %s, %u kernels",
+             *fb->mf->prov.targets ? fb->mf->prov.targets : "?", fb->mf->n_kernels);
+    m->fallback = fb;
+    size_t len = strlen(m->provenance);
+    snprintf(m->provenance + len, sizeof m->provenance - len, "; fallback for other devices: targets %s",
+             *fb->mf->prov.targets ? fb->mf->prov.targets : "?");
+  }
   if (m->mf->weights_file) {
     size_t len = strlen(m->provenance);
     snprintf(m->provenance + len, sizeof m->provenance - len, " (in %s)", m->mf->weights_file);
@@ -89,6 +107,7 @@ drk_status_t drk_module_set_weights(drk_module_t *m, const void *data, size_t si
   if (memcmp(h, mf->weights_sha256, 32) != 0)
     return drk_rt_status(&m->alloc, DRK_STATUS_BAD_MODULE, "weights for %s: their SHA-256 is not the one the module records (another build's weights, or a corrupted file)", mf->weights_file);
   m->mf->weights = data;
+  if (m->fallback && m->mf->fallback_shares_weights) m->fallback->mf->weights = data;
   return NULL;
 }
 
@@ -128,6 +147,7 @@ drk_status_t drk_module_load_weights(drk_module_t *m, const char *path) {
 void drk_module_destroy(drk_module_t *m) {
   if (!m) return;
   drk_allocator_t a = m->alloc;
+  drk_rt_free(&a, m->fallback, sizeof *m->fallback);
   drk_modfile_free(&a, m->mf);
   drk_rt_free(&a, m->owned, m->owned_size);
   drk_rt_free(&a, m->weights_owned, m->weights_owned_size);
@@ -154,6 +174,7 @@ static drk_status_t tensor_info(const drk_module_t *m, size_t index, drk_tensor_
 
 drk_status_t drk_module_input_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info) { return tensor_info(m, index, out_info, 0); }
 drk_status_t drk_module_output_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info) { return tensor_info(m, index, out_info, 1); }
+const char *drk_module_targets(const drk_module_t *m) { return m ? m->mf->prov.targets : ""; }
 const char *drk_module_kernel_name(const drk_module_t *m, size_t index) { return m && index < m->mf->n_kernels ? m->mf->kernels[index].name : NULL; }
 const char *drk_module_provenance(const drk_module_t *m) { return m ? m->provenance : ""; }
 

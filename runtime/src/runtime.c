@@ -6,6 +6,7 @@
  * When both fail, one status carries both messages, CUDA's first; its code is NO_DRIVER
  * only when neither library loads. The handles own the driver's state and remember the
  * table, so every later call goes to the driver that made the object. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/src/driver.h"
@@ -98,8 +99,35 @@ unsigned drk_runtime_device_sm(const drk_runtime_t *rt) { return rt ? rt->drv->d
 const char *drk_runtime_device_arch(const drk_runtime_t *rt) { return rt ? rt->drv->device_arch(rt->impl) : ""; }
 const char *drk_runtime_driver_name(const drk_runtime_t *rt) { return rt ? rt->drv->name : ""; }
 
+static drk_status_t session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session);
+
+/* A module with a fallback plan (drkc --target=sm_90): the main plan, and the fallback when the
+ * device has no code in the main one (DRK_STATUS_NO_IMAGE: a GPU later than sm_90 JIT-compiles
+ * the fallback's compute_90 PTX). DRK_VARIANT=fallback takes the fallback at once (to test it
+ * on a device that runs both). */
 drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session) {
   if (!rt || !m || !out_session) return drk_rt_status(rt ? &rt->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "drk_session_create: NULL argument");
+  const char *v = getenv("DRK_VARIANT");
+  if (v && *v && strcmp(v, "main") != 0 && strcmp(v, "fallback") != 0)
+    return drk_rt_status(&rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "DRK_VARIANT=%s: expected main or fallback", v);
+  if (v && strcmp(v, "fallback") == 0) {
+    if (!m->fallback)
+      return drk_rt_status(&rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "DRK_VARIANT=fallback, but the module has no fallback plan (drkc --target=sm_90 makes one)");
+    return drk_rt_status_wrap(session_create(rt, m->fallback, out_session), "the fallback plan (DRK_VARIANT=fallback)");
+  }
+  drk_status_t st = session_create(rt, m, out_session);
+  if (drk_status_code(st) != DRK_STATUS_NO_IMAGE || !m->fallback || (v && *v)) return st;
+  drk_status_t fst = session_create(rt, m->fallback, out_session);
+  if (!fst) {
+    drk_status_destroy(st);
+    return NULL;
+  }
+  fst = drk_rt_status_wrap(fst, "%s; its fallback plan (targets %s)", drk_status_message(st), m->fallback->mf->prov.targets);
+  drk_status_destroy(st);
+  return fst;
+}
+
+static drk_status_t session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session) {
   if (m->mf->weights_size && !m->mf->weights)
     return drk_rt_status(&rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "the module's weights are in a side file (%s): load them first (drk_module_load_weights)", m->mf->weights_file ? m->mf->weights_file : "?");
   drk_session_t *s = drk_rt_alloc(&rt->alloc, sizeof *s, 16);
@@ -177,6 +205,11 @@ drk_status_t drk_session_output_shape(const drk_session_t *s, size_t index, int6
   return NULL;
 }
 
+const char *drk_session_targets(const drk_session_t *s) { return s ? s->mf->prov.targets : ""; }
+size_t drk_session_num_kernels(const drk_session_t *s) { return s ? s->mf->n_kernels : 0; }
+const char *drk_session_kernel_name(const drk_session_t *s, size_t index) {
+  return s && index < s->mf->n_kernels ? s->mf->kernels[index].name : NULL;
+}
 size_t drk_session_last_bucket(const drk_session_t *s) { return s ? s->drv->session_last_bucket(s->impl) : 0; }
 
 drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled) {

@@ -3,7 +3,9 @@
  * rejected), writer validation, the checksums' reference values, and the runtime's status
  * codes for the same cases. The optional PRECISION section: round trip, modules without it,
  * a section of an unknown version (skipped), and truncated or inconsistent sections with
- * valid checksums (each a precise error), and its table printer. argv[1] (optional): where
+ * valid checksums (each a precise error), and its table printer. The FALLBACK section: a nested
+ * module on the parent's weights (round trip, the runtime's provenance), a later version
+ * skipped, and each inconsistency refused with its message. argv[1] (optional): where
  * to save the module as a fuzz seed. */
 #include <math.h>
 
@@ -351,6 +353,111 @@ static void test_auto(drk_modfile_t m) {
   CHECK_CONTAINS(err, "output 0 ('y'): error nan");
 }
 
+/* ---- the FALLBACK section ---- */
+
+/* Writes m with fallback f (its bytes) and reads it back, expecting `want` in the reader's
+ * error (NULL: success; the parsed module is returned, else NULL). */
+static drk_modfile_t *with_fallback(drk_modfile_t m, const drk_modfile_t *f, bool shares, const char *want, void **out,
+                                    size_t *out_n) {
+  char err[1024];
+  void *fb = NULL, *a = NULL;
+  size_t nfb = 0, na = 0;
+  CHECK(drk_modfile_write(f, &fb, &nfb, err, sizeof err) == DRK_MODFILE_OK);
+  m.fallback = fb, m.fallback_size = nfb, m.fallback_shares_weights = shares;
+  CHECK(drk_modfile_write(&m, &a, &na, err, sizeof err) == DRK_MODFILE_OK);
+  free(fb);
+  drk_modfile_t *r = NULL;
+  err[0] = 0;
+  drk_modfile_result_t res = drk_modfile_read(a, na, NULL, &r, err, sizeof err);
+  if (want) {
+    CHECK(res == DRK_MODFILE_ERR_FORMAT && !r);
+    CHECK_CONTAINS(err, want);
+    free(a);
+    return NULL;
+  }
+  CHECK(res == DRK_MODFILE_OK && r);
+  if (!r) fprintf(stderr, "read: %s\n", err);
+  *out = a, *out_n = na;
+  return r;
+}
+
+static void test_fallback(drk_modfile_t m) {
+  char err[1024];
+  drk_modfile_t f = m; /* the portable plan: no weights of its own, other code and kernels */
+  f.prov.targets = "sm_90";
+  f.weights = NULL, f.weights_size = 0, f.weight_entries = NULL, f.n_weight_entries = 0;
+  f.n_kernels = 2, f.precision_version = 0, f.kernel_precision = NULL, f.node_precision = NULL, f.n_node_precision = 0;
+  f.arena_size = m.arena_size + 4096;
+  void *a = NULL;
+  size_t na = 0;
+  drk_modfile_t *r = with_fallback(m, &f, true, NULL, &a, &na);
+  if (r) {
+    const drk_modfile_t *x = r->fallback_module;
+    CHECK(x && r->fallback_shares_weights && r->fallback_size && x->n_kernels == 2 && !strcmp(x->prov.targets, "sm_90"));
+    CHECK(x && x->weights == r->weights && x->weights_size == r->weights_size && x->n_weight_entries == r->n_weight_entries);
+    CHECK(x && x->arena_size == m.arena_size + 4096 && x->n_inputs == r->n_inputs);
+    void *b = NULL;
+    size_t nb = 0;
+    CHECK(drk_modfile_write(r, &b, &nb, err, sizeof err) == DRK_MODFILE_OK); /* reader output writes the same bytes */
+    CHECK(nb == na && b && !memcmp(a, b, na));
+    free(b);
+    drk_module_t *rm = NULL;
+    drk_status_t st = drk_module_load_memory(NULL, a, na, &rm);
+    CHECK(!st && rm);
+    if (rm) CHECK_CONTAINS(drk_module_provenance(rm), "; fallback for other devices: targets sm_90");
+    if (rm) CHECK(!strcmp(drk_module_targets(rm), m.prov.targets));
+    drk_module_destroy(rm);
+    drk_status_destroy(st);
+    /* a later FALLBACK version is skipped (the main plan still loads); unknown flags and a size
+     * that disagrees with the section are errors */
+    unsigned char *c = malloc(na), *e;
+    memcpy(c, a, na);
+    if ((e = sec_entry(c, 16))) {
+      unsigned char *sec = c + rd64(e + 8);
+      drk_modfile_t *y = NULL;
+      wr32(sec, 2), fix_crcs(c);
+      CHECK(drk_modfile_read(c, na, NULL, &y, err, sizeof err) == DRK_MODFILE_OK && y && !y->fallback_module && !y->fallback);
+      drk_modfile_free(NULL, y), y = NULL;
+      wr32(sec, 1), wr32(sec + 4, 3), fix_crcs(c);
+      CHECK(drk_modfile_read(c, na, NULL, &y, err, sizeof err) == DRK_MODFILE_ERR_FORMAT && !y);
+      CHECK_CONTAINS(err, "FALLBACK section: unknown flags 0x3");
+      wr32(sec + 4, 1), wr64(sec + 8, rd64(sec + 8) - 8), fix_crcs(c);
+      CHECK(drk_modfile_read(c, na, NULL, &y, err, sizeof err) == DRK_MODFILE_ERR_FORMAT && !y);
+      CHECK_CONTAINS(err, "FALLBACK section: a ");
+    } else {
+      CHECK(!"no FALLBACK section in the module");
+    }
+    free(c);
+    drk_modfile_free(NULL, r);
+    free(a);
+  }
+  /* a fallback of its own weights (not shared) */
+  drk_modfile_t g = m;
+  g.prov.targets = "sm_90";
+  if ((r = with_fallback(m, &g, false, NULL, &a, &na))) {
+    CHECK(r->fallback_module && !r->fallback_shares_weights && r->fallback_module->weights != r->weights);
+    CHECK(r->fallback_module && r->fallback_module->weights_size == m.weights_size);
+    drk_modfile_free(NULL, r);
+    free(a);
+  }
+  /* shares the weights but holds some; another arena offset for them; other inputs */
+  with_fallback(m, &g, true, "it shares the weights but has its own", &a, &na);
+  drk_modfile_t h = f;
+  h.weights_offset = m.weights_offset + 256;
+  with_fallback(m, &h, true, "it shares the weights but has its own, or puts them at another arena offset", &a, &na);
+  drk_modfile_tensor_t in2 = m.inputs[0];
+  in2.name = "other";
+  h = f, h.inputs = &in2;
+  with_fallback(m, &h, true, "its inputs and outputs are not the module's", &a, &na);
+  /* a fallback with a fallback of its own */
+  void *inner = NULL;
+  size_t ninner = 0;
+  CHECK(drk_modfile_write(&f, &inner, &ninner, err, sizeof err) == DRK_MODFILE_OK);
+  h = f, h.fallback = inner, h.fallback_size = ninner, h.fallback_shares_weights = false;
+  with_fallback(m, &h, true, "the fallback module has a FALLBACK section of its own", &a, &na);
+  free(inner);
+}
+
 int main(int argc, char **argv) {
   char err[1024];
   /* checksums against their published check values */
@@ -446,6 +553,7 @@ int main(int argc, char **argv) {
 
   test_precision(a, na, &t.m);
   test_auto(t.m);
+  test_fallback(t.m);
 
   /* version mismatch: names both versions and the writer */
   unsigned char *c = malloc(na);

@@ -191,9 +191,12 @@ static drk_status_t load_slot(cuda_session_t *s, uint32_t si) {
   }
   unsigned dev = rt->sm;
   const cand_t *best = NULL;
-  for (size_t i = 0; i < nc; i++) /* exact cubin */
+  /* DRK_CUDA_JIT=1: the PTX even where a cubin fits (what a later GPU does; docs/runtime.md) */
+  const char *jit = getenv("DRK_CUDA_JIT");
+  bool ptx_only = jit && *jit && strcmp(jit, "0") != 0;
+  for (size_t i = 0; i < nc && !ptx_only; i++) /* exact cubin */
     if (!c[i].is_ptx && !c[i].compressed && c[i].sm == dev) { best = &c[i]; break; }
-  for (size_t i = 0; i < nc && !best; i++) /* compatible cubin: same major, older minor */
+  for (size_t i = 0; i < nc && !best && !ptx_only; i++) /* compatible cubin: same major, older minor */
     if (!c[i].is_ptx && !c[i].compressed && !c[i].arch_specific && c[i].sm / 10 == dev / 10 && c[i].sm < dev) best = &c[i];
   if (!best)
     for (size_t i = 0; i < nc; i++) /* newest usable PTX */

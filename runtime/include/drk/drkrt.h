@@ -103,6 +103,8 @@ typedef struct drk_tensor_info {
 size_t drk_module_num_inputs(const drk_module_t *m);
 size_t drk_module_num_outputs(const drk_module_t *m);
 size_t drk_module_num_kernels(const drk_module_t *m);
+/* The targets of the module's (main) plan, as drkc wrote them: "sm_90a,compute_90a". */
+const char *drk_module_targets(const drk_module_t *m);
 drk_status_t drk_module_input_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info);
 drk_status_t drk_module_output_info(const drk_module_t *m, size_t index, drk_tensor_info_t *out_info);
 const char *drk_module_kernel_name(const drk_module_t *m, size_t index); /* NULL if out of range */
@@ -164,6 +166,15 @@ typedef struct drk_session drk_session_t;
  * thread is inside one returns DRK_STATUS_INVALID_ARGUMENT). */
 drk_status_t drk_session_create(drk_runtime_t *rt, const drk_module_t *m, drk_session_t **out_session);
 void drk_session_destroy(drk_session_t *s);
+/* The plan a session runs: a module made by drkc --target=sm_90 holds two, the sm_90a one and a
+ * fallback of portable kernels (an sm_90 cubin and compute_90 PTX) that drk_session_create
+ * takes where the device has no code in the first (a later GPU JIT-compiles the PTX;
+ * DRK_VARIANT=fallback takes it on any device, DRK_VARIANT=main never). Both plans have the
+ * module's inputs and outputs; their kernels differ: these give the session's own (its
+ * targets, e.g. "sm_90a,compute_90a", and the kernels drk_session_kernel_times times). */
+const char *drk_session_targets(const drk_session_t *s);
+size_t drk_session_num_kernels(const drk_session_t *s);
+const char *drk_session_kernel_name(const drk_session_t *s, size_t index);
 
 typedef enum drk_memory_kind {
   DRK_MEMORY_HOST = 0,   /* ordinary host pointer (pinned is faster, not required) */
@@ -189,7 +200,8 @@ drk_status_t drk_session_run(drk_session_t *s);
 
 /* Per-kernel timing for later runs (0 = off, the default). */
 drk_status_t drk_session_set_profiling(drk_session_t *s, int enabled);
-/* Milliseconds each kernel took in the last profiled run; n must be drk_module_num_kernels. */
+/* Milliseconds each kernel took in the last profiled run; n must be drk_session_num_kernels
+ * (drk_module_num_kernels unless the session runs the module's fallback plan). */
 drk_status_t drk_session_kernel_times(const drk_session_t *s, float *out_ms, size_t n);
 /* Milliseconds the last run took on the GPU (copies + kernels), from events. */
 drk_status_t drk_session_last_run_ms(const drk_session_t *s, float *out_ms);
