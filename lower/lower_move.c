@@ -244,12 +244,48 @@ static bool lower_gatherlike(drk_lctx_t *c) {
   return true;
 }
 
+/* A Concat of many inputs: one copy kernel per input, each reading its input contiguously and
+ * writing rows of len*inner elements at their place in y. The one-kernel form below loads from
+ * every input for every element (masked) and selects: with DenseNet's 17-24-input concats at
+ * batch 32 on the H200 that took 0.4-0.8 ms per concat (16-33 GB/s), 63% of the model. */
+#define CONCAT_COPY_MIN_INPUTS 5
+static bool lower_concat_copies(drk_lctx_t *c, int axis) {
+  const drk_node_t *n = c->node;
+  const drk_value_t *y = n->outputs[0];
+  int r = y->shape.rank;
+  int64_t inner = 1, outer = 1, total = y->shape.dims[axis].size, start = 0;
+  for (int i = axis + 1; i < r; i++) inner *= y->shape.dims[i].size;
+  for (int i = 0; i < axis; i++) outer *= y->shape.dims[i].size;
+  for (int i = 0; i < n->n_inputs; i++) {
+    const drk_value_t *x = n->inputs[i];
+    int64_t row = x->shape.dims[axis].size * inner;
+    if (!row || !outer) continue;
+    lw_kernel_begin(c, lw_index_dtype(n));
+    tv_t *px = lw_param_buf(c, x, "x"), *py = lw_param_buf(c, y, "y");
+    lw_flat_t f;
+    lw_flat_begin(c, lw_numel(x), &f);
+    tv_t *v = lw_load(c, px, f.offs, f.mask, 0);
+    int64_t dd[2] = {outer, row};
+    tv_t *off = outer > 1 ? lw_addmul(c, lw_addmul(c, NULL, lw_coord(c, f.offs, 2, dd, 0), total * inner),
+                                      lw_coord(c, f.offs, 2, dd, 1), 1)
+                          : f.offs;
+    if (start) off = BIN(ADD, off, lw_ci(c, off, start * inner));
+    lw_store(c, py, off, v, f.mask);
+    lw_flat_end(c, &f);
+    start += x->shape.dims[axis].size;
+  }
+  return true;
+}
+
 static bool lower_concat(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *y = n->outputs[0];
   int r = y->shape.rank;
   int axis = drk_axis_norm(drk_node_attr_int(n, "axis", 0), r);
   if (axis < 0 || axis >= r) return lw_err(c, "axis out of range");
+  int live = 0;
+  for (int i = 0; i < n->n_inputs; i++) live += n->inputs[i]->shape.dims[axis].size > 0;
+  if (live >= CONCAT_COPY_MIN_INPUTS && lw_numel(y) > 0) return lower_concat_copies(c, axis);
   lw_kernel_begin(c, lw_index_dtype(n));
   tv_t *p[64];
   if (n->n_inputs > 64) return lw_err(c, "more than 64 inputs");

@@ -33,7 +33,7 @@ for spec in "$@"; do
   timeout -k 5 $((T + 120)) "$DRKC" tune "$m" $FLAGS $bind --time="$T" --trials="$TRIALS" "${KOPT[@]}" --db="$W/k.db" \
     --log="$W/tune.jsonl" --out="$W/tuned.sched" > "$W/tune.log" 2>&1
   rc=$?; t1=$(date +%s.%N)
-  tune_s=$(echo "$t1 - $t0" | bc)
+  tune_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') # (no bc on the GPU host)
   end=$(grep '"model_end"' "$W/tune.jsonl" | tail -1)
   before=$(echo "$end" | grep -oE '"before_us":[0-9.]+' | cut -d: -f2)
   after=$(echo "$end" | grep -oE '"after_us":[0-9.]+' | cut -d: -f2)
@@ -46,12 +46,12 @@ for spec in "$@"; do
   ct=$("$DRKC" run "$m" --device=cuda --check $FLAGS $bind --db="$W/k.db" 2>&1 | grep -E "PASS|FAIL" | head -1 | cut -c1-90)
   lh=$("$DRKRUN" "$W/heur.drkm" --iters 100 --warmup 20 2>&1 | grep "^resident" | grep -oE "median [0-9.]+" | cut -d' ' -f2)
   lt=$("$DRKRUN" "$W/tuned.drkm" --iters 100 --warmup 20 2>&1 | grep "^resident" | grep -oE "median [0-9.]+" | cut -d' ' -f2)
-  sp=$(echo "scale=3; $lh / $lt" | bc 2>/dev/null)
+  sp=$(awk -v a="$lh" -v b="$lt" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b }')
   # warm: the same tune, resumed from the database
   t0=$(date +%s.%N)
   timeout -k 5 300 "$DRKC" tune "$m" $FLAGS $bind --time="$T" --trials="$TRIALS" "${KOPT[@]}" --db="$W/k.db" --resume \
     --log="$W/warm.jsonl" --out="$W/warm.sched" > "$W/warm.log" 2>&1
-  t1=$(date +%s.%N); warm_s=$(echo "$t1 - $t0" | bc)
+  t1=$(date +%s.%N); warm_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   wtrials=$(grep -c '"event":"trial"' "$W/warm.jsonl" 2>/dev/null)
   "$DRKC" "$m" $FLAGS $bind --target=sm_90a --db="$W/k.db" -o "$W/tuned2.drkm" > /dev/null 2>&1
   same=no; cmp -s "$W/tuned.drkm" "$W/tuned2.drkm" && same=yes
