@@ -89,6 +89,7 @@ typedef struct tuner {
   uint64_t seed;
   FILE *log;
   double t0, deadline, hard_deadline; /* --time: shared by the kernels; past hard_deadline measuring stops */
+  double k_deadline;                   /* the kernel's share of --time ends (INFINITY: no --time) */
   int measured, consecutive_failures, seq;
   tkernel_t *k; /* the kernel being tuned */
   /* the progress line (stderr on a TTY): which kernel of how many, trials per kernel */
@@ -413,6 +414,11 @@ static bool hook_profile(void *ctx, double *out_ms, size_t n, int iters, char *m
  * point, not the tune); verdicts are kept per point for the kernel being tuned. */
 static bool prune_point(void *ctx, const drk_sched_knobs_t *p, char *why, size_t n) {
   tuner_t *t = ctx;
+  /* Past the kernel's share of --time, no more lowerings: the point passes unchecked (and is
+   * not remembered), the search's next measurement or round check ends the kernel. A policy
+   * masks its moves through this hook, so a warm-started one near an invalid region asked for
+   * 102 lowerings of ResNet-50 in a row (93 s of a 30 s budget) before this check. */
+  if (now_s() > t->k_deadline) return true;
   uint64_t h = drk_search_point_hash(p);
   size_t slot = (size_t)(h % PRUNE_MEMO);
   for (int probe = 0; probe < PRUNE_MEMO && t->memo[slot].used; probe++, slot = (slot + 1) % PRUNE_MEMO)
@@ -1162,6 +1168,7 @@ int drkc_tune_main(int argc, char **argv) {
     memset(t.memo, 0, sizeof t.memo), t.n_memo = 0, t.pruned = 0;
     /* the time budget, shared among the kernels left */
     double share = budget > 0 ? (t.deadline - now_s()) / (double)left : 0;
+    t.k_deadline = share > 0 ? now_s() + share : INFINITY;
     float context[DRK_SEARCH_CONTEXT_FEATURES];
     drk_search_context_features(k->description, &target, context);
     drk_search_policy_options_t po = {.config = &cfg, .seed = t.seed + j, .context = context,
