@@ -4,7 +4,8 @@
  * (tests/runtime/fake_hip.c), the session paths: code object choice by target ID from bare
  * code objects and offload bundles, DRK_STATUS_NO_IMAGE naming the archs present and the
  * device's, NVIDIA-only features refused, launch dimensions, graph capture and replay, the
- * no-graph fallback, profiling, failure cleanup, and no leaks (host or "device").
+ * no-graph fallback, profiling, failure cleanup, a module's fallback plan taken where its main
+ * plan has no code (DRK_VARIANT), and no leaks (host or "device").
  * usage: test_hip FAKE_HIP_LIBRARY FAKE_HIP_NOGRAPH_LIBRARY */
 #include "tests/runtime/test_util.h"
 
@@ -234,6 +235,48 @@ static void sessions(const char *lib, int graphs) {
   printf("bare code object:\n");
   drk_modfile_image_t bare = {DRK_MODFILE_IMAGE_HSACO, 0, "gfx942", co_generic, sizeof co_generic};
   run_module(rt, lib, &t, &bare, 1, graphs, co_generic + 4);
+
+  printf("a fallback plan (module.h's FALLBACK) where the main plan has no code for the device:\n");
+  {
+    drk_modfile_t fm = t.m; /* the fallback: the same kernels, AMD code, the parent's weights */
+    fm.images = &bare, fm.n_images = 1, fm.prov.targets = "gfx942";
+    fm.weights = NULL, fm.weights_size = 0, fm.weight_entries = NULL, fm.n_weight_entries = 0;
+    void *fb = NULL, *mb = NULL;
+    size_t nfb = 0;
+    char err[256];
+    CHECK(drk_modfile_write(&fm, &fb, &nfb, err, sizeof err) == DRK_MODFILE_OK);
+    t.m.fallback = fb, t.m.fallback_size = nfb, t.m.fallback_shares_weights = true;
+    drk_module_t *m = module_with(&t, &fat, 1, &mb);
+    drk_session_t *s = NULL;
+    drk_status_t fst = drk_session_create(rt, m, &s);
+    if (fst) fprintf(stderr, "fallback session: %s\n", drk_status_message(fst)), failures++, drk_status_destroy(fst);
+    if (s) {
+      CHECK(!strcmp(drk_session_targets(s), "gfx942") && strcmp(drk_module_targets(m), "gfx942") != 0);
+      CHECK(drk_session_num_kernels(s) == 2 && !strcmp(drk_session_kernel_name(s, 1), "vscale"));
+      float in[TEST_N], out[TEST_N];
+      for (unsigned i = 0; i < TEST_N; i++) in[i] = (float)i * 0.5f - 1, out[i] = -1;
+      CHECK(!drk_session_bind_input(s, 0, in, sizeof in, DRK_MEMORY_HOST));
+      CHECK(!drk_session_bind_output(s, 0, out, sizeof out, DRK_MEMORY_HOST));
+      CHECK(!drk_session_run(s));
+      CHECK(check_out(in, t.weights, out, "the fallback plan's run"));
+    }
+    drk_session_destroy(s);
+    s = NULL;
+    setenv("DRK_VARIANT", "main", 1);
+    expect(drk_session_create(rt, m, &s), DRK_STATUS_NO_IMAGE, "no code for the device in slot 0", NULL, NULL);
+    setenv("DRK_VARIANT", "other", 1);
+    expect(drk_session_create(rt, m, &s), DRK_STATUS_INVALID_ARGUMENT, "DRK_VARIANT=other: expected main or fallback", NULL, NULL);
+    unsetenv("DRK_VARIANT");
+    drk_module_destroy(m);
+    free(mb), free(fb);
+    /* neither plan has code for the device: one status naming both */
+    fm.images = &fat;
+    CHECK(drk_modfile_write(&fm, &fb, &nfb, err, sizeof err) == DRK_MODFILE_OK);
+    t.m.fallback = fb, t.m.fallback_size = nfb;
+    expect_session(rt, &t, &fat, 1, DRK_STATUS_NO_IMAGE, "no code for the device in slot 0", "its fallback plan (targets gfx942)", NULL);
+    free(fb);
+    t.m.fallback = NULL, t.m.fallback_size = 0, t.m.fallback_shares_weights = false;
+  }
 
   printf("kernel missing from the code object:\n");
   t.k[1].name = "vmissing";
