@@ -4,7 +4,9 @@
  * 2020: the agent explores a learned model, the GPU only measures what it finds promising).
  *   step mode (ppo.action = step): state = the point's normalized knob indices + context
  *     (workload and target features); action = per knob a step in {-1, 0, +1} of its value
- *     index, masked where it would leave the domain or land on a pruned point; an episode is
+ *     index, masked where it would leave the domain or land on a point known to be pruned
+ *     (space.h: prune_known, so that rollouts over the cost model cost no lowerings; the
+ *     proposals are pruned for real before measuring); an episode is
  *     ppo.horizon steps from a start point (the best measured points, the stable point after
  *     a fallback, random points); reward = predicted improvement (standardized).
  *   categorical mode (ppo.action = categorical): state = the best measured point + context;
@@ -106,8 +108,7 @@ static void action_mask(drk_search_policy_t *p, ppo_state_t *st, const int *idx,
         q[d] = t;
         drk_sched_knobs_t k;
         drk_search_point_from_indices(s, q, &k);
-        char why[8];
-        ok = drk_search_point_valid(s, &k, why, sizeof why);
+        ok = drk_search_point_maybe_valid(s, &k);
       }
       mask[o + j] = ok;
     }
@@ -199,8 +200,7 @@ static void rollout(drk_search_policy_t *p, ppo_state_t *st, drk_search_cost_mod
     smp->value = drk_search_mlp_forward(&st->vf, x)[0];
     drk_sched_knobs_t nk;
     drk_search_point_from_indices(s, next, &nk);
-    char why[8];
-    if (!drk_search_point_valid(s, &nk, why, sizeof why)) {
+    if (!drk_search_point_maybe_valid(s, &nk)) {
       smp->reward = -1.0f;
     } else {
       double np = drk_search_cost_model_score(cost, &nk, 0);

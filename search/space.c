@@ -197,6 +197,13 @@ bool drk_search_point_valid(const drk_search_space_t *s, const drk_sched_knobs_t
   return true;
 }
 
+bool drk_search_point_maybe_valid(const drk_search_space_t *s, const drk_sched_knobs_t *p) {
+  char why[8];
+  if (!s->prune_known) return drk_search_point_valid(s, p, why, sizeof why);
+  int idx[DRK_KNOB_COUNT];
+  return drk_search_point_indices(s, p, idx) && s->prune_known(s->prune_ctx, p) != 0;
+}
+
 void drk_search_point_format(const drk_search_space_t *s, const drk_sched_knobs_t *p, char *buf, size_t n) {
   drk_sched_knobs_t q;
   memset(&q, 0, sizeof q);

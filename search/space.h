@@ -26,6 +26,9 @@
  * (size n) for a point the tuner knows to be invalid (it is never measured: counted as
  * pruned). */
 typedef bool (*drk_search_prune_fn)(void *ctx, const drk_sched_knobs_t *p, char *why, size_t n);
+/* The verdict the tuner already has on p, without working one out: 1 valid, 0 pruned, -1 not
+ * known (drkc tune: the prune hook's memo; its verdicts cost a forked lowering of the model). */
+typedef int (*drk_search_prune_known_fn)(void *ctx, const drk_sched_knobs_t *p);
 
 typedef struct drk_search_space {
   uint32_t mask;                            /* knobs of the space (bit = drk_knob_id_t) */
@@ -38,6 +41,10 @@ typedef struct drk_search_space {
   char workload[40];                        /* workload key ("" when not known) */
   char kind[32];                            /* kernel kind (mm_ws, rows, ...; "" when not known) */
   drk_search_prune_fn prune;                /* NULL: every point of the domains is valid */
+  /* NULL: prune's verdicts are cheap; else a policy's inner loops (PPO's action masks and
+   * rollouts over the cost model) ask this instead of prune, and the search loop prunes only
+   * the points proposed for measuring */
+  drk_search_prune_known_fn prune_known;
   void *prune_ctx;
 } drk_search_space_t;
 
@@ -67,6 +74,9 @@ void drk_search_point_from_ordinal(const drk_search_space_t *s, uint64_t ordinal
 uint64_t drk_search_point_ordinal(const drk_search_space_t *s, const drk_sched_knobs_t *p);
 /* Whether p is a point of s that the prune hook accepts (why: the reason when not). */
 bool drk_search_point_valid(const drk_search_space_t *s, const drk_sched_knobs_t *p, char *why, size_t n);
+/* Whether p is a point of s not known to be pruned: drk_search_point_valid without prune_known,
+ * else prune_known's verdict (an unknown one counts as valid). For a policy's inner loops. */
+bool drk_search_point_maybe_valid(const drk_search_space_t *s, const drk_sched_knobs_t *p);
 /* Canonical text: the space's knobs in id order, "mm.tile_n=128 mm.split_k=2" (the text
  * drk_sched_knobs_format writes for exactly the mask's knobs). */
 void drk_search_point_format(const drk_search_space_t *s, const drk_sched_knobs_t *p, char *buf, size_t n);

@@ -408,6 +408,16 @@ static bool hook_profile(void *ctx, double *out_ms, size_t n, int iters, char *m
   return drk_tune_worker_profile_reference(&t->w, out_ms, n, iters, msg, msg_size);
 }
 
+/* drk_search_prune_known_fn: the memo's verdict on p, or -1 (no lowering). */
+static int prune_known_point(void *ctx, const drk_sched_knobs_t *p) {
+  tuner_t *t = ctx;
+  uint64_t h = drk_search_point_hash(p);
+  size_t slot = (size_t)(h % PRUNE_MEMO);
+  for (int probe = 0; probe < PRUNE_MEMO && t->memo[slot].used; probe++, slot = (slot + 1) % PRUNE_MEMO)
+    if (t->memo[slot].hash == h) return t->memo[slot].ok;
+  return -1;
+}
+
 /* drk_search_prune_fn: a point the lowering refuses (shared memory past the target's, a tile
  * the form cannot take, ...) is pruned: never compiled to code nor measured, and not counted
  * as a trial. The lowering runs in a forked process (a crash on a strange point prunes that
@@ -1164,7 +1174,7 @@ int drkc_tune_main(int argc, char **argv) {
     snprintf(s.kernel, sizeof s.kernel, "%s", k->name);
     snprintf(s.workload, sizeof s.workload, "%s", k->wl);
     snprintf(s.kind, sizeof s.kind, "%s", k->kind);
-    s.prune = prune_point, s.prune_ctx = &t;
+    s.prune = prune_point, s.prune_known = prune_known_point, s.prune_ctx = &t;
     memset(t.memo, 0, sizeof t.memo), t.n_memo = 0, t.pruned = 0;
     /* the time budget, shared among the kernels left */
     double share = budget > 0 ? (t.deadline - now_s()) / (double)left : 0;

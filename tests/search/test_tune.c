@@ -763,11 +763,40 @@ static bool prune_smem(void *ctx, const drk_sched_knobs_t *p, char *why, size_t 
   return true;
 }
 
+/* An expensive prune hook (drkc tune forks a lowering per verdict): counts its calls and keeps
+ * its verdicts in a memo that prune_known answers from. */
+typedef struct {
+  int calls, n;
+  uint64_t hash[4096];
+  bool ok[4096];
+} prune_memo_t;
+
+static bool prune_counted(void *ctx, const drk_sched_knobs_t *p, char *why, size_t n) {
+  prune_memo_t *m = ctx;
+  m->calls++;
+  bool ok = prune_smem(NULL, p, why, n);
+  if (m->n < 4096) m->hash[m->n] = drk_search_point_hash(p), m->ok[m->n++] = ok;
+  return ok;
+}
+
+static int prune_known_memo(void *ctx, const drk_sched_knobs_t *p) {
+  prune_memo_t *m = ctx;
+  uint64_t h = drk_search_point_hash(p);
+  for (int i = 0; i < m->n; i++)
+    if (m->hash[i] == h) return m->ok[i];
+  return -1;
+}
+
 static void test_prune(void) {
   drk_search_space_t s = space();
   s.prune = prune_smem;
-  const char *names[] = {"random", "evo", "ppo"};
-  for (int k = 0; k < 3; k++) {
+  const char *names[] = {"random", "evo", "ppo", "ppo"};
+  int calls[2] = {0, 0};
+  for (int k = 0; k < 4; k++) {
+    /* the last run: PPO with prune_known, whose rollouts and action masks must not call prune */
+    static prune_memo_t memo;
+    memset(&memo, 0, sizeof memo);
+    s.prune = prune_counted, s.prune_ctx = &memo, s.prune_known = k == 3 ? prune_known_memo : NULL;
     landscape_t L;
     ls_init(&L, L_INVALID, &s);
     char *buf = NULL;
@@ -789,7 +818,11 @@ static void test_prune(void) {
     printf("prune: %-6s measured %d pruned points in %d trials (the policy skips them; %d reached the loop), best "
            "%.3f us (optimum %.3f)\n",
            names[k], bad, res.measured, res.pruned, res.best_metrics.time_us, L.best_time);
+    if (k >= 2) calls[k - 2] = memo.calls;
   }
+  /* without prune_known every action mask of every rollout step asks the hook */
+  CHECK(calls[1] * 4 < calls[0], "ppo with prune_known called prune %d times, without %d", calls[1], calls[0]);
+  printf("prune: ppo called the prune hook %d times, %d with prune_known\n", calls[0], calls[1]);
 }
 
 /* ---- warm start from a similar workload in the database ---- */
