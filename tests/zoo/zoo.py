@@ -870,7 +870,7 @@ def worker(name, args):
                     if "error" in d:
                         row["drkrun_error"] = d["error"][:400]
                 key = (init, batch)
-                if key not in timed_torch and init == "realistic":
+                if key not in timed_torch and init == "realistic" and args.peers:
                     if init not in modules:
                         modules[init] = make(spec, init)
                     torch.manual_seed(seed_of(name, "inputs", batch))
@@ -1039,6 +1039,8 @@ def main():
                     help="--local: skip the CPU check at the fast flags (fp16 graph against f32)")
     ap.add_argument("--torch-tol", type=float, default=1e-3, help="interpreter vs torch outputs")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--no-peers", dest="peers", action="store_false",
+                    help="leave out the torch timings (eager, reduce-overhead): checks and drkc's latency only")
     ap.add_argument("--gpu-lock", default=None, help="a lock file shared by zoo.py processes run side by side: "
                     "their latency measurements (drkrun, eager, torch.compile) take it one at a time")
     ap.add_argument("--keep", action="store_true", help="keep exported models and modules under OUT")
@@ -1128,7 +1130,7 @@ def main():
                "--iters", str(args.iters)] + (["--local"] if args.local else []) + ([] if args.cpu_fast else ["--no-cpu-fast"]) + (["--keep"] if args.keep else []) + \
               (["--reuse"] if args.reuse else []) + (["--opset", str(args.opset)] if args.opset else []) + \
               (["--cold"] if args.cold else []) + (["--gpu-lock", args.gpu_lock] if args.gpu_lock else []) + \
-              (["--big-batch", str(args.big_batch)] if args.big_batch else [])
+              (["--big-batch", str(args.big_batch)] if args.big_batch else []) + ([] if args.peers else ["--no-peers"])
         t = time.time()
         try:
             p = subprocess.run(cmd, timeout=args.timeout, capture_output=True, text=True)
