@@ -999,6 +999,9 @@ def merge(args):
         else:
             meta["exporter"] = sorted(set(meta["exporter"]) | set(j["meta"]["exporter"]))
             meta["total_s"] = round(meta.get("total_s", 0) + j["meta"].get("total_s", 0), 1)
+            if j["meta"].get("git") not in meta.get("git", "").split(", "):
+                meta["git"] = f"{meta.get('git')}, {j['meta'].get('git')}"
+    meta["date"] = args.date  # the merge's date; each run's is in its own results.json
     order = {n: i for i, n in enumerate(MODELS)}
     exp_order = {"dynamo": 0, "torchscript": 1}
     results.sort(key=lambda r: (order.get(r["model"], 1e9), r["init"] != "realistic", str(r["batch"]),
