@@ -180,6 +180,12 @@ class _Emitter:
         return n
 
 
+def _meta(dtype, shape):
+    """The dtype and shape of an intermediate value (what _type reads)."""
+    import types
+    return types.SimpleNamespace(dtype=dtype, shape=list(shape))
+
+
 def _val(em, node, x, like_dtype):
     """A tensor operand: an FX node's value, or a python scalar made a constant."""
     if isinstance(x, torch.fx.Node):
@@ -275,6 +281,10 @@ def _convert(em, node):
         if odt == src:
             return em.op(node, "Identity", [em.vals[a[0]]])
         return em.op(node, "Cast", [em.vals[a[0]]], {"to": _ONNX_CODE[odt]})
+    if name == "_safe_softmax":  # softmax whose fully masked rows (all -inf) give 0, not NaN
+        sm = em.inter(node, "Softmax", [em.vals[a[0]]], meta, {"axis": a[1]})
+        nan = em.inter(node, "IsNaN", [sm], _meta(torch.bool, meta.shape))
+        return em.op(node, "Where", [nan, em.scalar(0.0, odt), sm])
     if name in ("_softmax", "softmax", "_log_softmax", "log_softmax"):
         return em.op(node, "LogSoftmax" if "log" in name else "Softmax", [em.vals[a[0]]], {"axis": a[1]})
     if name == "native_layer_norm":
@@ -357,6 +367,233 @@ def _convert(em, node):
         dim = a[2] if len(a) > 2 else 0
         return em.op(node, "Split", [em.vals[x], em.i64(sizes, "split")], {"axis": dim % x.meta["val"].dim()},
                      n_results=len(sizes), metas=list(meta))
+    if name in ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size"):
+        return None  # checks of the traced metadata: no value
+    if name == "ne":
+        tdt = next((n.meta["val"].dtype for n in a[:2] if isinstance(n, torch.fx.Node)), odt)
+        eq = em.inter(node, "Equal", [_val(em, node, a[0], tdt), _val(em, node, a[1], tdt)], meta)
+        return em.op(node, "Not", [eq])
+    if name in ("bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"):
+        if any(isinstance(x, torch.fx.Node) and x.meta["val"].dtype != torch.bool for x in a[:2]):
+            raise UnsupportedOp(f"{name} of integers")
+        op = {"bitwise_not": "Not", "bitwise_and": "And", "bitwise_or": "Or", "bitwise_xor": "Xor"}[name]
+        return em.op(node, op, [_val(em, node, x, torch.bool) for x in a[:1 if op == "Not" else 2]])
+    if name == "isnan":
+        return em.op(node, "IsNaN", [em.vals[a[0]]])
+    if name == "silu":
+        sg = em.inter(node, "Sigmoid", [em.vals[a[0]]], meta)
+        return em.op(node, "Mul", [em.vals[a[0]], sg])
+    if name in ("arange", "full", "zeros", "ones", "scalar_tensor", "full_like", "zeros_like", "ones_like",
+                "new_ones", "new_zeros", "new_full", "empty", "empty_like", "new_empty"):
+        if name == "arange":
+            nums = [x for x in a if not isinstance(x, torch.fx.Node)]
+            if len(nums) != len(a):
+                raise UnsupportedOp("arange of a traced size")
+            t = torch.arange(*nums, dtype=odt)
+        else:
+            fill = {"full": lambda: a[1], "full_like": lambda: a[1], "new_full": lambda: a[2],
+                    "scalar_tensor": lambda: a[0], "ones": lambda: 1, "ones_like": lambda: 1, "new_ones": lambda: 1}
+            # empty*: the value is never read before it is written in a functional program; zeros
+            t = torch.full(tuple(meta.shape), fill.get(name, lambda: 0)(), dtype=odt)
+        if t.shape != meta.shape:
+            raise UnsupportedOp(f"{name}: shape {list(t.shape)} against the traced {list(meta.shape)}")
+        return em.const(t, node.name)
+    if name == "any":
+        x = a[0]
+        rank = x.meta["val"].dim()
+        dims = a[1] if len(a) > 1 else list(range(rank))
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        keep = int(a[2] if len(a) > 2 else kw.get("keepdim", False))
+        xv = em.vals[x]
+        if x.meta["val"].dtype != torch.bool:
+            z = em.scalar(0, x.meta["val"].dtype)
+            xv = em.inter(node, "Not", [em.inter(node, "Equal", [xv, z], _meta(torch.bool, x.meta["val"].shape))], _meta(torch.bool, x.meta["val"].shape))
+        f = em.inter(node, "Cast", [xv], _meta(torch.float32, x.meta["val"].shape), {"to": 1})
+        mx = em.inter(node, "ReduceMax", [f, em.i64([d % rank for d in dims], "axes")], _meta(torch.float32, meta.shape), {"keepdims": keep})
+        return em.op(node, "Greater", [mx, em.scalar(0.0, torch.float32)])
+    if name == "as_strided":
+        x, size, stride = a[0], list(a[1]), list(a[2])
+        off = a[3] if len(a) > 3 else kw.get("storage_offset", 0)
+        xs = list(x.meta["val"].shape)
+        def contiguous(shape):
+            st, acc = [], 1
+            for d in reversed(shape):
+                st.append(acc)
+                acc *= d
+            return st[::-1]
+        same = lambda shape: all(n == 1 or s == c for n, s, c in zip(shape, stride, contiguous(shape)))
+        if (off or 0) != 0 or math.prod(size) != math.prod(xs) or not same(size):
+            raise UnsupportedOp(f"as_strided to size {size} stride {stride} offset {off} (only a contiguous view maps)")
+        return em.op(node, "Identity" if size == xs else "Reshape", [em.vals[x]] + ([] if size == xs else [em.i64(size)]))
+    if name in ("index", "_unsafe_index"):
+        x, idx = a[0], list(a[1])
+        live = [i for i, t in enumerate(idx) if t is not None]
+        if any(idx[i].meta["val"].dtype == torch.bool for i in live):
+            raise UnsupportedOp("index by a boolean mask")
+        if len(live) == 1:
+            return em.op(node, "Gather", [em.vals[x], em.vals[idx[live[0]]]], {"axis": live[0]})
+        p0, k = live[0], len(live)
+        if live != list(range(p0, p0 + k)):
+            raise UnsupportedOp("index tensors on axes that are not adjacent")
+        # x[..., i, j, ...] on adjacent axes p0..p0+k-1: the indices broadcast to one shape B and
+        # stacked along a new last axis -> GatherND over x with those axes moved first, shape
+        # B + pre + rest, then B moved after pre: x.shape[:p0] + B + x.shape[p0+k:]
+        b = list(torch.broadcast_shapes(*[tuple(idx[i].meta["val"].shape) for i in live]))
+        xm = x.meta["val"]
+        src = em.vals[x]
+        if p0:
+            perm = list(range(p0, p0 + k)) + list(range(p0)) + list(range(p0 + k, xm.dim()))
+            src = em.inter(node, "Transpose", [src], _meta(xm.dtype, [xm.shape[d] for d in perm]), {"perm": perm})
+        cols = []
+        for i in live:
+            v = em.vals[idx[i]]
+            if idx[i].meta["val"].dtype != torch.int64:
+                v = em.inter(node, "Cast", [v], _meta(torch.int64, idx[i].meta["val"].shape), {"to": 7})
+            v = em.inter(node, "Expand", [v, em.i64(b)], _meta(torch.int64, b))
+            cols.append(em.inter(node, "Reshape", [v, em.i64(b + [1])], _meta(torch.int64, b + [1])))
+        nd = em.inter(node, "Concat", cols, _meta(torch.int64, b + [k]), {"axis": len(b)})
+        if not p0:
+            return em.op(node, "GatherND", [src, nd])
+        rest = list(xm.shape[p0 + k:])
+        g = em.inter(node, "GatherND", [src, nd], _meta(xm.dtype, b + list(xm.shape[:p0]) + rest))
+        nb = len(b)
+        perm = list(range(nb, nb + p0)) + list(range(nb)) + list(range(nb + p0, nb + p0 + len(rest)))
+        return em.op(node, "Transpose", [g], {"perm": perm})
+    if name == "slice_scatter":
+        x, src = a[0], a[1]
+        xm = x.meta["val"]
+        dim = (a[2] if len(a) > 2 else kw.get("dim", 0)) % xm.dim()
+        n = xm.shape[dim]
+        start = a[3] if len(a) > 3 and a[3] is not None else kw.get("start", 0) or 0
+        end = a[4] if len(a) > 4 and a[4] is not None else kw.get("end", n)
+        step = a[5] if len(a) > 5 else kw.get("step", 1)
+        start, end = (max(0, min(n, v + n if v < 0 else v)) for v in (start, end if end is not None else n))
+        if step != 1:
+            raise UnsupportedOp(f"slice_scatter with step {step}")
+        parts = []
+        for lo, hi in ((0, start), (end, n)):
+            if hi > lo:
+                sh = list(xm.shape)
+                sh[dim] = hi - lo
+                parts.append(em.inter(node, "Slice", [em.vals[x], em.i64([lo], "starts"), em.i64([hi], "ends"),
+                                                      em.i64([dim], "axes")], _meta(xm.dtype, sh)))
+        parts.insert(1 if start > 0 else 0, em.vals[src])
+        if len(parts) == 1:
+            return em.op(node, "Identity", parts)
+        return em.op(node, "Concat", parts, {"axis": dim})
+    if name in ("fmod", "remainder"):
+        x, y = _val(em, node, a[0], odt), _val(em, node, a[1], odt)
+        q = em.inter(node, "Div", [x, y], meta)
+        if odt.is_floating_point:
+            if name == "fmod":
+                raise UnsupportedOp("fmod of floats")
+            q = em.inter(node, "Floor", [q], meta)  # remainder: x - floor(x / y) * y
+            return em.op(node, "Sub", [x, em.inter(node, "Mul", [q, y], meta)])
+        # integers: Div truncates, so x - (x / y) * y is fmod (the sign of x); remainder takes
+        # the sign of y: add y where the two differ and the result is not 0
+        t = em.inter(node, "Sub", [x, em.inter(node, "Mul", [q, y], meta)], meta)
+        if name == "fmod":
+            return em.op(node, "Identity", [t])
+        bm = _meta(torch.bool, meta.shape)
+        zero = em.scalar(0, odt)
+        nz = em.inter(node, "Not", [em.inter(node, "Equal", [t, zero], bm)], bm)
+        ym = _meta(torch.bool, a[1].meta["val"].shape if isinstance(a[1], torch.fx.Node) else [])
+        diff = em.inter(node, "Xor", [em.inter(node, "Less", [t, zero], bm), em.inter(node, "Less", [y, zero], ym)], bm)
+        fix = em.inter(node, "And", [nz, diff], bm)
+        return em.op(node, "Where", [fix, em.inter(node, "Add", [t, y], meta), t])
+    if name == "index_select":
+        x, dim, idx = a
+        return em.op(node, "Gather", [em.vals[x], em.vals[idx]], {"axis": dim % x.meta["val"].dim()})
+    if name == "gather":
+        x, dim, idx = a[0], a[1], a[2]
+        return em.op(node, "GatherElements", [em.vals[x], em.vals[idx]], {"axis": dim % x.meta["val"].dim()})
+    if name == "native_group_norm":
+        x, w, b, _n, c, _hw, groups, eps = a
+        xm = x.meta["val"]
+        wv = em.vals[w] if w is not None else em.const(torch.ones(c, dtype=xm.dtype), "gn_ones")
+        bv = em.vals[b] if b is not None else em.const(torch.zeros(c, dtype=xm.dtype), "gn_zeros")
+        r = em.op(node, "GroupNormalization", [em.vals[x], wv, bv], {"num_groups": int(groups), "epsilon": float(eps)},
+                  metas=[node.meta["val"][0]])
+        return (r, None, None)
+    if name in ("upsample_bilinear2d", "upsample_nearest2d", "upsample_bicubic2d"):
+        x = a[0]
+        out_size = a[1] if len(a) > 1 else kw.get("output_size")
+        if name == "upsample_nearest2d":
+            scales = a[2] if len(a) > 2 else kw.get("scale_factors")
+            attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+        else:
+            align = a[2] if len(a) > 2 else kw.get("align_corners", False)
+            scales = a[3] if len(a) > 3 else kw.get("scale_factors")
+            attrs = {"mode": "linear" if "bilinear" in name else "cubic",
+                     "coordinate_transformation_mode": "align_corners" if align else "pytorch_half_pixel"}
+            if "bicubic" in name:
+                attrs["cubic_coeff_a"] = -0.75
+        if out_size is None and scales:
+            # PyTorch maps coordinates with the given scale (not the size ratio): ONNX scales do too
+            sc = em.const(torch.tensor([1.0, 1.0] + [float(v) for v in scales], dtype=torch.float32), "scales")
+            return em.op(node, "Resize", [em.vals[x], None, sc], attrs)
+        return em.op(node, "Resize", [em.vals[x], None, None, em.i64(meta.shape, "sizes")], attrs)
+    if name == "constant_pad_nd":
+        x, pad = a[0], list(a[1])
+        value = a[2] if len(a) > 2 else kw.get("value", 0)
+        rank = x.meta["val"].dim()
+        begins, ends = [0] * rank, [0] * rank
+        for i in range(len(pad) // 2):  # torch: (last_lo, last_hi, prev_lo, prev_hi, ...)
+            begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+        return em.op(node, "Pad", [em.vals[x], em.i64(begins + ends, "pads"), em.scalar(value, odt)], {"mode": "constant"})
+    if name == "roll":
+        x = a[0]
+        shifts = a[1] if isinstance(a[1], (list, tuple)) else [a[1]]
+        dims = a[2] if len(a) > 2 else kw.get("dims", [])
+        dims = dims if isinstance(dims, (list, tuple)) else [dims]
+        if not dims:
+            raise UnsupportedOp("roll of the flattened tensor")
+        v, xm = em.vals[x], x.meta["val"]
+        for k, (sh, d) in enumerate(zip(shifts, dims)):
+            d %= xm.dim()
+            n = xm.shape[d]
+            sh %= n
+            if sh == 0:
+                continue
+            lo_shape, hi_shape = list(xm.shape), list(xm.shape)
+            lo_shape[d], hi_shape[d] = sh, n - sh
+            tail = em.inter(node, "Slice", [v, em.i64([n - sh], "starts"), em.i64([n], "ends"), em.i64([d], "axes")],
+                            _meta(xm.dtype, lo_shape))
+            head = em.inter(node, "Slice", [v, em.i64([0], "starts"), em.i64([n - sh], "ends"), em.i64([d], "axes")],
+                            _meta(xm.dtype, hi_shape))
+            v = em.inter(node, "Concat", [tail, head], xm, {"axis": d})
+        return em.op(node, "Identity", [v])
+    if name in ("split", "unbind"):
+        x = a[0]
+        xm = x.meta["val"]
+        dim = (a[2] if len(a) > 2 else kw.get("dim", 0)) if name == "split" else (a[1] if len(a) > 1 else kw.get("dim", 0))
+        dim %= xm.dim()
+        if name == "unbind":
+            return tuple(em.inter(node, "Gather", [em.vals[x], em.const(torch.tensor(i, dtype=torch.int64), "idx")], m,
+                                  {"axis": dim}) for i, m in enumerate(meta))
+        sizes = [m.shape[dim] for m in meta]
+        return em.op(node, "Split", [em.vals[x], em.i64(sizes, "split")], {"axis": dim}, n_results=len(sizes), metas=list(meta))
+    if name in ("clamp_min", "clamp_max"):
+        lim = em.scalar(a[1], odt)
+        return em.op(node, "Clip", [em.vals[a[0]], lim if name == "clamp_min" else None, lim if name == "clamp_max" else None])
+    if name in ("tril", "triu"):
+        k = a[1] if len(a) > 1 else kw.get("diagonal", 0)
+        return em.op(node, "Trilu", [em.vals[a[0]], em.const(torch.tensor(k, dtype=torch.int64), "k")],
+                     {"upper": int(name == "triu")})
+    if name == "cumsum":
+        x, dim = a[0], a[1]
+        xv = em.vals[x]
+        if x.meta["val"].dtype != odt:
+            xv = em.inter(node, "Cast", [xv], meta, {"to": _ONNX_CODE[odt]})
+        return em.op(node, "CumSum", [xv, em.const(torch.tensor(dim % meta.dim(), dtype=torch.int64), "axis")])
+    if name in ("argmax", "argmin"):
+        x = a[0]
+        dim = a[1] if len(a) > 1 else kw.get("dim")
+        if dim is None:
+            raise UnsupportedOp(f"{name} over the flattened tensor")
+        keep = int(a[2] if len(a) > 2 else kw.get("keepdim", False))
+        return em.op(node, "ArgMax" if name == "argmax" else "ArgMin", [em.vals[x]],
+                     {"axis": dim % x.meta["val"].dim(), "keepdims": keep})
     raise UnsupportedOp("no mapping")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/torch2drkg.py against PyTorch's own output: exports tiny models (an MLP, a small CNN,
-a transformer block) with torch.export, converts them to .drkg + safetensors, runs
+a transformer block, the odd ATen ops of real exports) with torch.export, converts them to .drkg + safetensors, runs
 `drkc run MODEL.drkg --device=cpu` and compares every output with the eager torch output
 (rtol 1e-4, atol 1e-5). Also checks that an unmapped ATen op is refused naming its FX node.
 
@@ -61,6 +61,44 @@ class Block(nn.Module):
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         x = x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
         return x, x.mean(dim=1)
+
+
+class Odds(nn.Module):
+    """The ATen ops real exports brought (tests/zoo with --exporter torch2drkg): GroupNorm,
+    bilinear/nearest upsampling, constant padding, roll, slice_scatter, x[i, j] with broadcast
+    index tensors, gather, index_select, arange, full, fmod, cumsum, any, ne, masked_fill, tril,
+    SDPA with a boolean mask (masked rows), SiLU, clamp_min, unbind."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 4)
+        self.table = nn.Parameter(torch.randn(9, 3))
+        self.register_buffer("rel", torch.randint(0, 9, (5, 5)))
+        self.register_buffer("q", torch.randn(1, 2, 5, 4))
+
+    def forward(self, x, ids):
+        y = self.gn(x)                                                     # [2, 4, 6, 6]
+        up = nn.functional.interpolate(y, size=(9, 9), mode="bilinear", align_corners=False)
+        up2 = nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+        pad = nn.functional.pad(up, (1, 2, 0, 1), value=0.5)               # [2, 4, 10, 12]
+        r = torch.roll(pad, shifts=(3, -2), dims=(2, 3))
+        m = r.clone()
+        m[:, :, 2:5, :] = 7.0                                              # slice_scatter
+        bias = self.table[self.rel.view(-1)].view(5, 5, 3).permute(2, 0, 1)  # index on one axis
+        rows = torch.arange(0, 5) % 3                                      # arange, fmod
+        pick = bias[:, rows[:, None], rows[None, :]]                       # broadcast index tensors
+        g = torch.gather(up2, 3, ids.expand(2, 4, 12, 3))
+        s = torch.index_select(g, 2, torch.tensor([0, 5, 11]))
+        c = torch.cumsum(ids.squeeze(0).squeeze(0), dim=0)                 # int64
+        mask = (ids != 0).any(dim=-1, keepdim=True)
+        q = self.q
+        am = torch.ones(5, 5, dtype=torch.bool).tril()
+        am[0] = False                                                      # a fully masked row
+        att = nn.functional.scaled_dot_product_attention(q, q + 1, q * 2, attn_mask=am)
+        h = nn.functional.silu(s).clamp_min(-0.1).masked_fill(~mask, 0.0)
+        a0, a1 = pick.unbind(0)[:2]
+        mods = torch.stack([torch.arange(-4, 5) % 3, torch.arange(-4, 5) % -3, torch.fmod(torch.arange(-4, 5), 3)])
+        return m, h, c, a0 + a1, att, mods
 
 
 def init_bn(m):
@@ -128,6 +166,10 @@ def main():
                   (torch.randn(2, 8),))
     ok &= run_case(drkc, work, "cnn", init_bn(CNN()), (torch.randn(2, 3, 12, 12),))
     ok &= run_case(drkc, work, "block", Block(), (torch.randint(0, 50, (2, 7)),))
+    gn = Odds()
+    gn.gn.weight.data.uniform_(0.5, 1.5)
+    gn.gn.bias.data.uniform_(-0.5, 0.5)
+    ok &= run_case(drkc, work, "odds", gn, (torch.randn(2, 4, 6, 6), torch.randint(0, 3, (1, 1, 1, 3))))
     ok &= check_unsupported(work)
     print("PASS" if ok else "FAILED")
     return 0 if ok else 1

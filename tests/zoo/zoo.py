@@ -452,7 +452,7 @@ def parse_exporter(e):
     """"dynamo", "torchscript", with ":OPSET" and/or "+dyn" (a dynamic batch dim): (base, opset, dynamic)."""
     dyn = e.endswith("+dyn")
     base, _, op = (e[:-4] if dyn else e).partition(":")
-    if base not in ("dynamo", "torchscript"):
+    if base not in ("dynamo", "torchscript", "torch2drkg") or (base == "torch2drkg" and (op or dyn)):
         raise ValueError(f"unknown exporter '{e}'")
     return base, int(op) if op else None, dyn
 
@@ -465,7 +465,12 @@ def export(m, args, path, exporter, names, opset=None, dynamic=False):
         kw["opset_version"] = opset
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if exporter == "dynamo":
+        if exporter == "torch2drkg":
+            # tools/torch2drkg.py: torch.export -> a .drkg graph + a safetensors sidecar (no ONNX)
+            sys.path.insert(0, os.path.join(ROOT, "tools"))
+            from torch2drkg import export_drkg
+            export_drkg(m, args, path)
+        elif exporter == "dynamo":
             if dynamic:
                 b = torch.export.Dim("batch", min=1, max=1024)
                 ds = tuple({0: b} for _ in args)
@@ -516,6 +521,13 @@ def flat_outputs(o):
 
 
 def onnx_facts(path):
+    if path.endswith(".drkg"):  # torch2drkg: the graph dump and its weights sidecar
+        text = open(path).read()
+        side = os.path.splitext(path)[0] + ".safetensors"
+        size = os.path.getsize(path) + (os.path.getsize(side) if os.path.exists(side) else 0)
+        ops = sorted(set(re.findall(r"= ([A-Z][A-Za-z]*)\(", text)))
+        return {"opset": None, "symbolic_dims": [], "nodes": len(re.findall(r"= [A-Z][A-Za-z]*\(", text)), "ops": ops,
+                "initializers": text.count("const weights"), "onnx_mb": round(size / 2**20, 1), "domains": ["drkg"]}
     import onnx
     m = onnx.load(path, load_external_data=False)
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
@@ -747,7 +759,7 @@ def worker(name, args):
         checked = (batch == 1 or dyn) and spec.gflop * batch <= args.cpu_check_max_gflop  # --local: CPU checks
         rows.append(row)
         cdir = os.path.join(mdir, f"{init}-{exporter.replace(':', '')}-b{batch}")
-        onnx_path = os.path.join(cdir, "model.onnx")
+        onnx_path = os.path.join(cdir, "model.drkg" if exporter == "torch2drkg" else "model.onnx")
         data = os.path.join(cdir, "test_data_set_0")
         try:
             # build + export
