@@ -459,6 +459,49 @@ def _convert(em, node):
         nb = len(b)
         perm = list(range(nb, nb + p0)) + list(range(nb)) + list(range(nb + p0, nb + p0 + len(rest)))
         return em.op(node, "Transpose", [g], {"perm": perm})
+    if name == "copy":  # copy(dst, src): src cast to dst's dtype and broadcast to its shape
+        v = em.vals[a[1]]
+        sm = a[1].meta["val"] if isinstance(a[1], torch.fx.Node) else None
+        if sm is None:
+            v = em.scalar(a[1], odt)
+        elif sm.dtype != odt:
+            v = em.inter(node, "Cast", [v], _meta(odt, sm.shape), {"to": _ONNX_CODE[odt]})
+        if sm is None or list(sm.shape) != list(meta.shape):
+            return em.op(node, "Expand", [v, em.i64(meta.shape)])
+        return em.op(node, "Identity", [v])
+    if name == "_weight_norm_interface":  # (v, g, dim) -> (v * g / ||v|| over the other dims, norm)
+        v, g = a[0], a[1]
+        dim = a[2] if len(a) > 2 else kw.get("dim", 0)
+        vm = v.meta["val"]
+        dim %= vm.dim()
+        others = [d for d in range(vm.dim()) if d != dim]
+        nshape = [vm.shape[d] if d == dim else 1 for d in range(vm.dim())]
+        sq = em.inter(node, "Mul", [em.vals[v], em.vals[v]], vm)
+        ss = em.inter(node, "ReduceSum", [sq, em.i64(others, "axes")], _meta(vm.dtype, nshape), {"keepdims": 1})
+        norm = em.inter(node, "Sqrt", [ss], _meta(vm.dtype, nshape))
+        scale = em.inter(node, "Div", [em.vals[g], norm], _meta(vm.dtype, nshape))
+        r = em.op(node, "Mul", [em.vals[v], scale], metas=[node.meta["val"][0]])
+        return (r, norm)
+    if name == "linalg_vector_norm":  # (x, ord=2, dim=None, keepdim=False, *, dtype=None)
+        x = a[0]
+        xm = x.meta["val"]
+        order = a[1] if len(a) > 1 else kw.get("ord", 2)
+        dims = a[2] if len(a) > 2 else kw.get("dim")
+        keep = int(a[3] if len(a) > 3 else kw.get("keepdim", False))
+        if kw.get("dtype") is not None:
+            raise UnsupportedOp("linalg_vector_norm with dtype")
+        dims = list(range(xm.dim())) if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+        axes = em.i64([d % xm.dim() for d in dims], "axes")
+        if order == 2:
+            sq = em.inter(node, "Mul", [em.vals[x], em.vals[x]], xm)
+            ss = em.inter(node, "ReduceSum", [sq, axes], meta, {"keepdims": keep})
+            return em.op(node, "Sqrt", [ss])
+        ab = em.inter(node, "Abs", [em.vals[x]], xm)
+        if order == 1:
+            return em.op(node, "ReduceSum", [ab, axes], {"keepdims": keep})
+        if order == float("inf"):
+            return em.op(node, "ReduceMax", [ab, axes], {"keepdims": keep})
+        raise UnsupportedOp(f"linalg_vector_norm of order {order}")
     if name == "slice_scatter":
         x, src = a[0], a[1]
         xm = x.meta["val"]

@@ -67,7 +67,7 @@ class Odds(nn.Module):
     """The ATen ops real exports brought (tests/zoo with --exporter torch2drkg): GroupNorm,
     bilinear/nearest upsampling, constant padding, roll, slice_scatter, x[i, j] with broadcast
     index tensors, gather, index_select, arange, full, fmod, cumsum, any, ne, masked_fill, tril,
-    SDPA with a boolean mask (masked rows), SiLU, clamp_min, unbind."""
+    SDPA with a boolean mask (masked rows), SiLU, clamp_min, unbind, weight norm, copy."""
 
     def __init__(self):
         super().__init__()
@@ -75,6 +75,7 @@ class Odds(nn.Module):
         self.table = nn.Parameter(torch.randn(9, 3))
         self.register_buffer("rel", torch.randint(0, 9, (5, 5)))
         self.register_buffer("q", torch.randn(1, 2, 5, 4))
+        self.wn = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), dim=2)  # wav2vec2's
 
     def forward(self, x, ids):
         y = self.gn(x)                                                     # [2, 4, 6, 6]
@@ -98,7 +99,7 @@ class Odds(nn.Module):
         h = nn.functional.silu(s).clamp_min(-0.1).masked_fill(~mask, 0.0)
         a0, a1 = pick.unbind(0)[:2]
         mods = torch.stack([torch.arange(-4, 5) % 3, torch.arange(-4, 5) % -3, torch.fmod(torch.arange(-4, 5), 3)])
-        return m, h, c, a0 + a1, att, mods
+        return m, h, c, a0 + a1, att, mods, self.wn(x.flatten(2))
 
 
 def init_bn(m):

@@ -784,8 +784,8 @@ def worker(name, args):
                     # the exporters wrap the cause in boilerplate ("Failed to decompose ..."): keep
                     # the outermost type and the innermost exception's message
                     root = e
-                    while root.__cause__ or root.__context__:
-                        root = root.__cause__ or root.__context__
+                    while root.__cause__ or (root.__context__ and not root.__suppress_context__):
+                        root = root.__cause__ or root.__context__  # (raise ... from None: this one)
                     msg = [l for l in str(root).strip().splitlines() if l.strip()][:2]
                     msg = " ".join(l.strip() for l in msg)
                     if root is not e:
