@@ -136,6 +136,8 @@ class _Emitter:
         self.vals = {}  # fx node -> drkc value name (or tuple of names for multi-result nodes)
         self.names = set()
         self.k = 0
+        self.memo = {}  # values made once and shared (a mask's additive bias)
+        self.weight_of = {}  # placeholder fx node of a weight -> (sidecar name, index of its const line)
 
     def fresh(self, base):
         base = base or "v"
@@ -212,6 +214,73 @@ RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten"
 REDUCE = {"mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin"}
 
 
+def _sdpa(em, node, a, kw, meta):
+    """scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=False, *,
+    scale=None, enable_gqa=False) as the ONNX Attention import writes it (docs/onnx-import.md):
+    Softmax((Q * sqrt(s)) . (K^T * sqrt(s)) + bias) . V, bias from the mask (boolean: 0 / -inf)
+    and the causal mask (top-left aligned, as PyTorch's), fully masked rows 0 (PyTorch's safe
+    softmax) where a runtime mask can mask a whole row, K/V heads repeated for GQA."""
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal"]
+    arg = dict(zip(names, a))
+    arg.update(kw)
+    q, k, v = arg["query"], arg["key"], arg["value"]
+    mask, causal = arg.get("attn_mask"), bool(arg.get("is_causal", False))
+    if arg.get("dropout_p", 0.0):
+        raise UnsupportedOp("scaled_dot_product_attention with dropout")
+    qm, km, vm = (x.meta["val"] for x in (q, k, v))
+    if qm.dim() < 2 or km.dim() != qm.dim() or vm.dim() != qm.dim():
+        raise UnsupportedOp("scaled_dot_product_attention of mixed ranks")
+    dt = qm.dtype
+    L, S, E = qm.shape[-2], km.shape[-2], qm.shape[-1]
+    scale = arg.get("scale")
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    kv = []
+    for x, xm in ((k, km), (v, vm)):
+        xv = em.vals[x]
+        if qm.dim() >= 3 and xm.shape[-3] != qm.shape[-3]:  # GQA: each K/V head serves rep query heads
+            hq, hk = qm.shape[-3], xm.shape[-3]
+            if not arg.get("enable_gqa", False) or hq % hk:
+                raise UnsupportedOp(f"scaled_dot_product_attention with {hq} query heads and {hk} key heads")
+            lead = list(xm.shape[:-3])
+            s5 = lead + [hk, 1] + list(xm.shape[-2:])
+            e5 = lead + [hk, hq // hk] + list(xm.shape[-2:])
+            r = em.inter(node, "Reshape", [xv, em.i64(s5)], _meta(xm.dtype, s5))
+            r = em.inter(node, "Expand", [r, em.i64(e5)], _meta(xm.dtype, e5))
+            xm = _meta(xm.dtype, lead + [hq] + list(xm.shape[-2:]))
+            xv = em.inter(node, "Reshape", [r, em.i64(xm.shape)], xm)
+        kv.append((xv, xm))
+    (kval, km), (vval, vm) = kv
+    sq = em.scalar(math.sqrt(scale), dt)
+    qs = em.inter(node, "Mul", [em.vals[q], sq], qm)
+    perm = list(range(km.dim()))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    ktm = _meta(dt, [km.shape[d] for d in perm])
+    kt = em.inter(node, "Transpose", [kval], ktm, {"perm": perm})
+    ks = em.inter(node, "Mul", [kt, sq], ktm)
+    sshape = list(qm.shape[:-1]) + [S]
+    s = em.inter(node, "MatMul", [qs, ks], _meta(dt, sshape))
+    may_empty = False
+    if causal:
+        bias = torch.zeros(L, S, dtype=dt).masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+        s = em.inter(node, "Add", [s, em.const(bias, "causal")], _meta(dt, sshape))
+    if mask is not None:
+        mm = mask.meta["val"]
+        mv = em.vals[mask]
+        if mm.dtype == torch.bool:  # 0 / -inf, once per mask (every layer passes the same one)
+            key = ("mask_bias", mv, dt)
+            if key not in em.memo:
+                em.memo[key] = em.inter(node, "Where", [mv, em.scalar(0.0, dt), em.scalar(float("-inf"), dt)],
+                                        _meta(dt, mm.shape))
+            mv = em.memo[key]
+        s = em.inter(node, "Add", [s, mv], _meta(dt, torch.broadcast_shapes(tuple(sshape), tuple(mm.shape))))
+        may_empty = True
+    p = em.inter(node, "Softmax", [s], _meta(dt, sshape), {"axis": -1})
+    if may_empty:
+        nan = em.inter(node, "IsNaN", [p], _meta(torch.bool, sshape))
+        p = em.inter(node, "Where", [nan, em.scalar(0.0, dt), p], _meta(dt, sshape))
+    return em.op(node, "MatMul", [p, vval])
+
+
 def _convert(em, node):
     tgt = node.target
     name = getattr(tgt, "_opname", None) or getattr(tgt, "__name__", str(tgt))
@@ -264,15 +333,32 @@ def _convert(em, node):
         return em.op(node, "Gemm", [em.vals[a[1]], em.vals[a[2]], em.vals[a[0]]],
                      {"alpha": float(alpha), "beta": float(beta)})
     if name in RESHAPES:
-        return em.op(node, "Reshape", [em.vals[a[0]], em.i64(meta.shape)])
-    if name == "permute":
-        return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": [d % meta.dim() for d in a[1]]})
-    if name in ("t", "numpy_T"):
-        return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": [1, 0]})
-    if name == "transpose":
-        p = list(range(meta.dim()))
-        i, j = a[1] % meta.dim(), a[2] % meta.dim()
-        p[i], p[j] = p[j], p[i]
+        if list(a[0].meta["val"].shape) == list(meta.shape):
+            return em.vals[a[0]]  # a view of the same shape (contiguity in torch): the value itself
+        # one Reshape per (value, shape): nn.Linear flattens its input once per layer, and the
+        # q/k/v projections must read one value for merge-matmul to see them
+        key = ("reshape", em.vals[a[0]], tuple(meta.shape))
+        if key not in em.memo:
+            em.memo[key] = em.op(node, "Reshape", [em.vals[a[0]], em.i64(meta.shape)])
+        return em.memo[key]
+    if name in ("permute", "t", "numpy_T", "transpose"):
+        if name == "permute":
+            p = [d % meta.dim() for d in a[1]]
+        elif name == "transpose":
+            p = list(range(meta.dim()))
+            i, j = a[1] % meta.dim(), a[2] % meta.dim()
+            p[i], p[j] = p[j], p[i]
+        else:
+            p = [1, 0]
+        w = em.weight_of.get(a[0])
+        if w is not None and len(a[0].users) == 1:
+            # a weight only read transposed (nn.Linear's addmm(b, x, W^T)): stored transposed,
+            # as the ONNX exporters store it, so MatMul sees a constant B (merge-matmul, ...)
+            key, i = w
+            t = em.weights.pop(key).permute(p).contiguous()
+            em.weights[key + ".T"] = t
+            em.consts[i] = f"  {_vname(em.vals[a[0]])}: {_type(t.dtype, t.shape)} = const weights {_quote(key + '.T')}"
+            return em.vals[a[0]]
         return em.op(node, "Transpose", [em.vals[a[0]]], {"perm": p})
     if name == "expand":
         return em.op(node, "Expand", [em.vals[a[0]], em.i64(meta.shape)])
@@ -459,6 +545,8 @@ def _convert(em, node):
         nb = len(b)
         perm = list(range(nb, nb + p0)) + list(range(nb)) + list(range(nb + p0, nb + p0 + len(rest)))
         return em.op(node, "Transpose", [g], {"perm": perm})
+    if name == "scaled_dot_product_attention":
+        return _sdpa(em, node, a, kw, meta)
     if name == "copy":  # copy(dst, src): src cast to dst's dtype and broadcast to its shape
         v = em.vals[a[1]]
         sm = a[1].meta["val"] if isinstance(a[1], torch.fx.Node) else None
@@ -647,7 +735,14 @@ _ONNX_CODE = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int16: 5, t
 def program_to_drkg(ep, drkg_path, graph_name="main", decompose=True):
     """Writes drkg_path and its sidecar (same stem, .safetensors). Returns the sidecar's path."""
     if decompose:
-        ep = ep.run_decompositions()
+        # scaled_dot_product_attention is kept whole and written as the attention pattern the
+        # fuse pass takes into one flash kernel (its decomposition, bmm on expanded views and
+        # the safe softmax's any/where, is not matched)
+        table = None
+        if hasattr(torch.export, "default_decompositions"):
+            table = torch.export.default_decompositions()
+            table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+        ep = ep.run_decompositions(table) if table is not None else ep.run_decompositions()
     sig = ep.graph_signature
     weight_of = {}
     weight_of.update(sig.inputs_to_parameters)
@@ -667,6 +762,7 @@ def program_to_drkg(ep, drkg_path, graph_name="main", decompose=True):
                     raise UnsupportedOp(f"constant {key} is not a tensor")
                 em.weights[key] = t
                 n = em.fresh(node.name)
+                em.weight_of[node] = (key, len(em.consts))
                 em.consts.append(f"  {_vname(n)}: {_type(t.dtype, t.shape)} = const weights {_quote(key)}")
                 em.vals[node] = n
             elif isinstance(v, torch.Tensor):
