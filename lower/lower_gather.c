@@ -655,7 +655,7 @@ static tv_t *rz_accumulate(drk_lctx_t *c, const resize_t *z, tv_t *px, tv_t *bas
 static bool lower_resize(drk_lctx_t *c) {
   const drk_node_t *n = c->node;
   const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
-  resize_t z;
+  resize_t z = {0};
   if (!rz_params(c, &z)) return false;
   int r = z.r;
   int res[LW_MAX_RANK], nr = 0, ntaps = 1;
@@ -696,7 +696,7 @@ static bool lower_resize(drk_lctx_t *c) {
   }
   if (!base) base = lw_ci(c, f.offs, 0);
   tv_t *mask = lw_and_mask(c, f.mask, inside), *out;
-  if (z.mode == 0) {
+  if (z.mode == 0 || nr == 0) { /* nearest, or no axis resized (a copy; no taps to sum) */
     tv_t *off = base;
     for (int j = 0; j < nr; j++) off = lw_addmul(c, off, ax[j].ix[0], xs[ax[j].d]);
     out = lw_load(c, px, off, mask, 0);
