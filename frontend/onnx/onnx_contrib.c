@@ -1,5 +1,6 @@
 /* Operators of the com.microsoft domain (ONNX Runtime's contrib ops) that drkc imports:
- * MatMulNBits with 4-bit codes, as the graph IR's MatMulNBits (ir/graph_ops.def, packing 0).
+ * MatMulNBits with 4-bit codes, as the graph IR's MatMulNBits (ir/graph_ops.def, packing 0); the fused
+ * elementwise and normalization ops of ORT's optimizer are decomposed in onnx_opset.c.
  * Everything else of the domain is refused by name.
  *
  * com.microsoft::MatMulNBits(A [..., K], B u8 [N, ceil(K/bs), bs/2], scales [N * blocks] or
@@ -113,6 +114,6 @@ static bool import_matmul_nbits(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, dr
 bool drk_onnx_import_contrib(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, drk_loc_t loc) {
   const char *op = np->op_type ? np->op_type : "";
   if (strcmp(op, "MatMulNBits") == 0) return import_matmul_nbits(c, np, loc);
-  return FAIL("unsupported op '%s' (domain 'com.microsoft', opset %lld): drkc imports MatMulNBits of this domain", op,
+  return FAIL("unsupported op '%s' (domain 'com.microsoft', opset %lld): drkc imports MatMulNBits, SkipLayerNormalization, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, FastGelu, BiasGelu, Gelu, QuickGelu, BiasAdd and FusedMatMul of this domain", op,
               (long long)drk_onnx_domain_opset(c, "com.microsoft"));
 }

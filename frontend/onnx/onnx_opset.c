@@ -1000,6 +1000,145 @@ static bool dc_mod(nb_t *b) {
   return true;
 }
 
+/* ---- ONNX Runtime's fused ops (com.microsoft; SimplifiedLayerNormalization, which ORT
+ * registers in the ONNX domain, too), as its transformer optimizer writes them into models
+ * (docs/onnx-import.md "ONNX Runtime's fused ops"): imported as the primitive ops they fuse.
+ * Optional outputs that hold statistics (mean, inverse std) are refused when a model uses them. */
+
+static bool no_stat_outputs(nb_t *b, int first, int last) {
+  for (int i = first; i <= last && i < b->n_out; i++)
+    if (b->np->output[i] && *b->np->output[i])
+      return fail(b, "not implemented: output #%d of '%s' (a normalization statistic)", i, b->op_type);
+  return true;
+}
+
+/* SkipLayerNormalization(input, skip, gamma, beta?, bias?) / SkipSimplifiedLayerNormalization(
+ * input, skip, gamma, bias?) {epsilon}: s = input + skip (+ bias); Y = LayerNorm(s) (last axis)
+ * or s / sqrt(mean(s^2) + epsilon) * gamma; output #3 is s (the residual the next one takes). */
+static bool dc_ms_skip_layer_norm(nb_t *b) {
+  bool simplified = strcmp(b->op_type, "SkipSimplifiedLayerNormalization") == 0;
+  double eps;
+  if (!take_float(b, "epsilon", 1e-12, &eps, NULL) || !no_stat_outputs(b, 1, 2)) return false;
+  if (b->n_out > 4) return fail(b, "'%s' has %d outputs, expected at most 4", b->op_type, b->n_out);
+  drk_value_t *x = b->in[0], *skip = in_at(b, 1), *gamma = in_at(b, 2);
+  drk_value_t *beta = simplified ? NULL : in_at(b, 3), *bias = in_at(b, simplified ? 3 : 4);
+  if (!skip || !gamma) return fail(b, "'%s' is missing required inputs skip and gamma", b->op_type);
+  if (b->n_in > (simplified ? 4u : 5u)) return fail(b, "'%s' has %zu inputs, expected at most %d", b->op_type, b->n_in, simplified ? 4 : 5);
+  drk_value_t *sum = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){x, skip}, "skip_sum", x);
+  if (bias) sum = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){sum, bias}, "skip_bias_sum", x);
+  if (b->n_out > 3 && b->np->output[3] && *b->np->output[3] && !define_output(b, 3, sum)) return false;
+  b->n_out = 1;
+  b->n_in = 0;
+  if (simplified) {
+    drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sum, sum}, "sq", sum);
+    int64_t one = 1, axis = -1;
+    drk_node_t *mean = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, add_const(b, "axes", DRK_DT_I64, 1, &one, &axis, 8)}, "mean");
+    drk_node_set_int(b->c->g, mean, "keepdims", 1);
+    if (drk_onnx_is_known(b->c, sum)) {
+      mean->outputs[0]->dtype = sum->dtype;
+      drk_onnx_set_known(b->c, mean->outputs[0]);
+    }
+    drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean->outputs[0], const_like(b, "eps", eps, sum)}, "ms", sum);
+    drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", sum);
+    drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){sum, rms}, "norm", sum);
+    b->op = DRK_OP_MUL;
+    set_input(b, 0, nrm);
+    set_input(b, 1, gamma);
+    return true;
+  }
+  b->op = DRK_OP_LAYER_NORMALIZATION;
+  set_input(b, 0, sum);
+  set_input(b, 1, gamma);
+  if (beta) set_input(b, 2, beta);
+  pend_int(b, "axis", -1);
+  pend_float(b, "epsilon", eps);
+  return true;
+}
+
+/* SimplifiedLayerNormalization(X, scale) {axis, epsilon, stash_type}: RMSNormalization. */
+static bool dc_ms_simplified_layer_norm(nb_t *b) {
+  if (!no_stat_outputs(b, 1, 1)) return false;
+  b->n_out = 1;
+  return dc_rms_normalization(b);
+}
+
+/* FastGelu(X, bias?): Gelu(X + bias) in its tanh form; BiasGelu(A, B): Gelu(A + B); Gelu: Gelu. */
+static bool dc_ms_gelu(nb_t *b) {
+  bool fast = strcmp(b->op_type, "FastGelu") == 0;
+  drk_value_t *x = b->in[0], *bias = in_at(b, 1);
+  if (strcmp(b->op_type, "BiasGelu") == 0 && !bias) return fail(b, "'BiasGelu' is missing required input #1 (bias)");
+  if (b->n_in > (strcmp(b->op_type, "Gelu") == 0 ? 1u : 2u)) return fail(b, "'%s' has %zu inputs", b->op_type, b->n_in);
+  if (bias) x = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){x, bias}, "biased", x);
+  b->op = DRK_OP_GELU;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  if (fast) pend_string(b, "approximate", "tanh");
+  return true;
+}
+
+/* QuickGelu(X) {alpha = 1.702}: X * Sigmoid(alpha * X). */
+static bool dc_ms_quick_gelu(nb_t *b) {
+  double alpha;
+  if (!take_float(b, "alpha", 1.702, &alpha, NULL)) return false;
+  drk_value_t *x = b->in[0];
+  drk_value_t *ax = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){x, const_like(b, "alpha", alpha, x)}, "ax", x);
+  drk_value_t *sg = emit_like(b, DRK_OP_SIGMOID, 1, &ax, "sig", x);
+  b->op = DRK_OP_MUL;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  set_input(b, 1, sg);
+  return true;
+}
+
+/* BiasAdd(X, bias, skip): X + bias + skip. */
+static bool dc_ms_bias_add(nb_t *b) {
+  drk_value_t *x = b->in[0], *bias = in_at(b, 1), *skip = in_at(b, 2);
+  if (!bias || !skip || b->n_in != 3) return fail(b, "'BiasAdd' needs inputs X, bias and skip");
+  drk_value_t *xb = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){x, bias}, "biased", x);
+  b->op = DRK_OP_ADD;
+  b->n_in = 0;
+  set_input(b, 0, xb);
+  set_input(b, 1, skip);
+  return true;
+}
+
+/* FusedMatMul(A, B) {alpha, transA, transB, transBatchA = 0, transBatchB = 0}: alpha * A' B',
+ * A' / B' with their last two axes swapped where asked. */
+static bool dc_ms_fused_matmul(nb_t *b) {
+  int64_t ta, tb, tba, tbb;
+  double alpha;
+  if (!take_float(b, "alpha", 1.0, &alpha, NULL) || !take_int(b, "transA", 0, &ta, NULL) ||
+      !take_int(b, "transB", 0, &tb, NULL) || !take_int(b, "transBatchA", 0, &tba, NULL) ||
+      !take_int(b, "transBatchB", 0, &tbb, NULL))
+    return false;
+  if (tba || tbb) return fail(b, "not implemented: 'FusedMatMul' with transBatchA/transBatchB");
+  drk_value_t *m[2] = {b->in[0], in_at(b, 1)};
+  if (!m[1] || b->n_in != 2) return fail(b, "'FusedMatMul' needs inputs A and B");
+  int64_t tr[2] = {ta, tb};
+  for (int i = 0; i < 2; i++) {
+    if (!tr[i]) continue;
+    int r = m[i]->shape.rank;
+    if (r < 2 || r > DRK_ONNX_MAX_RANK)
+      return fail(b, "'FusedMatMul' with trans%c needs input %c of known rank >= 2 (from value_info)", "AB"[i], "AB"[i]);
+    int64_t perm[DRK_ONNX_MAX_RANK];
+    for (int d = 0; d < r; d++) perm[d] = d;
+    perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+    m[i] = transpose_of(b, m[i], r, perm, i ? "bt" : "at");
+  }
+  b->n_in = 0;
+  if (alpha == 1.0) {
+    b->op = DRK_OP_MATMUL;
+    set_input(b, 0, m[0]);
+    set_input(b, 1, m[1]);
+    return true;
+  }
+  drk_value_t *y = emit_like(b, DRK_OP_MATMUL, 2, m, "mm", m[0]);
+  b->op = DRK_OP_MUL;
+  set_input(b, 0, y);
+  set_input(b, 1, const_like(b, "alpha", alpha, y));
+  return true;
+}
+
 typedef struct decomp_entry {
   const char *name;
   int min_opset;
@@ -1017,6 +1156,29 @@ static const decomp_entry_t decomp_table[] = {
 static const decomp_entry_t *find_decomp(const char *name) {
   for (size_t i = 0; i < DRK_ARRAY_LEN(decomp_table); i++)
     if (strcmp(decomp_table[i].name, name) == 0) return &decomp_table[i];
+  if (strcmp(name, "SimplifiedLayerNormalization") == 0) { /* ORT registers it in the ONNX domain */
+    static const decomp_entry_t sln = {"SimplifiedLayerNormalization", 1, dc_ms_simplified_layer_norm};
+    return &sln;
+  }
+  return NULL;
+}
+
+/* com.microsoft ops imported as primitive ops (the rest: onnx_contrib.c). */
+static const decomp_entry_t ms_decomp_table[] = {
+    {"SkipLayerNormalization", 1, dc_ms_skip_layer_norm},
+    {"SkipSimplifiedLayerNormalization", 1, dc_ms_skip_layer_norm},
+    {"SimplifiedLayerNormalization", 1, dc_ms_simplified_layer_norm},
+    {"FastGelu", 1, dc_ms_gelu},
+    {"BiasGelu", 1, dc_ms_gelu},
+    {"Gelu", 1, dc_ms_gelu},
+    {"QuickGelu", 1, dc_ms_quick_gelu},
+    {"BiasAdd", 1, dc_ms_bias_add},
+    {"FusedMatMul", 1, dc_ms_fused_matmul},
+};
+
+static const decomp_entry_t *find_ms_decomp(const char *name) {
+  for (size_t i = 0; i < DRK_ARRAY_LEN(ms_decomp_table); i++)
+    if (strcmp(ms_decomp_table[i].name, name) == 0) return &ms_decomp_table[i];
   return NULL;
 }
 
@@ -1295,8 +1457,11 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
   b.op_type = np->op_type ? np->op_type : "";
   b.opset = c->opset;
   const char *domain = np->domain && *np->domain ? np->domain : "ai.onnx";
-  if (strcmp(domain, "com.microsoft") == 0 && drk_onnx_domain_opset(c, domain) >= 0)
-    return drk_onnx_import_contrib(c, np, b.loc);
+  const decomp_entry_t *ms = NULL;
+  if (strcmp(domain, "com.microsoft") == 0 && drk_onnx_domain_opset(c, domain) >= 0) {
+    if (!(ms = find_ms_decomp(b.op_type))) return drk_onnx_import_contrib(c, np, b.loc);
+    domain = "ai.onnx"; /* imported as ai.onnx ops below */
+  }
   if (strcmp(domain, "ai.onnx") != 0) {
     int64_t dv = drk_onnx_domain_opset(c, domain);
     if (dv < 0) return fail(&b, "unsupported op '%s' (domain '%s', not imported by the model)", b.op_type, domain);
@@ -1324,9 +1489,9 @@ bool drk_onnx_import_node(drk_onnx_ctx_t *c, const Onnx__NodeProto *np, int inde
         return fail(&b, "duplicate attribute '%s' of '%s'", np->attribute[i]->name, b.op_type);
   if (strcmp(b.op_type, "Constant") == 0) return import_constant(&b);
 
-  const op_entry_t *e = find_op(b.op_type);
-  const decomp_entry_t *dc = e ? NULL : find_decomp(b.op_type);
-  if (dc && c->opset < dc->min_opset) dc = NULL; /* not an op of that opset */
+  const op_entry_t *e = ms ? NULL : find_op(b.op_type);
+  const decomp_entry_t *dc = ms ? ms : e ? NULL : find_decomp(b.op_type);
+  if (dc && !ms && c->opset < dc->min_opset) dc = NULL; /* not an op of that opset */
   if (!dc && (!e || !drk_op_from_name(b.op_type, strlen(b.op_type), &b.op)))
     return fail(&b, "unsupported op '%s' (domain 'ai.onnx', opset %lld)", b.op_type, (long long)c->opset);
   if (e && c->opset < e->min_opset) {
