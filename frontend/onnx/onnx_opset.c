@@ -413,6 +413,69 @@ static bool rw_dropout(nb_t *b) {
   return true;
 }
 
+/* BatchNormalization with training_mode=1: normalized by the statistics of this batch (mean
+ * and population variance over every axis but 1; outputs #1/#2 the updated running mean and
+ * variance, as ONNX defines them), as TorchScript exports
+ * F.batch_norm(..., training=True) (timm's NFNets standardize their conv weights so; the
+ * input is then a constant and the whole folds at compile time). */
+static drk_value_t *emit_like(nb_t *b, drk_op_t op, int n_in, drk_value_t *const *ins, const char *what,
+                              const drk_value_t *like);
+static drk_value_t *const_i64s(nb_t *b, const char *what, int64_t n, const int64_t *v);
+static drk_value_t *reshape_to(nb_t *b, drk_value_t *x, int64_t n, const int64_t *shape, const char *what);
+static bool define_output(nb_t *b, int i, drk_value_t *x);
+
+static bool batchnorm_batch_stats(nb_t *b) {
+  double eps, mom;
+  if (!take_float(b, "epsilon", 1e-5, &eps, NULL) || !take_float(b, "momentum", 0.9, &mom, NULL)) return false;
+  drk_value_t *x = b->in[0], *scale = in_at(b, 1), *bias = in_at(b, 2);
+  int r = x->shape.rank;
+  if (r < 2 || r > DRK_ONNX_MAX_RANK)
+    return fail(b, "unsupported 'BatchNormalization' with training_mode=1 on an input of unknown rank (from value_info)");
+  if (!scale || !bias) return fail(b, "'BatchNormalization' is missing required inputs scale and B");
+  int64_t axes[DRK_ONNX_MAX_RANK], na = 0, cshape[DRK_ONNX_MAX_RANK], nc = r - 1;
+  for (int d = 0; d < r; d++)
+    if (d != 1) axes[na++] = d;
+  cshape[0] = -1;
+  for (int d = 1; d < nc; d++) cshape[d] = 1;
+  drk_value_t *ax = const_i64s(b, "axes", na, axes);
+  drk_node_t *m = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){x, ax}, "batch_mean");
+  drk_node_set_int(b->c->g, m, "keepdims", 1);
+  drk_value_t *d = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){x, m->outputs[0]}, "centered", x);
+  drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){d, d}, "sq", x);
+  drk_node_t *var = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, ax}, "batch_var");
+  drk_node_set_int(b->c->g, var, "keepdims", 1);
+  if (drk_onnx_is_known(b->c, x)) {
+    m->outputs[0]->dtype = var->outputs[0]->dtype = x->dtype;
+    drk_onnx_set_known(b->c, m->outputs[0]);
+    drk_onnx_set_known(b->c, var->outputs[0]);
+  }
+  /* outputs #1, #2: the running statistics, input_mean * momentum + mean * (1 - momentum) */
+  drk_value_t *stat[2] = {m->outputs[0], var->outputs[0]};
+  for (int i = 1; i < b->n_out && i < 3; i++) {
+    drk_value_t *run = in_at(b, 2 + i);
+    if (!run) return fail(b, "'BatchNormalization' is missing required input #%d", 2 + i);
+    int64_t c1 = -1;
+    drk_value_t *cur = reshape_to(b, stat[i - 1], 1, &c1, i == 1 ? "mean_c" : "var_c");
+    drk_value_t *a = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){run, const_like(b, "momentum", mom, x)}, "run_m", x);
+    drk_value_t *c = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){cur, const_like(b, "one_minus_momentum", 1 - mom, x)}, "cur_m", x);
+    if (!define_output(b, i, emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){a, c}, i == 1 ? "running_mean" : "running_var", x)))
+      return false;
+  }
+  if (b->n_out > 3) return fail(b, "'BatchNormalization' has %d outputs, expected at most 3", b->n_out);
+  b->n_out = 1;
+  drk_value_t *ve = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){var->outputs[0], const_like(b, "eps", eps, x)}, "var_eps", x);
+  drk_value_t *sd = emit_like(b, DRK_OP_SQRT, 1, &ve, "std", x);
+  drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){d, sd}, "norm", x);
+  drk_value_t *sc = reshape_to(b, scale, nc, cshape, "scale_c");
+  drk_value_t *bc = reshape_to(b, bias, nc, cshape, "bias_c");
+  drk_value_t *y = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){nrm, sc}, "scaled", x);
+  b->op = DRK_OP_ADD;
+  b->n_in = 0;
+  set_input(b, 0, y);
+  set_input(b, 1, bc);
+  return true;
+}
+
 static bool rw_batchnorm(nb_t *b) {
   int64_t v;
   if (!take_int(b, "is_test", 1, &v, NULL)) return false;
@@ -421,7 +484,7 @@ static bool rw_batchnorm(nb_t *b) {
     if (v == 0) return unsupported_version(b, "spatial=0");
   }
   if (!take_int(b, "training_mode", 0, &v, NULL)) return false;
-  if (v) return unsupported_version(b, "training_mode=1");
+  if (v) return batchnorm_batch_stats(b);
   if (b->n_out > 1) return unsupported_version(b, "training outputs (running mean/var)");
   return true;
 }

@@ -134,7 +134,7 @@ save("unsupported.onnx", relus + [lstm], [vi("x", F, [1, 1, 2]), vi("W", F, [1, 
 r = [helper.make_node("Relu", ["x"], ["y"])]
 save("opset26.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], opset=26)
 save("ir14.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], ir=14)
-save("domain.onnx", [helper.make_node("FusedMatMul", ["x", "x"], ["y"], name="fm", domain="com.microsoft")],
+save("domain.onnx", [helper.make_node("EmbedLayerNormalization", ["x", "x"], ["y"], name="fm", domain="com.microsoft")],
      [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], domains=[("com.microsoft", 1)])
 save("tile1.onnx", [helper.make_node("Tile", ["x", "x", "x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)],
      opset=1, ir=3)
