@@ -10,7 +10,7 @@ variants: dynamo (default), torchscript (opset 17), keep-inits (TorchScript with
 keep_initializers_as_inputs=True: every weight is also a graph input), fp16 (the model and
 its float inputs in float16, exported by dynamo; judged against torch's float16 outputs),
 dyn (dynamo with a dynamic batch dim; drkc binds it from the inputs).
-Writes OUT/sweep.json and prints a line per model. Results: tests/zoo/results/*-sweep*.md."""
+Writes OUT/sweep-VARIANT.json and prints a line per model. Results: tests/zoo/results/*-sweep*.md."""
 import argparse
 import json
 import os
@@ -172,14 +172,51 @@ def one(name, out, variant):
     return r
 
 
+VARIANTS = ["dynamo", "torchscript", "keep-inits", "fp16", "dyn"]
+
+
+def verdict(r):
+    """A cell of the table: the relative error against torch, or the first failing stage."""
+    if "export" in r:
+        return "export failed (exporter)"
+    for k in ("sweep", "drkc_run"):
+        if k in r:
+            return f"**{k}**: {r[k][:120]}".replace("|", "\\|")
+    e = r.get("vs_torch")
+    cell = f"{e:.1e}" if isinstance(e, float) else f"**{e}**"
+    if r.get("compile_fast") != "ok":
+        cell += f"; **fast compile**: {str(r.get('compile_fast'))[:100]}".replace("|", "\\|")
+    return cell
+
+
+def report(out, path):
+    """OUT/sweep-*.json -> one markdown table (model x variant)."""
+    res = {v: json.load(open(os.path.join(out, f"sweep-{v}.json"))) for v in VARIANTS
+           if os.path.exists(os.path.join(out, f"sweep-{v}.json"))}
+    lines = ["| model | " + " | ".join(res) + " |", "|---|" + "---|" * len(res)]
+    for n in M:
+        lines.append(f"| {n} | " + " | ".join(verdict(res[v].get(f"{n}:{v}", {"sweep": "not run"})) for v in res) + " |")
+    ok = {v: sum(1 for k, r in res[v].items() if isinstance(r.get("vs_torch"), float) and r.get("compile_fast") == "ok")
+          for v in res}
+    exported = {v: sum(1 for r in res[v].values() if "export" not in r) for v in res}
+    head = ["Relative error of `drkc run --device=cpu` (the default build's graph on the reference interpreter) "
+            "against torch's outputs, and whether the fast build compiled; per variant, of the exports: "
+            + ", ".join(f"{v} {ok[v]}/{exported[v]}" for v in res) + ".", ""]
+    open(path, "w").write("\n".join(head + lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("models", nargs="*")
-    ap.add_argument("--variant", default="dynamo", choices=["dynamo", "torchscript", "keep-inits", "fp16", "dyn"])
+    ap.add_argument("--variant", default="dynamo", choices=VARIANTS)
+    ap.add_argument("--report", metavar="MD", help="write the table of OUT's results to MD and exit")
     a = ap.parse_args()
+    if a.report:
+        report(a.out, a.report)
+        return
     res = {}
-    path = os.path.join(a.out, "sweep.json")
+    path = os.path.join(a.out, f"sweep-{a.variant}.json")
     if os.path.exists(path):
         res = json.load(open(path))
     for n in a.models or list(M):
