@@ -1214,17 +1214,8 @@ static const decomp_entry_t decomp_table[] = {
     {"RotaryEmbedding", 23, dc_rotary_embedding},
     {"Swish", 24, dc_swish},
     {"Mod", 10, dc_mod},
+    {"SimplifiedLayerNormalization", 1, dc_ms_simplified_layer_norm}, /* ORT registers it in this domain */
 };
-
-static const decomp_entry_t *find_decomp(const char *name) {
-  for (size_t i = 0; i < DRK_ARRAY_LEN(decomp_table); i++)
-    if (strcmp(decomp_table[i].name, name) == 0) return &decomp_table[i];
-  if (strcmp(name, "SimplifiedLayerNormalization") == 0) { /* ORT registers it in the ONNX domain */
-    static const decomp_entry_t sln = {"SimplifiedLayerNormalization", 1, dc_ms_simplified_layer_norm};
-    return &sln;
-  }
-  return NULL;
-}
 
 /* com.microsoft ops imported as primitive ops (the rest: onnx_contrib.c). */
 static const decomp_entry_t ms_decomp_table[] = {
@@ -1239,10 +1230,16 @@ static const decomp_entry_t ms_decomp_table[] = {
     {"FusedMatMul", 1, dc_ms_fused_matmul},
 };
 
-static const decomp_entry_t *find_ms_decomp(const char *name) {
-  for (size_t i = 0; i < DRK_ARRAY_LEN(ms_decomp_table); i++)
-    if (strcmp(ms_decomp_table[i].name, name) == 0) return &ms_decomp_table[i];
+static const decomp_entry_t *find_in(const decomp_entry_t *t, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(t[i].name, name) == 0) return &t[i];
   return NULL;
+}
+
+static const decomp_entry_t *find_decomp(const char *name) { return find_in(decomp_table, DRK_ARRAY_LEN(decomp_table), name); }
+
+static const decomp_entry_t *find_ms_decomp(const char *name) {
+  return find_in(ms_decomp_table, DRK_ARRAY_LEN(ms_decomp_table), name);
 }
 
 /* QuantizeLinear's `precision` (opset 23) and DequantizeLinear's `output_dtype` (opset 23):
