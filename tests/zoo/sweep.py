@@ -161,7 +161,10 @@ def one(name, out, variant):
             return r
         e, why = zoo.compare_with_torch(os.path.join(d, "out"), os.path.join(d, "data"))
         r["vs_torch"] = why or e
-        bind = [f"--bind=batch={ins[0].shape[0]}"] if variant == "dyn" else []  # the exported batch
+        import onnx
+        sym = {d.dim_param for i in onnx.load(onnx_path, load_external_data=False).graph.input
+               for d in i.type.tensor_type.shape.dim if d.dim_param}
+        bind = [f"--bind={d}={ins[0].shape[0]}" for d in sorted(sym)]  # dyn: the exported batch
         p = subprocess.run([DRKC, onnx_path, "--target=sm_90a", "--precision=fp16", "--fusion-aggressiveness=3",
                             "-o", os.path.join(d, "fast.drkm")] + bind, capture_output=True, text=True, timeout=900)
         r["compile_fast"] = "ok" if p.returncode == 0 else first_line(p.stderr, p.returncode)
@@ -211,7 +214,7 @@ def main():
     ap.add_argument("models", nargs="*")
     ap.add_argument("--variant", default="dynamo", choices=VARIANTS)
     ap.add_argument("--report", metavar="MD", help="write the table of OUT's results to MD and exit")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     if a.report:
         report(a.out, a.report)
         return
