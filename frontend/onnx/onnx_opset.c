@@ -158,6 +158,15 @@ static void set_input(nb_t *b, size_t k, drk_value_t *v) {
 
 static drk_value_t *in_at(nb_t *b, size_t k) { return k < b->n_in ? b->in[k] : NULL; }
 
+/* A decomposition's last node: op(x, y) takes the ONNX node's outputs. */
+static bool finish2(nb_t *b, drk_op_t op, drk_value_t *x, drk_value_t *y) {
+  b->op = op;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  set_input(b, 1, y);
+  return true;
+}
+
 static const char *hint(nb_t *b, const char *what) {
   const char *base = b->n_out > 0 && b->out_names[0] ? b->out_names[0] : b->op_type;
   return drk_arena_printf(b->c->scratch, "%s_%s", base, what);
@@ -469,11 +478,7 @@ static bool batchnorm_batch_stats(nb_t *b) {
   drk_value_t *sc = reshape_to(b, scale, nc, cshape, "scale_c");
   drk_value_t *bc = reshape_to(b, bias, nc, cshape, "bias_c");
   drk_value_t *y = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){nrm, sc}, "scaled", x);
-  b->op = DRK_OP_ADD;
-  b->n_in = 0;
-  set_input(b, 0, y);
-  set_input(b, 1, bc);
-  return true;
+  return finish2(b, DRK_OP_ADD, y, bc);
 }
 
 static bool rw_batchnorm(nb_t *b) {
@@ -589,11 +594,7 @@ static bool dc_rms_normalization(nb_t *b) {
   drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", xs);
   drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){xs, rms}, "norm", xs);
   if (need_cast) nrm = cast_like(b, nrm, x, "unstash");
-  b->op = DRK_OP_MUL;
-  b->n_in = 0;
-  set_input(b, 0, nrm);
-  set_input(b, 1, scale);
-  return true;
+  return finish2(b, DRK_OP_MUL, nrm, scale);
 }
 
 /* Swish (opset 24): Y = X * Sigmoid(alpha * X). */
@@ -603,11 +604,7 @@ static bool dc_swish(nb_t *b) {
   drk_value_t *x = b->in[0], *ax = x;
   if (alpha != 1.0) ax = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){x, const_like(b, "alpha", alpha, x)}, "ax", x);
   drk_value_t *sg = emit_like(b, DRK_OP_SIGMOID, 1, &ax, "sig", x);
-  b->op = DRK_OP_MUL;
-  b->n_in = 0;
-  set_input(b, 0, x);
-  set_input(b, 1, sg);
-  return true;
+  return finish2(b, DRK_OP_MUL, x, sg);
 }
 
 /* ---- Attention (opsets 23-25) and RotaryEmbedding (23) ---- */
@@ -922,11 +919,7 @@ static bool dc_attention(nb_t *b) {
   drk_value_t *y = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){p, v}, "attn", q);
   y = transpose_of(b, y, 4, (int64_t[]){0, 2, 1, 3}, "attn_bshd");
   int64_t ys[3] = {0, 0, -1};
-  b->op = DRK_OP_RESHAPE;
-  b->n_in = 0;
-  set_input(b, 0, y);
-  set_input(b, 1, const_i64s(b, "y_shape", 3, ys));
-  return true;
+  return finish2(b, DRK_OP_RESHAPE, y, const_i64s(b, "y_shape", 3, ys));
 }
 
 /* RotaryEmbedding (opset 23): X 4-D [B, H, S, D] or 3-D [B, S, H*D] (num_heads); cos/sin
@@ -1104,10 +1097,7 @@ static bool dc_ms_skip_layer_norm(nb_t *b) {
     drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean->outputs[0], const_like(b, "eps", eps, sum)}, "ms", sum);
     drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", sum);
     drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){sum, rms}, "norm", sum);
-    b->op = DRK_OP_MUL;
-    set_input(b, 0, nrm);
-    set_input(b, 1, gamma);
-    return true;
+    return finish2(b, DRK_OP_MUL, nrm, gamma);
   }
   b->op = DRK_OP_LAYER_NORMALIZATION;
   set_input(b, 0, sum);
@@ -1146,11 +1136,7 @@ static bool dc_ms_quick_gelu(nb_t *b) {
   drk_value_t *x = b->in[0];
   drk_value_t *ax = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){x, const_like(b, "alpha", alpha, x)}, "ax", x);
   drk_value_t *sg = emit_like(b, DRK_OP_SIGMOID, 1, &ax, "sig", x);
-  b->op = DRK_OP_MUL;
-  b->n_in = 0;
-  set_input(b, 0, x);
-  set_input(b, 1, sg);
-  return true;
+  return finish2(b, DRK_OP_MUL, x, sg);
 }
 
 /* BiasAdd(X, bias, skip): X + bias + skip. */
@@ -1158,11 +1144,7 @@ static bool dc_ms_bias_add(nb_t *b) {
   drk_value_t *x = b->in[0], *bias = in_at(b, 1), *skip = in_at(b, 2);
   if (!bias || !skip || b->n_in != 3) return fail(b, "'BiasAdd' needs inputs X, bias and skip");
   drk_value_t *xb = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){x, bias}, "biased", x);
-  b->op = DRK_OP_ADD;
-  b->n_in = 0;
-  set_input(b, 0, xb);
-  set_input(b, 1, skip);
-  return true;
+  return finish2(b, DRK_OP_ADD, xb, skip);
 }
 
 /* FusedMatMul(A, B) {alpha, transA, transB, transBatchA = 0, transBatchB = 0}: alpha * A' B',
@@ -1188,18 +1170,9 @@ static bool dc_ms_fused_matmul(nb_t *b) {
     perm[r - 2] = r - 1, perm[r - 1] = r - 2;
     m[i] = transpose_of(b, m[i], r, perm, i ? "bt" : "at");
   }
-  b->n_in = 0;
-  if (alpha == 1.0) {
-    b->op = DRK_OP_MATMUL;
-    set_input(b, 0, m[0]);
-    set_input(b, 1, m[1]);
-    return true;
-  }
+  if (alpha == 1.0) return finish2(b, DRK_OP_MATMUL, m[0], m[1]);
   drk_value_t *y = emit_like(b, DRK_OP_MATMUL, 2, m, "mm", m[0]);
-  b->op = DRK_OP_MUL;
-  set_input(b, 0, y);
-  set_input(b, 1, const_like(b, "alpha", alpha, y));
-  return true;
+  return finish2(b, DRK_OP_MUL, y, const_like(b, "alpha", alpha, y));
 }
 
 typedef struct decomp_entry {
