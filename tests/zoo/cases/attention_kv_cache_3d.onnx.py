@@ -16,8 +16,10 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+
+from case_data import write_test_data  # noqa: E402  (beside this script)
 
 out = sys.argv[1]
 B, S, P, D, HQ, HK = 2, 4, 3, 8, 6, 2
@@ -50,9 +52,4 @@ for x in inputs:
 feeds["n"] = np.array([7, 4], np.int64)
 feeds["m"][1, :, 0, :] = -np.inf  # one fully masked row: zeros
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, x in enumerate(inputs):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, [x.name for x in inputs], feeds, res)

@@ -17,6 +17,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 out = sys.argv[1]
 B, S, D = 2, 8, 16
 f = TensorProto.FLOAT
@@ -45,9 +47,4 @@ feeds = {"q": rng.standard_normal((B, 4, S, D), np.float32), "k": rng.standard_n
          "fm": (rng.standard_normal((1, 1, S, S)) * 0.5).astype(np.float32)}
 feeds["m"][1, ..., S - 3:] = False  # the second sequence is padded
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, n in enumerate(["q", "k", "v", "m", "fm"]):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[n], n).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r, np.float32), f"o{i}").SerializeToString())
+write_test_data(out, ["q", "k", "v", "m", "fm"], feeds, res, np.float32)

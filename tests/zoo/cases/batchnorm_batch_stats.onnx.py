@@ -15,6 +15,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 out = sys.argv[1]
 rng = np.random.default_rng(5)
 f = TensorProto.FLOAT
@@ -43,9 +45,4 @@ onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "batchnorm_batch_stats.onnx"))
 feeds = {"x": rng.standard_normal((2, 3, 7, 7)).astype(np.float32), "z": rng.standard_normal((3, 4, 5)).astype(np.float32)}
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, x in enumerate(inputs):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, [x.name for x in inputs], feeds, res)

@@ -14,6 +14,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 out = sys.argv[1]
 I, F = TensorProto.INT64, TensorProto.FLOAT
 ins = [helper.make_tensor_value_info("a", I, [12]), helper.make_tensor_value_info("b", I, [12]),
@@ -35,9 +37,4 @@ feeds = {"a": np.array([7, -7, 7, -7, 0, 5, -5, 12, -12, 3, -1, 1], np.int64),
          "y": np.array([2.0, 2.0, -2.0, -2.0, 3.0, 5.0, 5.0, 7.0, -7.0, -7.0, 7.0, -7.0], np.float32),
          "img": np.zeros((1, 3, 14, 14), np.float32)}
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, n in enumerate(["a", "b", "x", "y", "img"]):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[n], n).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, ["a", "b", "x", "y", "img"], feeds, res)

@@ -55,6 +55,8 @@ feeds = {x.name: rng.standard_normal([d.dim_value for d in x.type.tensor_type.sh
          for x in inputs}
 import onnxruntime as ort  # noqa: E402  (the oracle: these ops are ONNX Runtime's)
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 so = ort.SessionOptions()
 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 on_cpu = [n if n.op_type != "BiasAdd" else helper.make_node("Add", ["qg", "bias"], ["qgb"]) for n in nodes]
@@ -62,9 +64,4 @@ on_cpu.insert(7, helper.make_node("Add", ["qgb", "sum1"], ["ba"]))
 oracle = helper.make_model(helper.make_graph(on_cpu, "ort_fused_cpu", inputs, outputs, inits),
                            opset_imports=model.opset_import, ir_version=8)
 res = ort.InferenceSession(oracle.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, x in enumerate(inputs):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, [x.name for x in inputs], feeds, res)

@@ -16,6 +16,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 out = sys.argv[1]
 f, h = TensorProto.FLOAT, TensorProto.FLOAT16
 rng = np.random.default_rng(3)
@@ -35,9 +37,4 @@ onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "rmsnorm_swish_opset24.onnx"))
 feeds = {"x": rng.standard_normal((2, 6, 32)).astype(np.float32) * 3, "xh": rng.standard_normal((2, 6, 32)).astype(np.float16)}
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, n in enumerate(["x", "xh"]):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[n], n).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, ["x", "xh"], feeds, res)

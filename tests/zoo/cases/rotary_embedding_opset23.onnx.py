@@ -13,8 +13,10 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+
+from case_data import write_test_data  # noqa: E402  (beside this script)
 
 out = sys.argv[1]
 B, H, S, D, MAXP, R = 2, 3, 5, 8, 16, 4
@@ -40,9 +42,4 @@ for x in inputs:
     feeds[x.name] = rng.standard_normal(shape).astype(np.float32)
 feeds["pos"] = rng.integers(0, MAXP, (B, S)).astype(np.int64)
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, x in enumerate(inputs):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(numpy_helper.from_array(feeds[x.name], x.name).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(numpy_helper.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, [x.name for x in inputs], feeds, res)

@@ -14,6 +14,8 @@ import onnx
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 
+from case_data import write_test_data  # noqa: E402  (beside this script)
+
 out = sys.argv[1]
 vi = h.make_tensor_value_info
 c = lambda name, a: nh.from_array(np.array(a, np.int64), name)
@@ -41,9 +43,4 @@ feeds = {"x4": rng.integers(-8, 8, (2, 3, 4)).astype(ml_dtypes.int4),
          "x8": rng.standard_normal((2, 3, 4)).astype(ml_dtypes.float8_e4m3fn),
          "x5": np.array([0.5, -3, 100, 1e-3, -0.0], np.float32).astype(ml_dtypes.float8_e5m2)}
 res = ReferenceEvaluator(model).run(None, feeds)
-d = os.path.join(out, "test_data_set_0")
-os.makedirs(d, exist_ok=True)
-for i, x in enumerate(ins):
-    open(os.path.join(d, f"input_{i}.pb"), "wb").write(nh.from_array(feeds[x.name], x.name).SerializeToString())
-for i, r in enumerate(res):
-    open(os.path.join(d, f"output_{i}.pb"), "wb").write(nh.from_array(np.asarray(r), f"o{i}").SerializeToString())
+write_test_data(out, [x.name for x in ins], feeds, res)
