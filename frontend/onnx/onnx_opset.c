@@ -432,6 +432,7 @@ static drk_value_t *emit_like(nb_t *b, drk_op_t op, int n_in, drk_value_t *const
 static drk_value_t *const_i64s(nb_t *b, const char *what, int64_t n, const int64_t *v);
 static drk_value_t *reshape_to(nb_t *b, drk_value_t *x, int64_t n, const int64_t *shape, const char *what);
 static bool define_output(nb_t *b, int i, drk_value_t *x);
+static drk_value_t *reduce_mean_keep(nb_t *b, drk_value_t *x, int64_t na, const int64_t *axes, const char *what);
 
 static bool batchnorm_batch_stats(nb_t *b) {
   double eps, mom;
@@ -446,20 +447,12 @@ static bool batchnorm_batch_stats(nb_t *b) {
     if (d != 1) axes[na++] = d;
   cshape[0] = -1;
   for (int d = 1; d < nc; d++) cshape[d] = 1;
-  drk_value_t *ax = const_i64s(b, "axes", na, axes);
-  drk_node_t *m = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){x, ax}, "batch_mean");
-  drk_node_set_int(b->c->g, m, "keepdims", 1);
-  drk_value_t *d = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){x, m->outputs[0]}, "centered", x);
+  drk_value_t *mean = reduce_mean_keep(b, x, na, axes, "batch_mean");
+  drk_value_t *d = emit_like(b, DRK_OP_SUB, 2, (drk_value_t *[]){x, mean}, "centered", x);
   drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){d, d}, "sq", x);
-  drk_node_t *var = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, ax}, "batch_var");
-  drk_node_set_int(b->c->g, var, "keepdims", 1);
-  if (drk_onnx_is_known(b->c, x)) {
-    m->outputs[0]->dtype = var->outputs[0]->dtype = x->dtype;
-    drk_onnx_set_known(b->c, m->outputs[0]);
-    drk_onnx_set_known(b->c, var->outputs[0]);
-  }
+  drk_value_t *var = reduce_mean_keep(b, sq, na, axes, "batch_var");
   /* outputs #1, #2: the running statistics, input_mean * momentum + mean * (1 - momentum) */
-  drk_value_t *stat[2] = {m->outputs[0], var->outputs[0]};
+  drk_value_t *stat[2] = {mean, var};
   for (int i = 1; i < b->n_out && i < 3; i++) {
     drk_value_t *run = in_at(b, 2 + i);
     if (!run) return fail(b, "'BatchNormalization' is missing required input #%d", 2 + i);
@@ -472,7 +465,7 @@ static bool batchnorm_batch_stats(nb_t *b) {
   }
   if (b->n_out > 3) return fail(b, "'BatchNormalization' has %d outputs, expected at most 3", b->n_out);
   b->n_out = 1;
-  drk_value_t *ve = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){var->outputs[0], const_like(b, "eps", eps, x)}, "var_eps", x);
+  drk_value_t *ve = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){var, const_like(b, "eps", eps, x)}, "var_eps", x);
   drk_value_t *sd = emit_like(b, DRK_OP_SQRT, 1, &ve, "std", x);
   drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){d, sd}, "norm", x);
   drk_value_t *sc = reshape_to(b, scale, nc, cshape, "scale_c");
@@ -555,6 +548,26 @@ static bool static_dim(const drk_value_t *v, int i, int64_t *out) {
   return true;
 }
 
+/* ReduceMean(x, axes) with keepdims, of x's dtype when that is known. */
+static drk_value_t *reduce_mean_keep(nb_t *b, drk_value_t *x, int64_t na, const int64_t *axes, const char *what) {
+  drk_node_t *m = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){x, const_i64s(b, "axes", na, axes)}, what);
+  drk_node_set_int(b->c->g, m, "keepdims", 1);
+  if (drk_onnx_is_known(b->c, x)) {
+    m->outputs[0]->dtype = x->dtype;
+    drk_onnx_set_known(b->c, m->outputs[0]);
+  }
+  return m->outputs[0];
+}
+
+/* x / Sqrt(ReduceMean(x * x, axes) + epsilon): RMSNormalization and ORT's simplified norms. */
+static drk_value_t *rms_normalized(nb_t *b, drk_value_t *x, int64_t na, const int64_t *axes, double eps) {
+  drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){x, x}, "sq", x);
+  drk_value_t *mean = reduce_mean_keep(b, sq, na, axes, "mean");
+  drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean, const_like(b, "eps", eps, x)}, "ms", x);
+  drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", x);
+  return emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){x, rms}, "norm", x);
+}
+
 /* RMSNormalization (opset 23): Y = Cast(X / Sqrt(ReduceMean(X * X, axes) + epsilon), T) * scale,
  * axes = [axis, rank), computed in stash_type (default f32). */
 static bool dc_rms_normalization(nb_t *b) {
@@ -582,17 +595,8 @@ static bool dc_rms_normalization(nb_t *b) {
     for (int64_t a = axis; a < r; a++) axes[na++] = a;
   }
   bool need_cast = !drk_onnx_is_known(b->c, x) || x->dtype != st;
-  drk_value_t *xs = need_cast ? emit_cast(b, x, st, "stash") : x;
-  drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){xs, xs}, "sq", xs);
-  drk_value_t *ax = add_const(b, "axes", DRK_DT_I64, 1, &na, axes, sizeof(int64_t) * (size_t)na);
-  drk_node_t *mean = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, ax}, "mean");
-  drk_node_set_int(b->c->g, mean, "keepdims", 1);
-  mean->outputs[0]->dtype = st;
-  drk_onnx_set_known(b->c, mean->outputs[0]);
-  drk_value_t *e = const_like(b, "eps", eps, xs);
-  drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean->outputs[0], e}, "ms", xs);
-  drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", xs);
-  drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){xs, rms}, "norm", xs);
+  drk_value_t *xs = need_cast ? emit_cast(b, x, st, "stash") : x; /* known: dtype st */
+  drk_value_t *nrm = rms_normalized(b, xs, na, axes, eps);
   if (need_cast) nrm = cast_like(b, nrm, x, "unstash");
   return finish2(b, DRK_OP_MUL, nrm, scale);
 }
@@ -1086,17 +1090,8 @@ static bool dc_ms_skip_layer_norm(nb_t *b) {
   b->n_out = 1;
   b->n_in = 0;
   if (simplified) {
-    drk_value_t *sq = emit_like(b, DRK_OP_MUL, 2, (drk_value_t *[]){sum, sum}, "sq", sum);
-    int64_t one = 1, axis = -1;
-    drk_node_t *mean = emit(b, DRK_OP_REDUCE_MEAN, 2, (drk_value_t *[]){sq, add_const(b, "axes", DRK_DT_I64, 1, &one, &axis, 8)}, "mean");
-    drk_node_set_int(b->c->g, mean, "keepdims", 1);
-    if (drk_onnx_is_known(b->c, sum)) {
-      mean->outputs[0]->dtype = sum->dtype;
-      drk_onnx_set_known(b->c, mean->outputs[0]);
-    }
-    drk_value_t *ms = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){mean->outputs[0], const_like(b, "eps", eps, sum)}, "ms", sum);
-    drk_value_t *rms = emit_like(b, DRK_OP_SQRT, 1, &ms, "rms", sum);
-    drk_value_t *nrm = emit_like(b, DRK_OP_DIV, 2, (drk_value_t *[]){sum, rms}, "norm", sum);
+    int64_t last = -1;
+    drk_value_t *nrm = rms_normalized(b, sum, 1, &last, eps);
     return finish2(b, DRK_OP_MUL, nrm, gamma);
   }
   b->op = DRK_OP_LAYER_NORMALIZATION;

@@ -1121,7 +1121,7 @@ def main():
     except ImportError:
         pass
     try:
-        meta["drkc_version"] = subprocess.run([args.drkc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[0]
+        meta["drkc_version"] = (subprocess.run([args.drkc, "--version"], capture_output=True, text=True).stdout.strip() or "?").splitlines()[0]
         meta["git"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
