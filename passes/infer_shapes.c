@@ -996,6 +996,25 @@ static void infer_split(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *
 static void infer_slice(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
   int64_t st[MAXK], en[MAXK], ax[MAXK], sp[MAXK];
   int nst, nen, nax, nsp;
+  const known_t *ke = NULL;
+  if (get_ints(c, in(n, 1), st, &nst) && !get_ints(c, in(n, 2), en, &nen) && (ke = get_known(c, in(n, 2))) &&
+      ke->n == nst && x->rank >= 0 && (!in(n, 4) || (get_ints(c, in(n, 4), sp, &nsp) && nsp == nst)) &&
+      (!in(n, 3) || (get_ints(c, in(n, 3), ax, &nax) && nax == nst))) {
+    /* ends with symbolic dims (a position table or a causal mask cut to [:seq, :seq]): an
+     * axis cut from 0 with step 1 to dim has that dim (inputs past the axis's size are not
+     * valid ones); the others as below when static, else unknown */
+    o->s[0] = *x;
+    for (int i = 0; i < nst; i++) {
+      int a = i;
+      if (in(n, 3) && !norm_axis(c, ax[i], x->rank, &a, "axis")) return;
+      int64_t step = in(n, 4) ? sp[i] : 1, e;
+      if (kel_is_sym(ke->e[i])) o->s[0].d[a] = st[i] == 0 && step == 1 ? ke->e[i] : dim_unk();
+      else if (kel_static(ke->e[i], &e) && is_st(x->d[a]) && step != 0 && step != INT64_MIN)
+        o->s[0].d[a] = dim_s(slice_len(x->d[a].size, st[i], e, step));
+      else o->s[0].d[a] = dim_unk();
+    }
+    return;
+  }
   if (!get_ints(c, in(n, 1), st, &nst) || !get_ints(c, in(n, 2), en, &nen)) {
     if (x->rank >= 0) shp_rank(&o->s[0], x->rank);
     return;
@@ -1313,6 +1332,7 @@ static void infer_range(ictx_t *c, const drk_node_t *n, outs_t *o) {
   o->s[0].rank = 1;
   o->s[0].d[0] = dim_unk();
   double v[3];
+  const known_t *lim = NULL; /* a symbolic limit */
   for (int i = 0; i < 3; i++) {
     const drk_value_t *iv = in(n, i);
     int64_t kv[MAXK];
@@ -1322,8 +1342,14 @@ static void infer_range(ictx_t *c, const drk_node_t *n, outs_t *o) {
       v[i] = drk_tensor_get_f64(&t, 0);
     else if (get_ints(c, iv, kv, &nk) && nk == 1)
       v[i] = (double)kv[0];
+    else if (i == 1 && (lim = get_known(c, iv)) && lim->n == 1 && kel_is_sym(lim->e[0]))
+      v[i] = 0;
     else
       return;
+  }
+  if (lim) { /* Range(0, dim, 1) of a symbolic dim (drkc --dynamic's padding masks): that dim */
+    if (v[0] == 0 && v[2] == 1) o->s[0].d[0] = lim->e[0];
+    return;
   }
   if (v[2] == 0) { err(c, "delta must not be 0"); return; }
   double cnt = ceil((v[1] - v[0]) / v[2]);

@@ -11,6 +11,9 @@
 #include "passes/pad_exact.h"
 
 #include "ir/tensor.h"
+#include "passes/passes.h"
+
+#include <math.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,15 +30,28 @@ typedef struct pad_ctx {
   drk_diag_t *d;
   int errors;
   const drk_node_t *last; /* the node refused last: one message a node */
+  drk_value_t *const *lens; /* by dim: the input holding its actual size (drk_pass_pad_mask), or NULL */
+  uint8_t *zero;            /* by value id: axes whose padded positions hold exact zeros */
+  /* symbols inference made up that a Reshape showed to be dim `dim` times `k` static elements
+   * inside it (batch x heads merged, batch outermost): padded as a prefix, like the dim */
+  struct { const char *sym; int dim; int64_t k; } prod[32];
+  int n_prod;
 } pad_ctx_t;
 
 static uint32_t all_bits(const pad_ctx_t *c) { return (uint32_t)((1ull << c->n) - 1) | FRESH; }
+
+static int find_prod(const pad_ctx_t *c, const char *sym) {
+  for (int j = 0; j < c->n_prod; j++)
+    if (!strcmp(c->prod[j].sym, sym)) return j;
+  return -1;
+}
 
 static uint32_t dim_mask(const pad_ctx_t *c, const drk_dim_t *x) {
   if (!x->sym) return 0;
   for (int i = 0; i < c->n; i++)
     if (strcmp(x->sym, c->dyn[i]) == 0) return 1u << i;
-  return all_bits(c);
+  int j = find_prod(c, x->sym);
+  return j >= 0 ? 1u << c->prod[j].dim : all_bits(c);
 }
 
 static uint32_t axis_mask(const pad_ctx_t *c, const drk_value_t *v, int k) {
@@ -139,11 +155,44 @@ static bool split_at_dyn(const pad_ctx_t *c, const drk_shape_t *s, const char **
       if (!drk_numel_mul(&seg[nd], s->dims[k].size)) return false;
       continue;
     }
-    syms[nd++] = s->dims[k].sym;
-    seg[nd] = 1;
+    int j = find_prod(c, s->dims[k].sym); /* a product: its dim, then its static elements */
+    syms[nd++] = j >= 0 ? c->dyn[c->prod[j].dim] : s->dims[k].sym;
+    seg[nd] = j >= 0 ? c->prod[j].k : 1;
   }
   *out_n = nd;
   return true;
+}
+
+/* y's one made-up axis read as a product of x's dims: its dynamic dim (outermost) times static
+ * elements, when the element counts say so; recorded when the segments then line up. */
+static void learn_product(pad_ctx_t *c, const drk_value_t *x, const drk_value_t *y) {
+  int fresh = -1;
+  int64_t sx = 1, sy = 1;
+  uint32_t dx = 0, dy = 0;
+  for (int k = 0; k < y->shape.rank; k++) {
+    uint32_t m = dim_mask(c, &y->shape.dims[k]);
+    if (m & FRESH) {
+      if (fresh >= 0) return;
+      fresh = k;
+    } else if (m) {
+      if (dy & m) return;
+      dy |= m;
+    } else if (!drk_numel_mul(&sy, y->shape.dims[k].size)) return;
+  }
+  for (int k = 0; k < x->shape.rank; k++) {
+    uint32_t m = dim_mask(c, &x->shape.dims[k]);
+    if (m & FRESH) return;
+    if (m) {
+      int j = find_prod(c, x->shape.dims[k].sym);
+      if ((dx & m) || (j >= 0 && !drk_numel_mul(&sx, c->prod[j].k))) return;
+      dx |= m;
+    } else if (!drk_numel_mul(&sx, x->shape.dims[k].size)) return;
+  }
+  uint32_t left = dx & ~dy;
+  if (fresh < 0 || (dy & ~dx) || !left || (left & (left - 1)) || sy <= 0 || sx % sy || c->n_prod == 32) return;
+  int dim = __builtin_ctz(left);
+  c->prod[c->n_prod].sym = y->shape.dims[fresh].sym, c->prod[c->n_prod].dim = dim, c->prod[c->n_prod].k = sx / sy;
+  c->n_prod++;
 }
 
 static void rule_reshape(pad_ctx_t *c, const drk_node_t *n) {
@@ -153,11 +202,16 @@ static void rule_reshape(pad_ctx_t *c, const drk_node_t *n) {
   int nx = 0, ny = 0;
   uint32_t m = value_mask(c, x); /* name the input's dims where it has them */
   if (!m || (m & FRESH)) m |= value_mask(c, y);
+  int n_prod = c->n_prod;
+  if (x->shape.rank >= 0 && y->shape.rank >= 0) learn_product(c, x, y);
   bool ok = x->shape.rank >= 0 && y->shape.rank >= 0 && split_at_dyn(c, &x->shape, sx, gx, &nx) &&
             split_at_dyn(c, &y->shape, sy, gy, &ny) && nx == ny;
   for (int i = 0; ok && i < nx; i++) ok = strcmp(sx[i], sy[i]) == 0;
   for (int i = 0; ok && i <= nx; i++) ok = gx[i] == gy[i];
-  if (!ok) refuse(c, n, m, "it merges the dim with another or moves it");
+  if (!ok) {
+    c->n_prod = n_prod; /* not a product after all */
+    refuse(c, n, m, "it merges the dim with another or moves it");
+  }
 }
 
 static void rule_axis(pad_ctx_t *c, const drk_node_t *n, const drk_value_t *v, int64_t axis, const char *why) {
@@ -233,26 +287,78 @@ static void rule_slice(pad_ctx_t *c, const drk_node_t *n) {
   }
 }
 
-/* Whether v is a graph input, or a cast or view of one: padded with zeros, a valid index. */
-static bool from_input(const drk_value_t *v) {
-  for (int guard = 0; v && guard < 32; guard++) {
-    if (v->kind == DRK_VALUE_INPUT) return true;
-    if (v->kind != DRK_VALUE_NODE || !v->def) return false;
-    drk_op_t op = v->def->op;
-    if (op != DRK_OP_CAST && !drk_op_aliases_input(op)) return false;
-    v = v->def->inputs[0];
-  }
-  return false;
+static int64_t axis_size(const drk_value_t *v, int a) {
+  return v && a >= 0 && a < v->shape.rank && !v->shape.dims[a].sym ? v->shape.dims[a].size : -1;
 }
 
+static bool all_zero_const(const drk_value_t *v) { /* index 0 everywhere */
+  if (!v || v->kind != DRK_VALUE_CONST) return false;
+  for (int64_t i = 0; i < drk_shape_numel(&v->shape); i++)
+    if (drk_value_const_f64(v, i) != 0) return false;
+  return true;
+}
+
+/* Gathers: an index at a real position is computed from real values only (the other rules
+ * see to it), so it is the exact shape's index; along a static axis it reads the same element
+ * (and a padded position's index, whatever it is, reads 0 if out of range: the GPU gathers
+ * mask their loads, lower_move.c / lower_gather.c). Along a padded axis a negative index would
+ * count from the padded end, so only index 0 (BERT's pooler reads token 0) or the dim's own
+ * positions (iota_sym) are taken there. */
 static void rule_gather(pad_ctx_t *c, const drk_node_t *n) {
-  rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", 0), "Gather along it");
-  uint32_t mi = value_mask(c, n->inputs[1]);
-  if (mi && !from_input(n->inputs[1])) refuse(c, n, mi, "its padded indices are computed, so they may be out of range");
+  const drk_value_t *x = n->inputs[0], *idx = n->inputs[1];
+  if (!x || x->shape.rank <= 0) return;
+  int a = drk_axis_norm(drk_node_attr_int(n, "axis", 0), x->shape.rank);
+  const char *why = n->op == DRK_OP_GATHER ? "Gather along it" : "GatherElements along it";
+  if (!all_zero_const(idx)) rule_axis(c, n, x, a, why);
+}
+
+/* The dim symbol v counts along when it is Range(0, dim, 1) (through views, casts, expands). */
+static const char *iota_sym(const drk_value_t *v) {
+  for (int guard = 0; v && v->kind == DRK_VALUE_NODE && v->def && guard < 16; guard++) {
+    const drk_node_t *d = v->def;
+    if (d->op == DRK_OP_RANGE) {
+      bool from0 = d->inputs[0] && d->inputs[0]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[0], 0) == 0;
+      bool step1 = d->inputs[2] && d->inputs[2]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[2], 0) == 1;
+      return from0 && step1 && v->shape.rank == 1 ? v->shape.dims[0].sym : NULL;
+    }
+    if (d->op != DRK_OP_CAST && d->op != DRK_OP_EXPAND && !drk_op_aliases_input(d->op)) return NULL;
+    v = d->inputs[0];
+  }
+  return NULL;
+}
+
+/* GatherND(data, Concat(i0, i1, ...)) with each padded axis k of data indexed by the positions
+ * of that dim (Range(0, dim, 1) broadcast: the attention-mask lookup of transformers' mask
+ * code): a real result position reads the same real element at every size. */
+static void rule_gather_nd(pad_ctx_t *c, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0], *idx = n->inputs[1];
+  const drk_node_t *cat = idx && idx->kind == DRK_VALUE_NODE ? idx->def : NULL;
+  int r = idx && idx->shape.rank > 0 ? (int)axis_size(idx, idx->shape.rank - 1) : -1;
+  bool ok = x && x->shape.rank >= r && r > 0 && !drk_node_attr_int(n, "batch_dims", 0) && cat &&
+            cat->op == DRK_OP_CONCAT && cat->n_inputs == r &&
+            drk_axis_norm(drk_node_attr_int(cat, "axis", 0), idx->shape.rank) == idx->shape.rank - 1;
+  for (int k = 0; ok && k < r; k++) {
+    const drk_value_t *comp = cat->inputs[k];
+    ok = comp && axis_size(comp, comp->shape.rank - 1) == 1;
+    if (!ok) break;
+    if (axis_mask(c, x, k)) {
+      const char *sym = iota_sym(comp);
+      ok = sym && x->shape.dims[k].sym && !strcmp(sym, x->shape.dims[k].sym);
+    }
+  }
+  if (!ok) refuse(c, n, node_mask(c, n), "GatherND whose indices are not the padded dims' own positions");
+}
+
+static bool zero_at(const pad_ctx_t *c, const drk_value_t *v, int axis) {
+  return v && v->shape.rank > 0 && v->shape.rank <= 8 && c->zero[v->id] >> drk_axis_norm(axis, v->shape.rank) & 1;
 }
 
 static void rule_matmul(pad_ctx_t *c, const drk_node_t *n) {
   const drk_value_t *a = n->inputs[0], *b = n->inputs[1];
+  /* attention's P x V over padded keys: P is exactly 0 there (a masked Softmax), V finite */
+  if (n->op == DRK_OP_MATMUL && a && b && a->shape.rank >= 2 && b->shape.rank >= 2 &&
+      (zero_at(c, a, -1) || zero_at(c, b, -2)))
+    return;
   bool ta = false, tb = false;
   if (n->op == DRK_OP_GEMM) ta = drk_node_attr_int(n, "transA", 0), tb = drk_node_attr_int(n, "transB", 0);
   const char *why = n->op == DRK_OP_GEMM ? "Gemm contracts over it" : "MatMul contracts over it";
@@ -277,8 +383,77 @@ static void rule_batch_only(pad_ctx_t *c, const drk_node_t *n) {
   for (int o = 0; o < n->n_outputs; o++) rule_tail(c, n, n->outputs[o], 1, why);
 }
 
+/* Whether v (through Unsqueeze/Reshape/Cast) is Less(positions, len) with len dim i's size
+ * input: the keep mask drk_pass_pad_mask builds. */
+static bool is_len_mask(const pad_ctx_t *c, const drk_value_t *v, int i) {
+  for (int guard = 0; v && v->kind == DRK_VALUE_NODE && v->def && guard < 8; guard++) {
+    const drk_node_t *n = v->def;
+    if (n->op == DRK_OP_LESS) return c->lens && c->lens[i] && n->n_inputs == 2 && n->inputs[1] == c->lens[i];
+    if (n->op != DRK_OP_UNSQUEEZE && n->op != DRK_OP_RESHAPE && n->op != DRK_OP_CAST) return false;
+    v = n->inputs[0];
+  }
+  return false;
+}
+
+/* Softmax over a padded axis: exact when its input is Where(keep, x, -inf) with the keep mask
+ * of that dim (drk_pass_pad_mask): the padded positions then get probability 0 exactly. */
+static void rule_softmax(pad_ctx_t *c, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0];
+  if (!x || x->shape.rank < 0) return;
+  int a = drk_axis_norm(drk_node_attr_int(n, "axis", -1), x->shape.rank);
+  uint32_t m = axis_mask(c, x, a);
+  if (!m) return;
+  const drk_node_t *w = x->kind == DRK_VALUE_NODE ? x->def : NULL;
+  for (int i = 0; i < c->n && w && w->op == DRK_OP_WHERE && w->n_inputs == 3 && w->inputs[1] && !(m & FRESH); i++)
+    if (m == 1u << i && is_len_mask(c, w->inputs[0], i)) {
+      if (n->op == DRK_OP_SOFTMAX && x->shape.rank <= 8) c->zero[n->outputs[0]->id] |= (uint8_t)(1u << a);
+      return;
+    }
+  refuse(c, n, m, n->op == DRK_OP_SOFTMAX ? "Softmax over it" : "LogSoftmax over it");
+}
+
+static bool is_const_zero(const drk_value_t *v) {
+  return v && v->kind == DRK_VALUE_CONST && drk_shape_numel(&v->shape) == 1 && drk_value_const_f64(v, 0) == 0;
+}
+
+/* Axes of n's result whose padded positions are exact zeros, from its inputs' (Cast, views,
+ * Where(c, 0, p), products: what lies between a masked Softmax and its MatMul). */
+static void propagate_zero(pad_ctx_t *c, const drk_node_t *n) {
+  const drk_value_t *y = n->n_outputs ? n->outputs[0] : NULL;
+  if (!y || y->shape.rank <= 0 || y->shape.rank > 8) return;
+  uint8_t z = 0;
+  const drk_value_t *x0 = n->n_inputs ? n->inputs[0] : NULL;
+  bool same = x0 && x0->shape.rank == y->shape.rank;
+  switch (n->op) {
+  case DRK_OP_CAST: case DRK_OP_IDENTITY: case DRK_OP_DROPOUT:
+    if (same) z = c->zero[x0->id];
+    break;
+  case DRK_OP_MUL: case DRK_OP_DIV:
+    for (int i = 0; i < n->n_inputs && i < (n->op == DRK_OP_DIV ? 1 : 2); i++)
+      if (n->inputs[i] && n->inputs[i]->shape.rank == y->shape.rank) z |= c->zero[n->inputs[i]->id];
+    break;
+  case DRK_OP_WHERE: /* Where(isnan(p), 0, p): the guard of fully masked rows */
+    if (n->n_inputs == 3 && n->inputs[2] && n->inputs[2]->shape.rank == y->shape.rank && is_const_zero(n->inputs[1]))
+      z = c->zero[n->inputs[2]->id];
+    if (n->n_inputs == 3 && n->inputs[1] && n->inputs[1]->shape.rank == y->shape.rank && is_const_zero(n->inputs[2]))
+      z = c->zero[n->inputs[1]->id];
+    break;
+  case DRK_OP_TRANSPOSE: {
+    size_t np = 0;
+    const int64_t *perm = drk_node_attr_ints(n, "perm", &np);
+    if (same && perm && np == (size_t)y->shape.rank)
+      for (size_t k = 0; k < np; k++)
+        if (perm[k] >= 0 && perm[k] < 8 && c->zero[x0->id] >> perm[k] & 1) z |= (uint8_t)(1u << k);
+    break;
+  }
+  default: break;
+  }
+  c->zero[y->id] |= z;
+}
+
 static void check_node(pad_ctx_t *c, const drk_node_t *n) {
   check_taint(c, n);
+  propagate_zero(c, n);
   if (!node_mask(c, n) || n->op == DRK_OP_SHAPE || n->op == DRK_OP_SIZE) return;
   if (drk_op_info(n->op)->flags & DRK_OPF_EW) return;
   switch (n->op) {
@@ -289,10 +464,7 @@ static void check_node(pad_ctx_t *c, const drk_node_t *n) {
     return;
   case DRK_OP_RESHAPE: case DRK_OP_FLATTEN: rule_reshape(c, n); return;
   case DRK_OP_MATMUL: case DRK_OP_GEMM: rule_matmul(c, n); return;
-  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX:
-    rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", -1),
-              n->op == DRK_OP_SOFTMAX ? "Softmax over it" : "LogSoftmax over it");
-    return;
+  case DRK_OP_SOFTMAX: case DRK_OP_LOG_SOFTMAX: rule_softmax(c, n); return;
   case DRK_OP_LAYER_NORMALIZATION:
     rule_tail(c, n, n->inputs[0], drk_node_attr_int(n, "axis", -1), "LayerNormalization over it");
     return;
@@ -300,16 +472,19 @@ static void check_node(pad_ctx_t *c, const drk_node_t *n) {
     rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", 0), "ArgMax/ArgMin over it");
     return;
   case DRK_OP_TOP_K: rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", -1), "TopK over it"); return;
-  case DRK_OP_CUM_SUM:
-    if (n->inputs[1] && n->inputs[1]->kind == DRK_VALUE_CONST)
-      rule_axis(c, n, n->inputs[0], (int64_t)drk_value_const_f64(n->inputs[1], 0), "CumSum along it");
-    else
+  case DRK_OP_CUM_SUM: /* forward: position j sums positions <= j, all real where j is (RoBERTa's positions) */
+    if (n->inputs[1] && n->inputs[1]->kind == DRK_VALUE_CONST) {
+      if (drk_node_attr_int(n, "reverse", 0))
+        rule_axis(c, n, n->inputs[0], (int64_t)drk_value_const_f64(n->inputs[1], 0), "reverse CumSum along it");
+    } else
       refuse(c, n, node_mask(c, n), "its axis is not constant");
     return;
   case DRK_OP_CONCAT: rule_axis(c, n, n->outputs[0], drk_node_attr_int(n, "axis", 0), "Concat along it"); return;
   case DRK_OP_SPLIT: rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", 0), "Split along it"); return;
   case DRK_OP_SLICE: rule_slice(c, n); return;
   case DRK_OP_GATHER: rule_gather(c, n); return;
+  case DRK_OP_GATHER_ELEMENTS: rule_gather(c, n); return;
+  case DRK_OP_GATHER_ND: rule_gather_nd(c, n); return;
   case DRK_OP_CONV: case DRK_OP_CONV_TRANSPOSE: case DRK_OP_CONV_NHWC: case DRK_OP_MAX_POOL: case DRK_OP_AVERAGE_POOL:
   case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL: case DRK_OP_MAX_POOL_NHWC: case DRK_OP_AVERAGE_POOL_NHWC:
   case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION: case DRK_OP_RESIZE: case DRK_OP_DEPTH_TO_SPACE:
@@ -336,7 +511,7 @@ static void check_outputs(pad_ctx_t *c) {
     }
     for (int k = 0; k < v->shape.rank; k++) {
       uint32_t m = axis_mask(c, v, k);
-      if (m && ((m & FRESH) || (m & (m - 1)))) {
+      if (m && ((m & FRESH) || (m & (m - 1)) || find_prod(c, v->shape.dims[k].sym) >= 0)) {
         drk_diag_error(c->d, v->loc, "not implemented: exact padding: output %%%s axis %d has size '%s', derived from "
                        "dynamic dims but none of them, which cannot be sliced back", v->name, k, v->shape.dims[k].sym);
         c->errors++;
@@ -346,20 +521,109 @@ static void check_outputs(pad_ctx_t *c) {
 }
 
 bool drk_pass_check_padding(const drk_graph_t *g, const char *const *dyn, int n, drk_diag_t *d) {
+  return drk_pass_check_padding_masked(g, dyn, n, NULL, d);
+}
+
+bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn, int n, drk_value_t *const *lens,
+                                   drk_diag_t *d) {
   if (n <= 0) return true;
   if (n > DRK_PAD_MAX_DIMS) {
     drk_diag_error(d, drk_loc_none, "--dynamic: at most %d dynamic dims, got %d", DRK_PAD_MAX_DIMS, n);
     return false;
   }
-  pad_ctx_t c = {.g = g, .dyn = dyn, .n = n, .d = d};
+  pad_ctx_t c = {.g = g, .dyn = dyn, .n = n, .d = d, .lens = lens};
   c.taint = calloc((size_t)g->next_value_id + 1, sizeof *c.taint);
-  if (!c.taint) {
+  c.zero = calloc((size_t)g->next_value_id + 1, sizeof *c.zero);
+  if (!c.taint || !c.zero) {
+    free(c.taint), free(c.zero);
     drk_diag_error(d, drk_loc_none, "out of memory checking --dynamic padding");
     return false;
   }
   for (size_t k = 0; k < g->n_nodes; k++)
     if (!g->nodes[k]->dead) check_node(&c, g->nodes[k]);
   check_outputs(&c);
-  free(c.taint);
+  free(c.taint), free(c.zero);
   return c.errors == 0;
+}
+
+/* ---- drk_pass_pad_mask ---- */
+
+typedef struct mask_ctx {
+  const char *const *dyn;
+  int n;
+  drk_value_t **lens;
+  drk_value_t *keep[DRK_PAD_MAX_DIMS][DRK_MAX_RANK]; /* by dim and axes after it: one mask each */
+} mask_ctx_t;
+
+static drk_value_t *const_i64(drk_graph_t *g, const char *base, int rank, int64_t n, const int64_t *v) {
+  return drk_graph_add_const_copy(g, drk_graph_unique_name(g, base), DRK_DT_I64,
+                                  drk_graph_shape_static(g, rank, rank ? &n : NULL), v, (size_t)n * sizeof *v);
+}
+
+static drk_value_t *node1(drk_graph_t *g, drk_op_t op, int ni, drk_value_t *const *in, const char *base, drk_loc_t loc) {
+  const char *nm = drk_graph_unique_name(g, base);
+  return drk_graph_add_node(g, op, ni, in, 1, &nm, loc)->outputs[0];
+}
+
+/* keep = Range(0, size of axis a of x, 1) < len, shaped [size, 1, ...] against the axis */
+static drk_value_t *keep_mask(drk_graph_t *g, drk_value_t *x, int a, drk_value_t *len, const char *base, drk_loc_t loc) {
+  char nm[256];
+  int r = x->shape.rank;
+  int64_t zero = 0, one = 1, ax = a;
+  drk_value_t *shape = node1(g, DRK_OP_SHAPE, 1, &x, (snprintf(nm, sizeof nm, "%s_padshape", base), nm), loc);
+  drk_value_t *axc = const_i64(g, (snprintf(nm, sizeof nm, "%s_padaxis", base), nm), 0, 1, &ax);
+  drk_value_t *size = node1(g, DRK_OP_GATHER, 2, (drk_value_t *[]){shape, axc}, (snprintf(nm, sizeof nm, "%s_padsize", base), nm), loc);
+  drk_value_t *c0 = const_i64(g, (snprintf(nm, sizeof nm, "%s_pad0", base), nm), 0, 1, &zero);
+  drk_value_t *c1 = const_i64(g, (snprintf(nm, sizeof nm, "%s_pad1", base), nm), 0, 1, &one);
+  drk_value_t *pos = node1(g, DRK_OP_RANGE, 3, (drk_value_t *[]){c0, size, c1}, (snprintf(nm, sizeof nm, "%s_padpos", base), nm), loc);
+  drk_value_t *keep = node1(g, DRK_OP_LESS, 2, (drk_value_t *[]){pos, len}, (snprintf(nm, sizeof nm, "%s_padkeep", base), nm), loc);
+  if (a == r - 1) return keep;
+  int64_t axes[DRK_MAX_RANK];
+  for (int k = 0; k < r - 1 - a; k++) axes[k] = k + 1;
+  drk_value_t *axv = const_i64(g, (snprintf(nm, sizeof nm, "%s_padaxes", base), nm), 1, r - 1 - a, axes);
+  return node1(g, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){keep, axv}, (snprintf(nm, sizeof nm, "%s_padkeep_u", base), nm), loc);
+}
+
+static drk_rewrite_t mask_node(drk_graph_t *g, drk_node_t *n, void *ctx) {
+  mask_ctx_t *mc = ctx;
+  if ((n->op != DRK_OP_SOFTMAX && n->op != DRK_OP_LOG_SOFTMAX) || n->dead) return DRK_REWRITE_KEPT;
+  drk_value_t *x = n->inputs[0];
+  if (!x || x->shape.rank <= 0 || !drk_dtype_is_float(x->dtype) || drk_dtype_bits(x->dtype) < 16) return DRK_REWRITE_KEPT;
+  int r = x->shape.rank, a = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r), di = -1;
+  const char *sym = x->shape.dims[a].sym;
+  for (int i = 0; sym && i < mc->n; i++)
+    if (!strcmp(sym, mc->dyn[i])) di = i;
+  if (di < 0) return DRK_REWRITE_KEPT;
+  if (!mc->lens[di])
+    mc->lens[di] = drk_graph_add_input(g, drk_graph_unique_namef(g, "drk_len_%s", sym), DRK_DT_I64,
+                                       drk_graph_shape_static(g, 0, NULL));
+  const char *base = n->outputs[0]->name;
+  char nm[256];
+  drk_value_t **cached = &mc->keep[di][r - 1 - a];
+  if (!*cached) *cached = keep_mask(g, x, a, mc->lens[di], base, n->loc);
+  drk_tensor_t t;
+  if (!drk_tensor_alloc(&t, x->dtype, 0, NULL)) return DRK_REWRITE_FAILED;
+  drk_tensor_set_f64(&t, 0, -INFINITY);
+  drk_value_t *ninf = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_padninf", base), x->dtype,
+                                               drk_graph_shape_static(g, 0, NULL), t.data, t.nbytes);
+  drk_tensor_free(&t);
+  drk_value_t *xm = node1(g, DRK_OP_WHERE, 3, (drk_value_t *[]){*cached, x, ninf}, (snprintf(nm, sizeof nm, "%s_padmasked", base), nm), n->loc);
+  const char *sn = drk_graph_unique_namef(g, "%s_masked", base);
+  drk_node_t *sm = drk_graph_add_node(g, n->op, 1, &xm, 1, &sn, n->loc);
+  drk_node_set_int(g, sm, "axis", a);
+  drk_node_take_result(n, sm);
+  return DRK_REWRITE_DONE;
+}
+
+bool drk_pass_pad_mask(drk_graph_t *g, const char *const *dyn, int n, drk_value_t **lens, drk_diag_t *d) {
+  for (int i = 0; i < n; i++) lens[i] = NULL;
+  mask_ctx_t mc = {.dyn = dyn, .n = n, .lens = lens};
+  size_t done = 0;
+  if (!drk_graph_rewrite_nodes(g, mask_node, &mc, &done)) {
+    drk_diag_error(d, drk_loc_none, "out of memory masking the padded positions of --dynamic dims");
+    return false;
+  }
+  if (!done) return true;
+  drk_pass_eliminate_dead(g);
+  return drk_pass_pipeline_canonicalize(g, d);
 }

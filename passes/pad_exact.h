@@ -35,4 +35,19 @@
  * node in the way (errors through d) and returns false. */
 bool drk_pass_check_padding(const drk_graph_t *g, const char *const *dyn, int n, drk_diag_t *d);
 
+/* The same, on a graph drk_pass_pad_mask masked: lens[i] is dim i's length input (or NULL).
+ * It also accepts a Softmax over a padded axis whose input is masked with that dim's keep
+ * mask, and a MatMul contracting over a padded axis where one operand is exactly zero there
+ * (the masked Softmax's probabilities, through Cast, Transpose, Where(c, 0, p), products). */
+bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn, int n, drk_value_t *const *lens,
+                                   drk_diag_t *d);
+
+/* Masks the padded positions where a Softmax or LogSoftmax normalizes over a dynamic dim
+ * (attention over padded keys): each becomes Softmax(Where(Range(0, size, 1) < len, x, -inf))
+ * along that axis, len a new graph input (int64 scalar, named drk_len_<dim>, appended to the
+ * inputs; lens[i] for dim i, NULL where no op needed one) that the runtime fills with the
+ * actual size. The padded positions then get probability exactly 0, so P x V over them adds
+ * nothing. Requires: a canonical graph with the dynamic dims symbolic; leaves it canonical. */
+bool drk_pass_pad_mask(drk_graph_t *g, const char *const *dyn, int n, drk_value_t **lens, drk_diag_t *d);
+
 #endif

@@ -129,14 +129,18 @@ bool drk_dyn_spec_parse(const char *dynamic, const char *buckets, drk_dyn_spec_t
 
 /* The dims, where they appear in the inputs and outputs, and whether padding them is exact. */
 static bool check_symbolic(const drk_compile_options_t *o, const char *path, const drk_dyn_spec_t *s,
-                           drk_modfile_dyn_axis_t *axes, uint32_t *n_axes, drk_diag_t *d) {
+                           drk_modfile_dyn_axis_t *axes, uint32_t *n_axes, uint32_t *len_input, drk_diag_t *d) {
   drk_compile_options_t o0 = *o;
   o0.report = NULL, o0.dump_after = NULL, o0.time_stages = false, o0.progress = false, o0.dynamic = NULL;
   drk_pipeline_t *p = drk_pipeline_create(&o0, path, NULL, "module", d);
   bool ok = p && drk_pipeline_run_to(p, "canonicalize");
-  const drk_graph_t *g = ok ? drk_pipeline_graph(p) : NULL;
+  drk_graph_t *g = ok ? drk_pipeline_graph(p) : NULL;
   const char *names[DRK_DYN_MAX_DIMS];
   for (int i = 0; i < s->n_dims; i++) names[i] = s->dims[i].name;
+  /* where an op normalizes over a padded axis, the buckets mask it (the runtime fills the
+   * length inputs, which the masking appends to the inputs: each bucket has them alike) */
+  drk_value_t *lens[DRK_DYN_MAX_DIMS];
+  ok = ok && drk_pass_pad_mask(g, names, s->n_dims, lens, d);
   *n_axes = 0;
   for (int i = 0; ok && i < s->n_dims; i++) {
     bool found = false;
@@ -166,7 +170,12 @@ static bool check_symbolic(const drk_compile_options_t *o, const char *path, con
         axes[(*n_axes)++] = (drk_modfile_dyn_axis_t){(uint32_t)k, (uint32_t)a, (uint32_t)di};
     }
   }
-  ok = ok && drk_pass_check_padding(g, names, s->n_dims, d);
+  ok = ok && drk_pass_check_padding_masked(g, names, s->n_dims, lens, d);
+  for (int i = 0; ok && i < s->n_dims; i++) {
+    len_input[i] = 0;
+    for (size_t k = 0; lens[i] && k < g->n_inputs; k++)
+      if (g->inputs[k] == lens[i]) len_input[i] = (uint32_t)k + 1;
+  }
   drk_pipeline_destroy(p);
   return ok;
 }
@@ -269,21 +278,18 @@ typedef struct bucket {
 
 static bool compile_bucket(const drk_compile_options_t *o, const char *path, const drk_dyn_spec_t *s, bucket_t *b,
                            share_ctx_t *sh, drk_diag_t *d) {
-  char bind[1024];
-  size_t len = (size_t)snprintf(bind, sizeof bind, "%s", o->bind ? o->bind : "");
   b->label[0] = 0;
   for (int i = 0; i < s->n_dims; i++) {
-    len += (size_t)snprintf(bind + len, sizeof bind - (len < sizeof bind ? len : sizeof bind), "%s%s=%" PRId64,
-                            len ? "," : "", s->dims[i].name, b->size[i]);
     size_t l = strlen(b->label);
     snprintf(b->label + l, sizeof b->label - l, "%s%s=%" PRId64, i ? "," : "", s->dims[i].name, b->size[i]);
   }
-  if (len >= sizeof bind) {
+  if (strlen(b->label) + 1 >= sizeof b->label) {
     drk_diag_error(d, drk_loc_none, "--dynamic: the bind list for bucket %s is too long", b->label);
     return false;
   }
+  /* the dims are bound after the symbolic graph is masked (pipeline.c st_canonicalize) */
   drk_compile_options_t ob = *o;
-  ob.bind = bind, ob.dynamic = NULL, ob.buckets = NULL, ob.time_stages = false;
+  ob.pad_bind = b->label, ob.dynamic = NULL, ob.buckets = NULL, ob.time_stages = false;
   if (o->report) fprintf(o->report, "report: ---- bucket %s ----\n", b->label);
   drk_pipeline_t *p = drk_pipeline_create(&ob, path, NULL, "module", d);
   sh->n_drop = sh->n_new = 0;
@@ -410,8 +416,8 @@ static void merged_free(merged_t *x) {
 }
 
 static bool merge_modules(const drk_compile_options_t *o, const drk_dyn_spec_t *s, bucket_t *bs, size_t nb,
-                          const merge_t *mg, const drk_modfile_dyn_axis_t *axes, uint32_t n_axes, merged_t *x,
-                          drk_diag_t *d) {
+                          const merge_t *mg, const drk_modfile_dyn_axis_t *axes, uint32_t n_axes,
+                          const uint32_t *len_input, merged_t *x, drk_diag_t *d) {
   size_t nk = 0, np = 0, nt = 0, ni = 0, no = 0, nimg = 0;
   for (size_t b = 0; b < nb; b++) {
     const drk_modfile_t *m = bs[b].m;
@@ -467,7 +473,8 @@ static bool merge_modules(const drk_compile_options_t *o, const drk_dyn_spec_t *
   }
   for (size_t i = 0; i < mg->n_w; i++)
     x->ws[i] = (drk_modfile_weight_t){mg->w[i].name, mg->w[i].offset, mg->w[i].size, mg->w[i].data, mg->w[i].size};
-  for (int i = 0; i < s->n_dims; i++) x->dims[i] = (drk_modfile_dyn_dim_t){s->dims[i].name, s->dims[i].lo, s->dims[i].hi};
+  for (int i = 0; i < s->n_dims; i++)
+    x->dims[i] = (drk_modfile_dyn_dim_t){s->dims[i].name, s->dims[i].lo, s->dims[i].hi, len_input[i]};
   const drk_modfile_t *m0 = bs[0].m;
   x->m = (drk_modfile_t){
       .prov = {m0->prov.drkc_version, o->command_line ? o->command_line : "", m0->prov.model_hash, m0->prov.targets},
@@ -512,8 +519,8 @@ bool drk_dynamic_build(const drk_compile_options_t *o, const char *path, void **
     return false;
   }
   drk_modfile_dyn_axis_t axes[DRK_DYN_MAX_DIMS * DRK_MODFILE_MAX_RANK * 8];
-  uint32_t n_axes = 0;
-  if (!check_symbolic(o, path, &s, axes, &n_axes, d)) return false;
+  uint32_t n_axes = 0, len_input[DRK_DYN_MAX_DIMS] = {0};
+  if (!check_symbolic(o, path, &s, axes, &n_axes, len_input, d)) return false;
   size_t nb = 1;
   for (int i = 0; i < s.n_dims; i++) nb *= (size_t)s.dims[i].n_sizes;
   bucket_t *bs = calloc(nb, sizeof *bs);
@@ -530,7 +537,7 @@ bool drk_dynamic_build(const drk_compile_options_t *o, const char *path, void **
     sh.slot = (uint32_t)b;
     ok = compile_bucket(o, path, &s, &bs[b], &sh, d);
   }
-  ok = ok && merge_weights(bs, nb, &mg, d) && merge_modules(o, &s, bs, nb, &mg, axes, n_axes, &x, d);
+  ok = ok && merge_weights(bs, nb, &mg, d) && merge_modules(o, &s, bs, nb, &mg, axes, n_axes, len_input, &x, d);
   if (ok) {
     char err[512];
     if (drk_modfile_write(&x.m, out_data, out_size, err, sizeof err)) {

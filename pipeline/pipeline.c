@@ -18,6 +18,7 @@
 
 #include "backends/common/kcache.h"
 #include "backends/nvptx/nvptx.h"
+#include "passes/pad_exact.h"
 #include "passes/quantize.h"
 #include "backends/package/package.h"
 #include "backends/package/build_amd.h"
@@ -183,7 +184,24 @@ static bool st_import(drk_pipeline_t *p) {
 
 /* ---- graph passes ---- */
 static bool st_verify(drk_pipeline_t *p) { return drk_graph_verify(p->g, p->d); }
-static bool st_canonicalize(drk_pipeline_t *p) { return drk_pass_pipeline_canonicalize(p->g, p->d); }
+/* With pad_bind (a --dynamic bucket): the symbolic graph masked where an op normalizes over a
+ * padded axis (passes/pad_exact.h), then the dims bound to the bucket's sizes. */
+static bool st_canonicalize(drk_pipeline_t *p) {
+  if (!drk_pass_pipeline_canonicalize(p->g, p->d)) return false;
+  if (!p->o->pad_bind) return true;
+  char buf[1024];
+  const char *names[DRK_PAD_MAX_DIMS];
+  drk_value_t *lens[DRK_PAD_MAX_DIMS];
+  int n = 0;
+  snprintf(buf, sizeof buf, "%s", p->o->pad_bind);
+  for (char *q = strtok(buf, ","); q && n < DRK_PAD_MAX_DIMS; q = strtok(NULL, ",")) {
+    char *eq = strchr(q, '=');
+    if (eq) *eq = 0;
+    names[n++] = q;
+  }
+  return drk_pass_pad_mask(p->g, names, n, lens, p->d) && drk_graph_bind_dims(p->g, p->o->pad_bind, p->d) &&
+         drk_pass_pipeline_canonicalize(p->g, p->d);
+}
 
 static bool st_fold_batchnorm(drk_pipeline_t *p) {
   size_t n = 0;

@@ -62,6 +62,9 @@ typedef struct drk_compile_options {
   const char *shapes_from;       /* --shapes-from=DIR: bind dims to DIR/input_N.{pb,npy} */
   const char *dynamic;           /* --dynamic=NAME=LO..HI,...: one module, shape buckets (dynamic.h) */
   const char *buckets;           /* --buckets=NAME:S1,S2,...;...: the buckets (NULL: powers of two) */
+  /* a --dynamic bucket (dynamic.c): NAME=SIZE,... of the dynamic dims, bound in canonicalize
+   * after drk_pass_pad_mask masked the symbolic graph (their length inputs last) */
+  const char *pad_bind;
   const char *const *freeze;     /* --freeze-input=NAME=FILE entries */
   int n_freeze;
   /* codegen */

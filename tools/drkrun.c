@@ -198,6 +198,10 @@ static void list_buckets(const drk_modfile_t *mf) {
     printf(" %s=%lld..%lld", mf->dyn_dims[d].name, (long long)mf->dyn_dims[d].lo, (long long)mf->dyn_dims[d].hi);
   printf("; %u buckets, weights %llu bytes shared by all, code %llu bytes\n", mf->n_buckets,
          (unsigned long long)mf->weights_size, (unsigned long long)code);
+  for (uint32_t d = 0; d < mf->n_dyn_dims; d++)
+    if (mf->dyn_dims[d].length_input)
+      printf("  padded %s masked: input %u ('%s') holds its actual size, written by the runtime\n", mf->dyn_dims[d].name,
+             mf->dyn_dims[d].length_input - 1, mf->inputs[mf->dyn_dims[d].length_input - 1].name);
   for (uint32_t b = 0; b < mf->n_buckets; b++) {
     const drk_modfile_bucket_t *B = &mf->buckets[b];
     uint64_t img = 0;

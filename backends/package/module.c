@@ -67,7 +67,7 @@ static const char *const sec_names[SEC_KIND_COUNT] = {
  * module starts 256-aligned, as a file does), then the nested module */
 #define FALLBACK_HEADER 256u
 #define FALLBACK_SHARES_WEIGHTS 1u
-#define BUCKETS_VERSION 1u
+#define BUCKETS_VERSION 2u /* 2: dims may name a length input; 1 (still read): none do */
 #define BUCKETS_HEADER 16u
 #define DYN_DIM_REC 24u
 #define BUCKET_REC 88u
@@ -334,6 +334,20 @@ static drk_modfile_result_t validate_buckets(const drk_modfile_t *m, char *err, 
     for (uint32_t k = 0; k < j; k++)
       if (m->dyn_axes[k].tensor == A->tensor && m->dyn_axes[k].axis == A->axis) FAIL("dynamic axis %u repeats axis %u of tensor %u", j, A->axis, A->tensor);
   }
+  uint32_t n_len = 0;
+  for (uint32_t d = 0; d < m->n_dyn_dims; d++) {
+    uint32_t li = m->dyn_dims[d].length_input;
+    if (!li) continue;
+    n_len++;
+    const drk_modfile_tensor_t *t = li <= ni ? &m->inputs[li - 1] : NULL;
+    if (!t || t->dtype != 7 /* ONNX INT64 */ || t->size != 8) FAIL("dynamic dim %u ('%s'): length input %u is not an int64 scalar input", d, m->dyn_dims[d].name, li);
+    for (uint32_t e = 0; e < d; e++)
+      if (m->dyn_dims[e].length_input == li) FAIL("dynamic dims %u and %u share length input %u", e, d, li);
+    for (uint32_t j = 0; j < m->n_dyn_axes; j++)
+      if (m->dyn_axes[j].tensor == li - 1) FAIL("length input %u of dim %u has a dynamic axis", li, d);
+  }
+  for (uint32_t d = 0; d < m->n_dyn_dims; d++) /* the length inputs are the last ones */
+    if (m->dyn_dims[d].length_input && m->dyn_dims[d].length_input <= ni - n_len) FAIL("dynamic dim %u: length input %u is not among the last %u inputs", d, m->dyn_dims[d].length_input, n_len);
   for (uint32_t d = 0; d < m->n_dyn_dims; d++) {
     bool in_input = false;
     for (uint32_t j = 0; j < m->n_dyn_axes; j++) in_input |= m->dyn_axes[j].dim == d && m->dyn_axes[j].tensor < ni;
@@ -633,9 +647,13 @@ static void write_auto(buf_t *b, buf_t *str, const drk_modfile_t *m) {
 /* The BUCKETS section's bytes: header, dims, buckets, dynamic axes. */
 static void write_buckets(buf_t *b, buf_t *str, const drk_modfile_t *m) {
   uint8_t *p = buf_extend(b, BUCKETS_HEADER);
-  if (p) put32(p, BUCKETS_VERSION), put32(p + 4, m->n_dyn_dims), put32(p + 8, m->n_buckets), put32(p + 12, m->n_dyn_axes);
+  uint32_t version = 1; /* readers of version 1 load what has no length input */
+  for (uint32_t i = 0; i < m->n_dyn_dims; i++)
+    if (m->dyn_dims[i].length_input) version = BUCKETS_VERSION;
+  if (p) put32(p, version), put32(p + 4, m->n_dyn_dims), put32(p + 8, m->n_buckets), put32(p + 12, m->n_dyn_axes);
   for (uint32_t i = 0; i < m->n_dyn_dims && (p = buf_extend(b, DYN_DIM_REC)); i++)
-    put32(p, add_str(str, m->dyn_dims[i].name)), put64(p + 8, (uint64_t)m->dyn_dims[i].lo), put64(p + 16, (uint64_t)m->dyn_dims[i].hi);
+    put32(p, add_str(str, m->dyn_dims[i].name)), put32(p + 4, m->dyn_dims[i].length_input),
+        put64(p + 8, (uint64_t)m->dyn_dims[i].lo), put64(p + 16, (uint64_t)m->dyn_dims[i].hi);
   for (uint32_t i = 0; i < m->n_buckets && (p = buf_extend(b, BUCKET_REC)); i++) {
     const drk_modfile_bucket_t *B = &m->buckets[i];
     for (int d = 0; d < DRK_MODFILE_MAX_DYN_DIMS; d++) put64(p + 8 * d, (uint64_t)B->size[d]);
@@ -878,6 +896,7 @@ typedef struct rctx {
   size_t nk, np, nt, ntma, nw, ni, npk, npn; /* record counts */
   size_t nin, nout;               /* tensors by direction */
   size_t nbd, nbb, nba;           /* BUCKETS: dims, buckets, axes */
+  uint32_t buckets_version;
 } rctx_t;
 
 #define BAD(...) do { set_err(r->err, r->n, __VA_ARGS__); return DRK_MODFILE_ERR_FORMAT; } while (0)
@@ -1006,7 +1025,8 @@ static drk_modfile_result_t read_counts(rctx_t *r) {
   if ((K != NULL) != (r->version == DRK_MODFILE_FORMAT_VERSION_DYNAMIC)) BAD("format version %u %s a BUCKETS section", r->version, K ? "with" : "without");
   if (K) {
     if (K->size < BUCKETS_HEADER) BAD("BUCKETS section is truncated: %llu bytes", (unsigned long long)K->size);
-    if (get32(K->p) != BUCKETS_VERSION) BAD("BUCKETS section version %u, this reader knows %u", get32(K->p), BUCKETS_VERSION);
+    if (get32(K->p) < 1 || get32(K->p) > BUCKETS_VERSION) BAD("BUCKETS section version %u, this reader knows 1..%u", get32(K->p), BUCKETS_VERSION);
+    r->buckets_version = get32(K->p);
     r->nbd = get32(K->p + 4), r->nbb = get32(K->p + 8), r->nba = get32(K->p + 12);
     if (!r->nbd || r->nbd > DRK_MODFILE_MAX_DYN_DIMS || !r->nbb || r->nbb > DRK_MODFILE_MAX_BUCKETS || r->nba > (uint64_t)r->nt * DRK_MODFILE_MAX_RANK) BAD("BUCKETS section: %zu dims, %zu buckets, %zu axes", r->nbd, r->nbb, r->nba);
     uint64_t want = BUCKETS_HEADER + (uint64_t)r->nbd * DYN_DIM_REC + (uint64_t)r->nbb * BUCKET_REC + (uint64_t)r->nba * DYN_AXIS_REC;
@@ -1188,7 +1208,8 @@ static drk_modfile_result_t read_buckets(const rctx_t *r, drk_modfile_dyn_dim_t 
   const uint8_t *p = r->one[SEC_BUCKETS].p + BUCKETS_HEADER;
   for (size_t i = 0; i < r->nbd; i++, p += DYN_DIM_REC) {
     STR(get32(p), dd[i].name);
-    if (get32(p + 4)) BAD("BUCKETS section: dim %zu: reserved field is not zero", i);
+    dd[i].length_input = get32(p + 4);
+    if (r->buckets_version < 2 && dd[i].length_input) BAD("BUCKETS section version 1: dim %zu: reserved field is not zero", i);
     dd[i].lo = (int64_t)get64(p + 8), dd[i].hi = (int64_t)get64(p + 16);
   }
   for (size_t i = 0; i < r->nbb; i++, p += BUCKET_REC) {
@@ -1369,4 +1390,10 @@ void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m) {
   drk_modfile_free(alloc, m->fallback_module);
   rblock_t *rb = (rblock_t *)((uint8_t *)m - offsetof(rblock_t, m));
   alloc->free(alloc->user, rb, rb->size);
+}
+
+uint32_t drk_modfile_user_inputs(const drk_modfile_t *m) {
+  uint32_t n = m->n_buckets ? m->n_inputs / m->n_buckets : m->n_inputs;
+  for (uint32_t d = 0; m->n_buckets && d < m->n_dyn_dims; d++) n -= m->dyn_dims[d].length_input != 0;
+  return n;
 }

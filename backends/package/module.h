@@ -188,6 +188,10 @@ typedef struct drk_modfile_node_prec {
 typedef struct drk_modfile_dyn_dim {
   const char *name;
   int64_t lo, hi; /* 1 <= lo <= hi */
+  /* 0, or 1 + the index among a bucket's inputs of its length input: an int64 scalar that the
+   * runtime fills with the dim's actual size (the padding masks of drk_pass_pad_mask); the
+   * length inputs are the last inputs, hidden from the API (drk_modfile_user_inputs) */
+  uint32_t length_input;
 } drk_modfile_dyn_dim_t;
 
 /* Where a dynamic dim appears: axis `axis` of tensor `tensor`, which numbers one bucket's
@@ -324,6 +328,9 @@ void drk_modfile_free(const drk_allocator_t *alloc, drk_modfile_t *m);
 bool drk_modfile_weights_blob(const drk_modfile_t *m, void **out_data, size_t *out_size);
 
 /* Checks m against the rules above (what the writer and reader both enforce). */
+/* A bucket's inputs the caller binds: all but the length inputs of the dynamic dims (which are
+ * the last ones; the runtime fills them). Without buckets: every input. */
+uint32_t drk_modfile_user_inputs(const drk_modfile_t *m);
 drk_modfile_result_t drk_modfile_validate(const drk_modfile_t *m, char *err, size_t err_size);
 
 /* "f32", "tf32", "f16", ..., "int"; "-" for NONE, "?" out of range. */

@@ -156,7 +156,7 @@ void drk_module_destroy(drk_module_t *m) {
 
 /* With buckets the tables hold every bucket's tensors; the graph's are one bucket's. */
 static uint32_t n_buckets(const drk_module_t *m) { return m->mf->n_buckets ? m->mf->n_buckets : 1; }
-size_t drk_module_num_inputs(const drk_module_t *m) { return m ? m->mf->n_inputs / n_buckets(m) : 0; }
+size_t drk_module_num_inputs(const drk_module_t *m) { return m ? drk_modfile_user_inputs(m->mf) : 0; }
 size_t drk_module_num_outputs(const drk_module_t *m) { return m ? m->mf->n_outputs / n_buckets(m) : 0; }
 size_t drk_module_num_kernels(const drk_module_t *m) { return m ? m->mf->n_kernels : 0; }
 
@@ -164,7 +164,8 @@ static drk_status_t tensor_info(const drk_module_t *m, size_t index, drk_tensor_
   size_t n = output ? drk_module_num_outputs(m) : drk_module_num_inputs(m);
   if (!m || !out || index >= n)
     return drk_rt_status(m ? &m->alloc : NULL, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", output ? "output" : "input", index, n);
-  size_t last = (n_buckets(m) - 1) * n; /* the largest bucket's (the last: every dim at its range's end) */
+  /* the largest bucket's (the last: every dim at its range's end) */
+  size_t last = (n_buckets(m) - 1) * ((output ? m->mf->n_outputs : m->mf->n_inputs) / n_buckets(m));
   const drk_modfile_tensor_t *t = output ? &m->mf->outputs[last + index] : &m->mf->inputs[last + index];
   drk_tensor_info_t info = {t->name, t->dtype, t->rank, {0}, t->size};
   for (uint32_t d = 0; d < t->rank && d < DRK_TENSOR_MAX_RANK; d++) info.dims[d] = t->dims[d];
@@ -183,7 +184,7 @@ size_t drk_module_num_buckets(const drk_module_t *m) { return m ? n_buckets(m) :
 
 int drk_module_dynamic_axis(const drk_module_t *m, int output, size_t index, uint32_t axis) {
   if (!m) return -1;
-  size_t t = output ? drk_module_num_inputs(m) + index : index;
+  size_t t = output ? m->mf->n_inputs / n_buckets(m) + index : index;
   for (uint32_t j = 0; j < m->mf->n_dyn_axes; j++)
     if (m->mf->dyn_axes[j].tensor == t && m->mf->dyn_axes[j].axis == axis) return (int)m->mf->dyn_axes[j].dim;
   return -1;

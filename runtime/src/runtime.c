@@ -154,8 +154,8 @@ static drk_status_t bind(drk_session_t *s, size_t index, void *ptr, size_t size,
   if (!s) return drk_rt_status(NULL, DRK_STATUS_INVALID_ARGUMENT, "bind: session is NULL");
   /* with buckets: the graph's tensors, bound at most at the largest bucket's size (the last) */
   size_t nb = s->mf->n_buckets ? s->mf->n_buckets : 1;
-  size_t n = (output ? s->mf->n_outputs : s->mf->n_inputs) / nb;
-  const drk_modfile_tensor_t *ts = (output ? s->mf->outputs : s->mf->inputs) + (nb - 1) * n;
+  size_t all = (output ? s->mf->n_outputs : s->mf->n_inputs) / nb, n = output ? all : drk_modfile_user_inputs(s->mf);
+  const drk_modfile_tensor_t *ts = (output ? s->mf->outputs : s->mf->inputs) + (nb - 1) * all;
   const char *what = output ? "output" : "input";
   if (index >= n) return drk_rt_status(&s->rt->alloc, DRK_STATUS_INVALID_ARGUMENT, "%s index %zu out of range (module has %zu)", what, index, n);
   if (!ptr && size == 0) { /* unbind: the tensor stays in the arena */

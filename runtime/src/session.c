@@ -39,7 +39,7 @@ static drk_status_t make_tables(drk_rt_session_t *s) {
   s->outputs = drk_rt_alloc(a, (mf->n_outputs + 1) * sizeof *s->outputs, 16);
   s->kernel_ms = drk_rt_alloc(a, (nk + 1) * sizeof *s->kernel_ms, 16);
   uint32_t nb = mf->n_buckets ? mf->n_buckets : 1;
-  s->n_in = mf->n_inputs / nb, s->n_out = mf->n_outputs / nb;
+  s->n_in = mf->n_inputs / nb, s->n_out = mf->n_outputs / nb, s->n_user_in = drk_modfile_user_inputs(mf);
   s->out_dims = drk_rt_alloc(a, ((size_t)s->n_out + 1) * DRK_MODFILE_MAX_RANK * sizeof *s->out_dims, 16);
   if (!s->slots || !s->kernel_slot || !s->kparams || !s->inputs || !s->outputs || !s->kernel_ms || !s->out_dims)
     return drk_rt_status(a, DRK_STATUS_OUT_OF_MEMORY, "out of memory for session tables");
@@ -223,7 +223,7 @@ static drk_status_t actual_sizes(drk_rt_session_t *s, const int64_t *const *dims
   const drk_allocator_t *a = &s->alloc;
   uint32_t last = mf->n_buckets ? mf->n_buckets - 1 : 0;
   for (uint32_t d = 0; d < DRK_MODFILE_MAX_DYN_DIMS; d++) act[d] = -1;
-  for (uint32_t i = 0; i < s->n_in; i++) {
+  for (uint32_t i = 0; i < s->n_user_in; i++) {
     const drk_modfile_tensor_t *t = bucket_tensor(s, last, i);
     if (!dims[i]) return drk_rt_status(a, DRK_STATUS_INVALID_ARGUMENT, "input %u ('%s'): no dims given", i, t->name);
     for (uint32_t k = 0; k < t->rank; k++) {
@@ -340,6 +340,7 @@ drk_status_t drk_rt_session_run_shapes(void *sv, const int64_t *const *dims) {
   uint32_t b = pick_bucket(mf, act), first, nk;
   bucket_kernels(mf, b, &first, &nk);
   for (uint32_t t = 0; t < s->n_in + s->n_out; t++) {
+    if (t >= s->n_user_in && t < s->n_in) continue; /* length inputs: filled below */
     actual_dims(s, b, t, act, ad);
     if ((st = check_binding(s, t, t < s->n_in ? &s->inputs[t] : &s->outputs[t - s->n_in], ad))) return st;
     if (t >= s->n_in) memcpy(s->out_dims + (size_t)(t - s->n_in) * DRK_MODFILE_MAX_RANK, ad, sizeof ad);
@@ -347,10 +348,18 @@ drk_status_t drk_rt_session_run_shapes(void *sv, const int64_t *const *dims) {
   s->bucket = b;
   uint32_t all = mf->n_kernels;
   if ((st = ops->enter(s)) || (st = ops->record(s, DRK_RT_EVENT_RUN_START(all)))) return st;
-  for (uint32_t i = 0; i < s->n_in; i++) {
+  for (uint32_t i = 0; i < s->n_user_in; i++) {
     actual_dims(s, b, i, act, ad);
     if (s->inputs[i].ptr && (st = copy_padded(s, bucket_tensor(s, b, i), ad, &s->inputs[i], 0)))
       return drk_rt_status_wrap(st, "input %u ('%s')", i, bucket_tensor(s, b, i)->name);
+  }
+  for (uint32_t d = 0; d < mf->n_dyn_dims; d++) { /* the padding masks' actual sizes */
+    uint32_t li = mf->dyn_dims[d].length_input;
+    if (!li) continue;
+    s->lengths[d] = act[d];
+    drk_rt_binding_t len = {&s->lengths[d], sizeof s->lengths[d], DRK_MEMORY_HOST};
+    if ((st = ops->copy(s, bucket_tensor(s, b, li - 1)->offset, &len, 0)))
+      return drk_rt_status_wrap(st, "the length input of dim '%s'", mf->dyn_dims[d].name);
   }
   if (s->profiling || (nk && !s->has_graph)) {
     for (uint32_t k = first; k < first + nk; k++)

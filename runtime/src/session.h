@@ -71,6 +71,8 @@ struct drk_rt_session {
   uint32_t graph;        /* the graph end_capture fills and replay runs: the bucket's */
   /* modules with buckets (mf->n_buckets; a static module counts as one bucket) */
   uint32_t n_in, n_out;  /* the graph's inputs and outputs (per bucket) */
+  uint32_t n_user_in;    /* the inputs the caller binds: the rest are length inputs */
+  int64_t lengths[DRK_MODFILE_MAX_DYN_DIMS]; /* the last run's actual sizes, copied to the length inputs */
   uint32_t bucket;       /* the last run's */
   int64_t *out_dims;     /* n_out * DRK_MODFILE_MAX_RANK: the last run's output shapes */
   drk_rt_binding_t *inputs, *outputs;

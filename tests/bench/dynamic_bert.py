@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""drkc --dynamic on BERT-base (issue 21): one module for a range of batch sizes, against
+"""drkc --dynamic on BERT-base (issue 21): one module for batch 1..32 and seq 1..512, against
 exact-shape modules, on the GPU.
 
 BERT-base (12 x 768, 12 heads, FFN 3072, vocab 30522, 512 positions; random weights from a fixed
@@ -7,19 +7,19 @@ seed, built with the onnx package as torch exports it: embeddings, padding mask,
 with symbolic `batch` and `seq`, compiled at --target=sm_90a --precision=fp16
 --fusion-aggressiveness=3:
 
-  1. --dynamic=batch=1..32,seq=1..512: drkc's answer is printed (today: padding seq is refused,
-     "not implemented: exact padding of seq through ... (Softmax over it)": the flash kernel
-     does not take the actual key count at run time yet);
-  2. for seq 128 and 512: --dynamic=batch=1..32 --bind=seq=S (buckets 1, 2, 4, 8, 16, 32), its
-     size against the sum of the six exact-shape modules of the buckets (--bind=batch=B,seq=S);
-  3. drkrun's resident median (kernels only, tensors on the GPU) at 8 points (batch, seq):
-     at a bucket size (8 and 32: the dynamic module must be within 10% of the exact-shape one)
-     and at the worst padding (5 -> 8, 17 -> 32, 3 -> 4: reported against the exact module of
-     the actual batch), the inputs the same .pb files for both; plus each run's output against
-     the exact module's (drkrun --output-dir; relative L2, fp16: <= 1e-2).
+  1. --dynamic=batch=1..32,seq=1..512 --buckets='batch:1,4,8,16,32;seq:64,128,256,512' (20
+     buckets; the padded keys are masked through a length input the runtime fills, passes/
+     pad_exact.h): compile time, module size, and drkc's report (its estimate of the 20
+     exact-shape modules' total, flash kernels per bucket);
+  2. drkrun's resident median (kernels only, tensors on the GPU) at 8 points (batch, seq): four at
+     a bucket's size (the dynamic module must be within 10% of the exact-shape one) and four at
+     the worst padding (reported against the exact module of the actual shape), the inputs the
+     same .pb files for both (the attention mask has padding of its own); plus each run's output
+     against the exact module's (drkrun --output-dir; relative L2, fp16: <= 1e-2), and the sizes
+     of those exact modules (the sum over the 20 buckets is estimated from their mean).
 
-A line per point goes to stdout and OUT/results.json. --small: 2 layers, hidden 128, seq 32 and
-64, batch 1..8 (tries the script out; drkrun fails without a GPU, said per point).
+A line per point goes to stdout and OUT/results.json. --small: 2 layers, hidden 128, batch 1..8,
+seq 1..64 (tries the script out; drkrun fails without a GPU, said per point).
 usage: dynamic_bert.py --out DIR --drkc PATH --drkrun PATH [--small] [--iters N]
 """
 
@@ -78,7 +78,7 @@ def write_inputs(d, batch, seq, vocab, seed):
     ids = rng.integers(0, vocab, size=(batch, seq), dtype=np.int64)
     mask = np.ones((batch, seq), dtype=np.int64)
     for i in range(batch):  # some padding: a real batch of sentences
-        mask[i, seq - (i * 13) % (seq // 2):] = 0
+        mask[i, seq - (i * 13) % max(seq // 2, 1):] = 0
     for i, (n, a) in enumerate((("input_ids", ids), ("attention_mask", mask))):
         with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(a, n).SerializeToString())
@@ -127,60 +127,72 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.small:
-        cfg, seqs, bmax = dict(layers=2, hidden=128, heads=4, ffn=512), (32, 64), 8
-        points = [(1, 32), (3, 32), (4, 32), (8, 32), (5, 64), (8, 64), (2, 64), (7, 64)]
+        cfg, bmax, smax = dict(layers=2, hidden=128, heads=4, ffn=512), 8, 64
+        bb, sb = (1, 4, 8), (16, 32, 64)
+        points = [(1, 16), (4, 32), (8, 64), (4, 64), (3, 17), (5, 33), (2, 1), (7, 63)]
     else:
-        cfg, seqs, bmax = dict(layers=12, hidden=768, heads=12, ffn=3072), (128, 512), 32
-        points = [(1, 128), (5, 128), (8, 128), (17, 128), (32, 128), (3, 512), (8, 512), (32, 512)]
-    buckets = [b for b in (1, 2, 4, 8, 16, 32) if b < bmax] + [bmax]
+        cfg, bmax, smax = dict(layers=12, hidden=768, heads=12, ffn=3072), 32, 512
+        bb, sb = (1, 4, 8, 16, 32), (64, 128, 256, 512)
+        points = [(1, 128), (8, 128), (16, 256), (32, 512), (1, 65), (2, 1), (5, 129), (17, 257)]
+    buckets_arg = "batch:" + ",".join(map(str, bb)) + ";seq:" + ",".join(map(str, sb))
     model = os.path.join(a.out, "bert.onnx")
     if not os.path.exists(model):
         onnx.save(build_bert(**cfg), model)
-    results = {"config": cfg, "flags": FLAGS, "points": [], "sizes": {}}
+    results = {"config": cfg, "flags": FLAGS, "buckets": buckets_arg, "points": []}
 
-    # 1. both dims dynamic: drkc's answer
-    rc, so, se, _ = run([a.drkc, model, *FLAGS, f"--dynamic=batch=1..{bmax},seq=1..{max(seqs)}",
-                         "-o", os.path.join(a.out, "both.drkm"), "-q"], 300)
-    first = (se.strip().splitlines() or ["compiled"])[0]
-    print(f"dynamic batch and seq: {'compiled' if rc == 0 else 'refused: ' + first}")
-    results["both_dims"] = "compiled" if rc == 0 else first
+    # 1. one module for batch 1..bmax and seq 1..smax (the padded keys masked at run time)
+    dyn = os.path.join(a.out, "dyn.drkm")
+    t = time.time()
+    rc, so, se, _ = run([a.drkc, model, *FLAGS, f"--dynamic=batch=1..{bmax},seq=1..{smax}", f"--buckets={buckets_arg}",
+                         "-o", dyn, "--report"], 1200)
+    rep = [ln for ln in (so + se).splitlines() if "dynamic module" in ln or "flash-attention" in ln]
+    if rc:
+        print(f"dynamic batch and seq: refused or failed: {(se.strip().splitlines() or ['?'])[-1]}")
+        results["both_dims"] = (se.strip().splitlines() or ["?"])[-1]
+    else:
+        size = os.path.getsize(dyn)
+        results["both_dims"] = "compiled"
+        results["dynamic_bytes"] = size
+        results["compile_s"] = time.time() - t
+        print(f"dynamic batch 1..{bmax} x seq 1..{smax}: {len(bb) * len(sb)} buckets, {size / 1e6:.1f} MB, "
+              f"compiled in {time.time() - t:.0f} s")
+        for ln in rep:
+            if "dynamic module" in ln:
+                print("  " + ln.strip())
+        flash = sorted({ln.split("report:")[1].split(";")[0].strip() for ln in rep if "flash-attention" in ln})
+        print(f"  per bucket: {', '.join(flash)}")
+        results["report"] = rep
 
-    # 2. dynamic batch per seq, sizes against the exact modules of the buckets
-    for s in seqs:
-        dyn = os.path.join(a.out, f"dyn_s{s}.drkm")
-        ok, msg = compile_module(a.drkc, model, dyn, [f"--dynamic=batch=1..{bmax}", f"--bind=seq={s}"], 900)
-        exact = 0
-        for b in buckets:
-            e = os.path.join(a.out, f"exact_b{b}_s{s}.drkm")
-            eok, emsg = compile_module(a.drkc, model, e, [f"--bind=batch={b},seq={s}"])
-            exact += os.path.getsize(e) if eok else 0
-        size = os.path.getsize(dyn) if ok else 0
-        results["sizes"][s] = {"dynamic": size, "exact_sum": exact, "buckets": buckets, "error": None if ok else msg}
-        print(f"seq {s}: dynamic module {size / 1e6:.1f} MB, the {len(buckets)} exact-shape modules {exact / 1e6:.1f} MB"
-              f" together ({exact / size if size else 0:.2f}x){'' if ok else ' ERROR ' + msg}")
-
-    # 3. latency at the points
+    # 2. latency at the points against exact-shape modules (at the actual shape), outputs compared
+    exact_bytes = {}
     for b, s in points:
         tag = f"b{b}_s{s}"
         d = os.path.join(a.out, "in_" + tag)
         write_inputs(d, b, s, 30522, seed=b * 1000 + s)
-        e = os.path.join(a.out, f"exact_b{b}_s{s}.drkm")
-        compile_module(a.drkc, model, e, [f"--bind=batch={b},seq={s}"])
-        bucket = next(x for x in buckets if x >= b)
-        t_dyn, err_d, picked = drkrun_median(a.drkrun, os.path.join(a.out, f"dyn_s{s}.drkm"), d,
-                                             os.path.join(a.out, "out_dyn_" + tag), a.iters)
+        e = os.path.join(a.out, f"exact_{tag}.drkm")
+        eok, emsg = compile_module(a.drkc, model, e, [f"--bind=batch={b},seq={s}"])
+        if eok:
+            exact_bytes[tag] = os.path.getsize(e)
+        bucket = (next(x for x in bb if x >= b), next(x for x in sb if x >= s))
+        t_dyn, err_d, picked = drkrun_median(a.drkrun, dyn, d, os.path.join(a.out, "out_dyn_" + tag), a.iters)
         t_ex, err_e, _ = drkrun_median(a.drkrun, e, d, os.path.join(a.out, "out_exact_" + tag), a.iters)
         row = {"batch": b, "seq": s, "bucket": bucket, "picked": picked, "dynamic_ms": t_dyn, "exact_ms": t_ex,
-               "error": err_d or err_e}
+               "error": err_d or err_e or (None if eok else emsg)}
         if t_dyn and t_ex:
             row["ratio"] = t_dyn / t_ex
             row["rel_l2"] = rel_l2(os.path.join(a.out, "out_dyn_" + tag), os.path.join(a.out, "out_exact_" + tag))
-            kind = "at the bucket size (<= 1.10 wanted)" if bucket == b else f"padded to {bucket}"
+            kind = "at the bucket size (<= 1.10 wanted)" if bucket == (b, s) else f"padded to {bucket[0]}x{bucket[1]}"
             print(f"batch {b:3d} seq {s:4d}: dynamic {t_dyn:.4f} ms, exact {t_ex:.4f} ms, ratio {row['ratio']:.3f} {kind};"
                   f" outputs differ by {row['rel_l2']:.2e}{'' if row['rel_l2'] <= 1e-2 else ' FAIL'}")
         else:
             print(f"batch {b:3d} seq {s:4d}: ERROR {row['error']}")
         results["points"].append(row)
+    results["exact_bytes"] = exact_bytes
+    if exact_bytes:
+        avg = sum(exact_bytes.values()) / len(exact_bytes)
+        n = len(bb) * len(sb)
+        print(f"module size: dynamic {results.get('dynamic_bytes', 0) / 1e6:.1f} MB; an exact-shape module "
+              f"{avg / 1e6:.1f} MB on average (of {len(exact_bytes)}), so the {n} buckets' exact modules ~{n * avg / 1e6:.0f} MB")
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     return 0

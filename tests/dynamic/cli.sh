@@ -53,11 +53,18 @@ for b in 1 2 4; do
 done
 "$check_merge" "$work/tok.drkm" "${tok_exact[@]}" || fail "tokens: buckets differ from the exact modules"
 
+# attention over a dynamic seq: the padded keys masked through a length input the runtime fills;
+# one flash kernel per layer still
+"$drkc" "$models/attn/model.onnx" --target=sm_90a --precision=fp16 --fusion-aggressiveness=3 --dynamic=batch=1..2,seq=1..24 \
+  --buckets='seq:8,24' -o "$work/attn.drkm" --report 2>"$work/attn.report" || { fail "attn compile"; cat "$work/attn.report"; }
+[ "$(grep -c "report: 2 flash-attention kernels" "$work/attn.report")" = 4 ] || fail "attn: not 2 flash kernels in each of 4 buckets"
+"$drkrun" "$work/attn.drkm" --list >"$work/attn.list" || fail "attn: --list"
+grep -q "padded seq masked: input 1 ('drk_len_seq') holds its actual size" "$work/attn.list" || fail "attn: no length input listed"
+
 # the errors
 enc="$models/encoder/model.onnx"
-expect_error "not implemented: exact padding of seq through %Softmax_0_out = Softmax (Softmax over it)" \
-  "$drkc" "$enc" --target=sm_90a --dynamic=batch=1..4,seq=1..64 -o "$work/x.drkm"
-expect_error "(MatMul contracts over it)" "$drkc" "$enc" --target=sm_90a --dynamic=seq=1..64 --bind=batch=1 -o "$work/x.drkm"
+expect_error "not implemented: exact padding of seq through %y = ReduceMean (ReduceMean over it)" \
+  "$drkc" "$models/pool/model.onnx" --target=sm_90a --dynamic=seq=1..8 --bind=batch=2 -o "$work/x.drkm"
 expect_error "input 'hidden_states' has symbolic dim 'seq', which is neither in --dynamic nor bound" \
   "$drkc" "$enc" --target=sm_90a --dynamic=batch=1..4 -o "$work/x.drkm"
 expect_error "no input of the model has a dim named 'width'" "$drkc" "$enc" --dynamic=width=1..4 --bind=batch=1,seq=8 -o "$work/x.drkm"

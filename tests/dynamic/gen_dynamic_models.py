@@ -3,11 +3,13 @@
 
 Writes OUTDIR/<name>/model.onnx for:
   encoder   a BERT layer (tests/models/gen_models.py's bert_layer): inputs [batch, seq, 256] and
-            an attention mask [batch, seq]; batch pads exactly, seq does not (Softmax over keys)
+            an attention mask [batch, seq]; batch pads exactly; seq with the padded keys masked
   cnn       conv + batch norm + relu, a 3x3 conv, max pool, global average pool, flatten and a
             Gemm classifier over [batch, 8, 16, 16]: batch pads exactly
   pool      mean over the tokens of [batch, seq, 16]: padding seq is NOT exact (the test shows
             that padded results differ, so the refusal is needed)
+  attn      two self-attention layers without a mask over [batch, seq, 64]: padding seq is exact
+            only with the padded keys masked (drk_pass_pad_mask)
   tokens    a per-token block over [batch, seq, 64]: LayerNorm, MatMul, Gelu (erf), MatMul,
             residual Add: batch and seq both pad exactly (nothing mixes tokens)
 Weights are random from fixed seeds. Usage: gen_dynamic_models.py OUTDIR
@@ -50,6 +52,29 @@ def build_tokens():
     return b.model()
 
 
+def build_attn():
+    b = gm.Builder("dyn_attn", seed=1010)
+    H, heads = 64, 4
+    hd = H // heads
+    x = b.input("x", gm.F32, ["batch", "seq", H])
+    h = b.layer_norm(x, H, 1e-5)
+    q = b.split_heads(b.linear(h, H, H, "q"), heads, hd)
+    k = b.split_heads(b.linear(h, H, H, "k"), heads, hd)
+    v = b.split_heads(b.linear(h, H, H, "v"), heads, hd)
+    s = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]), b.f32(float(np.sqrt(hd)), "sqrt_d")])
+    ctx = b.merge_heads(b.op("MatMul", [b.op("Softmax", [s], axis=-1), v]), H)
+    h1 = b.op("Add", [b.linear(ctx, H, H, "o"), x])
+    # the second layer's keys are the first's outputs: the padded rows are not zero there
+    q2 = b.split_heads(b.linear(h1, H, H, "q2"), heads, hd)
+    k2 = b.split_heads(b.linear(h1, H, H, "k2"), heads, hd)
+    v2 = b.split_heads(b.linear(h1, H, H, "v2"), heads, hd)
+    s2 = b.op("MatMul", [q2, b.op("Transpose", [k2], perm=[0, 1, 3, 2])])
+    ctx2 = b.merge_heads(b.op("MatMul", [b.op("Softmax", [s2], axis=-1), v2]), H)
+    b.op("Add", [ctx2, h1], out="y")
+    b.output("y", gm.F32, ["batch", "seq", H])
+    return b.model()
+
+
 def build_pool():
     b = gm.Builder("dyn_pool", seed=909)
     x = b.input("x", gm.F32, ["batch", "seq", 16])
@@ -60,7 +85,8 @@ def build_pool():
 
 def main():
     out = sys.argv[1]
-    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool()}
+    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool(),
+              "attn": build_attn()}
     for name, model in models.items():
         onnx.checker.check_model(model, full_check=True)
         os.makedirs(os.path.join(out, name), exist_ok=True)

@@ -43,6 +43,28 @@ static drk_graph_t *load(const char *path, const char *bind, drk_diag_t *d) {
   return g;
 }
 
+/* The graph of a bucket as drkc compiles it (pipeline.c st_canonicalize): the dynamic dims
+ * symbolic, masked where an op normalizes over them (drk_pass_pad_mask), then bound to the
+ * bucket's sizes. lens[i]: the index of dim i's length input, or -1. */
+static drk_graph_t *load_bucket(const char *path, const char *bind, const drk_dyn_spec_t *s, const char *bucket_bind,
+                                int *lens, drk_diag_t *d) {
+  drk_graph_t *g = load(path, bind, d);
+  const char *names[DRK_DYN_MAX_DIMS];
+  drk_value_t *lv[DRK_DYN_MAX_DIMS];
+  for (int i = 0; i < s->n_dims; i++) names[i] = s->dims[i].name;
+  if (!g || !drk_pass_pad_mask(g, names, s->n_dims, lv, d) || !drk_graph_bind_dims(g, bucket_bind, d) ||
+      !drk_pass_pipeline_canonicalize(g, d)) {
+    drk_graph_destroy(g);
+    return NULL;
+  }
+  for (int i = 0; i < s->n_dims; i++) {
+    lens[i] = -1;
+    for (size_t k = 0; lv[i] && k < g->n_inputs; k++)
+      if (g->inputs[k] == lv[i]) lens[i] = (int)k;
+  }
+  return g;
+}
+
 static uint64_t rng(uint64_t *s) {
   *s ^= *s << 13;
   *s ^= *s >> 7;
@@ -224,14 +246,17 @@ static bool check_shape(const char *model, const char *bind, const drk_dyn_spec_
   drk_diag_init(&d, stderr);
   int64_t bsz[DRK_DYN_MAX_DIMS];
   pick_bucket(s, act, bsz);
-  char exact_bind[512], bucket_bind[512], what[1400];
+  char exact_bind[512], bucket_bind[512], dyn_bind[512], what[1400];
   bind_spec(exact_bind, sizeof exact_bind, bind, s, act);
   bind_spec(bucket_bind, sizeof bucket_bind, bind, s, bsz);
+  bind_spec(dyn_bind, sizeof dyn_bind, "", s, bsz);
   snprintf(what, sizeof what, "%s at %s (bucket %s)", model, exact_bind, bucket_bind);
-  drk_graph_t *ge = load(model, exact_bind, &d), *gb = load(model, bucket_bind, &d);
-  bool ok = ge && gb && ge->n_inputs == gb->n_inputs && ge->n_outputs == gb->n_outputs;
-  size_t ni = ok ? ge->n_inputs : 0, no = ok ? ge->n_outputs : 0;
-  drk_tensor_t *xe = calloc(ni + 1, sizeof *xe), *xb = calloc(ni + 1, sizeof *xb);
+  int lens[DRK_DYN_MAX_DIMS], n_lens = 0;
+  drk_graph_t *ge = load(model, exact_bind, &d), *gb = load_bucket(model, bind, s, dyn_bind, lens, &d);
+  for (int i = 0; gb && i < s->n_dims; i++) n_lens += lens[i] >= 0;
+  bool ok = ge && gb && ge->n_inputs + (size_t)n_lens == gb->n_inputs && ge->n_outputs == gb->n_outputs;
+  size_t ni = ok ? ge->n_inputs : 0, no = ok ? ge->n_outputs : 0, nbi = ok ? gb->n_inputs : 0;
+  drk_tensor_t *xe = calloc(ni + 1, sizeof *xe), *xb = calloc(nbi + 1, sizeof *xb);
   drk_tensor_t *ye = calloc(no + 1, sizeof *ye), *yb = calloc(no + 1, sizeof *yb);
   ok = ok && xe && xb && ye && yb && random_inputs(ge, xe, seed);
   for (size_t i = 0; ok && i < ni; i++) {
@@ -239,6 +264,8 @@ static bool check_shape(const char *model, const char *bind, const drk_dyn_spec_
     for (int k = 0; k < gb->inputs[i]->shape.rank; k++) dims[k] = gb->inputs[i]->shape.dims[k].size;
     ok = pad_or_slice(&xe[i], &xb[i], dims, true);
   }
+  for (int i = 0; ok && i < s->n_dims; i++) /* the length inputs: what the runtime writes */
+    if (lens[i] >= 0 && (ok = drk_tensor_alloc(&xb[lens[i]], DRK_DT_I64, 0, NULL))) drk_tensor_set_i64(&xb[lens[i]], 0, act[i]);
   ok = ok && drk_interp_run(ge, xe, ye, &d) && drk_interp_run(gb, xb, yb, &d);
   for (size_t i = 0; ok && i < no; i++) { /* check 1: padded, run, sliced == exact */
     drk_tensor_t sl = {0};
@@ -264,7 +291,8 @@ static bool check_shape(const char *model, const char *bind, const drk_dyn_spec_
   if (ok) printf("%s: ok, %d of %d kernels run on the CPU\n", what, run, total);
   *out_kernels_run += run;
   values_free(&r);
-  for (size_t i = 0; i < ni; i++) drk_tensor_free(&xe[i]), drk_tensor_free(&xb[i]);
+  for (size_t i = 0; i < ni; i++) drk_tensor_free(&xe[i]);
+  for (size_t i = 0; i < nbi; i++) drk_tensor_free(&xb[i]);
   for (size_t i = 0; i < no; i++) drk_tensor_free(&ye[i]), drk_tensor_free(&yb[i]);
   free(xe), free(xb), free(ye), free(yb);
   drk_graph_destroy(ge);
@@ -358,7 +386,8 @@ int main(int argc, char **argv) {
     printf("%s: %s\n", model, any_failed ? "padding changes the result, as expected" : "FAIL: padding changed nothing");
     return any_failed ? 0 : 1;
   }
-  if (!g || !drk_pass_check_padding(g, names, s.n_dims, &d)) {
+  drk_value_t *lv[DRK_DYN_MAX_DIMS];
+  if (!g || !drk_pass_pad_mask(g, names, s.n_dims, lv, &d) || !drk_pass_check_padding_masked(g, names, s.n_dims, lv, &d)) {
     fprintf(stderr, "FAIL %s: padding %s is not proven exact\n", model, argv[2]);
     drk_graph_destroy(g);
     return 1;

@@ -168,7 +168,7 @@ static const int64_t dsz[4][2] = {{2, 4}, {2, 8}, {4, 4}, {4, 8}};
 
 static void make_dynamic(drk_modfile_t *mf, drk_modfile_tensor_t *ins, drk_modfile_tensor_t *outs, drk_modfile_bucket_t *bk,
                          drk_modfile_image_t *imgs) {
-  static const drk_modfile_dyn_dim_t dims[2] = {{"batch", 1, 4}, {"seq", 1, 8}};
+  static const drk_modfile_dyn_dim_t dims[2] = {{"batch", 1, 4, 0}, {"seq", 1, 8, 0}};
   static const drk_modfile_dyn_axis_t axes[3] = {{0, 0, 0}, {0, 1, 1}, {1, 0, 0}};
   for (int b = 0; b < 4; b++) {
     int64_t n = dsz[b][0], s = dsz[b][1];
@@ -284,6 +284,53 @@ static void test_dynamic(void) {
   drk_rt_session_destroy(s);
 }
 
+/* The same buckets with seq masked (drk_pass_pad_mask): a length input after x, at 512 in each
+ * bucket, that the caller does not see and each run fills with the actual seq. */
+static void test_length_input(void) {
+  drk_modfile_t mf;
+  drk_modfile_tensor_t ins0[4], outs[4], ins[8];
+  drk_modfile_bucket_t bk[4];
+  drk_modfile_image_t imgs[4];
+  make_dynamic(&mf, ins0, outs, bk, imgs);
+  static const drk_modfile_dyn_dim_t dims[2] = {{"batch", 1, 4, 0}, {"seq", 1, 8, 2}};
+  static const drk_modfile_dyn_axis_t axes[3] = {{0, 0, 0}, {0, 1, 1}, {2, 0, 0}}; /* y is tensor 2 now */
+  for (int b = 0; b < 4; b++) ins[2 * b] = ins0[b], ins[2 * b + 1] = (drk_modfile_tensor_t){"drk_len_seq", 7, 0, {0}, 512, 8};
+  mf.inputs = ins, mf.n_inputs = 8, mf.dyn_dims = dims, mf.dyn_axes = axes;
+  void *bytes = NULL;
+  size_t size = 0;
+  char err[400] = "";
+  drk_modfile_t *rd = NULL;
+  CHECK(drk_modfile_write(&mf, &bytes, &size, err, sizeof err) == DRK_MODFILE_OK);
+  CHECK(bytes && drk_modfile_read(bytes, size, NULL, &rd, err, sizeof err) == DRK_MODFILE_OK);
+  if (rd) {
+    CHECK(rd->dyn_dims[1].length_input == 2 && rd->dyn_dims[0].length_input == 0 && drk_modfile_user_inputs(rd) == 1);
+    drk_modfile_free(NULL, rd);
+  }
+  free(bytes);
+  for (int b = 0; b < 4; b++) ins[2 * b + 1].dtype = 6, ins[2 * b + 1].size = 4; /* a length input is an int64 scalar */
+  CHECK(drk_modfile_validate(&mf, err, sizeof err) == DRK_MODFILE_ERR_INVALID && strstr(err, "not an int64 scalar"));
+  if (!strstr(err, "not an int64 scalar")) fprintf(stderr, "  got: %s\n", err);
+  for (int b = 0; b < 4; b++) ins[2 * b + 1].dtype = 7, ins[2 * b + 1].size = 8;
+  void *sv = NULL;
+  drk_status_t st = drk_rt_session_create(&stub_ops, NULL, &al, &mf, "stub device", &sv);
+  CHECK(!st && sv);
+  if (st || !sv) return;
+  stub_session_t *ss = sv;
+  drk_rt_session_t *s = sv;
+  CHECK(s->n_in == 2 && s->n_user_in == 1);
+  float x[4 * 8 * 2], y[4 * 2];
+  int64_t xd[3] = {3, 5, 2};
+  const int64_t *dims1[1] = {xd};
+  drk_rt_session_bind(s, 0, x, 3 * 5 * 2 * 4, DRK_MEMORY_HOST, 0);
+  drk_rt_session_bind(s, 0, y, 3 * 2 * 4, DRK_MEMORY_HOST, 1);
+  ss->log[0] = 0;
+  CHECK(!drk_rt_session_run_shapes(s, dims1));
+  CHECK(!strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 in@512 :8 graph3 out@1024 :24 e10 sync1 "));
+  if (strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 in@512 :8 graph3 out@1024 :24 e10 sync1 ")) fprintf(stderr, "  log: %s\n", ss->log);
+  CHECK(s->lengths[1] == 5);
+  drk_rt_session_destroy(s);
+}
+
 int main(void) {
   static const drk_modfile_tensor_t in = {"x", 1, 1, {4}, 16, 16}, out = {"y", 1, 1, {4}, 32, 16};
   drk_modfile_t mf;
@@ -297,6 +344,8 @@ int main(void) {
   test_session(&mf);
   CHECK(live == 0);
   test_dynamic();
+  CHECK(live == 0);
+  test_length_input();
   CHECK(live == 0);
   if (!failures) printf("session: ok\n");
   return check_status("session");
