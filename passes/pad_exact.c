@@ -32,9 +32,11 @@ typedef struct pad_ctx {
   const drk_node_t *last; /* the node refused last: one message a node */
   drk_value_t *const *lens; /* by dim: the input holding its actual size (drk_pass_pad_mask), or NULL */
   uint8_t *zero;            /* by value id: axes whose padded positions hold exact zeros */
-  /* symbols inference made up that a Reshape showed to be dim `dim` times `k` static elements
-   * inside it (batch x heads merged, batch outermost): padded as a prefix, like the dim */
-  struct { const char *sym; int dim; int64_t k; } prod[32];
+  /* symbols inference (or the exporter: "batch*seq") made up that a Reshape showed to be dims
+   * dims[0..nd) (outermost first, adjacent) times k static elements inside them: batch x heads
+   * merged, GPT-2's Conv1D rows. Row-wise ops keep every element's place in them, and a
+   * Reshape that splits them back into the same dims is exact */
+  struct { const char *sym; int nd; uint8_t dims[DRK_PAD_MAX_DIMS]; int64_t k; } prod[32];
   int n_prod;
 } pad_ctx_t;
 
@@ -51,7 +53,10 @@ static uint32_t dim_mask(const pad_ctx_t *c, const drk_dim_t *x) {
   for (int i = 0; i < c->n; i++)
     if (strcmp(x->sym, c->dyn[i]) == 0) return 1u << i;
   int j = find_prod(c, x->sym);
-  return j >= 0 ? 1u << c->prod[j].dim : all_bits(c);
+  if (j < 0) return all_bits(c);
+  uint32_t m = 0;
+  for (int i = 0; i < c->prod[j].nd; i++) m |= 1u << c->prod[j].dims[i];
+  return m;
 }
 
 static uint32_t axis_mask(const pad_ctx_t *c, const drk_value_t *v, int k) {
@@ -155,16 +160,26 @@ static bool split_at_dyn(const pad_ctx_t *c, const drk_shape_t *s, const char **
       if (!drk_numel_mul(&seg[nd], s->dims[k].size)) return false;
       continue;
     }
-    int j = find_prod(c, s->dims[k].sym); /* a product: its dim, then its static elements */
-    syms[nd++] = j >= 0 ? c->dyn[c->prod[j].dim] : s->dims[k].sym;
-    seg[nd] = j >= 0 ? c->prod[j].k : 1;
+    int j = find_prod(c, s->dims[k].sym); /* a product: its dims, then its static elements */
+    if (j < 0) {
+      syms[nd++] = s->dims[k].sym;
+      seg[nd] = 1;
+      continue;
+    }
+    for (int i = 0; i < c->prod[j].nd; i++) {
+      if (nd == DRK_MAX_RANK) return false;
+      syms[nd++] = c->dyn[c->prod[j].dims[i]];
+      seg[nd] = 1;
+    }
+    seg[nd] = c->prod[j].k;
   }
   *out_n = nd;
   return true;
 }
 
-/* y's one made-up axis read as a product of x's dims: its dynamic dim (outermost) times static
- * elements, when the element counts say so; recorded when the segments then line up. */
+/* y's one made-up axis read as a product of the dynamic dims x has and y has not (in x's
+ * order) times static elements, when the element counts say so; kept when the segments then
+ * line up (rule_reshape). */
 static void learn_product(pad_ctx_t *c, const drk_value_t *x, const drk_value_t *y) {
   int fresh = -1;
   int64_t sx = 1, sy = 1;
@@ -189,9 +204,17 @@ static void learn_product(pad_ctx_t *c, const drk_value_t *x, const drk_value_t 
     } else if (!drk_numel_mul(&sx, x->shape.dims[k].size)) return;
   }
   uint32_t left = dx & ~dy;
-  if (fresh < 0 || (dy & ~dx) || !left || (left & (left - 1)) || sy <= 0 || sx % sy || c->n_prod == 32) return;
-  int dim = __builtin_ctz(left);
-  c->prod[c->n_prod].sym = y->shape.dims[fresh].sym, c->prod[c->n_prod].dim = dim, c->prod[c->n_prod].k = sx / sy;
+  if (fresh < 0 || (dy & ~dx) || !left || sy <= 0 || sx % sy || c->n_prod == 32) return;
+  int nd = 0;
+  for (int k = 0; k < x->shape.rank; k++) { /* x's order; a product in x gives its dims */
+    const char *sym = x->shape.dims[k].sym;
+    int j = sym ? find_prod(c, sym) : -1;
+    for (int i = 0; i < c->n; i++)
+      if (left & (1u << i) && ((sym && !strcmp(sym, c->dyn[i])) || (j >= 0 && memchr(c->prod[j].dims, i, (size_t)c->prod[j].nd))))
+        c->prod[c->n_prod].dims[nd++] = (uint8_t)i;
+  }
+  if (nd != __builtin_popcount(left)) return;
+  c->prod[c->n_prod].sym = y->shape.dims[fresh].sym, c->prod[c->n_prod].nd = nd, c->prod[c->n_prod].k = sx / sy;
   c->n_prod++;
 }
 

@@ -163,6 +163,20 @@ static int pos_of(const drk_graph_t *g, const drk_node_t *n) {
   return -1;
 }
 
+/* Whether v (computed in group lg) is read outside it or is a graph output: what the group's
+ * kernels must write (a paired MatMul's up projection, read only by its own epilogue, is not). */
+static bool leaves_group(const drk_graph_t *g, const drk_fusion_t *fu, const drk_value_t *v, int lg) {
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return true;
+  for (size_t k = 0; k < g->n_nodes; k++) {
+    const drk_node_t *n = g->nodes[k];
+    if (n->dead || fu->group[k] == lg) continue;
+    for (int i = 0; i < n->n_inputs; i++)
+      if (n->inputs[i] == v) return true;
+  }
+  return false;
+}
+
 /* Runs every launch the executor supports; false on a wrong value. *out_run: launches run. */
 static bool check_kernels(const drk_graph_t *g, const values_t *r, const char *what, int *out_run, int *out_total) {
   drk_diag_t d;
@@ -186,7 +200,7 @@ static bool check_kernels(const drk_graph_t *g, const values_t *r, const char *w
     for (int a = 0; a < nb && bound; a++) {
       const drk_value_t *v = L->args[a].value;
       bound = L->args[a].kind == DRK_LARG_BUFFER && r->have[v->id] && drk_tensor_copy(&bufs[a], &r->t[v->id]);
-      is_out[a] = bound && v->kind == DRK_VALUE_NODE && fu.group[pos_of(g, v->def)] == lg;
+      is_out[a] = bound && v->kind == DRK_VALUE_NODE && fu.group[pos_of(g, v->def)] == lg && leaves_group(g, &fu, v, lg);
       for (int64_t j = 0; is_out[a] && j < drk_tensor_numel(&bufs[a]); j++) { /* poison */
         if (drk_dtype_is_float(v->dtype)) drk_tensor_set_f64(&bufs[a], j, NAN);
         else drk_tensor_set_i64(&bufs[a], j, 0x5A5A5A5A);

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Writes the real exporter graphs tests/dynamic checks drkc --dynamic on (run where torch and
+transformers are installed; the .onnx files are committed, CI has no torch):
+
+  bert, distilbert, roberta, gpt2, llama: transformers models (2 layers, hidden 32, random
+  weights from seed 0) exported by torch.onnx.export(dynamo=True) with `batch` and `seq`
+  dynamic (torch.export.Dim; seq 2..64), taking input_ids and attention_mask and returning
+  last_hidden_state (and BERT/RoBERTa's pooler output). Node metadata (the exporter's stack
+  traces) is dropped and the weights are stored inside each file.
+
+What they hold that generated graphs do not: transformers' mask code (GatherND by arange of
+batch and seq, And, Where(mask, 0, -max)), GPT-2's Conv1D as Gemm over rows reshaped to
+"batch*seq", K^T made by Reshape(batch*heads) -> Transpose -> Reshape, RoBERTa's positions
+(CumSum of the mask), LLaMA's rotary cos/sin from positions and GQA repeats, BERT's pooler
+reading token 0. Usage: export.py OUTDIR (written with torch 2.15.0, transformers 5.24.0,
+onnx 1.23.2).
+"""
+import os
+import sys
+
+import onnx
+import torch
+from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, GPT2Config, GPT2Model,
+                          LlamaConfig, LlamaModel, RobertaConfig, RobertaModel)
+
+
+class Hidden(torch.nn.Module):
+    """input_ids, attention_mask -> the model's outputs as a tuple (keyword arguments inside)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        o = self.m(input_ids=input_ids, attention_mask=attention_mask)
+        return tuple(x for x in (o.last_hidden_state, getattr(o, "pooler_output", None)) if x is not None)
+
+
+def models():
+    h = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    yield "bert", BertModel(BertConfig(hidden_size=32, max_position_embeddings=64, **h))
+    yield "roberta", RobertaModel(RobertaConfig(hidden_size=32, max_position_embeddings=70, **h))
+    yield "distilbert", DistilBertModel(DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, vocab_size=100,
+                                                         max_position_embeddings=64))
+    yield "gpt2", GPT2Model(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=64, use_cache=False))
+    yield "llama", LlamaModel(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                          intermediate_size=64, vocab_size=100, max_position_embeddings=64,
+                                          use_cache=False))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, m in models():
+        torch.manual_seed(0)
+        m = Hidden(m).eval()
+        ids = torch.randint(0, 100, (2, 16))
+        mask = torch.ones(2, 16, dtype=torch.long)
+        B = torch.export.Dim("batch", min=1, max=64)
+        S = torch.export.Dim("seq", min=2, max=64)
+        path = os.path.join(out, f"{name}.onnx")
+        prog = torch.onnx.export(m, (ids, mask), dynamo=True, input_names=["input_ids", "attention_mask"],
+                                 dynamic_shapes={"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}})
+        model = prog.model_proto
+        for n in model.graph.node:
+            del n.metadata_props[:]
+            n.doc_string = ""
+        del model.metadata_props[:]
+        del model.graph.value_info[:]
+        onnx.save(model, path)
+        print(f"{name}: {len(model.graph.node)} nodes, {os.path.getsize(path)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
