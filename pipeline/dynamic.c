@@ -322,6 +322,16 @@ static bool compile_bucket(const drk_compile_options_t *o, const char *path, con
       if (sh->drop[j].k == l->launches[i].kernel) b->slot[i] = sh->drop[j].slot, b->name[i] = sh->drop[j].name;
   }
   b->n_new = sh->n_new, b->n_shared = sh->n_drop;
+  if (ok && o->lookup && o->report) { /* --db: the bucket's kernels with records (their keys hold its shapes) */
+    size_t with = 0, tuned = 0;
+    for (size_t i = 0; i < l->n_launches; i++) {
+      drk_sched_knobs_t k;
+      if (!l->launches[i].knob_space) continue;
+      with++;
+      tuned += o->lookup(o->lookup_ctx, l->launches[i].workload, &k);
+    }
+    fprintf(o->report, "report: bucket %s: %zu of %zu kernels with knobs tuned from --db\n", b->label, tuned, with);
+  }
   for (uint32_t i = 0; ok && i < b->m->n_images; i++) b->image_bytes += b->m->images[i].size;
   drk_pipeline_destroy(p);
   return ok;

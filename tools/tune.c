@@ -15,6 +15,7 @@
 
 #include "backends/targets.h"
 #include "lower/fuse.h"
+#include "pipeline/dynamic.h"
 #include "pipeline/pipeline.h"
 #include "search/db.h"
 #include "search/json.h"
@@ -40,6 +41,11 @@ static const char tune_usage[] =
     "compiles with those. Also writes the winners to --out (the text `drkc MODEL --schedules=FILE`\n"
     "applies) and prints the model's time before and after. --config: the search settings and\n"
     "stages (docs/tuning.md).\n"
+    "--dynamic=DIMS [--buckets=...]: the buckets of `drkc MODEL --dynamic` one after another, each its\n"
+    "own tune of the bucket's graph (padding masks and all) at its sizes, --time shared among them,\n"
+    "into one database (the workload keys hold the shapes: a record per bucket); its --out per bucket\n"
+    "(OUT with the bucket's sizes before the extension), the database --db (default: --out's name with\n"
+    ".db). `drkc MODEL --dynamic=... --db=FILE` compiles each bucket with its records.\n"
     "--mpi (under mpirun): rank 0 searches, compile ranks compile the candidates, measure ranks (one\n"
     "per GPU; by default every rank that sees one) measure them; a rank that dies or hangs loses only\n"
     "its candidate, which another rank takes (docs/distributed.md).\n";
@@ -865,6 +871,106 @@ static uint64_t bytes_hash(const void *p, size_t n) {
   return h;
 }
 
+/* --dynamic: a `drkc tune` of each bucket (this program again, with the bucket's sizes as
+ * --pad-bind, the option the bucket compiles take: pipeline.h pad_bind), one after another. */
+static int tune_buckets(int argc, char **argv, const char *dynamic, const char *buckets, const char *out,
+                        const char *db_path, const char *model, double budget) {
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_dyn_spec_t s;
+  if (!drk_dyn_spec_parse(dynamic, buckets, &s, &d)) return 2;
+  size_t nb = 1;
+  for (int i = 0; i < s.n_dims; i++) nb *= (size_t)s.dims[i].n_sizes;
+  char outp[4096];
+  if (out) snprintf(outp, sizeof outp, "%s", out);
+  else with_ext(model, ".sched", outp, sizeof outp);
+  char dbarg[4200] = "";
+  if (!db_path) { /* one database for every bucket: the default next to --out */
+    char dbp[4096];
+    with_ext(outp, ".db", dbp, sizeof dbp);
+    snprintf(dbarg, sizeof dbarg, "--db=%s", dbp);
+  }
+  char **av = calloc((size_t)argc + 8, sizeof *av);
+  if (!av) return 1;
+  int rc = 0;
+  for (size_t b = 0; b < nb && !rc; b++) {
+    char label[256] = "", tag[256] = "", pad[300], outb[4400], timeb[64];
+    size_t r = b;
+    int64_t size[DRK_DYN_MAX_DIMS];
+    for (int i = s.n_dims - 1; i >= 0; i--) size[i] = s.dims[i].sizes[r % (size_t)s.dims[i].n_sizes], r /= (size_t)s.dims[i].n_sizes;
+    for (int i = 0; i < s.n_dims; i++) {
+      size_t l = strlen(label), lt = strlen(tag);
+      snprintf(label + l, sizeof label - l, "%s%s=%lld", i ? "," : "", s.dims[i].name, (long long)size[i]);
+      snprintf(tag + lt, sizeof tag - lt, "-%s%lld", s.dims[i].name, (long long)size[i]);
+    }
+    const char *dot = strrchr(outp, '.'), *slash = strrchr(outp, '/');
+    if (!dot || (slash && dot < slash)) dot = outp + strlen(outp);
+    snprintf(outb, sizeof outb, "%.*s%s%s", (int)(dot - outp), outp, tag, dot);
+    snprintf(pad, sizeof pad, "--pad-bind=%s", label);
+    int n = 0;
+    av[n++] = argv[0];
+    av[n++] = argv[1];
+    for (int i = 2; i < argc; i++) { /* the same arguments but these */
+      const char *a = argv[i];
+      bool two = !strchr(a, '=') && i + 1 < argc;
+      if (!strncmp(a, "--dynamic", 9) || !strncmp(a, "--buckets", 9) || !strncmp(a, "--out", 5) || !strcmp(a, "-o") ||
+          !strncmp(a, "--time", 6)) {
+        if (two && (!strcmp(a, "--dynamic") || !strcmp(a, "--buckets") || !strcmp(a, "--out") || !strcmp(a, "-o") ||
+                    !strcmp(a, "--time")))
+          i++;
+        continue;
+      }
+      av[n++] = argv[i];
+    }
+    char outarg[4500];
+    snprintf(outarg, sizeof outarg, "--out=%s", outb);
+    av[n++] = pad;
+    av[n++] = outarg;
+    if (*dbarg) av[n++] = dbarg;
+    if (budget > 0) {
+      snprintf(timeb, sizeof timeb, "--time=%.3f", budget / (double)nb);
+      av[n++] = timeb;
+    }
+    av[n] = NULL;
+    fprintf(stderr, "drkc tune: bucket %zu of %zu: %s\n", b + 1, nb, label);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      execv("/proc/self/exe", av);
+      fprintf(stderr, "drkc tune: error: cannot run /proc/self/exe: %s\n", strerror(errno));
+      _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0) rc = 1;
+    else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+      fprintf(stderr, "drkc tune: error: the tune of bucket %s failed\n", label);
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    }
+  }
+  free(av);
+  return rc;
+}
+
+/* A --pad-bind graph's length inputs (int64 scalars only Less(positions, len) reads) take the
+ * bucket's size: every key kept, the whole bucket timed. */
+static void fix_length_inputs(const drk_graph_t *g, drk_tune_worker_t *w) {
+  for (size_t i = 0; i < g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++) {
+    const drk_value_t *v = g->inputs[i];
+    if (v->dtype != DRK_DT_I64 || v->shape.rank != 0) continue;
+    int64_t size = -1;
+    bool only_less = true;
+    for (size_t k = 0; k < g->n_nodes && only_less; k++) {
+      const drk_node_t *n = g->nodes[k];
+      for (int j = 0; !n->dead && j < n->n_inputs; j++)
+        if (n->inputs[j] == v) {
+          only_less = n->op == DRK_OP_LESS && j == 1 && n->inputs[0] && n->inputs[0]->shape.rank == 1;
+          if (only_less) size = n->inputs[0]->shape.dims[0].size;
+        }
+    }
+    if (only_less && size > 0) w->bound[i] = -size - 1;
+  }
+}
+
 int drkc_tune_main(int argc, char **argv) {
   tuner_t t = {.iters = 20, .seed = 1, .compile_timeout_s = 300};
   bool mpi = false;
@@ -882,7 +988,9 @@ int drkc_tune_main(int argc, char **argv) {
                            *const o_seed[] = {"--seed", NULL}, *const o_target[] = {"--target", NULL},
                            *const o_pol[] = {"--policy", NULL}, *const o_db[] = {"--db", NULL},
                            *const o_cfg[] = {"--config", NULL}, *const o_ranks[] = {"--ranks", NULL},
-                           *const o_cto[] = {"--compile-timeout", NULL};
+                           *const o_cto[] = {"--compile-timeout", NULL}, *const o_dyn[] = {"--dynamic", NULL},
+                           *const o_buckets[] = {"--buckets", NULL}, *const o_pad[] = {"--pad-bind", NULL};
+  const char *dynamic = NULL, *buckets = NULL;
   for (int i = 2; i < argc; i++) {
     const char *v;
     int k;
@@ -910,6 +1018,9 @@ int drkc_tune_main(int argc, char **argv) {
       ranks_arg = v;
       if (!parse_ranks(v, &mo)) return drkc_usage_error("--ranks: compile:K,measure:G (counts of ranks), not '%s'", v);
     } else if ((v = drkc_opt_value(argc, argv, &i, o_cto))) t.compile_timeout_s = atof(v);
+    else if ((v = drkc_opt_value(argc, argv, &i, o_dyn))) dynamic = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_buckets))) buckets = v;
+    else if ((v = drkc_opt_value(argc, argv, &i, o_pad))) t.c.pad_bind = v; /* a bucket of --dynamic */
     else if ((k = drkc_parse_compile_option(argc, argv, &i, &t.c, &sched_path))) {
       if (k < 0) return 2;
     } else if (argv[i][0] == '-') return drkc_usage_error("unknown option '%s' for 'drkc tune'", argv[i]);
@@ -917,6 +1028,9 @@ int drkc_tune_main(int argc, char **argv) {
     else model = argv[i];
   }
   if (!model) return drkc_usage_error("drkc tune needs a MODEL%s", "");
+  if (buckets && !dynamic) return drkc_usage_error("--buckets lists the sizes of --dynamic dims; give --dynamic too%s", "");
+  if (dynamic && mpi) return drkc_usage_error("not implemented: --dynamic with --mpi (tune the buckets one by one)%s", "");
+  if (dynamic) return tune_buckets(argc, argv, dynamic, buckets, out, db_path, model, budget);
   if (drkc_check_budget_options(&t.c)) return 2;
   if (trials < 1 || t.iters < 1 || timeout <= 0) return drkc_usage_error("--trials, --iters and --timeout must be positive%s", "");
   if (sched_path) return drkc_usage_error("--schedules is what drkc tune writes (--out); tune from the heuristic%s", "");
@@ -1006,6 +1120,7 @@ int drkc_tune_main(int argc, char **argv) {
   drk_tune_worker_init(&t.w, ref, device, timeout);
   for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
     t.w.bound[i] = drk_graph_index_bound(t.g, t.g->inputs[i], 4);
+  if (t.c.pad_bind) fix_length_inputs(t.g, &t.w);
   drk_tune_mpi_hooks_t hooks = {.ctx = &t, .compile = hook_compile, .measure = hook_measure, .device = hook_device,
                                 .profile = hook_profile};
   if (t.mpi) {

@@ -271,8 +271,9 @@ static bool make_inputs(const drk_module_t *m, uint64_t seed, const int64_t *bou
       uint64_t r = drk_splitmix64(&seed);
       if (drk_dtype_is_float(t)) drk_tensor_set_f64(&in[i], e, (double)(r >> 11) * 0x1.0p-52 - 1.0);
       else {
-        uint64_t b = i < DRK_TUNE_MAX_INPUTS && bound[i] > 0 ? (uint64_t)bound[i] : 4;
-        drk_tensor_set_i64(&in[i], e, (int64_t)(t == DRK_DT_BOOL ? (r & 1) : (r % b)));
+        int64_t bi = i < DRK_TUNE_MAX_INPUTS ? bound[i] : 0;
+        uint64_t b = bi > 0 ? (uint64_t)bi : 4;
+        drk_tensor_set_i64(&in[i], e, bi < 0 ? -bi - 1 : (int64_t)(t == DRK_DT_BOOL ? (r & 1) : (r % b)));
       }
     }
   }

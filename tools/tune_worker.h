@@ -52,7 +52,8 @@ typedef struct drk_tune_device {
 } drk_tune_device_t;
 
 typedef struct drk_tune_worker {
-  /* per graph input: integer values are drawn in [0, bound) (drk_graph_index_bound); 0: 4 */
+  /* per graph input: integer values are drawn in [0, bound) (drk_graph_index_bound); 0: 4;
+   * negative: every value is -bound - 1 (a --dynamic bucket's length input: its size) */
   int64_t bound[DRK_TUNE_MAX_INPUTS];
   pid_t pid;
   int to_child, from_child;

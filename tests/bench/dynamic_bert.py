@@ -20,7 +20,8 @@ with symbolic `batch` and `seq`, compiled at --target=sm_90a --precision=fp16
 
 A line per point goes to stdout and OUT/results.json. --small: 2 layers, hidden 128, batch 1..8,
 seq 1..64 (tries the script out; drkrun fails without a GPU, said per point).
-usage: dynamic_bert.py --out DIR --drkc PATH --drkrun PATH [--small] [--iters N]
+--export: transformers' BertModel through torch.onnx.export(dynamo=True) (needs torch).
+usage: dynamic_bert.py --out DIR --drkc PATH --drkrun PATH [--small] [--export] [--iters N]
 """
 
 import argparse
@@ -70,6 +71,31 @@ def build_bert(layers, hidden, heads, ffn, vocab=30522, max_pos=512):
     b.op("Identity", [x], out="last_hidden_state")
     b.output("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", hidden])
     return b.model()
+
+
+def export_bert(path, layers, hidden, heads, ffn):
+    """transformers' BertModel (random weights, seed 0) through torch.onnx.export(dynamo=True)
+    with batch and seq dynamic: the graph a user would bring (mask code, pooler, ...)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            o = self.m(input_ids=input_ids, attention_mask=attention_mask)
+            return o.last_hidden_state, o.pooler_output
+
+    torch.manual_seed(0)
+    m = Hidden(BertModel(BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                                    intermediate_size=ffn))).eval()
+    ids = torch.randint(0, 30522, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    B, S = torch.export.Dim("batch", min=1, max=512), torch.export.Dim("seq", min=2, max=512)
+    torch.onnx.export(m, (ids, mask), path, dynamo=True, input_names=["input_ids", "attention_mask"],
+                      dynamic_shapes={"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}}, external_data=False)
 
 
 def write_inputs(d, batch, seq, vocab, seed):
@@ -124,6 +150,8 @@ def main():
     ap.add_argument("--drkrun", required=True)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--export", action="store_true",
+                    help="BERT from transformers through torch.onnx.export(dynamo=True) instead of the onnx-built one")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.small:
@@ -135,10 +163,14 @@ def main():
         bb, sb = (1, 4, 8, 16, 32), (64, 128, 256, 512)
         points = [(1, 128), (8, 128), (16, 256), (32, 512), (1, 65), (2, 1), (5, 129), (17, 257)]
     buckets_arg = "batch:" + ",".join(map(str, bb)) + ";seq:" + ",".join(map(str, sb))
-    model = os.path.join(a.out, "bert.onnx")
+    model = os.path.join(a.out, "bert_export.onnx" if a.export else "bert.onnx")
     if not os.path.exists(model):
-        onnx.save(build_bert(**cfg), model)
-    results = {"config": cfg, "flags": FLAGS, "buckets": buckets_arg, "points": []}
+        if a.export:
+            export_bert(model, **cfg)
+        else:
+            onnx.save(build_bert(**cfg), model)
+    results = {"config": cfg, "flags": FLAGS, "buckets": buckets_arg, "points": [], "model": os.path.basename(model)}
+    print(f"model: {'transformers BertModel through torch.onnx.export(dynamo=True)' if a.export else 'built with onnx'}")
 
     # 1. one module for batch 1..bmax and seq 1..smax (the padded keys masked at run time)
     dyn = os.path.join(a.out, "dyn.drkm")

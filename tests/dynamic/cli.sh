@@ -61,6 +61,20 @@ done
 "$drkrun" "$work/attn.drkm" --list >"$work/attn.list" || fail "attn: --list"
 grep -q "padded seq masked: input 1 ('drk_len_seq') holds its actual size" "$work/attn.list" || fail "attn: no length input listed"
 
+# tuning per bucket (synthetic times: DRKC_TUNE_FAKE_MEASURE, the candidates compiled and run
+# through the real path otherwise): one database, a schedule file per bucket, and the dynamic
+# module compiled from it takes every bucket's records (their workload keys hold its shapes)
+DRKC_TUNE_FAKE_MEASURE=1 DRKC_TUNE_NO_PROGRESS=1 DRK_CACHE_DIR="$work/kc" "$drkc" tune "$models/attn/model.onnx" \
+  --target=sm_90a --precision=fp16 --fusion-aggressiveness=3 --dynamic=batch=1..2,seq=1..24 --buckets='seq:8,24' \
+  --trials=2 --policy=random --out="$work/attn.sched" --jobs=2 >"$work/tune.log" 2>&1 || { fail "tune --dynamic"; tail -5 "$work/tune.log"; }
+[ "$(grep -c '^drkc tune: bucket [1-4] of 4: batch=[12],seq=\(8\|24\)$' "$work/tune.log")" = 4 ] || fail "tune --dynamic: not 4 buckets"
+for t in batch1-seq8 batch1-seq24 batch2-seq8 batch2-seq24; do [ -s "$work/attn-$t.sched" ] || fail "tune --dynamic: no attn-$t.sched"; done
+grep -E "trials \([1-9][0-9]* invalid" "$work/tune.log" && fail "tune --dynamic: invalid candidates (the length input not at the bucket's size?)"
+"$drkc" "$models/attn/model.onnx" --target=sm_90a --precision=fp16 --fusion-aggressiveness=3 --dynamic=batch=1..2,seq=1..24 \
+  --buckets='seq:8,24' --db="$work/attn.db" -o "$work/attn_tuned.drkm" --report 2>"$work/attn_tuned.report" || fail "compile --db"
+[ "$(grep -cE "report: bucket batch=[12],seq=(8|24): ([1-9][0-9]*) of \2 kernels with knobs tuned from --db" "$work/attn_tuned.report")" = 4 ] ||
+  { fail "the dynamic module does not take every bucket's records"; grep "tuned from" "$work/attn_tuned.report"; }
+
 # the errors
 enc="$models/encoder/model.onnx"
 expect_error "not implemented: exact padding of seq through %y = ReduceMean (ReduceMean over it)" \
