@@ -226,9 +226,19 @@ static bool kernel_digest(const drk_tile_module_t *m, drk_tile_kernel_t *k, uint
   drk_tile_kernel_print(m, k, f);
   k->name = name;
   fflush(f);
+  char *ktext = strndup(text, len); /* the stream's buffer moves as the layouts are printed into it */
+  if (!ktext) {
+    fclose(f);
+    free(text);
+    return false;
+  }
   for (size_t i = 0; i < m->n_layouts; i++)
-    if (layout_used(text, m->layouts[i]->name)) drk_tile_layout_print(m->layouts[i], f);
-  if (fclose(f) != 0) return false;
+    if (layout_used(ktext, m->layouts[i]->name)) drk_tile_layout_print(m->layouts[i], f);
+  free(ktext);
+  if (fclose(f) != 0) {
+    free(text);
+    return false;
+  }
   drk_modfile_sha256(text, len, out);
   free(text);
   return true;
