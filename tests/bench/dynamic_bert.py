@@ -79,14 +79,8 @@ def export_bert(path, layers, hidden, heads, ffn):
     import torch
     from transformers import BertConfig, BertModel
 
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask):
-            o = self.m(input_ids=input_ids, attention_mask=attention_mask)
-            return o.last_hidden_state, o.pooler_output
+    sys.path.insert(0, os.path.join(HERE, "..", "dynamic", "exports"))
+    from export import Hidden  # input_ids, attention_mask -> (last_hidden_state, pooler_output)
 
     torch.manual_seed(0)
     m = Hidden(BertModel(BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,

@@ -187,6 +187,14 @@ static void make_dynamic(drk_modfile_t *mf, drk_modfile_tensor_t *ins, drk_modfi
   mf->dyn_axes = axes, mf->n_dyn_axes = 3;
 }
 
+/* A run at dims succeeds and the stub's log is want (printed when not). */
+static void expect_run_log(drk_rt_session_t *s, stub_session_t *ss, const int64_t *const *dims, const char *want) {
+  ss->log[0] = 0;
+  CHECK(!drk_rt_session_run_shapes(s, dims));
+  CHECK(!strcmp(ss->log, want));
+  if (strcmp(ss->log, want)) fprintf(stderr, "  log: %s\n  want: %s\n", ss->log, want);
+}
+
 static void expect_error(drk_rt_session_t *s, const int64_t *const *dims, const char *want) {
   drk_status_t st = drk_rt_session_run_shapes(s, dims);
   CHECK(st && drk_status_code(st) == DRK_STATUS_INVALID_ARGUMENT && strstr(drk_status_message(st), want));
@@ -239,10 +247,7 @@ static void test_dynamic(void) {
    * row stride (8 x 2 floats); y's first 3 rows out */
   drk_rt_session_bind(s, 0, x, 3 * 5 * 2 * 4, DRK_MEMORY_HOST, 0);
   drk_rt_session_bind(s, 0, y, 3 * 2 * 4, DRK_MEMORY_HOST, 1);
-  ss->log[0] = 0;
-  CHECK(!drk_rt_session_run_shapes(s, dims));
-  CHECK(!strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 graph3 out@1024 :24 e10 sync1 "));
-  if (strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 graph3 out@1024 :24 e10 sync1 ")) fprintf(stderr, "  log: %s\n", ss->log);
+  expect_run_log(s, ss, dims, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 graph3 out@1024 :24 e10 sync1 ");
   CHECK(drk_rt_session_last_bucket(s) == 3);
   int64_t od[8];
   uint32_t rank = 0;
@@ -323,10 +328,7 @@ static void test_length_input(void) {
   const int64_t *dims1[1] = {xd};
   drk_rt_session_bind(s, 0, x, 3 * 5 * 2 * 4, DRK_MEMORY_HOST, 0);
   drk_rt_session_bind(s, 0, y, 3 * 2 * 4, DRK_MEMORY_HOST, 1);
-  ss->log[0] = 0;
-  CHECK(!drk_rt_session_run_shapes(s, dims1));
-  CHECK(!strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 in@512 :8 graph3 out@1024 :24 e10 sync1 "));
-  if (strcmp(ss->log, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 in@512 :8 graph3 out@1024 :24 e10 sync1 ")) fprintf(stderr, "  log: %s\n", ss->log);
+  expect_run_log(s, ss, dims1, "e9 z@0 :256 in@0 :40 in@64 :40 in@128 :40 in@512 :8 graph3 out@1024 :24 e10 sync1 ");
   CHECK(s->lengths[1] == 5);
   drk_rt_session_destroy(s);
 }
