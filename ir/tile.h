@@ -301,6 +301,12 @@ drk_tile_op_t *drk_tile_build_warp_group_end(drk_tile_builder_t *b);
 /* Prints m in its textual form. print(parse(print(m))) == print(m), byte for byte. */
 void drk_tile_print(const drk_tile_module_t *m, FILE *out);
 void drk_tile_kernel_print(const drk_tile_module_t *m, const drk_tile_kernel_t *k, FILE *out);
+/* The kernel's text with its name, its value names and the names of the layouts it uses
+ * replaced by their order of first appearance (%0, %1, ..., #0, ...), followed by the
+ * definitions of those layouts (and their parents): two kernels have one canonical text
+ * exactly when they are the same kernel up to names, so they compile to the same code, in
+ * one module or in two. malloc'd, *out_len bytes (NUL-terminated); NULL when out of memory. */
+char *drk_tile_kernel_canonical(const drk_tile_module_t *m, const drk_tile_kernel_t *k, size_t *out_len);
 /* One layout definition line ("#name = kind{...}\n"), as drk_tile_print writes it. */
 void drk_tile_layout_print(const drk_tile_layout_t *l, FILE *out);
 /* Parses the textual form; on error reports `file:line:col: error: ...` through d and

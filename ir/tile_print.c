@@ -144,9 +144,15 @@ static void print_grid_dim(const drk_tile_grid_dim_t *g, FILE *out) {
   else fprintf(out, "cdiv(%%%s, %lld)", g->param->name, (long long)g->c);
 }
 
+static void print_kernel(const drk_tile_kernel_t *k, const char *name, FILE *out);
+
 void drk_tile_kernel_print(const drk_tile_module_t *m, const drk_tile_kernel_t *k, FILE *out) {
   (void)m;
-  fprintf(out, "kernel @%s(", k->name);
+  print_kernel(k, k->name, out);
+}
+
+static void print_kernel(const drk_tile_kernel_t *k, const char *name, FILE *out) {
+  fprintf(out, "kernel @%s(", name);
   for (int i = 0; i < k->n_params; i++) {
     fprintf(out, "%s%%%s: ", i ? ", " : "", k->params[i]->name);
     print_type(&k->params[i]->type, out);
@@ -172,4 +178,119 @@ void drk_tile_print(const drk_tile_module_t *m, FILE *out) {
     if (i || m->n_layouts) fputc('\n', out);
     drk_tile_kernel_print(m, m->kernels[i], out);
   }
+}
+
+/* ---- canonical text ---- */
+
+static bool id_char(char c) {
+  return c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Names seen so far in one text, by sigil: name -> its order of first appearance. */
+typedef struct names {
+  const char **key; /* borrowed from the text; key_len bytes */
+  size_t *key_len, *index;
+  size_t cap, n[2];
+} names_t;
+
+static size_t hash_bytes(const char *s, size_t n) {
+  size_t h = 1469598103934665603u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+  return h;
+}
+
+/* The index of name (s, n) under sigil (0: '%', 1: '#'), a new one at its first appearance;
+ * SIZE_MAX when out of memory. */
+static size_t names_get(names_t *t, int sigil, const char *s, size_t n) {
+  if (2 * (t->n[0] + t->n[1] + 1) > t->cap) {
+    names_t g = {.cap = t->cap ? 2 * t->cap : 256, .n = {t->n[0], t->n[1]}};
+    g.key = calloc(g.cap, sizeof *g.key), g.key_len = calloc(g.cap, sizeof *g.key_len);
+    g.index = calloc(g.cap, sizeof *g.index);
+    if (!g.key || !g.key_len || !g.index) {
+      free(g.key), free(g.key_len), free(g.index);
+      return SIZE_MAX;
+    }
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->key[i]) {
+        size_t j = hash_bytes(t->key[i], t->key_len[i]) & (g.cap - 1);
+        while (g.key[j]) j = (j + 1) & (g.cap - 1);
+        g.key[j] = t->key[i], g.key_len[j] = t->key_len[i], g.index[j] = t->index[i];
+      }
+    free(t->key), free(t->key_len), free(t->index);
+    *t = g;
+  }
+  /* the sigil is part of the key: the byte before the name */
+  const char *key = s - 1;
+  size_t j = hash_bytes(key, n + 1) & (t->cap - 1);
+  for (; t->key[j]; j = (j + 1) & (t->cap - 1))
+    if (t->key_len[j] == n + 1 && !memcmp(t->key[j], key, n + 1)) return t->index[j];
+  t->key[j] = key, t->key_len[j] = n + 1, t->index[j] = t->n[sigil]++;
+  return t->index[j];
+}
+
+char *drk_tile_kernel_canonical(const drk_tile_module_t *m, const drk_tile_kernel_t *k, size_t *out_len) {
+  char *text = NULL, *canon = NULL;
+  size_t len = 0, clen = 0;
+  const drk_tile_layout_t **used = NULL;
+  size_t n_used = 0;
+  names_t names = {0};
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  print_kernel(k, "k", f);
+  if (fflush(f) != 0 || !(used = calloc(m->n_layouts + 1, sizeof *used))) goto fail;
+  /* the layouts it names, in order of first appearance, then their parents */
+  size_t kernel_len = len;
+  for (size_t i = 0; i < kernel_len; i++) {
+    if (text[i] != '#' || i + 1 >= kernel_len || !id_char(text[i + 1])) continue;
+    size_t e = i + 1;
+    while (e < kernel_len && id_char(text[e])) e++;
+    for (size_t j = 0; j < m->n_layouts; j++) {
+      const drk_tile_layout_t *l = m->layouts[j];
+      if (strlen(l->name) != e - i - 1 || memcmp(l->name, text + i + 1, e - i - 1)) continue;
+      bool seen = false;
+      for (size_t u = 0; u < n_used && !seen; u++) seen = used[u] == l;
+      if (!seen) used[n_used++] = l;
+      break;
+    }
+    i = e - 1;
+  }
+  for (size_t u = 0; u < n_used; u++) {
+    const drk_tile_layout_t *p = used[u]->parent;
+    bool seen = !p;
+    for (size_t v = 0; v < n_used && !seen; v++) seen = used[v] == p;
+    if (!seen) used[n_used++] = p;
+  }
+  for (size_t u = 0; u < n_used; u++) drk_tile_layout_print(used[u], f);
+  if (fclose(f) != 0) {
+    f = NULL;
+    goto fail;
+  }
+  f = NULL;
+  /* every %name and #name becomes its sigil and its order of first appearance */
+  FILE *c = open_memstream(&canon, &clen);
+  if (!c) goto fail;
+  for (size_t i = 0; i < len; i++) {
+    int sigil = text[i] == '%' ? 0 : text[i] == '#' ? 1 : -1;
+    if (sigil < 0 || i + 1 >= len || !id_char(text[i + 1])) {
+      fputc(text[i], c);
+      continue;
+    }
+    size_t e = i + 1;
+    while (e < len && id_char(text[e])) e++;
+    size_t ix = names_get(&names, sigil, text + i + 1, e - i - 1);
+    if (ix == SIZE_MAX) {
+      fclose(c);
+      goto fail;
+    }
+    fprintf(c, "%c%zu", text[i], ix);
+    i = e - 1;
+  }
+  if (fclose(c) != 0) goto fail;
+  free(text), free(used), free(names.key), free(names.key_len), free(names.index);
+  *out_len = clen;
+  return canon;
+fail:
+  if (f) fclose(f);
+  free(text), free(canon), free(used), free(names.key), free(names.key_len), free(names.index);
+  return NULL;
 }

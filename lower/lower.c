@@ -630,6 +630,41 @@ bool drk_lowered_plan_memory(const drk_graph_t *g, const drk_lowered_t *l, drk_m
   return ok;
 }
 
+bool drk_lowered_dedupe(drk_lowered_t *l, size_t *out_removed) {
+  drk_tile_module_t *m = l->module;
+  size_t n = m->n_kernels;
+  *out_removed = 0;
+  char **text = calloc(n + 1, sizeof *text);
+  size_t *len = calloc(n + 1, sizeof *len), *hash = calloc(n + 1, sizeof *hash), *rep = calloc(n + 1, sizeof *rep);
+  bool ok = text && len && hash && rep;
+  for (size_t i = 0; ok && i < n; i++) {
+    ok = (text[i] = drk_tile_kernel_canonical(m, m->kernels[i], &len[i])) != NULL;
+    size_t h = 1469598103934665603u;
+    for (size_t j = 0; ok && j < len[i]; j++) h = (h ^ (unsigned char)text[i][j]) * 1099511628211u;
+    hash[i] = h, rep[i] = i;
+    for (size_t j = 0; ok && j < i; j++)
+      if (rep[j] == j && hash[j] == h && len[j] == len[i] && !memcmp(text[j], text[i], len[i])) {
+        rep[i] = j;
+        break;
+      }
+  }
+  if (ok) {
+    for (size_t li = 0; li < l->n_launches; li++) {
+      size_t i = 0;
+      while (i < n && m->kernels[i] != l->launches[li].kernel) i++;
+      if (i < n) l->launches[li].kernel = m->kernels[rep[i]];
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+      if (rep[i] == i) m->kernels[kept++] = m->kernels[i];
+    *out_removed = n - kept;
+    m->n_kernels = kept;
+  }
+  for (size_t i = 0; i < n && text; i++) free(text[i]);
+  free(text), free(len), free(hash), free(rep);
+  return ok;
+}
+
 void drk_lowered_destroy(drk_lowered_t *l) {
   if (!l) return;
   if (l->module) drk_tile_module_destroy(l->module);

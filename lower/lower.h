@@ -252,6 +252,12 @@ bool drk_lower_graph(const drk_graph_t *g, const drk_lower_options_t *o, drk_low
 struct drk_fusion;
 bool drk_lower_graph_fused(const drk_graph_t *g, const drk_lower_options_t *o, struct drk_fusion *fusion,
                            drk_lowered_t *out, drk_diag_t *d);
+/* Kernels that are the same kernel up to names (drk_tile_kernel_canonical: the layers of a
+ * transformer lower to the same LayerNorm, the same attention) become one: every launch of a
+ * twin names the first of them, and the others leave l->module, so codegen compiles each
+ * once and the image holds it once. *out_removed: how many left. False (nothing changed)
+ * when out of memory. */
+bool drk_lowered_dedupe(drk_lowered_t *l, size_t *out_removed);
 void drk_lowered_destroy(drk_lowered_t *l);
 
 /* The memory plan of g as lowered into l: the lowering's aliases, node times (a fused kernel

@@ -204,41 +204,12 @@ typedef struct share_ctx {
   bool oom;
 } share_ctx_t;
 
-static bool layout_used(const char *text, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = strchr(text, '#'); p; p = strchr(p + 1, '#')) {
-    char c = p[1 + n];
-    if (!strncmp(p + 1, name, n) && !(c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-      return true;
-  }
-  return false;
-}
-
-/* SHA-256 of the kernel's text with its name left out, and of the layouts it names: kernels
- * with one digest compile to the same code. */
+/* SHA-256 of the kernel's canonical text (drk_tile_kernel_canonical: names left out, the
+ * layouts it uses defined): kernels with one digest compile to the same code. */
 static bool kernel_digest(const drk_tile_module_t *m, drk_tile_kernel_t *k, uint8_t out[32]) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (!f) return false;
-  const char *name = k->name;
-  k->name = "k";
-  drk_tile_kernel_print(m, k, f);
-  k->name = name;
-  fflush(f);
-  char *ktext = strndup(text, len); /* the stream's buffer moves as the layouts are printed into it */
-  if (!ktext) {
-    fclose(f);
-    free(text);
-    return false;
-  }
-  for (size_t i = 0; i < m->n_layouts; i++)
-    if (layout_used(ktext, m->layouts[i]->name)) drk_tile_layout_print(m->layouts[i], f);
-  free(ktext);
-  if (fclose(f) != 0) {
-    free(text);
-    return false;
-  }
+  size_t len;
+  char *text = drk_tile_kernel_canonical(m, k, &len);
+  if (!text) return false;
   drk_modfile_sha256(text, len, out);
   free(text);
   return true;

@@ -467,6 +467,11 @@ static bool st_lower(drk_pipeline_t *p) {
   p->fused = false; /* the lowering takes the partition */
   if (!drk_lower_graph_fused(p->g, &lo, &p->fusion, &p->l, p->d)) return false;
   p->lowered = true;
+  size_t twins;
+  if (!drk_lowered_dedupe(&p->l, &twins)) {
+    drk_diag_error(p->d, drk_loc_none, "out of memory comparing the kernels");
+    return false;
+  }
   return true;
 }
 

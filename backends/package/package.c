@@ -90,8 +90,9 @@ void drk_package_report(FILE *out, const drk_graph_t *g, const drk_lowered_t *l,
     if (t < DRK_DT_COUNT) mix[t]++;
   }
   uint64_t act = plan->arena_size - plan->weights_size;
-  fprintf(out, "report: %zu graph nodes -> %zu kernels (%zu nodes need no kernel: views of another tensor)\n",
-          nodes, l->n_launches, l->n_aliases);
+  fprintf(out, "report: %zu graph nodes -> %zu kernels (%zu nodes need no kernel: views of another tensor); %zu "
+               "distinct, compiled once each (the others are twins up to names)\n",
+          nodes, l->n_launches, l->n_aliases, l->module->n_kernels);
   fprintf(out, "report: activations %.2f MiB planned vs %.2f MiB naive sum (%.0f%%); weights %.2f MiB; arena %.2f MiB\n",
           act / 1048576.0, plan->naive_size / 1048576.0, plan->naive_size ? 100.0 * (double)act / (double)plan->naive_size : 0.0,
           plan->weights_size / 1048576.0, plan->arena_size / 1048576.0);

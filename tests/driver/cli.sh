@@ -167,6 +167,13 @@ unset DRK_CUDA_DRIVER
 expect precision-bad 2 "auto, fp32, tf32, bf16, fp16 or fp8" -- "$W/ok.drkg" --precision=fp4
 expect precision-fp16-graph 0 'Cast' -- "$W/ok.drkg" --emit=graph --precision=fp16
 expect report 0 'report: .* graph nodes -> .* kernels' -- "$W/ok.drkg" --emit=tile --bind=N=3 --report
+# twin kernels (a transformer's layers lower alike) are compiled once: the tile module holds the
+# distinct ones, which the report counts, fewer than the launches
+"$DRKC" "$SRC/tests/dynamic/exports/bert.onnx" --bind=batch=2,seq=8 --emit=tile --report -o "$W/twins.drkt" >"$W/twins.out" 2>&1
+tw=$(sed -n 's/^report: .* -> \([0-9]*\) kernels .*; \([0-9]*\) distinct, .*/\1 \2/p' "$W/twins.out")
+nk=$(grep -c '^kernel @' "$W/twins.drkt")
+if [ -n "$tw" ] && [ "${tw#* }" = "$nk" ] && [ "$nk" -lt "${tw% *}" ]; then echo "PASS twin-kernels ($tw)"
+else echo "FAIL twin-kernels: launches and distinct '$tw', $nk kernels in the tile module"; sed 's/^/  | /' "$W/twins.out"; fails=$((fails + 1)); fi
 expect run-fp16 0 "output 0 'z': f32\[3, 4\]" -- run "$W/ok.drkg" --input x="$W/x.npy" --precision=fp16
 expect fusion-bad 2 "0, 1, 2 or 3" -- "$W/ok.drkg" --fusion-aggressiveness=7
 expect depth-bad 2 "a number >= 1" -- "$W/ok.drkg" --max-graph-depth=0

@@ -8,6 +8,7 @@
  * `tile_runner --builder`: builds a kernel with the builder API, then checks that it
  * verifies and round-trips the same way.
  * Exit status 0 on success, 1 on failure (with a message on stderr). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,11 +172,75 @@ static int run_builder(void) {
   return rc;
 }
 
+/* ---- --canonical: drk_tile_kernel_canonical is equal exactly for kernels equal up to names ---- */
+
+/* A row-sum kernel over a 2-D blocked layout and its slice; NAME, the value prefix V, the
+ * constant C and where an unused layout is defined vary. */
+static char *canon_source(const char *name, const char *v, int c, bool other_last, const char *lname) {
+  char blk[160], sl[160], *src = NULL;
+  snprintf(blk, sizeof blk, "#%s = blocked{spt = [1, 4], tpw = [4, 8], wpc = [4, 1], order = [1, 0]}\n", lname);
+  snprintf(sl, sizeof sl, "#%s_s = slice{parent = #%s, dim = 1}\n", lname, lname);
+  size_t n = 0;
+  FILE *f = open_memstream(&src, &n);
+  if (!f) return NULL;
+  const char *other = "#other = blocked{spt = [4], tpw = [32], wpc = [4], order = [0]}\n";
+  fprintf(f, "%s%s%s%s", other_last ? "" : other, blk, sl, other_last ? other : "");
+  fprintf(f,
+          "kernel @%s(%%%sx: ptr<f32> {align = 16}, %%%sy: ptr<f32> {align = 16}) grid(4, 1, 1) block(128) smem(0) {\n"
+          "  %%%sr = make_range {start = 0, end = 16} : tile<16xi32, #%s_s>\n"
+          "  %%%sc = constant {value = %d} : tile<16xi32, #%s_s>\n"
+          "  %%%so = mul %%%sr, %%%sc : tile<16xi32, #%s_s>\n"
+          "  %%%sp = splat %%%sy : tile<16xptr<f32>, #%s_s>\n"
+          "  %%%sq = addptr %%%sp, %%%so : tile<16xptr<f32>, #%s_s>\n"
+          "  %%%sz = constant {value = 1.0} : tile<16xf32, #%s_s>\n"
+          "  store %%%sq, %%%sz\n"
+          "  return\n}\n",
+          name, v, v, v, lname, v, c, lname, v, v, v, lname, v, v, lname, v, v, v, lname, v, lname, v, v);
+  fclose(f);
+  return src;
+}
+
+static char *canon_of(const char *name, const char *v, int c, bool other_last, const char *lname, size_t *len) {
+  char *src = canon_source(name, v, c, other_last, lname);
+  drk_diag_t d;
+  drk_diag_init(&d, stderr);
+  drk_tile_module_t *m = src ? drk_tile_parse(src, strlen(src), "<canon>", &d) : NULL;
+  char *t = NULL;
+  if (m && drk_tile_verify(m, &d)) t = drk_tile_kernel_canonical(m, m->kernels[0], len);
+  else fprintf(stderr, "FAIL --canonical: the test kernel does not parse or verify:\n%s", src ? src : "");
+  if (m) drk_tile_module_destroy(m);
+  free(src);
+  return t;
+}
+
+static int run_canonical(void) {
+  size_t n[5];
+  char *a = canon_of("k1", "a", 3, false, "rows", &n[0]);
+  char *b = canon_of("other_name", "t", 3, true, "L7", &n[1]); /* names and layout order differ */
+  char *c = canon_of("k1", "a", 4, false, "rows", &n[2]);      /* one constant differs */
+  int rc = 0;
+  if (!a || !b || !c) rc = 1;
+  else if (n[0] != n[1] || memcmp(a, b, n[0])) {
+    fprintf(stderr, "FAIL --canonical: kernels equal up to names differ:\n--- a\n%s--- b\n%s", a, b);
+    rc = 1;
+  } else if (n[0] == n[2] && !memcmp(a, c, n[0])) {
+    fprintf(stderr, "FAIL --canonical: kernels with different constants are equal:\n%s", a);
+    rc = 1;
+  } else if (strstr(a, "other") || strstr(a, "rows") || strstr(a, "k1")) {
+    fprintf(stderr, "FAIL --canonical: a name or an unused layout is left in:\n%s", a);
+    rc = 1;
+  }
+  if (!rc) printf("canonical: equal up to names, different constants differ\n%s", a);
+  free(a), free(b), free(c);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: tile_runner FILE.drkt | --builder\n");
+    fprintf(stderr, "usage: tile_runner FILE.drkt | --builder | --canonical\n");
     return 2;
   }
   if (strcmp(argv[1], "--builder") == 0) return run_builder();
+  if (strcmp(argv[1], "--canonical") == 0) return run_canonical();
   return run_file(argv[1]);
 }
