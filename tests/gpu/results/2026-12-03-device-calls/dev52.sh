@@ -23,7 +23,7 @@ T="--batch 1 --init realistic --exporter torch2drkg --timeout 240"
 (timeout 545 python3 tests/zoo/zoo.py $Z $T --no-peers --out $O/q1 --only swin_t wav2vec2 distilbert > $O/q1.log 2>&1) &
 (timeout 545 python3 tests/zoo/zoo.py $Z $T --no-peers --out $O/q2 --only roberta_base qwen2_small mistral_small > $O/q2.log 2>&1) &
 wait
-python3 tests/zoo/zoo.py --merge $O/b* --out $O/mb --name zoo > $O/merge-b.log 2>&1
+python3 tests/zoo/zoo.py --merge $(ls -d $O/b*/) --out $O/mb --name zoo > $O/merge-b.log 2>&1
 python3 tests/zoo/zoo.py --merge $O/p? $O/q? --out $O/mt --name zoo > $O/merge-t.log 2>&1
 cp $O/mb/zoo.md $OUT/zoo-big.md; cp $O/mb/zoo.json $OUT/zoo-big.json
 cp $O/mt/zoo.md $OUT/zoo-t2d.md; cp $O/mt/zoo.json $OUT/zoo-t2d.json
