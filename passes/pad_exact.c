@@ -256,6 +256,18 @@ static void rule_tail(pad_ctx_t *c, const drk_node_t *n, const drk_value_t *v, i
   }
 }
 
+static bool zero_at(const pad_ctx_t *c, const drk_value_t *v, int axis);
+
+/* Sums (ReduceSum, ReduceSumSquare, ReduceL2) over an axis whose padded positions hold
+ * exact zeros add nothing for them: the masked sums of mean pooling (sum(x * mask) / sum(mask),
+ * the mask a zero-padded input). */
+static void rule_reduce_axis(pad_ctx_t *c, const drk_node_t *n, const drk_value_t *x, int64_t axis, const char *why) {
+  bool sum = n->op == DRK_OP_REDUCE_SUM || n->op == DRK_OP_REDUCE_SUM_SQUARE ||
+             n->op == DRK_OP_REDUCE_L2;
+  if (sum && x && x->shape.rank > 0 && zero_at(c, x, (int)axis)) return;
+  rule_axis(c, n, x, axis, why);
+}
+
 static void rule_reduce(pad_ctx_t *c, const drk_node_t *n) {
   const drk_value_t *x = n->inputs[0];
   size_t na = 0;
@@ -268,15 +280,16 @@ static void rule_reduce(pad_ctx_t *c, const drk_node_t *n) {
       refuse(c, n, value_mask(c, x), "its axes are not constant");
       return;
     }
-    for (int64_t i = 0; i < drk_shape_numel(&av->shape); i++) rule_axis(c, n, x, (int64_t)drk_value_const_f64(av, i), why);
+    for (int64_t i = 0; i < drk_shape_numel(&av->shape); i++)
+      rule_reduce_axis(c, n, x, (int64_t)drk_value_const_f64(av, i), why);
     return;
   }
   if (axes) {
-    for (size_t i = 0; i < na; i++) rule_axis(c, n, x, axes[i], why);
+    for (size_t i = 0; i < na; i++) rule_reduce_axis(c, n, x, axes[i], why);
     return;
   }
   if (drk_node_attr_int(n, "noop_with_empty_axes", 0)) return;
-  rule_tail(c, n, x, 0, why);
+  for (int k = 0; x && k < x->shape.rank; k++) rule_reduce_axis(c, n, x, k, why);
 }
 
 static void rule_slice(pad_ctx_t *c, const drk_node_t *n) {
@@ -439,6 +452,26 @@ static bool is_const_zero(const drk_value_t *v) {
   return v && v->kind == DRK_VALUE_CONST && drk_shape_numel(&v->shape) == 1 && drk_value_const_f64(v, 0) == 0;
 }
 
+static bool same_dim(const drk_dim_t *a, const drk_dim_t *b) {
+  return a->sym ? b->sym && !strcmp(a->sym, b->sym) : !b->sym && a->size == b->size;
+}
+
+/* Unsqueeze's inserted axes of its rank-r result (attribute or constant input), into ins. */
+static bool unsqueeze_axes(const drk_node_t *n, int r, bool *ins) {
+  size_t na = 0;
+  const int64_t *axes = drk_node_attr_ints(n, "axes", &na);
+  const drk_value_t *av = n->n_inputs > 1 ? n->inputs[1] : NULL;
+  int64_t cnt = axes ? (int64_t)na : av && av->kind == DRK_VALUE_CONST ? drk_shape_numel(&av->shape) : -1;
+  if (cnt < 0 || r > 8) return false;
+  for (int64_t i = 0; i < cnt; i++) {
+    int64_t a = axes ? axes[i] : (int64_t)drk_value_const_f64(av, i);
+    if (a < 0) a += r;
+    if (a < 0 || a >= r) return false;
+    ins[a] = true;
+  }
+  return true;
+}
+
 /* Axes of n's result whose padded positions are exact zeros, from its inputs' (Cast, views,
  * Where(c, 0, p), products: what lies between a masked Softmax and its MatMul). */
 static void propagate_zero(pad_ctx_t *c, const drk_node_t *n) {
@@ -456,11 +489,31 @@ static void propagate_zero(pad_ctx_t *c, const drk_node_t *n) {
       if (n->inputs[i] && n->inputs[i]->shape.rank == y->shape.rank) z |= c->zero[n->inputs[i]->id];
     break;
   case DRK_OP_WHERE: /* Where(isnan(p), 0, p): the guard of fully masked rows */
+    /* Where(keep, x, 0) with dim i's keep mask (drk_pass_pad_mask: a masked mean), shaped
+     * [size, 1, ...] against its axis */
+    if (n->n_inputs == 3 && n->inputs[0] && is_const_zero(n->inputs[2]) && n->inputs[0]->shape.rank > 0 &&
+        n->inputs[0]->shape.rank <= y->shape.rank) {
+      int k = y->shape.rank - n->inputs[0]->shape.rank;
+      uint32_t m = axis_mask(c, y, k);
+      for (int i = 0; i < c->n; i++)
+        if (m == 1u << i && is_len_mask(c, n->inputs[0], i)) z |= (uint8_t)(1u << k);
+    }
     if (n->n_inputs == 3 && n->inputs[2] && n->inputs[2]->shape.rank == y->shape.rank && is_const_zero(n->inputs[1]))
-      z = c->zero[n->inputs[2]->id];
+      z |= c->zero[n->inputs[2]->id];
     if (n->n_inputs == 3 && n->inputs[1] && n->inputs[1]->shape.rank == y->shape.rank && is_const_zero(n->inputs[2]))
-      z = c->zero[n->inputs[1]->id];
+      z |= c->zero[n->inputs[1]->id];
     break;
+  case DRK_OP_EXPAND: /* an axis keeps its zeros where it is not broadcast */
+    for (int k = 0; same && k < y->shape.rank; k++)
+      if (c->zero[x0->id] >> k & 1 && same_dim(&x0->shape.dims[k], &y->shape.dims[k])) z |= (uint8_t)(1u << k);
+    break;
+  case DRK_OP_UNSQUEEZE: {
+    bool ins[8] = {false};
+    if (!x0 || x0->shape.rank < 0 || !unsqueeze_axes(n, y->shape.rank, ins)) break;
+    for (int k = 0, i = 0; k < y->shape.rank; k++)
+      if (!ins[k] && i < x0->shape.rank && (c->zero[x0->id] >> i++ & 1)) z |= (uint8_t)(1u << k);
+    break;
+  }
   case DRK_OP_TRANSPOSE: {
     size_t np = 0;
     const int64_t *perm = drk_node_attr_ints(n, "perm", &np);
@@ -562,6 +615,14 @@ bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn,
     drk_diag_error(d, drk_loc_none, "out of memory checking --dynamic padding");
     return false;
   }
+  /* the runtime zero-fills every input's padded positions (and the tests pad with zeros) */
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    for (int k = 0; k < v->shape.rank && k < 8; k++) {
+      uint32_t m = axis_mask(&c, v, k);
+      if (m && !(m & FRESH) && !(m & (m - 1))) c.zero[v->id] |= (uint8_t)(1u << k);
+    }
+  }
   for (size_t k = 0; k < g->n_nodes; k++)
     if (!g->nodes[k]->dead) check_node(&c, g->nodes[k]);
   check_outputs(&c);
@@ -607,29 +668,81 @@ static drk_value_t *keep_mask(drk_graph_t *g, drk_value_t *x, int a, drk_value_t
   return node1(g, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){keep, axv}, (snprintf(nm, sizeof nm, "%s_padkeep_u", base), nm), loc);
 }
 
+/* The index of dynamic dim sym in mc, or -1. */
+static int dyn_index(const mask_ctx_t *mc, const char *sym) {
+  for (int i = 0; sym && i < mc->n; i++)
+    if (!strcmp(sym, mc->dyn[i])) return i;
+  return -1;
+}
+
+/* dim di's length input, made at its first use */
+static drk_value_t *len_input(drk_graph_t *g, mask_ctx_t *mc, int di) {
+  if (!mc->lens[di])
+    mc->lens[di] = drk_graph_add_input(g, drk_graph_unique_namef(g, "drk_len_%s", mc->dyn[di]), DRK_DT_I64,
+                                       drk_graph_shape_static(g, 0, NULL));
+  return mc->lens[di];
+}
+
+static drk_value_t *scalar_const(drk_graph_t *g, drk_dtype_t t, double v, const char *name) {
+  drk_tensor_t x;
+  if (!drk_tensor_alloc(&x, t, 0, NULL)) return NULL;
+  drk_tensor_set_f64(&x, 0, v);
+  drk_value_t *c = drk_graph_add_const_copy(g, name, t, drk_graph_shape_static(g, 0, NULL), x.data, x.nbytes);
+  drk_tensor_free(&x);
+  return c;
+}
+
+/* ReduceMean over one axis of a dynamic dim (mean pooling of tokens): ReduceSum of
+ * Where(keep, x, 0) along it, divided by the actual size (the length input). */
+static drk_rewrite_t mask_mean(drk_graph_t *g, drk_node_t *n, mask_ctx_t *mc) {
+  drk_value_t *x = n->inputs[0];
+  if (!x || x->shape.rank <= 0 || !drk_dtype_is_float(x->dtype) || drk_dtype_bits(x->dtype) < 16) return DRK_REWRITE_KEPT;
+  size_t na = 0;
+  const int64_t *axes = drk_node_attr_ints(n, "axes", &na);
+  const drk_value_t *av = n->n_inputs > 1 ? n->inputs[1] : NULL;
+  int64_t a;
+  if (axes && na == 1) a = axes[0];
+  else if (!axes && av && av->kind == DRK_VALUE_CONST && drk_shape_numel(&av->shape) == 1) a = (int64_t)drk_value_const_f64(av, 0);
+  else return DRK_REWRITE_KEPT; /* several axes, or none (all): pad_exact refuses the padded ones */
+  int r = x->shape.rank;
+  if (a < -r || a >= r) return DRK_REWRITE_KEPT;
+  a = drk_axis_norm(a, r);
+  int di = dyn_index(mc, x->shape.dims[a].sym);
+  if (di < 0) return DRK_REWRITE_KEPT;
+  drk_value_t *len = len_input(g, mc, di);
+  const char *base = n->outputs[0]->name;
+  char nm[256];
+  drk_value_t **cached = &mc->keep[di][r - 1 - a];
+  if (!*cached) *cached = keep_mask(g, x, (int)a, len, base, n->loc);
+  drk_value_t *zero = scalar_const(g, x->dtype, 0, drk_graph_unique_namef(g, "%s_padzero", base));
+  if (!zero) return DRK_REWRITE_FAILED;
+  drk_value_t *xm = node1(g, DRK_OP_WHERE, 3, (drk_value_t *[]){*cached, x, zero}, (snprintf(nm, sizeof nm, "%s_padmasked", base), nm), n->loc);
+  drk_value_t *axv = const_i64(g, (snprintf(nm, sizeof nm, "%s_padaxes", base), nm), 1, 1, &a);
+  drk_value_t *sum = node1(g, DRK_OP_REDUCE_SUM, 2, (drk_value_t *[]){xm, axv}, (snprintf(nm, sizeof nm, "%s_padsum", base), nm), n->loc);
+  drk_node_set_int(g, sum->def, "keepdims", drk_node_attr_int(n, "keepdims", 1));
+  drk_value_t *cnt = node1(g, DRK_OP_CAST, 1, &len, (snprintf(nm, sizeof nm, "%s_padcount", base), nm), n->loc);
+  drk_node_set_int(g, cnt->def, "to", drk_dtype_to_onnx(x->dtype));
+  const char *dn = drk_graph_unique_namef(g, "%s_masked", base);
+  drk_node_t *dv = drk_graph_add_node(g, DRK_OP_DIV, 2, (drk_value_t *[]){sum, cnt}, 1, &dn, n->loc);
+  drk_node_take_result(n, dv);
+  return DRK_REWRITE_DONE;
+}
+
 static drk_rewrite_t mask_node(drk_graph_t *g, drk_node_t *n, void *ctx) {
   mask_ctx_t *mc = ctx;
+  if (n->op == DRK_OP_REDUCE_MEAN && !n->dead) return mask_mean(g, n, mc);
   if ((n->op != DRK_OP_SOFTMAX && n->op != DRK_OP_LOG_SOFTMAX) || n->dead) return DRK_REWRITE_KEPT;
   drk_value_t *x = n->inputs[0];
   if (!x || x->shape.rank <= 0 || !drk_dtype_is_float(x->dtype) || drk_dtype_bits(x->dtype) < 16) return DRK_REWRITE_KEPT;
   int r = x->shape.rank, a = drk_axis_norm(drk_node_attr_int(n, "axis", -1), r), di = -1;
-  const char *sym = x->shape.dims[a].sym;
-  for (int i = 0; sym && i < mc->n; i++)
-    if (!strcmp(sym, mc->dyn[i])) di = i;
-  if (di < 0) return DRK_REWRITE_KEPT;
-  if (!mc->lens[di])
-    mc->lens[di] = drk_graph_add_input(g, drk_graph_unique_namef(g, "drk_len_%s", sym), DRK_DT_I64,
-                                       drk_graph_shape_static(g, 0, NULL));
+  if ((di = dyn_index(mc, x->shape.dims[a].sym)) < 0) return DRK_REWRITE_KEPT;
+  len_input(g, mc, di);
   const char *base = n->outputs[0]->name;
   char nm[256];
   drk_value_t **cached = &mc->keep[di][r - 1 - a];
   if (!*cached) *cached = keep_mask(g, x, a, mc->lens[di], base, n->loc);
-  drk_tensor_t t;
-  if (!drk_tensor_alloc(&t, x->dtype, 0, NULL)) return DRK_REWRITE_FAILED;
-  drk_tensor_set_f64(&t, 0, -INFINITY);
-  drk_value_t *ninf = drk_graph_add_const_copy(g, drk_graph_unique_namef(g, "%s_padninf", base), x->dtype,
-                                               drk_graph_shape_static(g, 0, NULL), t.data, t.nbytes);
-  drk_tensor_free(&t);
+  drk_value_t *ninf = scalar_const(g, x->dtype, -INFINITY, drk_graph_unique_namef(g, "%s_padninf", base));
+  if (!ninf) return DRK_REWRITE_FAILED;
   drk_value_t *xm = node1(g, DRK_OP_WHERE, 3, (drk_value_t *[]){*cached, x, ninf}, (snprintf(nm, sizeof nm, "%s_padmasked", base), nm), n->loc);
   const char *sn = drk_graph_unique_namef(g, "%s_masked", base);
   drk_node_t *sm = drk_graph_add_node(g, n->op, 1, &xm, 1, &sn, n->loc);

@@ -38,7 +38,11 @@ bool drk_pass_check_padding(const drk_graph_t *g, const char *const *dyn, int n,
 /* The same, on a graph drk_pass_pad_mask masked: lens[i] is dim i's length input (or NULL).
  * It also accepts a Softmax over a padded axis whose input is masked with that dim's keep
  * mask, and a MatMul contracting over a padded axis where one operand is exactly zero there
- * (the masked Softmax's probabilities, through Cast, Transpose, Where(c, 0, p), products). */
+ * (the masked Softmax's probabilities, through Cast, Transpose, Where(c, 0, p), products), and
+ * a sum (ReduceSum, ReduceSumSquare, ReduceL2) over a padded axis whose operand is exactly zero
+ * there: an input (the runtime zero-fills its padded positions) through Unsqueeze, Expand, Cast
+ * and products (sentence-transformers' sum(x * mask) / sum(mask)), or Where(keep, x, 0) (the
+ * masked mean). Products assume the other factor is finite at the padded positions. */
 bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn, int n, drk_value_t *const *lens,
                                    drk_diag_t *d);
 
@@ -47,7 +51,9 @@ bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn,
  * along that axis, len a new graph input (int64 scalar, named drk_len_<dim>, appended to the
  * inputs; lens[i] for dim i, NULL where no op needed one) that the runtime fills with the
  * actual size. The padded positions then get probability exactly 0, so P x V over them adds
- * nothing. Requires: a canonical graph with the dynamic dims symbolic; leaves it canonical. */
+ * nothing. A ReduceMean over one axis of a dynamic dim (mean pooling of tokens) becomes
+ * ReduceSum(Where(keep, x, 0)) / Cast(len). Requires: a canonical graph with the dynamic dims
+ * symbolic; leaves it canonical. */
 bool drk_pass_pad_mask(drk_graph_t *g, const char *const *dyn, int n, drk_value_t **lens, drk_diag_t *d);
 
 #endif

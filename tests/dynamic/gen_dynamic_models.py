@@ -6,10 +6,15 @@ Writes OUTDIR/<name>/model.onnx for:
             an attention mask [batch, seq]; batch pads exactly; seq with the padded keys masked
   cnn       conv + batch norm + relu, a 3x3 conv, max pool, global average pool, flatten and a
             Gemm classifier over [batch, 8, 16, 16]: batch pads exactly
-  pool      mean over the tokens of [batch, seq, 16]: padding seq is NOT exact (the test shows
-            that padded results differ, so the refusal is needed)
+  pool      mean over the tokens of [batch, seq, 16]: padding seq is exact with the mean masked
+            (drk_pass_pad_mask: the sum of the real tokens over the length input)
+  maxpool   max over the tokens: padding seq is NOT exact (the test shows that padded results
+            differ, so the refusal is needed)
   attn      two self-attention layers without a mask over [batch, seq, 64]: padding seq is exact
             only with the padded keys masked (drk_pass_pad_mask)
+  meanpool  a per-token block, then sentence-transformers' mean pooling over [batch, seq, 32] with
+            a mask input [batch, seq]: sum(h * mask) / clamp(sum(mask)); both pad exactly (the sums
+            add the zero-filled mask's zeros)
   tokens    a per-token block over [batch, seq, 64]: LayerNorm, MatMul, Gelu (erf), MatMul,
             residual Add: batch and seq both pad exactly (nothing mixes tokens)
 Weights are random from fixed seeds. Usage: gen_dynamic_models.py OUTDIR
@@ -75,18 +80,33 @@ def build_attn():
     return b.model()
 
 
-def build_pool():
+def build_pool(op="ReduceMean"):
     b = gm.Builder("dyn_pool", seed=909)
     x = b.input("x", gm.F32, ["batch", "seq", 16])
-    b.op("ReduceMean", [x], out="y", axes=[1], keepdims=0)
+    b.op(op, [x], out="y", axes=[1], keepdims=0)
     b.output("y", gm.F32, ["batch", 16])
+    return b.model()
+
+
+def build_meanpool():
+    b = gm.Builder("dyn_meanpool", seed=1111)
+    H = 32
+    x = b.input("x", gm.F32, ["batch", "seq", H])
+    mask = b.input("mask", gm.I64, ["batch", "seq"])
+    h = b.op("Relu", [b.linear(b.layer_norm(x, H, 1e-5), H, H, "fc")])
+    # sentence-transformers' mean pooling, as torch.onnx.export writes it
+    m = b.op("Cast", [b.op("Expand", [b.op("Unsqueeze", [mask, b.i64([-1], "ax")]), b.op("Shape", [h])])], to=1)
+    s = b.op("ReduceSum", [b.op("Mul", [h, m]), b.i64([1], "one")], keepdims=0)
+    n = b.op("Clip", [b.op("ReduceSum", [m, b.i64([1], "one")], keepdims=0), b.f32(1e-9, "eps")])
+    b.op("Div", [s, n], out="y")
+    b.output("y", gm.F32, ["batch", H])
     return b.model()
 
 
 def main():
     out = sys.argv[1]
-    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool(),
-              "attn": build_attn()}
+    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool(), "maxpool": build_pool("ReduceMax"),
+              "attn": build_attn(), "meanpool": build_meanpool()}
     for name, model in models.items():
         onnx.checker.check_model(model, full_check=True)
         os.makedirs(os.path.join(out, name), exist_ok=True)
