@@ -45,6 +45,11 @@ struct drk_pipeline {
   bool fused;
   drk_lowered_t l;
   bool lowered;
+  /* pad_bind: the length inputs drk_pass_pad_mask added (NULL where a dim needed none) and
+   * the bucket's size of each dim */
+  const drk_value_t *pad_len[DRK_PAD_MAX_DIMS];
+  int64_t pad_size[DRK_PAD_MAX_DIMS];
+  int n_pad;
   drk_mem_plan_t plan;
   bool planned;
   drk_nv_code_t code[DRK_TARGET_COUNT]; /* NVIDIA targets in target order */
@@ -197,10 +202,20 @@ static bool st_canonicalize(drk_pipeline_t *p) {
   for (char *q = strtok(buf, ","); q && n < DRK_PAD_MAX_DIMS; q = strtok(NULL, ",")) {
     char *eq = strchr(q, '=');
     if (eq) *eq = 0;
+    p->pad_size[n] = eq ? strtoll(eq + 1, NULL, 10) : -1;
     names[n++] = q;
   }
-  return drk_pass_pad_mask(p->g, names, n, lens, p->d) && drk_graph_bind_dims(p->g, p->o->pad_bind, p->d) &&
-         drk_pass_pipeline_canonicalize(p->g, p->d);
+  if (!drk_pass_pad_mask(p->g, names, n, lens, p->d)) return false;
+  for (int i = 0; i < n; i++) p->pad_len[i] = lens[i];
+  p->n_pad = n;
+  return drk_graph_bind_dims(p->g, p->o->pad_bind, p->d) && drk_pass_pipeline_canonicalize(p->g, p->d);
+}
+
+int drk_pipeline_length_inputs(const drk_pipeline_t *p, const drk_value_t **values, int64_t *sizes, int max) {
+  int k = 0;
+  for (int i = 0; i < p->n_pad && k < max; i++)
+    if (p->pad_len[i]) values[k] = p->pad_len[i], sizes[k] = p->pad_size[i], k++;
+  return k;
 }
 
 static bool st_fold_batchnorm(drk_pipeline_t *p) {

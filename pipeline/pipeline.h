@@ -145,6 +145,10 @@ const drk_lowered_t *drk_pipeline_lowered(const drk_pipeline_t *p);
  * before that stage or without a budget. */
 struct drk_precision_auto;
 const struct drk_precision_auto *drk_pipeline_precision_auto(const drk_pipeline_t *p);
+/* With pad_bind (a --dynamic bucket), after canonicalize: the length inputs drk_pass_pad_mask
+ * added (graph inputs, int64 scalars the runtime fills with a dim's actual size) and the
+ * bucket's size of each, at most max; returns how many. drkc tune fixes them at the size. */
+int drk_pipeline_length_inputs(const drk_pipeline_t *p, const drk_value_t **values, int64_t *sizes, int max);
 /* How many kernels the lowering made (0 before lower). */
 size_t drk_pipeline_kernel_count(const drk_pipeline_t *p);
 

@@ -951,26 +951,6 @@ static int tune_buckets(int argc, char **argv, const char *dynamic, const char *
   return rc;
 }
 
-/* A --pad-bind graph's length inputs (int64 scalars only Less(positions, len) reads) take the
- * bucket's size: every key kept, the whole bucket timed. */
-static void fix_length_inputs(const drk_graph_t *g, drk_tune_worker_t *w) {
-  for (size_t i = 0; i < g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++) {
-    const drk_value_t *v = g->inputs[i];
-    if (v->dtype != DRK_DT_I64 || v->shape.rank != 0) continue;
-    int64_t size = -1;
-    bool only_less = true;
-    for (size_t k = 0; k < g->n_nodes && only_less; k++) {
-      const drk_node_t *n = g->nodes[k];
-      for (int j = 0; !n->dead && j < n->n_inputs; j++)
-        if (n->inputs[j] == v) {
-          only_less = n->op == DRK_OP_LESS && j == 1 && n->inputs[0] && n->inputs[0]->shape.rank == 1;
-          if (only_less) size = n->inputs[0]->shape.dims[0].size;
-        }
-    }
-    if (only_less && size > 0) w->bound[i] = -size - 1;
-  }
-}
-
 int drkc_tune_main(int argc, char **argv) {
   tuner_t t = {.iters = 20, .seed = 1, .compile_timeout_s = 300};
   bool mpi = false;
@@ -1120,7 +1100,13 @@ int drkc_tune_main(int argc, char **argv) {
   drk_tune_worker_init(&t.w, ref, device, timeout);
   for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
     t.w.bound[i] = drk_graph_index_bound(t.g, t.g->inputs[i], 4);
-  if (t.c.pad_bind) fix_length_inputs(t.g, &t.w);
+  /* a --pad-bind graph's length inputs take the bucket's size: every key kept, the whole
+   * bucket timed */
+  const drk_value_t *lenv[DRK_DYN_MAX_DIMS];
+  int64_t lens[DRK_DYN_MAX_DIMS];
+  for (int k = 0, nl = drk_pipeline_length_inputs(p, lenv, lens, DRK_DYN_MAX_DIMS); k < nl; k++)
+    for (size_t i = 0; i < t.g->n_inputs && i < DRK_TUNE_MAX_INPUTS; i++)
+      if (t.g->inputs[i] == lenv[k] && lens[k] > 0) t.w.bound[i] = -lens[k] - 1;
   drk_tune_mpi_hooks_t hooks = {.ctx = &t, .compile = hook_compile, .measure = hook_measure, .device = hook_device,
                                 .profile = hook_profile};
   if (t.mpi) {
