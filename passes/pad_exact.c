@@ -257,6 +257,7 @@ static void rule_tail(pad_ctx_t *c, const drk_node_t *n, const drk_value_t *v, i
 }
 
 static bool zero_at(const pad_ctx_t *c, const drk_value_t *v, int axis);
+static bool masked_with(const pad_ctx_t *c, const drk_value_t *x, int a, double fill);
 
 /* Sums (ReduceSum, ReduceSumSquare, ReduceL2) over an axis whose padded positions hold
  * exact zeros add nothing for them: the masked sums of mean pooling (sum(x * mask) / sum(mask),
@@ -265,7 +266,25 @@ static void rule_reduce_axis(pad_ctx_t *c, const drk_node_t *n, const drk_value_
   bool sum = n->op == DRK_OP_REDUCE_SUM || n->op == DRK_OP_REDUCE_SUM_SQUARE ||
              n->op == DRK_OP_REDUCE_L2;
   if (sum && x && x->shape.rank > 0 && zero_at(c, x, (int)axis)) return;
+  if ((n->op == DRK_OP_REDUCE_MAX || n->op == DRK_OP_REDUCE_MIN) && x && x->shape.rank > 0 &&
+      masked_with(c, x, drk_axis_norm(axis, x->shape.rank), n->op == DRK_OP_REDUCE_MAX ? -INFINITY : INFINITY))
+    return;
   rule_axis(c, n, x, axis, why);
+}
+
+static bool is_len_mask(const pad_ctx_t *c, const drk_value_t *v, int i);
+
+/* Whether x is Where(keep, v, fill) with the keep mask of axis a's dim, shaped against axis a. */
+static bool masked_with(const pad_ctx_t *c, const drk_value_t *x, int a, double fill) {
+  const drk_node_t *w = x->kind == DRK_VALUE_NODE ? x->def : NULL;
+  if (!w || w->op != DRK_OP_WHERE || w->n_inputs != 3 || !w->inputs[0] || !w->inputs[2]) return false;
+  const drk_value_t *f = w->inputs[2];
+  if (f->kind != DRK_VALUE_CONST || drk_shape_numel(&f->shape) != 1 || drk_value_const_f64(f, 0) != fill) return false;
+  if (w->inputs[0]->shape.rank != x->shape.rank - a) return false;
+  uint32_t m = axis_mask(c, x, a);
+  for (int i = 0; i < c->n; i++)
+    if (m == 1u << i && is_len_mask(c, w->inputs[0], i)) return true;
+  return false;
 }
 
 static void rule_reduce(pad_ctx_t *c, const drk_node_t *n) {
@@ -692,9 +711,10 @@ static drk_value_t *scalar_const(drk_graph_t *g, drk_dtype_t t, double v, const 
   return c;
 }
 
-/* ReduceMean over one axis of a dynamic dim (mean pooling of tokens): ReduceSum of
- * Where(keep, x, 0) along it, divided by the actual size (the length input). */
-static drk_rewrite_t mask_mean(drk_graph_t *g, drk_node_t *n, mask_ctx_t *mc) {
+/* A reduction over one axis of a dynamic dim (pooling of tokens): ReduceMean becomes ReduceSum
+ * of Where(keep, x, 0) along it divided by the actual size (the length input); ReduceMax and
+ * ReduceMin reduce Where(keep, x, -inf / +inf). */
+static drk_rewrite_t mask_reduce(drk_graph_t *g, drk_node_t *n, mask_ctx_t *mc) {
   drk_value_t *x = n->inputs[0];
   if (!x || x->shape.rank <= 0 || !drk_dtype_is_float(x->dtype) || drk_dtype_bits(x->dtype) < 16) return DRK_REWRITE_KEPT;
   size_t na = 0;
@@ -714,12 +734,20 @@ static drk_rewrite_t mask_mean(drk_graph_t *g, drk_node_t *n, mask_ctx_t *mc) {
   char nm[256];
   drk_value_t **cached = &mc->keep[di][r - 1 - a];
   if (!*cached) *cached = keep_mask(g, x, (int)a, len, base, n->loc);
-  drk_value_t *zero = scalar_const(g, x->dtype, 0, drk_graph_unique_namef(g, "%s_padzero", base));
-  if (!zero) return DRK_REWRITE_FAILED;
-  drk_value_t *xm = node1(g, DRK_OP_WHERE, 3, (drk_value_t *[]){*cached, x, zero}, (snprintf(nm, sizeof nm, "%s_padmasked", base), nm), n->loc);
+  bool mean = n->op == DRK_OP_REDUCE_MEAN;
+  double fill = mean ? 0 : n->op == DRK_OP_REDUCE_MAX ? -INFINITY : INFINITY;
+  drk_value_t *fv = scalar_const(g, x->dtype, fill, drk_graph_unique_namef(g, "%s_padfill", base));
+  if (!fv) return DRK_REWRITE_FAILED;
+  drk_value_t *xm = node1(g, DRK_OP_WHERE, 3, (drk_value_t *[]){*cached, x, fv}, (snprintf(nm, sizeof nm, "%s_padmasked", base), nm), n->loc);
   drk_value_t *axv = const_i64(g, (snprintf(nm, sizeof nm, "%s_padaxes", base), nm), 1, 1, &a);
-  drk_value_t *sum = node1(g, DRK_OP_REDUCE_SUM, 2, (drk_value_t *[]){xm, axv}, (snprintf(nm, sizeof nm, "%s_padsum", base), nm), n->loc);
-  drk_node_set_int(g, sum->def, "keepdims", drk_node_attr_int(n, "keepdims", 1));
+  const char *rn = drk_graph_unique_namef(g, mean ? "%s_padsum" : "%s_masked", base);
+  drk_node_t *red = drk_graph_add_node(g, mean ? DRK_OP_REDUCE_SUM : n->op, 2, (drk_value_t *[]){xm, axv}, 1, &rn, n->loc);
+  drk_node_set_int(g, red, "keepdims", drk_node_attr_int(n, "keepdims", 1));
+  if (!mean) {
+    drk_node_take_result(n, red);
+    return DRK_REWRITE_DONE;
+  }
+  drk_value_t *sum = red->outputs[0];
   drk_value_t *cnt = node1(g, DRK_OP_CAST, 1, &len, (snprintf(nm, sizeof nm, "%s_padcount", base), nm), n->loc);
   drk_node_set_int(g, cnt->def, "to", drk_dtype_to_onnx(x->dtype));
   const char *dn = drk_graph_unique_namef(g, "%s_masked", base);
@@ -730,7 +758,8 @@ static drk_rewrite_t mask_mean(drk_graph_t *g, drk_node_t *n, mask_ctx_t *mc) {
 
 static drk_rewrite_t mask_node(drk_graph_t *g, drk_node_t *n, void *ctx) {
   mask_ctx_t *mc = ctx;
-  if (n->op == DRK_OP_REDUCE_MEAN && !n->dead) return mask_mean(g, n, mc);
+  if ((n->op == DRK_OP_REDUCE_MEAN || n->op == DRK_OP_REDUCE_MAX || n->op == DRK_OP_REDUCE_MIN) && !n->dead)
+    return mask_reduce(g, n, mc);
   if ((n->op != DRK_OP_SOFTMAX && n->op != DRK_OP_LOG_SOFTMAX) || n->dead) return DRK_REWRITE_KEPT;
   drk_value_t *x = n->inputs[0];
   if (!x || x->shape.rank <= 0 || !drk_dtype_is_float(x->dtype) || drk_dtype_bits(x->dtype) < 16) return DRK_REWRITE_KEPT;

@@ -42,7 +42,8 @@ bool drk_pass_check_padding(const drk_graph_t *g, const char *const *dyn, int n,
  * a sum (ReduceSum, ReduceSumSquare, ReduceL2) over a padded axis whose operand is exactly zero
  * there: an input (the runtime zero-fills its padded positions) through Unsqueeze, Expand, Cast
  * and products (sentence-transformers' sum(x * mask) / sum(mask)), or Where(keep, x, 0) (the
- * masked mean). Products assume the other factor is finite at the padded positions. */
+ * masked mean), and a max (min) over a padded axis of Where(keep, x, -inf) (+inf). Products
+ * assume the other factor is finite at the padded positions. */
 bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn, int n, drk_value_t *const *lens,
                                    drk_diag_t *d);
 
@@ -52,7 +53,8 @@ bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn,
  * inputs; lens[i] for dim i, NULL where no op needed one) that the runtime fills with the
  * actual size. The padded positions then get probability exactly 0, so P x V over them adds
  * nothing. A ReduceMean over one axis of a dynamic dim (mean pooling of tokens) becomes
- * ReduceSum(Where(keep, x, 0)) / Cast(len). Requires: a canonical graph with the dynamic dims
+ * ReduceSum(Where(keep, x, 0)) / Cast(len), a ReduceMax (ReduceMin) ReduceMax(Where(keep, x,
+ * -inf)) (+inf). Requires: a canonical graph with the dynamic dims
  * symbolic; leaves it canonical. */
 bool drk_pass_pad_mask(drk_graph_t *g, const char *const *dyn, int n, drk_value_t **lens, drk_diag_t *d);
 

@@ -8,7 +8,8 @@ Writes OUTDIR/<name>/model.onnx for:
             Gemm classifier over [batch, 8, 16, 16]: batch pads exactly
   pool      mean over the tokens of [batch, seq, 16]: padding seq is exact with the mean masked
             (drk_pass_pad_mask: the sum of the real tokens over the length input)
-  maxpool   max over the tokens: padding seq is NOT exact (the test shows that padded results
+  maxpool   max over the tokens: exact with the padded tokens masked with -inf
+  prodpool  product over the tokens: padding seq is NOT exact (the test shows that padded results
             differ, so the refusal is needed)
   attn      two self-attention layers without a mask over [batch, seq, 64]: padding seq is exact
             only with the padded keys masked (drk_pass_pad_mask)
@@ -105,7 +106,7 @@ def build_meanpool():
 
 def main():
     out = sys.argv[1]
-    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool(), "maxpool": build_pool("ReduceMax"),
+    models = {"encoder": gm.build_bert_layer()[0], "cnn": build_cnn(), "tokens": build_tokens(), "pool": build_pool(), "maxpool": build_pool("ReduceMax"), "prodpool": build_pool("ReduceProd"),
               "attn": build_attn(), "meanpool": build_meanpool()}
     for name, model in models.items():
         onnx.checker.check_model(model, full_check=True)
