@@ -1,4 +1,6 @@
 #!/bin/bash
+# After the call: the merge line below was fixed ($O/b* also matched the b*.log files, so the
+# merge failed in the call); the groups were merged by a follow-up command in the same machine.
 # device call 52 (2026-12-03, second session): issue 18's larger batch for the 23 zoo models
 # that calls 49-50 ran at batch 1 only (dynamo exporter, realistic weights, with the torch
 # timings serialized by --gpu-lock), and the torch2drkg path's transformers re-timed after the
