@@ -12,7 +12,9 @@ What they hold that generated graphs do not: transformers' mask code (GatherND b
 batch and seq, And, Where(mask, 0, -max)), GPT-2's Conv1D as Gemm over rows reshaped to
 "batch*seq", K^T made by Reshape(batch*heads) -> Transpose -> Reshape, RoBERTa's positions
 (CumSum of the mask), LLaMA's rotary cos/sin from positions and GQA repeats, BERT's pooler
-reading token 0. Usage: export.py OUTDIR (written with torch 2.15.0, transformers 5.24.0,
+reading token 0; bert_meanpool: sentence-transformers' masked mean pooling and L2 normalisation
+over BERT (sum(h * mask) / clamp(sum(mask))); distilbert_mean: the plain mean over the tokens
+(ReduceMean over seq). Usage: export.py OUTDIR [NAME ...] (written with torch 2.15.0, transformers 5.24.0,
 onnx 1.23.2).
 """
 import os
@@ -36,6 +38,32 @@ class Hidden(torch.nn.Module):
         return tuple(x for x in (o.last_hidden_state, getattr(o, "pooler_output", None)) if x is not None)
 
 
+class MeanPooled(torch.nn.Module):
+    """sentence-transformers' embedding: the mean of the real tokens' hidden states (the mask as
+    weights), L2-normalised."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        h = self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        w = attention_mask.unsqueeze(-1).expand(h.size()).float()
+        e = torch.sum(h * w, 1) / torch.clamp(w.sum(1), min=1e-9)
+        return torch.nn.functional.normalize(e, p=2, dim=1)
+
+
+class TokenMean(torch.nn.Module):
+    """The plain mean over every token (padding included, as the model is given it)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.mean(dim=1)
+
+
 def models():
     h = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100)
     yield "bert", BertModel(BertConfig(hidden_size=32, max_position_embeddings=64, **h))
@@ -43,6 +71,9 @@ def models():
     yield "distilbert", DistilBertModel(DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, vocab_size=100,
                                                          max_position_embeddings=64))
     yield "gpt2", GPT2Model(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=64, use_cache=False))
+    yield "bert_meanpool", MeanPooled(BertModel(BertConfig(hidden_size=32, max_position_embeddings=64, **h)))
+    yield "distilbert_mean", TokenMean(DistilBertModel(DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                                                                        vocab_size=100, max_position_embeddings=64)))
     yield "llama", LlamaModel(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                           intermediate_size=64, vocab_size=100, max_position_embeddings=64,
                                           use_cache=False))
@@ -52,8 +83,10 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, m in models():
+        if sys.argv[2:] and name not in sys.argv[2:]:
+            continue
         torch.manual_seed(0)
-        m = Hidden(m).eval()
+        m = (m if isinstance(m, (MeanPooled, TokenMean)) else Hidden(m)).eval()
         ids = torch.randint(0, 100, (2, 16))
         mask = torch.ones(2, 16, dtype=torch.long)
         B = torch.export.Dim("batch", min=1, max=64)
