@@ -1521,6 +1521,48 @@ static void track_arith(ictx_t *c, const drk_node_t *n) {
   set_known(c, n->outputs[0], &r);
 }
 
+/* Shape vectors passed through the TorchScript exporter's plumbing keep their contents: a 1-D
+ * Reshape (Reshape(Concat(...), [-1])), Equal against constants (a dim is never negative: the
+ * `shape == -1` test of its expand), and Where selecting between tracked vectors. */
+static void track_shape_ops(ictx_t *c, const drk_node_t *n) {
+  drk_op_t op = n->op;
+  const drk_value_t *y = n->outputs[0];
+  if (!y || (op != DRK_OP_RESHAPE && op != DRK_OP_EQUAL && op != DRK_OP_WHERE)) return;
+  if (op == DRK_OP_RESHAPE) {
+    const known_t *k = get_known(c, in(n, 0));
+    if (k && in(n, 0)->kind != DRK_VALUE_CONST && y->shape.rank >= 0 && y->shape.rank <= 1 &&
+        drk_shape_numel(&y->shape) == k->n)
+      set_known(c, y, k);
+    return;
+  }
+  int base = op == DRK_OP_WHERE ? 1 : 0;
+  const known_t *a = get_known(c, in(n, base)), *b = get_known(c, in(n, base + 1));
+  const known_t *cond = op == DRK_OP_WHERE ? get_known(c, in(n, 0)) : NULL;
+  if (!a || !b || (op == DRK_OP_WHERE && !cond)) return;
+  if (in(n, base)->kind == DRK_VALUE_CONST && in(n, base + 1)->kind == DRK_VALUE_CONST &&
+      (!cond || in(n, 0)->kind == DRK_VALUE_CONST))
+    return; /* constant folding's */
+  int len = a->n > b->n ? a->n : b->n;
+  if (cond && cond->n > len) len = cond->n;
+  if ((a->n != len && a->n != 1) || (b->n != len && b->n != 1) || (cond && cond->n != len && cond->n != 1)) return;
+  known_t r;
+  r.n = len;
+  for (int i = 0; i < len; i++) {
+    drk_dim_t x = a->e[a->n == 1 ? 0 : i], z = b->e[b->n == 1 ? 0 : i], res = dim_unk();
+    int64_t xv = 0, zv = 0, cv = 0;
+    bool xs = kel_static(x, &xv), zs = kel_static(z, &zv);
+    if (op == DRK_OP_EQUAL) {
+      if (xs && zs) res = kel_int(xv == zv);
+      else if (kel_is_sym(x) && kel_is_sym(z) && !strcmp(x.sym, z.sym)) res = kel_int(1);
+      else if ((kel_is_sym(x) && zs && zv < 0) || (kel_is_sym(z) && xs && xv < 0)) res = kel_int(0);
+    } else if (kel_static(cond->e[cond->n == 1 ? 0 : i], &cv)) {
+      res = cv ? x : z;
+    }
+    r.e[i] = res;
+  }
+  set_known(c, y, &r);
+}
+
 /* Writes the inferred dtype/shape into v, checking it against what v already says. */
 static void commit(ictx_t *c, drk_value_t *v, drk_dtype_t dt, const shp_t *s) {
   const drk_shape_t *ex = &v->shape;
@@ -1586,7 +1628,7 @@ bool drk_pass_infer_shapes(drk_graph_t *g, drk_diag_t *d) {
     if (c.node_failed) continue;
     for (int j = 0; j < n->n_outputs && !c.node_failed; j++)
       if (n->outputs[j]) commit(&c, n->outputs[j], o->dt[j], &o->s[j]);
-    if (!c.node_failed) track_arith(&c, n);
+    if (!c.node_failed) track_arith(&c, n), track_shape_ops(&c, n);
   }
   drk_arena_destroy(c.scratch);
   return c.ok;

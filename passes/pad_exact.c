@@ -27,6 +27,9 @@ typedef struct pad_ctx {
   const char *const *dyn;
   int n;
   uint32_t *taint; /* by value id: sizes of these dims read as data */
+  uint32_t *itaint; /* by value id: a flattened index computed from these dims' sizes (positions
+                     * times sizes: transformers' mask code traced), which only a Gather along
+                     * their merged axis may read (rule_gather checks the expression) */
   drk_diag_t *d;
   int errors;
   const drk_node_t *last; /* the node refused last: one message a node */
@@ -124,26 +127,42 @@ small:
   return true;
 }
 
+/* Integer arithmetic and views an index expression is made of. */
+static bool index_arith(const drk_node_t *n) {
+  const drk_value_t *y = n->n_outputs ? n->outputs[0] : NULL;
+  if (!y || !drk_dtype_is_int(y->dtype)) return false;
+  switch (n->op) {
+  case DRK_OP_ADD: case DRK_OP_MUL: case DRK_OP_UNSQUEEZE: case DRK_OP_CAST: case DRK_OP_EXPAND: case DRK_OP_RESHAPE:
+    return true;
+  default: return false;
+  }
+}
+
 static void check_taint(pad_ctx_t *c, const drk_node_t *n) {
   if (n->op == DRK_OP_SHAPE || n->op == DRK_OP_SIZE) {
     uint32_t m = value_mask(c, n->inputs[0]);
     if (m && n->outputs[0]) c->taint[n->outputs[0]->id] |= m;
     return;
   }
-  uint32_t t = 0, bad = 0;
+  uint32_t t = 0, bad = 0, it = 0;
   for (int i = 0; i < n->n_inputs; i++) {
     const drk_value_t *v = n->inputs[i];
+    if (v && c->itaint[v->id] && !(n->op == DRK_OP_GATHER && i == 1)) it |= c->itaint[v->id];
     if (!v || !c->taint[v->id]) continue;
     t |= c->taint[v->id];
     if (!size_sink(n, i)) bad |= c->taint[v->id];
   }
-  if (!bad) return;
-  if (size_arith(n)) {
+  if (!bad && !it) return;
+  if (bad && !it && size_arith(n)) {
     for (int o = 0; o < n->n_outputs; o++)
       if (n->outputs[o]) c->taint[n->outputs[o]->id] |= t;
     return;
   }
-  refuse(c, n, bad, "it reads the padded size as a value");
+  if (index_arith(n)) { /* deferred to the Gather that reads it */
+    c->itaint[n->outputs[0]->id] |= bad | it;
+    return;
+  }
+  refuse(c, n, bad | it, "it reads the padded size as a value");
 }
 
 /* ---- per-op rules ---- */
@@ -359,12 +378,93 @@ static bool all_zero_const(const drk_value_t *v) { /* index 0 everywhere */
  * mask their loads, lower_move.c / lower_gather.c). Along a padded axis a negative index would
  * count from the padded end, so only index 0 (BERT's pooler reads token 0) or the dim's own
  * positions (iota_sym) are taken there. */
+static const char *iota_sym(const drk_value_t *v);
+
+static const drk_value_t *skip_views(const drk_value_t *v) {
+  for (int guard = 0; v && v->kind == DRK_VALUE_NODE && v->def && guard < 16; guard++) {
+    drk_op_t op = v->def->op;
+    if (op != DRK_OP_UNSQUEEZE && op != DRK_OP_SQUEEZE && op != DRK_OP_CAST && op != DRK_OP_EXPAND && op != DRK_OP_RESHAPE &&
+        op != DRK_OP_IDENTITY)
+      break;
+    v = v->def->inputs[0];
+  }
+  return v;
+}
+
+/* The dim whose size v is: Gather(Shape(t), k) (through views), t's axis k a single symbol. */
+static const char *size_of(const drk_value_t *v) {
+  v = skip_views(v);
+  const drk_node_t *g = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (!g || g->op != DRK_OP_GATHER || drk_node_attr_int(g, "axis", 0) != 0 || !g->inputs[1] ||
+      g->inputs[1]->kind != DRK_VALUE_CONST || drk_shape_numel(&g->inputs[1]->shape) != 1)
+    return NULL;
+  const drk_value_t *sh = g->inputs[0];
+  const drk_node_t *s = sh && sh->kind == DRK_VALUE_NODE ? sh->def : NULL;
+  if (!s || s->op != DRK_OP_SHAPE || drk_node_attr_int(s, "start", 0) != 0 || !s->inputs[0]) return NULL;
+  const drk_value_t *t = s->inputs[0];
+  int64_t k = (int64_t)drk_value_const_f64(g->inputs[1], 0);
+  if (k < 0) k += t->shape.rank;
+  return k >= 0 && k < t->shape.rank ? t->shape.dims[k].sym : NULL;
+}
+
+typedef struct { const char *iota; const char *sizes[DRK_PAD_MAX_DIMS]; int n_sizes; } term_t;
+
+/* Splits an index expression into terms positions(dim) x sizes...; false when it is not one. */
+static bool index_terms(const drk_value_t *v, term_t *terms, int *n, int max) {
+  v = skip_views(v);
+  const drk_node_t *d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (d && d->op == DRK_OP_ADD) return index_terms(d->inputs[0], terms, n, max) && index_terms(d->inputs[1], terms, n, max);
+  if (*n == max) return false;
+  term_t t = {0};
+  while (d && d->op == DRK_OP_MUL) { /* positions x size x size ... */
+    const char *s0 = size_of(d->inputs[0]), *s1 = size_of(d->inputs[1]);
+    const drk_value_t *rest = s1 ? d->inputs[0] : s0 ? d->inputs[1] : NULL;
+    if (!rest || t.n_sizes == DRK_PAD_MAX_DIMS) return false;
+    t.sizes[t.n_sizes++] = s1 ? s1 : s0;
+    v = skip_views(rest);
+    d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  }
+  if (!(t.iota = iota_sym(v))) return false;
+  terms[(*n)++] = t;
+  return true;
+}
+
+/* Gather along an axis merging dims d0..dm (row-major, nothing static inside) at indices
+ * positions(d0) x size(d1) x ... x size(dm) + ... + positions(dm): the row-major offset of a
+ * position in the padded layout, so a real position reads its own real element. */
+static bool flat_index_gather(const pad_ctx_t *c, const drk_value_t *x, int a, const drk_value_t *idx) {
+  int j = x->shape.dims[a].sym ? find_prod(c, x->shape.dims[a].sym) : -1;
+  if (j < 0 || c->prod[j].k != 1) return false;
+  for (int k = a + 1; k < x->shape.rank; k++) /* nothing after the merged axis but ones */
+    if (x->shape.dims[k].sym || x->shape.dims[k].size != 1) return false;
+  term_t terms[DRK_PAD_MAX_DIMS];
+  int nt = 0, m = c->prod[j].nd;
+  if (!index_terms(idx, terms, &nt, DRK_PAD_MAX_DIMS) || nt != m) return false;
+  bool used[DRK_PAD_MAX_DIMS] = {false};
+  for (int i = 0; i < m; i++) {
+    const char *di = c->dyn[c->prod[j].dims[i]];
+    int t = 0;
+    while (t < nt && (used[t] || strcmp(terms[t].iota, di))) t++;
+    if (t == nt || terms[t].n_sizes != m - 1 - i) return false;
+    used[t] = true;
+    for (int l = i + 1; l < m; l++) { /* the sizes of the dims after it, in any order */
+      const char *dl = c->dyn[c->prod[j].dims[l]];
+      bool found = false;
+      for (int q = 0; q < terms[t].n_sizes && !found; q++) found = terms[t].sizes[q] && !strcmp(terms[t].sizes[q], dl);
+      if (!found) return false;
+    }
+  }
+  return true;
+}
+
 static void rule_gather(pad_ctx_t *c, const drk_node_t *n) {
   const drk_value_t *x = n->inputs[0], *idx = n->inputs[1];
   if (!x || x->shape.rank <= 0) return;
   int a = drk_axis_norm(drk_node_attr_int(n, "axis", 0), x->shape.rank);
   const char *why = n->op == DRK_OP_GATHER ? "Gather along it" : "GatherElements along it";
-  if (!all_zero_const(idx)) rule_axis(c, n, x, a, why);
+  bool flat = n->op == DRK_OP_GATHER && idx && flat_index_gather(c, x, a, idx);
+  if (idx && c->itaint[idx->id] && !flat) refuse(c, n, c->itaint[idx->id], "it reads the padded size as a value");
+  if (!all_zero_const(idx) && !flat) rule_axis(c, n, x, a, why);
 }
 
 /* The dim symbol v counts along when it is Range(0, dim, 1) (through views, casts, expands). */
@@ -628,9 +728,10 @@ bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn,
   }
   pad_ctx_t c = {.g = g, .dyn = dyn, .n = n, .d = d, .lens = lens};
   c.taint = calloc((size_t)g->next_value_id + 1, sizeof *c.taint);
+  c.itaint = calloc((size_t)g->next_value_id + 1, sizeof *c.itaint);
   c.zero = calloc((size_t)g->next_value_id + 1, sizeof *c.zero);
-  if (!c.taint || !c.zero) {
-    free(c.taint), free(c.zero);
+  if (!c.taint || !c.zero || !c.itaint) {
+    free(c.taint), free(c.zero), free(c.itaint);
     drk_diag_error(d, drk_loc_none, "out of memory checking --dynamic padding");
     return false;
   }
@@ -645,7 +746,7 @@ bool drk_pass_check_padding_masked(const drk_graph_t *g, const char *const *dyn,
   for (size_t k = 0; k < g->n_nodes; k++)
     if (!g->nodes[k]->dead) check_node(&c, g->nodes[k]);
   check_outputs(&c);
-  free(c.taint), free(c.zero);
+  free(c.taint), free(c.zero), free(c.itaint);
   return c.errors == 0;
 }
 

@@ -14,7 +14,10 @@ batch and seq, And, Where(mask, 0, -max)), GPT-2's Conv1D as Gemm over rows resh
 (CumSum of the mask), LLaMA's rotary cos/sin from positions and GQA repeats, BERT's pooler
 reading token 0; bert_meanpool: sentence-transformers' masked mean pooling and L2 normalisation
 over BERT (sum(h * mask) / clamp(sum(mask))); distilbert_mean: the plain mean over the tokens
-(ReduceMean over seq). Usage: export.py OUTDIR [NAME ...] (written with torch 2.15.0, transformers 5.24.0,
+(ReduceMean over seq). With --torchscript, the TorchScript exporter (dynamo=False, dynamic_axes,
+opset 17) writes ts_NAME.onnx: its traced mask code flattens the mask to [batch*seq, 1] and
+gathers it at positions(batch) x size(seq) + positions(seq), and its shapes go through
+Shape/Gather/Concat/Equal/Where chains. Usage: export.py OUTDIR [--torchscript] [NAME ...] (written with torch 2.15.0, transformers 5.24.0,
 onnx 1.23.2).
 """
 import os
@@ -80,10 +83,12 @@ def models():
 
 
 def main():
-    out = sys.argv[1]
+    args = [a for a in sys.argv[1:] if a != "--torchscript"]
+    ts = "--torchscript" in sys.argv[1:]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
     for name, m in models():
-        if sys.argv[2:] and name not in sys.argv[2:]:
+        if args[1:] and name not in args[1:]:
             continue
         torch.manual_seed(0)
         m = (m if isinstance(m, (MeanPooled, TokenMean)) else Hidden(m)).eval()
@@ -91,10 +96,16 @@ def main():
         mask = torch.ones(2, 16, dtype=torch.long)
         B = torch.export.Dim("batch", min=1, max=64)
         S = torch.export.Dim("seq", min=2, max=64)
-        path = os.path.join(out, f"{name}.onnx")
-        prog = torch.onnx.export(m, (ids, mask), dynamo=True, input_names=["input_ids", "attention_mask"],
-                                 dynamic_shapes={"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}})
-        model = prog.model_proto
+        path = os.path.join(out, f"ts_{name}.onnx" if ts else f"{name}.onnx")
+        if ts:  # the TorchScript exporter with dynamic_axes, as most published ONNX models were made
+            torch.onnx.export(m, (ids, mask), path, dynamo=False, input_names=["input_ids", "attention_mask"],
+                              dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                              opset_version=17)
+            model = onnx.load(path)
+        else:
+            prog = torch.onnx.export(m, (ids, mask), dynamo=True, input_names=["input_ids", "attention_mask"],
+                                     dynamic_shapes={"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}})
+            model = prog.model_proto
         for n in model.graph.node:
             del n.metadata_props[:]
             n.doc_string = ""
