@@ -1142,18 +1142,23 @@ static void infer_expand(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t 
 }
 
 static void infer_tile(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
-  int64_t rep[MAXK];
-  int nr;
   if (x->rank < 0) return;
-  if (!get_ints(c, in(n, 1), rep, &nr)) { shp_rank(&o->s[0], x->rank); return; }
-  if (nr != x->rank) { err(c, "repeats has %d entries for input %s", nr, fmt_shp(x)); return; }
+  const known_t *k = get_known(c, in(n, 1)); /* repeats: static, or a dim (x.repeat(batch, 1)) */
+  if (!k) { shp_rank(&o->s[0], x->rank); return; }
+  if (k->n != x->rank) { err(c, "repeats has %d entries for input %s", k->n, fmt_shp(x)); return; }
   o->s[0] = *x;
-  for (int i = 0; i < nr; i++) {
-    if (rep[i] < 0) { err(c, "negative repeat %lld", (long long)rep[i]); return; }
+  for (int i = 0; i < k->n; i++) {
+    int64_t rep;
+    if (!kel_static(k->e[i], &rep)) { /* a symbolic repeat: the dim itself where x has 1 there */
+      int64_t one;
+      o->s[0].d[i] = kel_is_sym(k->e[i]) && kel_static(x->d[i], &one) && one == 1 ? k->e[i] : dim_unk();
+      continue;
+    }
+    if (rep < 0) { err(c, "negative repeat %lld", (long long)rep); return; }
     int64_t prod;
-    if (is_st(x->d[i]) && !__builtin_mul_overflow(x->d[i].size, rep[i], &prod)) o->s[0].d[i] = dim_s(prod);
+    if (is_st(x->d[i]) && !__builtin_mul_overflow(x->d[i].size, rep, &prod)) o->s[0].d[i] = dim_s(prod);
     else if (is_st(x->d[i])) o->s[0].d[i] = dim_unk();
-    else if (rep[i] != 1) o->s[0].d[i] = rep[i] == 0 ? dim_s(0) : dim_unk();
+    else if (rep != 1) o->s[0].d[i] = rep == 0 ? dim_s(0) : dim_unk();
   }
 }
 

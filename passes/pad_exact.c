@@ -10,6 +10,7 @@
  * mask of their own down the small shape arithmetic to the places that only shape things. */
 #include "passes/pad_exact.h"
 
+#include "ir/einsum.h"
 #include "ir/tensor.h"
 #include "passes/passes.h"
 
@@ -103,7 +104,7 @@ static void refuse(pad_ctx_t *c, const drk_node_t *n, uint32_t m, const char *wh
 /* Whether input i of n may be a size read as a value: the node only shapes with it. */
 static bool size_sink(const drk_node_t *n, int i) {
   switch (n->op) {
-  case DRK_OP_RESHAPE: case DRK_OP_EXPAND: return i == 1;
+  case DRK_OP_RESHAPE: case DRK_OP_EXPAND: case DRK_OP_TILE: return i == 1; /* Tile: rule_tile checks the axes */
   case DRK_OP_CONSTANT_OF_SHAPE: return i == 0;
   case DRK_OP_SLICE: return i == 2; /* an end; the Slice rule checks its start is 0 */
   case DRK_OP_RANGE: return i == 1; /* the limit: elements start + k*delta do not depend on it */
@@ -504,6 +505,81 @@ static void rule_gather_nd(pad_ctx_t *c, const drk_node_t *n) {
   if (!ok) refuse(c, n, node_mask(c, n), "GatherND whose indices are not the padded dims' own positions");
 }
 
+/* Tile repeating only unpadded axes, broadcasting a size-1 axis to a padded dim (x.repeat(
+ * batch, 1, 1)), or repeating a static block along dims merged outside it: every result element
+ * at a real position is a copy of an input element. */
+static void rule_tile(pad_ctx_t *c, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  if (!x || !y || x->shape.rank < 0 || x->shape.rank != y->shape.rank) {
+    refuse(c, n, node_mask(c, n), "Tile of an unknown rank");
+    return;
+  }
+  for (int k = 0; k < x->shape.rank; k++) {
+    uint32_t xm = axis_mask(c, x, k), ym = axis_mask(c, y, k);
+    const drk_dim_t *xd = &x->shape.dims[k], *yd = &y->shape.dims[k];
+    /* a static block tiled along dims merged outside it ([4, ...] repeated batch times into the
+     * rows of "4*batch": row b*4+h is block row h) */
+    int j = yd->sym ? find_prod(c, yd->sym) : -1;
+    bool block = !xm && !xd->sym && j >= 0 && c->prod[j].k == xd->size;
+    if (xm && !(yd->sym && xd->sym && !strcmp(xd->sym, yd->sym))) refuse(c, n, xm, "Tile along it");
+    else if (!xm && ym && (xd->sym || xd->size != 1) && !block) refuse(c, n, ym, "Tile along it");
+  }
+}
+
+/* Einsum keeping every padded axis of its operands in the result (no sum over one). */
+static void rule_einsum(pad_ctx_t *c, const drk_node_t *n) {
+  const char *eq = drk_node_attr_string(n, "equation", NULL);
+  if (!eq) {
+    refuse(c, n, node_mask(c, n), "Einsum without an equation");
+    return;
+  }
+  const char *arrow = strstr(eq, "->"), *end = arrow ? arrow : eq + strlen(eq);
+  bool keep[64] = {false}, keep_ell = false;
+  int count[64] = {0};
+  const char *p = eq;
+  int lab[DRK_MAX_RANK + 8];
+  for (int i = 0; i < n->n_inputs; i++) { /* label counts, for the implicit result */
+    const char *q = p;
+    while (q < end && *q != ',') q++;
+    bool ell = false;
+    int nl = drk_einsum_parse_term(p, q, lab, DRK_MAX_RANK + 8, &ell);
+    for (int k = 0; k < nl; k++)
+      if (lab[k] >= 0 && lab[k] < 64) count[lab[k]]++;
+    keep_ell |= ell;
+    p = q < end ? q + 1 : q;
+  }
+  if (arrow) {
+    bool ell = false;
+    int nl = drk_einsum_parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), lab, DRK_MAX_RANK + 8, &ell);
+    keep_ell = ell;
+    for (int k = 0; k < nl; k++)
+      if (lab[k] >= 0 && lab[k] < 64) keep[lab[k]] = true;
+  } else
+    for (int l = 0; l < 64; l++) keep[l] = count[l] == 1;
+  p = eq;
+  for (int i = 0; i < n->n_inputs; i++) {
+    const char *q = p;
+    while (q < end && *q != ',') q++;
+    const drk_value_t *x = n->inputs[i];
+    bool ell = false;
+    int nl = drk_einsum_parse_term(p, q, lab, DRK_MAX_RANK + 8, &ell);
+    if (!x || x->shape.rank < 0 || nl < 0) {
+      refuse(c, n, node_mask(c, n), "an Einsum term drkc cannot read");
+      return;
+    }
+    int span = x->shape.rank - (nl - (ell ? 1 : 0)), ax = 0; /* axes under the ellipsis */
+    for (int k = 0; k < nl; k++) {
+      int width = lab[k] == -2 ? span : 1;
+      for (int w = 0; w < width; w++, ax++) {
+        uint32_t m = axis_mask(c, x, ax);
+        bool kept = lab[k] == -2 ? keep_ell : lab[k] >= 0 && lab[k] < 64 && keep[lab[k]];
+        if (m && !kept) refuse(c, n, m, "Einsum sums over it");
+      }
+    }
+    p = q < end ? q + 1 : q;
+  }
+}
+
 static bool zero_at(const pad_ctx_t *c, const drk_value_t *v, int axis) {
   return v && v->shape.rank > 0 && v->shape.rank <= 8 && c->zero[v->id] >> drk_axis_norm(axis, v->shape.rank) & 1;
 }
@@ -677,6 +753,8 @@ static void check_node(pad_ctx_t *c, const drk_node_t *n) {
   case DRK_OP_CONCAT: rule_axis(c, n, n->outputs[0], drk_node_attr_int(n, "axis", 0), "Concat along it"); return;
   case DRK_OP_SPLIT: rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", 0), "Split along it"); return;
   case DRK_OP_SLICE: rule_slice(c, n); return;
+  case DRK_OP_TILE: rule_tile(c, n); return;
+  case DRK_OP_EINSUM: rule_einsum(c, n); return;
   case DRK_OP_GATHER: rule_gather(c, n); return;
   case DRK_OP_GATHER_ELEMENTS: rule_gather(c, n); return;
   case DRK_OP_GATHER_ND: rule_gather_nd(c, n); return;

@@ -9,7 +9,9 @@ usage: sweep.py OUT [--variant V] [MODEL ...]   (a python with torch, torchvisio
 variants: dynamo (default), torchscript (opset 17), keep-inits (TorchScript with
 keep_initializers_as_inputs=True: every weight is also a graph input), fp16 (the model and
 its float inputs in float16, exported by dynamo; judged against torch's float16 outputs),
-dyn (dynamo with a dynamic batch dim; drkc binds it from the inputs).
+dyn (dynamo with a dynamic batch dim; drkc binds it from the inputs; then `drkc --dynamic=batch=1..4`:
+tests/dynamic's test_dynamic (TEST_DYNAMIC=path, default build/tests/dynamic/test_dynamic) at every
+bucket edge, and the sm_90a module compiled).
 Writes OUT/sweep-VARIANT.json and prints a line per model. Results: tests/zoo/results/*-sweep*.md."""
 import argparse
 import json
@@ -28,6 +30,7 @@ import zoo  # noqa: E402
 
 warnings.filterwarnings("ignore")
 DRKC = os.environ.get("DRKC", os.path.join(HERE, "..", "..", "build", "tools", "drkc"))
+TEST_DYNAMIC = os.environ.get("TEST_DYNAMIC", os.path.join(HERE, "..", "..", "build", "tests", "dynamic", "test_dynamic"))
 
 
 def hf(cls_name, cfg_name, **cfg):
@@ -168,6 +171,17 @@ def one(name, out, variant):
         p = subprocess.run([DRKC, onnx_path, "--target=sm_90a", "--precision=fp16", "--fusion-aggressiveness=3",
                             "-o", os.path.join(d, "fast.drkm")] + bind, capture_output=True, text=True, timeout=900)
         r["compile_fast"] = "ok" if p.returncode == 0 else first_line(p.stderr, p.returncode)
+        if variant == "dyn" and sym:
+            # one module for batch 1..4 (drkc --dynamic): padding proven exact, and at every bucket
+            # edge the bucket's graph on zero-padded inputs equals the exact shape (test_dynamic)
+            spec = ",".join(f"{d}=1..4" for d in sorted(sym))
+            p = subprocess.run([TEST_DYNAMIC, onnx_path, spec, "", ""], capture_output=True, text=True, timeout=1800)
+            last = (p.stdout.strip().splitlines() or [""])[-1]
+            r["dynamic"] = "ok" if p.returncode == 0 else first_line(p.stderr or last, p.returncode)
+            if p.returncode == 0:
+                p = subprocess.run([DRKC, onnx_path, "--target=sm_90a", "--precision=fp16", f"--dynamic={spec}",
+                                    "-o", os.path.join(d, "dynamic.drkm")], capture_output=True, text=True, timeout=900)
+                r["dynamic"] = "ok" if p.returncode == 0 else "compile: " + first_line(p.stderr, p.returncode)
     except Exception as e:
         r["sweep"] = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
@@ -189,6 +203,8 @@ def verdict(r):
     cell = f"{e:.1e}" if isinstance(e, float) else f"**{e}**"
     if r.get("compile_fast") != "ok":
         cell += f"; **fast compile**: {str(r.get('compile_fast'))[:100]}".replace("|", "\\|")
+    if "dynamic" in r:
+        cell += "; --dynamic ok" if r["dynamic"] == "ok" else f"; **--dynamic**: {r['dynamic'][:140]}".replace("|", "\\|")
     return cell
 
 
