@@ -526,6 +526,26 @@ static void rule_tile(pad_ctx_t *c, const drk_node_t *n) {
   }
 }
 
+/* Pad (any mode) that pads no padded axis. */
+static void rule_pad(pad_ctx_t *c, const drk_node_t *n) {
+  const drk_value_t *x = n->inputs[0], *pads = n->n_inputs > 1 ? n->inputs[1] : NULL;
+  const drk_value_t *axes = n->n_inputs > 3 ? n->inputs[3] : NULL;
+  if (!x || x->shape.rank < 0) return;
+  int r = x->shape.rank;
+  if (!pads || pads->kind != DRK_VALUE_CONST || (axes && axes->kind != DRK_VALUE_CONST)) {
+    refuse(c, n, value_mask(c, x), "its pads are not constant");
+    return;
+  }
+  int na = axes ? (int)drk_shape_numel(&axes->shape) : r;
+  if (na < 0 || drk_shape_numel(&pads->shape) != 2 * na) return; /* the verifier's */
+  for (int i = 0; i < na; i++) {
+    int k = axes ? drk_axis_norm((int64_t)drk_value_const_f64(axes, i), r) : i;
+    uint32_t m = axis_mask(c, x, k);
+    if (m && (drk_value_const_f64(pads, i) != 0 || drk_value_const_f64(pads, na + i) != 0))
+      refuse(c, n, m, "Pad along it");
+  }
+}
+
 /* Einsum keeping every padded axis of its operands in the result (no sum over one). */
 static void rule_einsum(pad_ctx_t *c, const drk_node_t *n) {
   const char *eq = drk_node_attr_string(n, "equation", NULL);
@@ -754,6 +774,7 @@ static void check_node(pad_ctx_t *c, const drk_node_t *n) {
   case DRK_OP_SPLIT: rule_axis(c, n, n->inputs[0], drk_node_attr_int(n, "axis", 0), "Split along it"); return;
   case DRK_OP_SLICE: rule_slice(c, n); return;
   case DRK_OP_TILE: rule_tile(c, n); return;
+  case DRK_OP_PAD: rule_pad(c, n); return;
   case DRK_OP_EINSUM: rule_einsum(c, n); return;
   case DRK_OP_GATHER: rule_gather(c, n); return;
   case DRK_OP_GATHER_ELEMENTS: rule_gather(c, n); return;
