@@ -344,11 +344,18 @@ void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *
   tv_t *base = lw_bin(c, DRK_TOP_MUL, pid, lw_sci(c, c->it, f->s.block_elems));
   f->offs = lw_bin(c, DRK_TOP_ADD, lw_splat(c, base, &r->type), r);
   f->fr = f->offs->type;
-  f->mask = lw_cmp(c, "lt", f->offs, lw_ci(c, f->offs, n));
+  f->n_param = NULL;
+  if (c->o.runtime_numel) {
+    f->n_param = drk_tile_kernel_add_param(c->m, c->k, "n", drk_tile_type_scalar(c->it), c->node->loc);
+    push_arg(c, (drk_larg_t){c->it == DRK_DT_I32 ? DRK_LARG_I32 : DRK_LARG_I64, NULL, n, 0});
+    f->mask = lw_cmp(c, "lt", f->offs, lw_splat(c, f->n_param, &f->fr));
+  } else
+    f->mask = lw_cmp(c, "lt", f->offs, lw_ci(c, f->offs, n));
 }
 
 void lw_flat_end(drk_lctx_t *c, lw_flat_t *f) {
   lw_kernel_end(c, (f->n + f->s.block_elems - 1) / f->s.block_elems, 1, 1, f->s.warps, 0, &f->s);
+  if (f->n_param) c->k->grid[0] = (drk_tile_grid_dim_t){f->n_param, f->s.block_elems};
 }
 
 /* ---- driver ---- */

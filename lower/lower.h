@@ -240,6 +240,10 @@ typedef struct drk_lower_options {
    * exists (its knobs replace --schedule's). NULL: none. */
   bool (*lookup)(void *ctx, const char *workload, drk_sched_knobs_t *out);
   void *lookup_ctx;
+  /* Flat kernels take their element count as a parameter (`%n`, an i32 or i64 argument of
+   * the launch; grid cdiv(%n, block)) instead of a constant in the mask: kernels of one form
+   * over different sizes are then the same kernel (drkc --dynamic's buckets share them). */
+  bool runtime_numel;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot

@@ -168,6 +168,7 @@ typedef struct lw_flat {
   int64_t n;
   drk_schedule_t s;
   tv_t *offs, *mask;
+  tv_t *n_param; /* runtime_numel: the element count parameter, else NULL */
   drk_tile_type_t fr; /* the tile frame (it dtype) */
 } lw_flat_t;
 void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f);

@@ -408,6 +408,30 @@ static const char *size_of(const drk_value_t *v) {
   return k >= 0 && k < t->shape.rank ? t->shape.dims[k].sym : NULL;
 }
 
+/* The dim whose size element i of the 1-D vector v is: Concat of pieces (sizes, constants),
+ * each piece Shape(t) sliced to one axis (start/end) or Gather(Shape(t), k). */
+static const char *size_elem(const drk_value_t *v, int64_t i) {
+  v = skip_views(v);
+  const drk_node_t *d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (d && d->op == DRK_OP_CONCAT) {
+    for (int p = 0; p < d->n_inputs; p++) {
+      const drk_value_t *q = d->inputs[p];
+      int64_t len = q && q->shape.rank == 1 ? q->shape.dims[0].size : q && q->shape.rank == 0 ? 1 : -1;
+      if (len < 0 || q->shape.dims[0].sym) return NULL;
+      if (i < len) return size_elem(q, i);
+      i -= len;
+    }
+    return NULL;
+  }
+  if (d && d->op == DRK_OP_SHAPE && d->inputs[0]) { /* Shape(t, start, end) */
+    const drk_value_t *t = d->inputs[0];
+    int64_t st = drk_node_attr_int(d, "start", 0);
+    if (st < 0) st += t->shape.rank;
+    return st + i >= 0 && st + i < t->shape.rank ? t->shape.dims[st + i].sym : NULL;
+  }
+  return i == 0 ? size_of(v) : NULL;
+}
+
 typedef struct { const char *iota; const char *sizes[DRK_PAD_MAX_DIMS]; int n_sizes; } term_t;
 
 /* Splits an index expression into terms positions(dim) x sizes...; false when it is not one. */
@@ -490,6 +514,11 @@ static void rule_gather_nd(pad_ctx_t *c, const drk_node_t *n) {
   const drk_value_t *x = n->inputs[0], *idx = n->inputs[1];
   const drk_node_t *cat = idx && idx->kind == DRK_VALUE_NODE ? idx->def : NULL;
   int r = idx && idx->shape.rank > 0 ? (int)axis_size(idx, idx->shape.rank - 1) : -1;
+  /* indexing only unpadded axes of the data (an adaptive pool's, a head pick), with indices of
+   * no padded dim: the padded axes after them are carried along like a batch */
+  bool indexed_padded = r < 0 || !x || x->shape.rank < r;
+  for (int k = 0; !indexed_padded && k < r; k++) indexed_padded = axis_mask(c, x, k) != 0;
+  if (!indexed_padded && !drk_node_attr_int(n, "batch_dims", 0) && !value_mask(c, idx)) return;
   bool ok = x && x->shape.rank >= r && r > 0 && !drk_node_attr_int(n, "batch_dims", 0) && cat &&
             cat->op == DRK_OP_CONCAT && cat->n_inputs == r &&
             drk_axis_norm(drk_node_attr_int(cat, "axis", 0), idx->shape.rank) == idx->shape.rank - 1;
@@ -520,6 +549,18 @@ static void rule_tile(pad_ctx_t *c, const drk_node_t *n) {
     /* a static block tiled along dims merged outside it ([4, ...] repeated batch times into the
      * rows of "4*batch": row b*4+h is block row h) */
     int j = yd->sym ? find_prod(c, yd->sym) : -1;
+    if (j < 0 && !xm && !xd->sym && xd->size > 1 && (ym & FRESH) && c->n_prod < 32) {
+      /* a made-up dim the repeat of a dynamic dim's size makes (bloom's alibi: [4, 1, 16]
+       * tiled batch times into "4*batch" rows): that dim outside, the block inside */
+      const char *d = size_elem(n->inputs[1], k);
+      for (int i = 0; d && i < c->n; i++)
+        if (!strcmp(d, c->dyn[i])) {
+          c->prod[c->n_prod].sym = yd->sym, c->prod[c->n_prod].nd = 1, c->prod[c->n_prod].dims[0] = (uint8_t)i;
+          c->prod[c->n_prod].k = xd->size;
+          j = c->n_prod++;
+          ym = axis_mask(c, y, k);
+        }
+    }
     bool block = !xm && !xd->sym && j >= 0 && c->prod[j].k == xd->size;
     if (xm && !(yd->sym && xd->sym && !strcmp(xd->sym, yd->sym))) refuse(c, n, xm, "Tile along it");
     else if (!xm && ym && (xd->sym || xd->size != 1) && !block) refuse(c, n, ym, "Tile along it");

@@ -183,7 +183,7 @@ static bool check_kernels(const drk_graph_t *g, const values_t *r, const char *w
   drk_diag_init(&d, stderr);
   drk_fusion_t fu;
   drk_fusion_compute(g, DRK_FUSION_DEFAULT_LEVEL, DRK_FUSION_DEFAULT_DEPTH, &fu);
-  drk_lower_options_t o = {.target_sm = 90, .arch_specific = true};
+  drk_lower_options_t o = {.target_sm = 90, .arch_specific = true, .runtime_numel = true}; /* as bucket compiles */
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
@@ -199,6 +199,11 @@ static bool check_kernels(const drk_graph_t *g, const values_t *r, const char *w
     bool is_out[64] = {0}, bound = true;
     for (int a = 0; a < nb && bound; a++) {
       const drk_value_t *v = L->args[a].value;
+      if (L->args[a].kind == DRK_LARG_I32 || L->args[a].kind == DRK_LARG_I64) { /* a scalar: one element */
+        bound = drk_tensor_alloc(&bufs[a], DRK_DT_I64, 0, NULL);
+        if (bound) drk_tensor_set_i64(&bufs[a], 0, L->args[a].i);
+        continue;
+      }
       bound = L->args[a].kind == DRK_LARG_BUFFER && r->have[v->id] && drk_tensor_copy(&bufs[a], &r->t[v->id]);
       is_out[a] = bound && v->kind == DRK_VALUE_NODE && fu.group[pos_of(g, v->def)] == lg && leaves_group(g, &fu, v, lg);
       for (int64_t j = 0; is_out[a] && j < drk_tensor_numel(&bufs[a]); j++) { /* poison */

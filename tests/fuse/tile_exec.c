@@ -963,13 +963,26 @@ te_result_t te_run_tma(const drk_tile_module_t *m, const drk_tile_kernel_t *k, d
   for (int i = 0; i < k->n_params; i++) {
     tval_t *t = res(&e, k->params[i]);
     t->buf = i;
+    const drk_tile_type_t *ty = &k->params[i]->type;
+    if (ty->kind == DRK_TT_SCALAR && !ty->is_ptr) { /* a scalar: bufs[i] holds its value (one element) */
+      if (i >= n_bufs || !bufs[i].data || drk_tensor_numel(&bufs[i]) != 1) {
+        fail(&e, "a scalar parameter without a one-element value", NULL);
+        continue;
+      }
+      if (t->f) t->f[0] = drk_tensor_get_f64(&bufs[i], 0); /* res() made room for one value */
+      else if (t->i) t->i[0] = drk_tensor_get_i64(&bufs[i], 0);
+    }
   }
   int64_t g[3];
-  for (int i = 0; i < 3; i++) g[i] = k->grid[i].param ? -1 : k->grid[i].c;
-  if (g[0] < 0 || g[1] < 0 || g[2] < 0) {
-    fail(&e, "grid from a parameter", NULL);
-    e.unsupported = true;
+  for (int i = 0; i < 3; i++) {
+    const drk_tile_value_t *p = k->grid[i].param;
+    if (!p) g[i] = k->grid[i].c;
+    else { /* cdiv(param, c) */
+      const tval_t *t = res(&e, p);
+      g[i] = t->i && k->grid[i].c > 0 ? (t->i[0] + k->grid[i].c - 1) / k->grid[i].c : -1;
+    }
   }
+  if (g[0] < 0 || g[1] < 0 || g[2] < 0) fail(&e, "a grid from a parameter without a value", NULL);
   e.sm_bytes = k->smem > 0 ? k->smem : 0;
   e.sm = calloc((size_t)e.sm_bytes + 1, sizeof *e.sm);
   e.sm_written = calloc((size_t)e.sm_bytes + 1, sizeof *e.sm_written);

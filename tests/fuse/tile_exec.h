@@ -1,6 +1,7 @@
 /* A CPU executor for the tile IR of flat and row kernels (tests only; see tile_exec.c).
- * te_run runs kernel k of module m over its grid with parameter i bound to bufs[i] (pointer
- * parameters only). Returns TE_UNSUPPORTED for kernels using ops outside the subset, TE_ERROR
+ * te_run runs kernel k of module m over its grid with parameter i bound to bufs[i] (a pointer
+ * parameter: the tensor it points to; a scalar parameter: a one-element tensor holding its value;
+ * a grid cdiv(%p, c) reads it). Returns TE_UNSUPPORTED for kernels using ops outside the subset, TE_ERROR
  * with a message in err for out-of-bounds accesses and other faults. */
 #ifndef DRK_TESTS_TILE_EXEC_H
 #define DRK_TESTS_TILE_EXEC_H
