@@ -218,9 +218,13 @@ def report(out, path):
     ok = {v: sum(1 for k, r in res[v].items() if isinstance(r.get("vs_torch"), float) and r.get("compile_fast") == "ok")
           for v in res}
     exported = {v: sum(1 for r in res[v].values() if "export" not in r) for v in res}
+    dyn = {v: (sum(1 for r in res[v].values() if r.get("dynamic") == "ok"),
+               sum(1 for r in res[v].values() if "dynamic" in r)) for v in res}
     head = ["Relative error of `drkc run --device=cpu` (the default build's graph on the reference interpreter) "
             "against torch's outputs, and whether the fast build compiled; per variant, of the exports: "
-            + ", ".join(f"{v} {ok[v]}/{exported[v]}" for v in res) + ".", ""]
+            + ", ".join(f"{v} {ok[v]}/{exported[v]}" for v in res) + "."
+            + "".join(f" `--dynamic` ({v}): {dyn[v][0]} of the {dyn[v][1]} exports with a symbolic batch exact at "
+                      "every bucket edge and compiled." for v in res if dyn[v][1]), ""]
     open(path, "w").write("\n".join(head + lines) + "\n")
 
 
