@@ -1220,6 +1220,16 @@ static void infer_resize(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t 
     for (int i = 0; i < naxes; i++) o->s[0].d[axv[i]] = dim_dbl(floor(sc * (double)x->d[axv[i]].size + 0.5));
     return;
   }
+  const known_t *ks = in(n, 3) ? get_known(c, in(n, 3)) : NULL;
+  if (ks && ks->n == naxes && !strcmp(drk_node_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch")) {
+    /* sizes with symbols (Concat(Shape(x)[:2], [h, w]) of a traced F.interpolate): each size as
+     * tracked, a symbol where it is one */
+    for (int i = 0; i < naxes; i++) {
+      int64_t v;
+      o->s[0].d[axv[i]] = kel_static(ks->e[i], &v) ? (v >= 0 ? dim_s(v) : dim_unk()) : kel_is_sym(ks->e[i]) ? ks->e[i] : dim_unk();
+    }
+    return;
+  }
   if (in(n, 2) && in(n, 2)->kind == DRK_VALUE_CONST) {
     drk_tensor_t t;
     if (drk_tensor_from_const(&t, in(n, 2)) && drk_tensor_numel(&t) > 0) {

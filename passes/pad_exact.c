@@ -105,6 +105,7 @@ static void refuse(pad_ctx_t *c, const drk_node_t *n, uint32_t m, const char *wh
 static bool size_sink(const drk_node_t *n, int i) {
   switch (n->op) {
   case DRK_OP_RESHAPE: case DRK_OP_EXPAND: case DRK_OP_TILE: return i == 1; /* Tile: rule_tile checks the axes */
+  case DRK_OP_RESIZE: return i == 3; /* sizes: rule_resize keeps the padded axes as they are */
   case DRK_OP_CONSTANT_OF_SHAPE: return i == 0;
   case DRK_OP_SLICE: return i == 2; /* an end; the Slice rule checks its start is 0 */
   case DRK_OP_RANGE: return i == 1; /* the limit: elements start + k*delta do not depend on it */
@@ -825,6 +826,9 @@ static void check_node(pad_ctx_t *c, const drk_node_t *n) {
   case DRK_OP_INSTANCE_NORMALIZATION: case DRK_OP_GROUP_NORMALIZATION: case DRK_OP_RESIZE: case DRK_OP_DEPTH_TO_SPACE:
   case DRK_OP_SPACE_TO_DEPTH: case DRK_OP_TRILU:
     rule_batch_only(c, n);
+    if (n->op == DRK_OP_RESIZE && n->outputs[0] && n->inputs[0] && axis_mask(c, n->inputs[0], 0) &&
+        !same_dim(&n->inputs[0]->shape.dims[0], &n->outputs[0]->shape.dims[0]))
+      refuse(c, n, axis_mask(c, n->inputs[0], 0), "Resize along it");
     return;
   default:
     if (drk_op_info(n->op)->flags & DRK_OPF_RED) {

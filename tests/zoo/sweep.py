@@ -9,7 +9,8 @@ usage: sweep.py OUT [--variant V] [MODEL ...]   (a python with torch, torchvisio
 variants: dynamo (default), torchscript (opset 17), keep-inits (TorchScript with
 keep_initializers_as_inputs=True: every weight is also a graph input), fp16 (the model and
 its float inputs in float16, exported by dynamo; judged against torch's float16 outputs),
-dyn (dynamo with a dynamic batch dim; drkc binds it from the inputs; then `drkc --dynamic=batch=1..4`:
+ts-dyn (the TorchScript exporter, opset 17, with dynamic_axes {0: batch} on every input; checked
+as dyn), dyn (dynamo with a dynamic batch dim; drkc binds it from the inputs; then `drkc --dynamic=batch=1..4`:
 tests/dynamic's test_dynamic (TEST_DYNAMIC=path, default build/tests/dynamic/test_dynamic) at every
 bucket edge, and the sm_90a module compiled).
 Writes OUT/sweep-VARIANT.json and prints a line per model. Results: tests/zoo/results/*-sweep*.md."""
@@ -119,6 +120,8 @@ def export(m, ins, path, variant):
         zoo.export(m, ins, path, "dynamo", names)
     elif variant == "dyn":
         zoo.export(m, ins, path, "dynamo", names, dynamic=True)
+    elif variant == "ts-dyn":
+        zoo.export(m, ins, path, "torchscript", names, dynamic=True)
     elif variant == "torchscript":
         zoo.export(m, ins, path, "torchscript", names)
     elif variant == "keep-inits":
@@ -171,7 +174,7 @@ def one(name, out, variant):
         p = subprocess.run([DRKC, onnx_path, "--target=sm_90a", "--precision=fp16", "--fusion-aggressiveness=3",
                             "-o", os.path.join(d, "fast.drkm")] + bind, capture_output=True, text=True, timeout=900)
         r["compile_fast"] = "ok" if p.returncode == 0 else first_line(p.stderr, p.returncode)
-        if variant == "dyn" and sym:
+        if variant in ("dyn", "ts-dyn") and sym:
             # one module for batch 1..4 (drkc --dynamic): padding proven exact, and at every bucket
             # edge the bucket's graph on zero-padded inputs equals the exact shape (test_dynamic)
             spec = ",".join(f"{d}=1..4" for d in sorted(sym))
@@ -189,7 +192,7 @@ def one(name, out, variant):
     return r
 
 
-VARIANTS = ["dynamo", "torchscript", "keep-inits", "fp16", "dyn"]
+VARIANTS = ["dynamo", "torchscript", "keep-inits", "fp16", "dyn", "ts-dyn"]
 
 
 def verdict(r):
