@@ -193,11 +193,6 @@ typedef struct names {
   size_t cap, n[2];
 } names_t;
 
-static size_t hash_bytes(const char *s, size_t n) {
-  size_t h = 1469598103934665603u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
-  return h;
-}
 
 /* The index of name (s, n) under sigil (0: '%', 1: '#'), a new one at its first appearance;
  * SIZE_MAX when out of memory. */
@@ -212,7 +207,7 @@ static size_t names_get(names_t *t, int sigil, const char *s, size_t n) {
     }
     for (size_t i = 0; i < t->cap; i++)
       if (t->key[i]) {
-        size_t j = hash_bytes(t->key[i], t->key_len[i]) & (g.cap - 1);
+        size_t j = (size_t)drk_hash_fnv1a(t->key[i], t->key_len[i], 0) & (g.cap - 1);
         while (g.key[j]) j = (j + 1) & (g.cap - 1);
         g.key[j] = t->key[i], g.key_len[j] = t->key_len[i], g.index[j] = t->index[i];
       }
@@ -221,7 +216,7 @@ static size_t names_get(names_t *t, int sigil, const char *s, size_t n) {
   }
   /* the sigil is part of the key: the byte before the name */
   const char *key = s - 1;
-  size_t j = hash_bytes(key, n + 1) & (t->cap - 1);
+  size_t j = (size_t)drk_hash_fnv1a(key, n + 1, 0) & (t->cap - 1);
   for (; t->key[j]; j = (j + 1) & (t->cap - 1))
     if (t->key_len[j] == n + 1 && !memcmp(t->key[j], key, n + 1)) return t->index[j];
   t->key[j] = key, t->key_len[j] = n + 1, t->index[j] = t->n[sigil]++;

@@ -646,8 +646,7 @@ bool drk_lowered_dedupe(drk_lowered_t *l, size_t *out_removed) {
   bool ok = text && len && hash && rep;
   for (size_t i = 0; ok && i < n; i++) {
     ok = (text[i] = drk_tile_kernel_canonical(m, m->kernels[i], &len[i])) != NULL;
-    size_t h = 1469598103934665603u;
-    for (size_t j = 0; ok && j < len[i]; j++) h = (h ^ (unsigned char)text[i][j]) * 1099511628211u;
+    size_t h = ok ? (size_t)drk_hash_fnv1a(text[i], len[i], 0) : 0;
     hash[i] = h, rep[i] = i;
     for (size_t j = 0; ok && j < i; j++)
       if (rep[j] == j && hash[j] == h && len[j] == len[i] && !memcmp(text[j], text[i], len[i])) {

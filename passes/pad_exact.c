@@ -382,12 +382,11 @@ static bool all_zero_const(const drk_value_t *v) { /* index 0 everywhere */
  * positions (iota_sym) are taken there. */
 static const char *iota_sym(const drk_value_t *v);
 
+/* v through views, casts and expands (at most 16) */
 static const drk_value_t *skip_views(const drk_value_t *v) {
   for (int guard = 0; v && v->kind == DRK_VALUE_NODE && v->def && guard < 16; guard++) {
     drk_op_t op = v->def->op;
-    if (op != DRK_OP_UNSQUEEZE && op != DRK_OP_SQUEEZE && op != DRK_OP_CAST && op != DRK_OP_EXPAND && op != DRK_OP_RESHAPE &&
-        op != DRK_OP_IDENTITY)
-      break;
+    if (op != DRK_OP_CAST && op != DRK_OP_EXPAND && !drk_op_aliases_input(op)) break;
     v = v->def->inputs[0];
   }
   return v;
@@ -495,17 +494,12 @@ static void rule_gather(pad_ctx_t *c, const drk_node_t *n) {
 
 /* The dim symbol v counts along when it is Range(0, dim, 1) (through views, casts, expands). */
 static const char *iota_sym(const drk_value_t *v) {
-  for (int guard = 0; v && v->kind == DRK_VALUE_NODE && v->def && guard < 16; guard++) {
-    const drk_node_t *d = v->def;
-    if (d->op == DRK_OP_RANGE) {
-      bool from0 = d->inputs[0] && d->inputs[0]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[0], 0) == 0;
-      bool step1 = d->inputs[2] && d->inputs[2]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[2], 0) == 1;
-      return from0 && step1 && v->shape.rank == 1 ? v->shape.dims[0].sym : NULL;
-    }
-    if (d->op != DRK_OP_CAST && d->op != DRK_OP_EXPAND && !drk_op_aliases_input(d->op)) return NULL;
-    v = d->inputs[0];
-  }
-  return NULL;
+  v = skip_views(v);
+  const drk_node_t *d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (!d || d->op != DRK_OP_RANGE) return NULL;
+  bool from0 = d->inputs[0] && d->inputs[0]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[0], 0) == 0;
+  bool step1 = d->inputs[2] && d->inputs[2]->kind == DRK_VALUE_CONST && drk_value_const_f64(d->inputs[2], 0) == 1;
+  return from0 && step1 && v->shape.rank == 1 ? v->shape.dims[0].sym : NULL;
 }
 
 /* GatherND(data, Concat(i0, i1, ...)) with each padded axis k of data indexed by the positions
