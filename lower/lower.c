@@ -155,6 +155,21 @@ void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps,
   DRK_VEC_PUSH(c->m->arena, c->launches, c->n_launches, c->cap_launches, c->cur);
 }
 
+tv_t *lw_size_param(drk_lctx_t *c, const char *name, int64_t n) {
+  if (!c->o.runtime_sizes) return NULL;
+  tv_t *p = drk_tile_kernel_add_param(c->m, c->k, name, drk_tile_type_scalar(c->it), c->node->loc);
+  push_arg(c, (drk_larg_t){c->it == DRK_DT_I32 ? DRK_LARG_I32 : DRK_LARG_I64, NULL, n, 0});
+  return p;
+}
+
+tv_t *lw_size_lt(drk_lctx_t *c, tv_t *v, tv_t *p, int64_t n) {
+  return lw_cmp(c, "lt", v, p ? lw_splat(c, lw_cast(c, p, v->type.dtype), &v->type) : lw_ci(c, v, n));
+}
+
+void lw_grid_from(drk_lctx_t *c, int d, tv_t *p, int64_t per) {
+  if (p) c->k->grid[d] = (drk_tile_grid_dim_t){p, per};
+}
+
 void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base) {
   DRK_VEC_PUSH(c->m->arena, c->aliases, c->n_aliases, c->cap_aliases, ((drk_alias_t){v, base}));
 }
@@ -344,18 +359,13 @@ void lw_flat_begin_sched(drk_lctx_t *c, int64_t n, drk_schedule_t s, lw_flat_t *
   tv_t *base = lw_bin(c, DRK_TOP_MUL, pid, lw_sci(c, c->it, f->s.block_elems));
   f->offs = lw_bin(c, DRK_TOP_ADD, lw_splat(c, base, &r->type), r);
   f->fr = f->offs->type;
-  f->n_param = NULL;
-  if (c->o.runtime_numel) {
-    f->n_param = drk_tile_kernel_add_param(c->m, c->k, "n", drk_tile_type_scalar(c->it), c->node->loc);
-    push_arg(c, (drk_larg_t){c->it == DRK_DT_I32 ? DRK_LARG_I32 : DRK_LARG_I64, NULL, n, 0});
-    f->mask = lw_cmp(c, "lt", f->offs, lw_splat(c, f->n_param, &f->fr));
-  } else
-    f->mask = lw_cmp(c, "lt", f->offs, lw_ci(c, f->offs, n));
+  f->n_param = lw_size_param(c, "n", n);
+  f->mask = lw_size_lt(c, f->offs, f->n_param, n);
 }
 
 void lw_flat_end(drk_lctx_t *c, lw_flat_t *f) {
   lw_kernel_end(c, (f->n + f->s.block_elems - 1) / f->s.block_elems, 1, 1, f->s.warps, 0, &f->s);
-  if (f->n_param) c->k->grid[0] = (drk_tile_grid_dim_t){f->n_param, f->s.block_elems};
+  lw_grid_from(c, 0, f->n_param, f->s.block_elems);
 }
 
 /* ---- driver ---- */

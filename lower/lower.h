@@ -240,10 +240,12 @@ typedef struct drk_lower_options {
    * exists (its knobs replace --schedule's). NULL: none. */
   bool (*lookup)(void *ctx, const char *workload, drk_sched_knobs_t *out);
   void *lookup_ctx;
-  /* Flat kernels take their element count as a parameter (`%n`, an i32 or i64 argument of
-   * the launch; grid cdiv(%n, block)) instead of a constant in the mask: kernels of one form
-   * over different sizes are then the same kernel (drkc --dynamic's buckets share them). */
-  bool runtime_numel;
+  /* Kernels take the size their grid runs over as a parameter (an i32 or i64 argument of the
+   * launch, the grid cdiv(param, per program)) instead of a constant in their masks: flat
+   * kernels their element count `%n`, row kernels (norms, softmax, reductions, row groups)
+   * their row count `%rows`, matmuls of one problem their M `%m`. Kernels of one form over
+   * different sizes are then the same kernel (drkc --dynamic's buckets share them). */
+  bool runtime_sizes;
 } drk_lower_options_t;
 
 /* Lowers every live node of g. On failure reports at least one error (each node that cannot

@@ -613,6 +613,10 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   c->k->name = drk_arena_printf(c->m->arena, "k%d_fused_attention", gr->last);
   for (int i = 0; i + 1 < nv; i++) add_param(K, vals[i], "x");
   add_param(K, at->out.value, "y");
+  /* runtime sizes: the outer batch dims' count (grid y; the code never reads it) */
+  int64_t outer = 1;
+  for (int i = 0; i + 1 < at->nb; i++) outer *= at->batch[i];
+  tv_t *pouter = at->nb > 1 ? lw_size_param(c, "batch", outer) : NULL;
   for (int i = 0; i < gr->n_nodes; i++) {
     const drk_node_t *n = g->nodes[gr->nodes[i]];
     if (drk_op_aliases_input(n->op)) lw_alias(c, n->outputs[0], n->inputs[0]);
@@ -717,5 +721,6 @@ bool drk_lower_attention(drk_lctx_t *c, const drk_fusion_t *f, int gi) {
   drk_schedule_t S = {.kind = "attention", .warps = K->warps, .tile_m = (int)BM, .tile_n = (int)BN, .tile_k = (int)KC,
                       .stages = (int)NS, .mma = K->wg ? "wgmma" : K->mma ? "mma_sync" : "fma"};
   lw_kernel_end(c, gx, gy, nM, K->warps, smem, &S);
+  lw_grid_from(c, 1, pouter, 1);
   return true;
 }

@@ -1030,7 +1030,9 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   tv_t *ri = lw_cast(c, lw_range(c, F->s.rows, F->Lr), c->it);
   tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, F->s.rows));
   F->rowi = BIN(ADD, lw_splat(c, base, &ri->type), ri);
-  F->rmask = lw_cmp(c, "lt", F->rowi, lw_ci(c, F->rowi, F->rows));
+  /* the row count at launch (runtime sizes; split rows index their scratch by it: constant) */
+  tv_t *nrows = F->mode == SPLIT_NONE ? lw_size_param(c, "rows", F->rows) : NULL;
+  F->rmask = lw_size_lt(c, F->rowi, nrows, F->rows);
   F->rowR2 = lw_bcast_row(c, BIN(MUL, F->rowi, lw_ci(c, F->rowi, F->R)), F->P, F->s.rows, F->s.cols);
   F->rmask2 = lw_bcast_row(c, F->rmask, F->P, F->s.rows, F->s.cols);
   F->ci = lw_cast(c, lw_range(c, F->s.cols, F->Lc), c->it);
@@ -1071,6 +1073,7 @@ static bool emit_kernel(fl_t *F, const drk_node_t *last, const drk_node_t *head,
   drk_schedule_t s = F->s;
   s.split_rows = F->mode != SPLIT_NONE ? (int)F->SP : 0;
   lw_kernel_end(c, (F->rows + s.rows - 1) / s.rows, F->mode != SPLIT_NONE ? F->SP : 1, 1, s.warps, 0, &s);
+  lw_grid_from(c, 0, nrows, s.rows);
   return true;
 }
 

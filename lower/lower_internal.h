@@ -110,6 +110,12 @@ int lw_scratch_new(drk_lctx_t *c, uint64_t bytes);
 /* A pointer parameter (element dtype t) bound to scratch buffer idx. */
 tv_t *lw_param_scratch(drk_lctx_t *c, int idx, drk_dtype_t t, const char *name);
 /* Appends return and records the launch with grid g0 x g1 x g2, warps*32 threads, smem. */
+/* Runtime sizes (drk_lower_options_t.runtime_sizes): size n as a parameter `name` of the index
+ * dtype (the launch passes n), else NULL. lw_size_lt: v < the parameter p (NULL: v < n).
+ * lw_grid_from: after lw_kernel_end, grid dim d is cdiv(p, per) (p NULL: nothing). */
+tv_t *lw_size_param(drk_lctx_t *c, const char *name, int64_t n);
+tv_t *lw_size_lt(drk_lctx_t *c, tv_t *v, tv_t *p, int64_t n);
+void lw_grid_from(drk_lctx_t *c, int d, tv_t *p, int64_t per);
 void lw_kernel_end(drk_lctx_t *c, int64_t g0, int64_t g1, int64_t g2, int warps, int64_t smem,
                    const drk_schedule_t *s);
 void lw_alias(drk_lctx_t *c, const drk_value_t *v, const drk_value_t *base);
@@ -168,7 +174,7 @@ typedef struct lw_flat {
   int64_t n;
   drk_schedule_t s;
   tv_t *offs, *mask;
-  tv_t *n_param; /* runtime_numel: the element count parameter, else NULL */
+  tv_t *n_param; /* runtime_sizes: the element count parameter, else NULL */
   drk_tile_type_t fr; /* the tile frame (it dtype) */
 } lw_flat_t;
 void lw_flat_begin(drk_lctx_t *c, int64_t n, lw_flat_t *f);

@@ -406,6 +406,7 @@ typedef struct ws {
   conv2_t cv;
   int64_t CI, CH, CW, TH, TW, CB;
   tv_t *pb;
+  tv_t *msize; /* runtime sizes: M as a parameter (one problem, a tile per program), else NULL */
   tv_t *da, *db, *db2, *py;
   tv_t *sa_t, *sa_w, *sb_t, *sb_w, *full, *empty, *order;
 } ws_t;
@@ -566,7 +567,7 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
   tv_t *erow = BIN(ADD, lw_splat(c, mw, &ei->type), ei);
   tv_t *ej = lw_cast(c, lw_range(c, G, Cc), c->it);
   tv_t *ecol = BIN(ADD, lw_splat(c, nw, &ej->type), ej);
-  tv_t *rmask = lw_cmp(c, "lt", erow, lw_ci(c, erow, M)), *rp;
+  tv_t *rmask = lw_size_lt(c, erow, W->msize, M), *rp;
   if (W->conv) {
     /* tile row i: pixel (cn + i / (CH CW), coh + i / CW % CH, cow + i % CW) of the output,
      * stored when inside it; y [Nb, OH, OW, OC] */
@@ -771,6 +772,11 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   }
   if (pair) W.db2 = ws_param_tma(c, c->epi_pair->inputs[1], "desc_b2", drk_tile_type_tmadesc(s->t, 2, (int64_t[]){W.BK, 64}, SW), &tb);
   W.py = W.SP > 1 ? lw_param_scratch(c, ws, DRK_DT_F32, "ws") : lw_mm_out_param(c, n->outputs[0]);
+  /* M bounds only the rows stored when there is one problem and a tile per program (A's rows
+   * past M read zeros through the descriptor, whose dims are launch arguments) */
+  W.msize = !s->conv && !NP && batch == 1 && W.SP == 1 && W.CL == 1 ? lw_size_param(c, "m", M) : NULL;
+  /* and the batch count (grid z; the outermost batch dim's size is in no offset) */
+  tv_t *pbatch = !s->conv && !NP && batch > 1 && W.SP == 1 ? lw_size_param(c, "batch", batch) : NULL;
 
   const int64_t ST = W.ST;
   int64_t off_b = ST * W.BM * W.BK * es, off_bar = off_b + ST * W.BK * W.BN * es;
@@ -870,6 +876,8 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   if (W.CL > 1) drk_tile_op_set_ident(m, drk_tile_build(&c->b, DRK_TOP_BARRIER, 0, NULL, 0, NULL), "scope", "cluster");
   if (NP) lw_kernel_end(c, NP, 1, 1, 12, smem, &S);
   else lw_kernel_end(c, (W.TM + W.CL - 1) / W.CL * W.CL, W.TN, batch * W.SP, 12, smem, &S);
+  lw_grid_from(c, 0, W.msize, W.BM);
+  lw_grid_from(c, 2, pbatch, 1);
   if (W.SP > 1) mm_splitk_sum(c, s, ws, W.SP, DRK_DT_F32);
   return true;
 }
@@ -1102,6 +1110,9 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   /* split-K: the first kernel stores partial sums only (C, bias and the epilogue: kernel 2) */
   tv_t *pc = SP == 1 && n->n_inputs > 2 && n->inputs[2] ? lw_param_buf(c, n->inputs[2], s.conv ? "bias" : "c") : NULL;
   tv_t *py = SP > 1 ? lw_param_scratch(c, ws, at, "ws") : lw_mm_out_param(c, n->outputs[0]);
+  /* runtime sizes: M, where it only bounds rows (one problem, no split) */
+  tv_t *msz = !s.conv && SP == 1 && s.batch == 1 ? lw_size_param(c, "m", s.M) : NULL;
+  tv_t *pbatch = !s.conv && SP == 1 && s.batch > 1 ? lw_size_param(c, "batch", s.batch) : NULL;
 
   /* accumulator: mma_sync with 2 x (warps/2) warps, or blocked (fma) */
   const drk_tile_layout_t *acc_l =
@@ -1137,7 +1148,7 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   }
   tv_t *mi = lw_cast(c, lw_range(c, BM, P.a.Lr), c->it);
   tv_t *mrow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &mi->type), mi);
-  if (s.M % BM || s.M == 0) P.a.mask = lw_bcast_row(c, lw_cmp(c, "lt", mrow, lw_ci(c, mrow, s.M)), P.a.L, BM, BK);
+  if (s.M % BM || s.M == 0) P.a.mask = lw_bcast_row(c, lw_size_lt(c, mrow, msz, s.M), P.a.L, BM, BK);
   tv_t *nj = lw_cast(c, lw_range(c, BN, P.b.Lc), c->it);
   tv_t *ncol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &nj->type), nj);
   if (s.N % BN || s.N == 0) P.b.mask = lw_bcast_col(c, lw_cmp(c, "lt", ncol, lw_ci(c, ncol, s.N)), P.b.L, BK, BN);
@@ -1176,7 +1187,7 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   tv_t *erow = BIN(ADD, lw_splat(c, BIN(MUL, pm, lw_sci(c, c->it, BM)), &ei->type), ei);
   tv_t *ej = lw_cast(c, lw_range(c, BN, Cc), c->it);
   tv_t *ecol = BIN(ADD, lw_splat(c, BIN(MUL, pn, lw_sci(c, c->it, BN)), &ej->type), ej);
-  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_cmp(c, "lt", erow, lw_ci(c, erow, s.M)), acc_l, BM, BN),
+  tv_t *emask = BIN(AND, lw_bcast_row(c, lw_size_lt(c, erow, msz, s.M), acc_l, BM, BN),
                     lw_bcast_col(c, lw_cmp(c, "lt", ecol, lw_ci(c, ecol, s.N)), acc_l, BM, BN));
   tv_t *yoff, *oc = NULL;
   if (s.conv && s.nhwc) {
@@ -1223,5 +1234,7 @@ bool drk_lower_matmul(drk_lctx_t *c) {
   }
   lw_mm_store(c, py, yoff, res, emask);
   lw_kernel_end(c, (s.M + BM - 1) / BM, (s.N + BN - 1) / BN, s.batch, S.warps, smem, &S);
+  lw_grid_from(c, 0, msz, BM);
+  lw_grid_from(c, 2, pbatch, 1);
   return true;
 }

@@ -53,8 +53,6 @@ static tv_t *co(drk_lctx_t *c, coords_t *k, int i) {
   return k->c[i];
 }
 
-static tv_t *zero_if_null(drk_lctx_t *c, tv_t *v, tv_t *like) { return v ? v : lw_ci(c, like, 0); }
-
 bool lw_read_move_params(drk_lctx_t *c, const drk_node_t *n, int r, const int64_t *xd, lw_move_params_t *p) {
   memset(p, 0, sizeof *p);
   for (int k = 0; k < r; k++) p->step[k] = 1;
@@ -375,20 +373,23 @@ static bool lower_gather(drk_lctx_t *c) {
   tv_t *py = lw_param_buf(c, y, "y");
   lw_flat_t f;
   lw_flat_begin(c, lw_numel(y), &f);
-  coords_t k = {.r = r, .offs = f.offs};
-  dims_of(y, k.d);
-  tv_t *ioff = NULL, *xoff = NULL;
-  if (n->op == DRK_OP_GATHER) {
-    /* y coords: x[:axis], idx[...], x[axis+1:] */
-    for (int j = 0; j < ri; j++) ioff = lw_addmul(c, ioff, co(c, &k, axis + j), is[j]);
-    for (int j = 0; j < axis; j++) xoff = lw_addmul(c, xoff, co(c, &k, j), xs[j]);
-    for (int j = axis + 1; j < rx; j++) xoff = lw_addmul(c, xoff, co(c, &k, j - 1 + ri), xs[j]);
-  } else {
-    ioff = f.offs;
+  /* offsets as strides over y's coordinates (lw_affine: runs of dims merged, so the sizes of
+   * y's outer dims, an embedding's batch and sequence, appear nowhere in the code) */
+  int64_t yd[LW_MAX_RANK], si[LW_MAX_RANK] = {0}, sx[LW_MAX_RANK] = {0};
+  dims_of(y, yd);
+  tv_t *ioff = f.offs, *xoff = NULL;
+  bool any_x = false;
+  if (n->op == DRK_OP_GATHER) { /* y coords: x[:axis], idx[...], x[axis+1:] */
+    for (int j = 0; j < ri; j++) si[axis + j] = is[j];
     for (int j = 0; j < rx; j++)
-      if (j != axis) xoff = lw_addmul(c, xoff, co(c, &k, j), xs[j]);
+      if (j != axis) sx[j < axis ? j : j - 1 + ri] = xs[j], any_x |= xs[j] != 0;
+    ioff = lw_affine(c, f.offs, r, yd, si, 0);
+  } else {
+    for (int j = 0; j < rx; j++)
+      if (j != axis) sx[j] = xs[j], any_x = true;
   }
-  tv_t *idx = lw_cast(c, lw_load(c, pi, zero_if_null(c, ioff, f.offs), f.mask, 0), c->it);
+  if (any_x) xoff = lw_affine(c, f.offs, r, yd, sx, 0);
+  tv_t *idx = lw_cast(c, lw_load(c, pi, ioff, f.mask, 0), c->it);
   int64_t D = x->shape.dims[axis].size;
   idx = lw_sel(c, lw_cmp(c, "lt", idx, lw_ci(c, idx, 0)), BIN(ADD, idx, lw_ci(c, idx, D)), idx);
   tv_t *ok = BIN(AND, f.mask, BIN(AND, lw_cmp(c, "ge", idx, lw_ci(c, idx, 0)), lw_cmp(c, "lt", idx, lw_ci(c, idx, D))));

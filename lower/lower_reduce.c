@@ -69,6 +69,8 @@ typedef struct rv {
   const drk_tile_layout_t *P, *Lr, *Lc;
   tv_t *px;
   tv_t *row, *rmask, *rowoff, *rowoff2, *rmask2, *ci;
+  tv_t *nrows; /* runtime sizes: the row count parameter (not split: split rows index their
+                  scratch by the row count), else NULL */
   /* per chunk */
   tv_t *col, *cmask, *off2, *mask2, *col2;
 } rv_t;
@@ -112,7 +114,8 @@ static void rv_begin(drk_lctx_t *c, rv_t *v) {
   tv_t *ri = lw_cast(c, lw_range(c, v->s.rows, v->Lr), c->it);
   tv_t *base = BIN(MUL, lw_pid(c, 0), lw_sci(c, c->it, v->s.rows));
   v->row = BIN(ADD, lw_splat(c, base, &ri->type), ri);
-  v->rmask = lw_cmp(c, "lt", v->row, lw_ci(c, v->row, v->rows));
+  v->nrows = v->s.split_rows <= 1 ? lw_size_param(c, "rows", v->rows) : NULL;
+  v->rmask = lw_size_lt(c, v->row, v->nrows, v->rows);
   v->rowoff = lw_affine(c, v->row, v->nk, v->kd, v->ks, 0);
   v->rowoff2 = lw_bcast_row(c, v->rowoff, v->P, v->s.rows, v->s.cols);
   /* whole row tiles: no row mask on the loads, so that the backend can see runs of rows
@@ -219,6 +222,7 @@ static tv_t *row_max(drk_lctx_t *c, rv_t *v, drk_dtype_t at) {
 static void rv_end(drk_lctx_t *c, rv_t *v) {
   lw_kernel_end(c, (v->rows + v->s.rows - 1) / v->s.rows, v->s.split_rows > 1 ? v->s.split_rows : 1, 1, v->s.warps, 0,
                 &v->s);
+  lw_grid_from(c, 0, v->nrows, v->s.rows);
 }
 
 static double lowest(drk_dtype_t t) {

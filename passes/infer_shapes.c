@@ -15,6 +15,7 @@
  * contents tracked, element by element, as dims. */
 #include "passes/passes.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,76 @@ static drk_dim_t kel_int(int64_t v) {
   return x;
 }
 static bool kel_is_sym(drk_dim_t x) { return x.sym && x.sym[0]; }
+
+/* ---- products of symbols ----
+ * A symbol with '*' names the product of its factors ("batch*seq", "batch*4": symbols in
+ * order, then the static factor). Shape arithmetic makes them (BLOOM's `Gather(Shape) * 4`,
+ * batch x heads), and so does a Reshape's -1 over several symbols; binding the symbols lets
+ * inference compute them again as static sizes. Factors are substrings of the symbols. */
+#define MAXF 8
+typedef struct {
+  int n;
+  const char *s[MAXF];
+  size_t len[MAXF];
+  int64_t k; /* the static factor */
+} factors_t;
+
+/* Appends dim x's factors to f; false when x is unknown or the product does not fit. */
+static bool dim_factors(drk_dim_t x, factors_t *f) {
+  if (is_st(x)) return mul_into(&f->k, x.size);
+  if (!kel_is_sym(x)) return false;
+  for (const char *p = x.sym;;) {
+    const char *q = strchr(p, '*');
+    size_t len = q ? (size_t)(q - p) : strlen(p), i = 0;
+    if (!len) return false;
+    while (i < len && isdigit((unsigned char)p[i])) i++;
+    if (i == len) {
+      if (len > 15 || !mul_into(&f->k, strtoll(p, NULL, 10))) return false;
+    } else {
+      if (f->n == MAXF) return false;
+      f->s[f->n] = p, f->len[f->n++] = len;
+    }
+    if (!q) return true;
+    p = q + 1;
+  }
+}
+
+/* Takes factor symbol (s, len) out of f; false when f has none. */
+static bool factors_cancel(factors_t *f, const char *s, size_t len) {
+  for (int i = 0; i < f->n; i++)
+    if (f->s[i] && f->len[i] == len && !memcmp(f->s[i], s, len)) return f->s[i] = NULL, true;
+  return false;
+}
+
+/* The dim f names: static, a symbol, or a product symbol (kept in the graph's arena). */
+static drk_dim_t factors_dim(ictx_t *c, const factors_t *f) {
+  char buf[256];
+  size_t o = 0;
+  int n = 0;
+  for (int i = 0; i < f->n; i++) {
+    if (!f->s[i]) continue;
+    if (o + f->len[i] + 2 >= sizeof buf) return dim_unk();
+    if (n++) buf[o++] = '*';
+    memcpy(buf + o, f->s[i], f->len[i]);
+    o += f->len[i];
+  }
+  if (!n) return dim_s(f->k);
+  if (f->k == 0) return dim_s(0);
+  if (f->k != 1) o += (size_t)snprintf(buf + o, sizeof buf - o, "*%lld", (long long)f->k);
+  if (o >= sizeof buf) return dim_unk();
+  drk_dim_t d = {-1, drk_arena_strndup(c->g->arena, buf, o)};
+  return d;
+}
+
+/* Symbol x times (MUL) or exactly divided by (DIV) static v > 0: a product symbol ("batch*4"
+ * from batch * 4; "batch*4" / 4 is batch again), else unknown. */
+static drk_dim_t scaled(ictx_t *c, drk_dim_t x, drk_op_t op, int64_t v) {
+  factors_t f = {.k = 1};
+  if (v <= 0 || !dim_factors(x, &f)) return dim_unk();
+  if (op == DRK_OP_MUL) return mul_into(&f.k, v) ? factors_dim(c, &f) : dim_unk();
+  if (op == DRK_OP_DIV && f.k % v == 0) return f.k /= v, factors_dim(c, &f);
+  return dim_unk();
+}
 
 /* Reads a constant integer (or float, truncated) tensor of at most MAXK elements. */
 static bool const_ints(const drk_value_t *v, int64_t *out, int *out_n) {
@@ -316,66 +387,53 @@ static void reshape_infer(ictx_t *c, const shp_t *x, const drk_dim_t *sh, int n,
     }
   }
   if (x->rank < 0) return;
-  /* element counts as static product plus a multiset of symbols */
-  const char *syms[MAXR * 2];
-  int ns = 0;
-  int64_t in_static = 1;
-  bool in_ok = true;
+  /* element counts as a static factor times symbols (products split into their factors) */
+  factors_t fi = {.k = 1}, fo = {.k = 1};
+  bool in_ok = true, out_ok = true, out_syms_cancel = true;
   for (int i = 0; i < x->rank; i++) {
-    if (is_st(x->d[i])) {
-      if (!mul_into(&in_static, x->d[i].size)) {
-        err(c, "input %s has more than 2^56 elements", fmt_shp(x));
-        shp_unknown(o);
-        return;
-      }
+    if (is_st(x->d[i]) && !mul_into(&fi.k, x->d[i].size)) {
+      err(c, "input %s has more than 2^56 elements", fmt_shp(x));
+      shp_unknown(o);
+      return;
     }
-    else if (x->d[i].sym) syms[ns++] = x->d[i].sym;
-    else in_ok = false;
+    if (!is_st(x->d[i]) && !dim_factors(x->d[i], &fi)) in_ok = false;
   }
-  int64_t out_static = 1;
-  bool out_ok = true;
-  const char *left = NULL;
-  int nleft = 0;
-  bool out_syms_cancel = true;
   for (int i = 0; i < n; i++) {
     if (i == neg) continue;
     drk_dim_t dd = o->d[i];
     if (is_st(dd)) {
-      if (!mul_into(&out_static, dd.size)) {
+      if (!mul_into(&fo.k, dd.size)) {
         err(c, "shape %s has more than 2^56 elements", fmt_shp(o));
         shp_unknown(o);
         return;
       }
       continue;
     }
-    if (!dd.sym) { out_ok = false; continue; }
-    int j;
-    for (j = 0; j < ns; j++)
-      if (syms[j] && strcmp(syms[j], dd.sym) == 0) break;
-    if (j < ns) syms[j] = NULL;
-    else out_syms_cancel = false;
+    factors_t ft = {.k = 1};
+    if (!dim_factors(dd, &ft) || !mul_into(&fo.k, ft.k)) { out_ok = false; continue; }
+    for (int j = 0; j < ft.n; j++)
+      if (!factors_cancel(&fi, ft.s[j], ft.len[j])) out_syms_cancel = false;
   }
-  for (int j = 0; j < ns; j++)
-    if (syms[j]) { left = syms[j]; nleft++; }
+  int nleft = 0;
+  for (int j = 0; j < fi.n; j++) nleft += fi.s[j] != NULL;
   if (!in_ok || !out_ok || !out_syms_cancel) return; /* nothing provable */
   if (neg >= 0) {
-    if (out_static == 0) return;
+    if (fo.k == 0) return;
     /* symbols of the input that no given dim cancels carry factors of their own ([N*128]
      * flattened into [-1, 1, 1, 128] where N*128 is a fresh symbol): divisibility is provable
      * only from static counts */
-    if (nleft > 0 && in_static % out_static != 0) return;
-    if (in_static % out_static != 0) {
+    if (nleft > 0 && fi.k % fo.k != 0) return;
+    if (fi.k % fo.k != 0) {
       err(c, "cannot reshape %s into %s: %lld elements are not a multiple of %lld", fmt_shp(x), fmt_shp(o),
-          (long long)in_static, (long long)out_static);
+          (long long)fi.k, (long long)fo.k);
       shp_unknown(o);
       return;
     }
-    int64_t q = in_static / out_static;
-    if (nleft == 0) o->d[neg] = dim_s(q);
-    else if (nleft == 1 && q == 1) { o->d[neg].sym = left; o->d[neg].size = -1; }
-  } else if (nleft == 0 && in_static != out_static) {
-    err(c, "cannot reshape %s (%lld elements) into %s (%lld elements)", fmt_shp(x), (long long)in_static,
-        fmt_shp(o), (long long)out_static);
+    fi.k /= fo.k; /* the -1 dim: what the given dims leave (a product of the symbols left) */
+    o->d[neg] = factors_dim(c, &fi);
+  } else if (nleft == 0 && fi.k != fo.k) {
+    err(c, "cannot reshape %s (%lld elements) into %s (%lld elements)", fmt_shp(x), (long long)fi.k,
+        fmt_shp(o), (long long)fo.k);
     shp_unknown(o);
   }
 }
@@ -824,15 +882,12 @@ static void infer_flatten(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t
   int64_t axis = drk_node_attr_int(n, "axis", 1);
   if (axis < -x->rank || axis > x->rank) { err(c, "axis %lld is out of range for %s", (long long)axis, fmt_shp(x)); return; }
   int a = (int)(axis < 0 ? axis + x->rank : axis);
-  shp_t lo = *x, hi = *x;
-  lo.rank = a;
-  int64_t p0 = shp_numel(&lo);
-  for (int i = a; i < x->rank; i++) hi.d[i - a] = x->d[i];
-  hi.rank = x->rank - a;
-  int64_t p1 = shp_numel(&hi);
+  /* each side the product of its dims (symbols make a product symbol: [batch, seq] -> batch*seq) */
+  factors_t f[2] = {{.k = 1}, {.k = 1}};
+  bool ok[2] = {true, true};
+  for (int i = 0; i < x->rank; i++) ok[i >= a] = ok[i >= a] && dim_factors(x->d[i], &f[i >= a]);
   o->s[0].rank = 2;
-  o->s[0].d[0] = p0 >= 0 ? dim_s(p0) : (a == 1 ? x->d[0] : dim_unk());
-  o->s[0].d[1] = p1 >= 0 ? dim_s(p1) : (hi.rank == 1 ? x->d[a] : dim_unk());
+  for (int s = 0; s < 2; s++) o->s[0].d[s] = ok[s] ? factors_dim(c, &f[s]) : dim_unk();
 }
 
 static void infer_squeeze(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o) {
@@ -1149,16 +1204,16 @@ static void infer_tile(ictx_t *c, const drk_node_t *n, const shp_t *x, outs_t *o
   o->s[0] = *x;
   for (int i = 0; i < k->n; i++) {
     int64_t rep;
-    if (!kel_static(k->e[i], &rep)) { /* a symbolic repeat: the dim itself where x has 1 there */
-      int64_t one;
-      o->s[0].d[i] = kel_is_sym(k->e[i]) && kel_static(x->d[i], &one) && one == 1 ? k->e[i] : dim_unk();
+    if (!kel_static(k->e[i], &rep)) { /* a symbolic repeat: repeats times the dim (a product) */
+      factors_t f = {.k = 1};
+      o->s[0].d[i] = dim_factors(k->e[i], &f) && dim_factors(x->d[i], &f) ? factors_dim(c, &f) : dim_unk();
       continue;
     }
     if (rep < 0) { err(c, "negative repeat %lld", (long long)rep); return; }
     int64_t prod;
     if (is_st(x->d[i]) && !__builtin_mul_overflow(x->d[i].size, rep, &prod)) o->s[0].d[i] = dim_s(prod);
     else if (is_st(x->d[i])) o->s[0].d[i] = dim_unk();
-    else if (rep != 1) o->s[0].d[i] = rep == 0 ? dim_s(0) : dim_unk();
+    else if (rep != 1) o->s[0].d[i] = rep == 0 ? dim_s(0) : scaled(c, x->d[i], DRK_OP_MUL, rep);
   }
 }
 
@@ -1526,8 +1581,13 @@ static void track_arith(ictx_t *c, const drk_node_t *n) {
       }
     } else if (kel_is_sym(x) && ys) {
       if ((yv == 0 && (op == DRK_OP_ADD || op == DRK_OP_SUB)) || (yv == 1 && (op == DRK_OP_MUL || op == DRK_OP_DIV))) z = x;
+      else z = scaled(c, x, op, yv);
     } else if (xs && kel_is_sym(y)) {
       if ((xv == 0 && op == DRK_OP_ADD) || (xv == 1 && op == DRK_OP_MUL)) z = y;
+      else if (op == DRK_OP_MUL) z = scaled(c, y, op, xv);
+    } else if (kel_is_sym(x) && kel_is_sym(y) && op == DRK_OP_MUL) {
+      factors_t f = {.k = 1};
+      if (dim_factors(x, &f) && dim_factors(y, &f)) z = factors_dim(c, &f); /* batch * seq */
     } else if (kel_is_sym(x) && kel_is_sym(y) && strcmp(x.sym, y.sym) == 0 && (op == DRK_OP_MAX || op == DRK_OP_MIN)) {
       z = x;
     }

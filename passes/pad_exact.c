@@ -36,11 +36,12 @@ typedef struct pad_ctx {
   const drk_node_t *last; /* the node refused last: one message a node */
   drk_value_t *const *lens; /* by dim: the input holding its actual size (drk_pass_pad_mask), or NULL */
   uint8_t *zero;            /* by value id: axes whose padded positions hold exact zeros */
-  /* symbols inference (or the exporter: "batch*seq") made up that a Reshape showed to be dims
-   * dims[0..nd) (outermost first, adjacent) times k static elements inside them: batch x heads
-   * merged, GPT-2's Conv1D rows. Row-wise ops keep every element's place in them, and a
-   * Reshape that splits them back into the same dims is exact */
-  struct { const char *sym; int nd; uint8_t dims[DRK_PAD_MAX_DIMS]; int64_t k; } prod[32];
+  /* symbols inference (or the exporter: "batch*seq") made up that a Reshape showed to be o
+   * static elements outside dims dims[0..nd) (outermost first, adjacent) times k static
+   * elements inside them: batch x heads merged, GPT-2's Conv1D rows, WavLM's [time, batch *
+   * heads] rows (o = time). Row-wise ops keep every element's place in them, and a Reshape
+   * that splits them back into the same dims is exact */
+  struct { const char *sym; int nd; uint8_t dims[DRK_PAD_MAX_DIMS]; int64_t o, k; } prod[32];
   int n_prod;
 } pad_ctx_t;
 
@@ -181,12 +182,13 @@ static bool split_at_dyn(const pad_ctx_t *c, const drk_shape_t *s, const char **
       if (!drk_numel_mul(&seg[nd], s->dims[k].size)) return false;
       continue;
     }
-    int j = find_prod(c, s->dims[k].sym); /* a product: its dims, then its static elements */
+    int j = find_prod(c, s->dims[k].sym); /* a product: static outside, its dims, static inside */
     if (j < 0) {
       syms[nd++] = s->dims[k].sym;
       seg[nd] = 1;
       continue;
     }
+    if (!drk_numel_mul(&seg[nd], c->prod[j].o)) return false;
     for (int i = 0; i < c->prod[j].nd; i++) {
       if (nd == DRK_MAX_RANK) return false;
       syms[nd++] = c->dyn[c->prod[j].dims[i]];
@@ -220,7 +222,7 @@ static void learn_product(pad_ctx_t *c, const drk_value_t *x, const drk_value_t 
     if (m & FRESH) return;
     if (m) {
       int j = find_prod(c, x->shape.dims[k].sym);
-      if ((dx & m) || (j >= 0 && !drk_numel_mul(&sx, c->prod[j].k))) return;
+      if ((dx & m) || (j >= 0 && (!drk_numel_mul(&sx, c->prod[j].k) || !drk_numel_mul(&sx, c->prod[j].o)))) return;
       dx |= m;
     } else if (!drk_numel_mul(&sx, x->shape.dims[k].size)) return;
   }
@@ -235,7 +237,33 @@ static void learn_product(pad_ctx_t *c, const drk_value_t *x, const drk_value_t 
         c->prod[c->n_prod].dims[nd++] = (uint8_t)i;
   }
   if (nd != __builtin_popcount(left)) return;
-  c->prod[c->n_prod].sym = y->shape.dims[fresh].sym, c->prod[c->n_prod].nd = nd, c->prod[c->n_prod].k = sx / sy;
+  /* the static elements outside (o) and inside (k) the dims: x's stretches around them over
+   * y's around the made-up axis (the Reshape rule then checks that every stretch lines up) */
+  const char *xs[DRK_MAX_RANK];
+  int64_t gx[DRK_MAX_RANK + 1], a = 1, b = 1;
+  int nxs, i0 = 0;
+  if (!split_at_dyn(c, &x->shape, xs, gx, &nxs)) return;
+  while (i0 < nxs && strcmp(xs[i0], c->dyn[c->prod[c->n_prod].dims[0]])) i0++;
+  if (i0 + nd > nxs) return;
+  for (int t = 1; t < nd; t++)
+    if (strcmp(xs[i0 + t], c->dyn[c->prod[c->n_prod].dims[t]]) || gx[i0 + t] != 1) return;
+  for (int k = fresh - 1; k >= 0; k--) { /* y's static stretch before the axis (and a product's k) */
+    const drk_dim_t *dd = &y->shape.dims[k];
+    int j = dd->sym ? find_prod(c, dd->sym) : -1;
+    if (j >= 0 && !drk_numel_mul(&a, c->prod[j].k)) return;
+    if (dd->sym) break;
+    if (!drk_numel_mul(&a, dd->size)) return;
+  }
+  for (int k = fresh + 1; k < y->shape.rank; k++) { /* and after it (a product's o) */
+    const drk_dim_t *dd = &y->shape.dims[k];
+    int j = dd->sym ? find_prod(c, dd->sym) : -1;
+    if (j >= 0 && !drk_numel_mul(&b, c->prod[j].o)) return;
+    if (dd->sym) break;
+    if (!drk_numel_mul(&b, dd->size)) return;
+  }
+  if (a <= 0 || b <= 0 || gx[i0] % a || gx[i0 + nd] % b) return;
+  c->prod[c->n_prod].sym = y->shape.dims[fresh].sym, c->prod[c->n_prod].nd = nd;
+  c->prod[c->n_prod].o = gx[i0] / a, c->prod[c->n_prod].k = gx[i0 + nd] / b;
   c->n_prod++;
 }
 
@@ -432,7 +460,31 @@ static const char *size_elem(const drk_value_t *v, int64_t i) {
   return i == 0 ? size_of(v) : NULL;
 }
 
-typedef struct { const char *iota; const char *sizes[DRK_PAD_MAX_DIMS]; int n_sizes; } term_t;
+/* One term of an index expression: the positions along dim `iota` ("" and len: positions 0..len-1
+ * of a static stretch, a constant once the graph is folded) times the sizes of dims and a static
+ * scale. */
+typedef struct { const char *iota; int64_t len; const char *sizes[DRK_PAD_MAX_DIMS]; int n_sizes; int64_t scale; } term_t;
+
+/* The value of a one-element integer constant (through views), or -1. */
+static int64_t const_scalar(const drk_value_t *v) {
+  v = skip_views(v);
+  if (!v || v->kind != DRK_VALUE_CONST || !drk_dtype_is_int(v->dtype) || drk_shape_numel(&v->shape) != 1) return -1;
+  return (int64_t)drk_value_const_f64(v, 0);
+}
+
+/* len when v is the constant 0, 1, ..., len-1 along its one axis longer than 1 (a folded
+ * Range(0, len, 1), unsqueezed), else 0. */
+static int64_t const_iota(const drk_value_t *v) {
+  v = skip_views(v);
+  if (!v || v->kind != DRK_VALUE_CONST || !drk_dtype_is_int(v->dtype) || v->shape.rank < 1) return 0;
+  int64_t n = drk_shape_numel(&v->shape);
+  int longer = 0;
+  for (int k = 0; k < v->shape.rank; k++) longer += v->shape.dims[k].size > 1;
+  if (n < 2 || longer != 1) return 0;
+  for (int64_t i = 0; i < n; i++)
+    if (drk_value_const_f64(v, i) != (double)i) return 0;
+  return n;
+}
 
 /* Splits an index expression into terms positions(dim) x sizes...; false when it is not one. */
 static bool index_terms(const drk_value_t *v, term_t *terms, int *n, int max) {
@@ -440,37 +492,48 @@ static bool index_terms(const drk_value_t *v, term_t *terms, int *n, int max) {
   const drk_node_t *d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
   if (d && d->op == DRK_OP_ADD) return index_terms(d->inputs[0], terms, n, max) && index_terms(d->inputs[1], terms, n, max);
   if (*n == max) return false;
-  term_t t = {0};
-  while (d && d->op == DRK_OP_MUL) { /* positions x size x size ... */
+  term_t t = {.scale = 1};
+  while (d && d->op == DRK_OP_MUL) { /* positions x size x size ... (x static sizes) */
     const char *s0 = size_of(d->inputs[0]), *s1 = size_of(d->inputs[1]);
-    const drk_value_t *rest = s1 ? d->inputs[0] : s0 ? d->inputs[1] : NULL;
+    int64_t k0 = const_scalar(d->inputs[0]), k1 = const_scalar(d->inputs[1]);
+    const drk_value_t *rest = s1 || k1 > 0 ? d->inputs[0] : s0 || k0 > 0 ? d->inputs[1] : NULL;
     if (!rest || t.n_sizes == DRK_PAD_MAX_DIMS) return false;
-    t.sizes[t.n_sizes++] = s1 ? s1 : s0;
+    if (s1 || s0) t.sizes[t.n_sizes++] = s1 ? s1 : s0;
+    else if (!drk_numel_mul(&t.scale, k1 > 0 ? k1 : k0)) return false;
     v = skip_views(rest);
     d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
   }
-  if (!(t.iota = iota_sym(v))) return false;
+  if (!(t.iota = iota_sym(v)) && (t.len = const_iota(v)) > 0) t.iota = "";
+  if (!t.iota) return false;
   terms[(*n)++] = t;
   return true;
 }
 
-/* Gather along an axis merging dims d0..dm (row-major, nothing static inside) at indices
- * positions(d0) x size(d1) x ... x size(dm) + ... + positions(dm): the row-major offset of a
- * position in the padded layout, so a real position reads its own real element. */
+/* Gather along an axis merging dims d0..dm (row-major) and K static elements inside them at
+ * indices positions(d0) x size(d1) x ... x size(dm) x K + ... + positions(dm) x K + 0..K-1:
+ * the row-major offset of a position in the padded layout, so a real position reads its own
+ * real element (K > 1: the TorchScript mask code with the sequence bound, its size folded). */
 static bool flat_index_gather(const pad_ctx_t *c, const drk_value_t *x, int a, const drk_value_t *idx) {
   int j = x->shape.dims[a].sym ? find_prod(c, x->shape.dims[a].sym) : -1;
-  if (j < 0 || c->prod[j].k != 1) return false;
+  if (j < 0 || c->prod[j].o != 1) return false;
   for (int k = a + 1; k < x->shape.rank; k++) /* nothing after the merged axis but ones */
     if (x->shape.dims[k].sym || x->shape.dims[k].size != 1) return false;
   term_t terms[DRK_PAD_MAX_DIMS];
   int nt = 0, m = c->prod[j].nd;
-  if (!index_terms(idx, terms, &nt, DRK_PAD_MAX_DIMS) || nt != m) return false;
+  int64_t K = c->prod[j].k;
+  if (!index_terms(idx, terms, &nt, DRK_PAD_MAX_DIMS) || nt != m + (K > 1)) return false;
   bool used[DRK_PAD_MAX_DIMS] = {false};
+  if (K > 1) { /* the static stretch's own positions */
+    int t = 0;
+    while (t < nt && !(!terms[t].iota[0] && terms[t].len == K && terms[t].scale == 1 && !terms[t].n_sizes)) t++;
+    if (t == nt) return false;
+    used[t] = true;
+  }
   for (int i = 0; i < m; i++) {
     const char *di = c->dyn[c->prod[j].dims[i]];
     int t = 0;
     while (t < nt && (used[t] || strcmp(terms[t].iota, di))) t++;
-    if (t == nt || terms[t].n_sizes != m - 1 - i) return false;
+    if (t == nt || terms[t].n_sizes != m - 1 - i || terms[t].scale != K) return false;
     used[t] = true;
     for (int l = i + 1; l < m; l++) { /* the sizes of the dims after it, in any order */
       const char *dl = c->dyn[c->prod[j].dims[l]];
@@ -551,12 +614,12 @@ static void rule_tile(pad_ctx_t *c, const drk_node_t *n) {
       for (int i = 0; d && i < c->n; i++)
         if (!strcmp(d, c->dyn[i])) {
           c->prod[c->n_prod].sym = yd->sym, c->prod[c->n_prod].nd = 1, c->prod[c->n_prod].dims[0] = (uint8_t)i;
-          c->prod[c->n_prod].k = xd->size;
+          c->prod[c->n_prod].k = xd->size, c->prod[c->n_prod].o = 1;
           j = c->n_prod++;
           ym = axis_mask(c, y, k);
         }
     }
-    bool block = !xm && !xd->sym && j >= 0 && c->prod[j].k == xd->size;
+    bool block = !xm && !xd->sym && j >= 0 && c->prod[j].k == xd->size && c->prod[j].o == 1;
     if (xm && !(yd->sym && xd->sym && !strcmp(xd->sym, yd->sym))) refuse(c, n, xm, "Tile along it");
     else if (!xm && ym && (xd->sym || xd->size != 1) && !block) refuse(c, n, ym, "Tile along it");
   }
@@ -765,6 +828,16 @@ static void propagate_zero(pad_ctx_t *c, const drk_node_t *n) {
       if (!ins[k] && i < x0->shape.rank && (c->zero[x0->id] >> i++ & 1)) z |= (uint8_t)(1u << k);
     break;
   }
+  case DRK_OP_RESHAPE: case DRK_OP_FLATTEN:
+    /* an axis whose dim and the dims after it are the same on both sides: every element keeps
+     * its coordinate along it (what is before may merge or split: BLOOM's batch x heads) */
+    for (int k = 0; x0 && k < y->shape.rank; k++) {
+      int i = x0->shape.rank - (y->shape.rank - k);
+      bool keep = i >= 0 && i < 8 && (c->zero[x0->id] >> i & 1);
+      for (int t = 0; keep && k + t < y->shape.rank; t++) keep = same_dim(&x0->shape.dims[i + t], &y->shape.dims[k + t]);
+      if (keep) z |= (uint8_t)(1u << k);
+    }
+    break;
   case DRK_OP_TRANSPOSE: {
     size_t np = 0;
     const int64_t *perm = drk_node_attr_ints(n, "perm", &np);

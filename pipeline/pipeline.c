@@ -98,7 +98,7 @@ static drk_lower_options_t lower_options(const drk_compile_options_t *o) {
                             .lookup = o->lookup, .lookup_ctx = o->lookup_ctx};
   unsigned amd = o->targets & (1u << DRK_TARGET_GFX942), nv = nvidia_targets(o);
   /* a --dynamic bucket: flat kernels take their element count at launch, so buckets share them */
-  lo.runtime_numel = o->pad_bind && !amd;
+  lo.runtime_sizes = o->pad_bind && !amd;
   for (int t = 0; t < DRK_TARGET_COUNT && nv && !amd; t++)
     if (nv & (1u << t)) {
       lo.target_sm = drk_target_info((drk_target_t)t)->number;

@@ -183,7 +183,7 @@ static bool check_kernels(const drk_graph_t *g, const values_t *r, const char *w
   drk_diag_init(&d, stderr);
   drk_fusion_t fu;
   drk_fusion_compute(g, DRK_FUSION_DEFAULT_LEVEL, DRK_FUSION_DEFAULT_DEPTH, &fu);
-  drk_lower_options_t o = {.target_sm = 90, .arch_specific = true, .runtime_numel = true}; /* as bucket compiles */
+  drk_lower_options_t o = {.target_sm = 90, .arch_specific = true, .runtime_sizes = true}; /* as bucket compiles */
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);

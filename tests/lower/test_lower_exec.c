@@ -23,6 +23,11 @@
  *                                     (ZP = 1) zero points, groups of G; the reference is the
  *                                     interpreter on ORT's packing (0), the kernels run on the
  *                                     GPU packing the quantize pass makes (1)
+ *   test_lower_exec --sizes MODE ...
+ *                                     any of the above lowered with runtime sizes (what drkc
+ *                                     --dynamic's buckets compile: flat, row and matmul kernels
+ *                                     take their element count, row count or M as a launch
+ *                                     argument); at least one kernel must take one
  *   test_lower_exec dw FILE.drkg [KNOBS]
  *                                     like drkg with the pins KNOBS; every grouped Conv or
  *                                     ConvNHWC must be the direct depthwise kernel (kind dw,
@@ -56,6 +61,7 @@
 
 /* sm90a mode: lowered for sm_90a with these pins; dw mode: the pins, grouped convs direct */
 static bool g_sm90a, g_dw;
+static bool g_sizes; /* --sizes: lowered with runtime sizes */
 static drk_sched_knobs_t g_knobs;
 
 static uint64_t rng_next(uint64_t *s) {
@@ -191,6 +197,7 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
   drk_lower_options_t o = {.target_sm = 90, .fusion_set = !fused, .fusion_level = 0};
   if (g_sm90a) o.arch_specific = true, o.knobs = g_knobs;
   if (g_dw) o.knobs = g_knobs;
+  o.runtime_sizes = g_sizes;
   drk_lowered_t l;
   if (!drk_lower_graph(g, &o, &l, &d)) {
     fprintf(stderr, "FAIL %s: does not lower\n", what);
@@ -214,9 +221,10 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     drk_tensor_copy(&buf[g->inputs[i]->id], &inputs[i]);
     have[g->inputs[i]->id] = true;
   }
+  int n_sizes = 0;
   for (size_t li = 0; ok && li < l.n_launches; li++) {
     const drk_launch_t *L = &l.launches[li];
-    drk_tensor_t args[64];
+    drk_tensor_t args[64] = {0};
     te_tma_t tma[64];
     const te_tma_t *tmas[64] = {0};
     int na = L->n_args;
@@ -238,6 +246,12 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     }
     if (na > 64) { fprintf(stderr, "FAIL %s: too many args\n", what); ok = false; break; }
     for (int a = 0; a < na && ok; a++) {
+      if (L->args[a].kind == DRK_LARG_I32 || L->args[a].kind == DRK_LARG_I64) { /* a runtime size */
+        ok = drk_tensor_alloc(&args[a], DRK_DT_I64, 0, NULL);
+        if (ok) drk_tensor_set_i64(&args[a], 0, L->args[a].i);
+        n_sizes++;
+        continue;
+      }
       if (L->args[a].kind == DRK_LARG_SCRATCH) {
         size_t si = (size_t)L->args[a].i;
         drk_dtype_t st = L->kernel->params[a]->type.dtype;
@@ -289,10 +303,16 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
     }
     char err[400];
     te_result_t r = ok ? te_run_tma(l.module, L->kernel, args, na, tmas, err, sizeof err) : TE_ERROR;
+    for (int a = 0; a < na; a++)
+      if (L->args[a].kind == DRK_LARG_I32 || L->args[a].kind == DRK_LARG_I64) drk_tensor_free(&args[a]);
     if (r != TE_OK) {
       fprintf(stderr, "FAIL %s: kernel %s: %s\n", what, L->kernel->name, r == TE_UNSUPPORTED ? "not executable on the CPU" : err);
       ok = false;
     }
+  }
+  if (ok && g_sizes && !n_sizes) {
+    fprintf(stderr, "FAIL %s: --sizes, but no kernel takes a runtime size\n", what);
+    ok = false;
   }
   for (size_t i = 0; ok && i < g->n_outputs; i++) {
     const drk_value_t *v = base_of(&l, g->outputs[i]);
@@ -309,7 +329,8 @@ static bool execute(const drk_graph_t *g, const drk_tensor_t *inputs, const drk_
       ok = false;
     }
   }
-  if (ok) printf("ok %s: %zu launches, %d in place\n", what, l.n_launches, n_inplace);
+  if (ok) printf("ok %s: %zu launches, %d in place%s\n", what, l.n_launches, n_inplace, g_sizes ? ", runtime sizes" : "");
+  if (ok && g_sizes) printf("  %d runtime size arguments\n", n_sizes);
   free(share);
   for (uint32_t i = 0; i < nv; i++)
     if (have[i]) drk_tensor_free(&buf[i]);
@@ -536,6 +557,7 @@ static int run_errors(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--sizes") == 0) g_sizes = true, argv++, argc--;
   if (argc == 3 && strcmp(argv[1], "onnx") == 0) return run_onnx(argv[2]);
   if (argc == 3 && strcmp(argv[1], "drkg") == 0) return run_drkg(argv[2]);
   if (argc == 2 && strcmp(argv[1], "errors") == 0) return run_errors();
@@ -563,6 +585,6 @@ int main(int argc, char **argv) {
     }
     return run_drkg(argv[2]);
   }
-  fprintf(stderr, "usage: test_lower_exec onnx CASE_DIR | drkg FILE.drkg | errors | sm90a FILE.drkg [KNOBS] | dw FILE.drkg [KNOBS]\n");
+  fprintf(stderr, "usage: test_lower_exec [--sizes] onnx CASE_DIR | drkg FILE.drkg | errors | sm90a FILE.drkg [KNOBS] | dw FILE.drkg [KNOBS]\n");
   return 2;
 }

@@ -17,7 +17,10 @@ over BERT (sum(h * mask) / clamp(sum(mask))); distilbert_mean: the plain mean ov
 (ReduceMean over seq). With --torchscript, the TorchScript exporter (dynamo=False, dynamic_axes,
 opset 17) writes ts_NAME.onnx: its traced mask code flattens the mask to [batch*seq, 1] and
 gathers it at positions(batch) x size(seq) + positions(seq), and its shapes go through
-Shape/Gather/Concat/Equal/Where chains. Usage: export.py OUTDIR [--torchscript] [NAME ...] (written with torch 2.15.0, transformers 5.24.0,
+Shape/Gather/Concat/Equal/Where chains; its BLOOM (ts_bloom only) computes batch x heads as
+`Gather(Shape) * heads` for its Reshapes and tiles the ALiBi slopes batch times. ts_wavlm (only
+with --torchscript; batch dynamic, 1600 audio samples): WavLM's time-major attention, rows
+[time, batch * heads] merged and split back. Usage: export.py OUTDIR [--torchscript] [NAME ...] (written with torch 2.15.0, transformers 5.24.0,
 onnx 1.23.2).
 """
 import os
@@ -25,8 +28,8 @@ import sys
 
 import onnx
 import torch
-from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, GPT2Config, GPT2Model,
-                          LlamaConfig, LlamaModel, RobertaConfig, RobertaModel)
+from transformers import (BertConfig, BertModel, BloomConfig, BloomModel, DistilBertConfig, DistilBertModel, GPT2Config,
+                          GPT2Model, LlamaConfig, LlamaModel, RobertaConfig, RobertaModel, WavLMConfig, WavLMModel)
 
 
 class Hidden(torch.nn.Module):
@@ -80,6 +83,30 @@ def models():
     yield "llama", LlamaModel(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                           intermediate_size=64, vocab_size=100, max_position_embeddings=64,
                                           use_cache=False))
+    yield "bloom", BloomModel(BloomConfig(hidden_size=32, n_layer=2, n_head=2, vocab_size=100, use_cache=False))
+
+
+class Audio(torch.nn.Module):
+    """input_values -> last_hidden_state."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_values):
+        return self.m(input_values=input_values).last_hidden_state
+
+
+def export_wavlm(out):
+    torch.manual_seed(0)
+    m = Audio(WavLMModel(WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                     conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                     num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+                                     num_buckets=32))).eval()
+    path = os.path.join(out, "ts_wavlm.onnx")
+    torch.onnx.export(m, (torch.randn(2, 1600),), path, dynamo=False, input_names=["input_values"],
+                      dynamic_axes={"input_values": {0: "batch"}}, opset_version=17)
+    return path
 
 
 def main():
@@ -87,8 +114,20 @@ def main():
     ts = "--torchscript" in sys.argv[1:]
     out = args[0]
     os.makedirs(out, exist_ok=True)
+    todo = []
     for name, m in models():
         if args[1:] and name not in args[1:]:
+            continue
+        if name == "bloom" and not ts:
+            continue
+        todo.append((name, m))
+    if ts and (not args[1:] or "wavlm" in args[1:]):
+        todo.append(("wavlm", None))
+    for name, m in todo:
+        if name == "wavlm":
+            path = export_wavlm(out)
+            model = onnx.load(path)
+            tidy(model, path)
             continue
         torch.manual_seed(0)
         m = (m if isinstance(m, (MeanPooled, TokenMean)) else Hidden(m)).eval()
@@ -106,14 +145,19 @@ def main():
             prog = torch.onnx.export(m, (ids, mask), dynamo=True, input_names=["input_ids", "attention_mask"],
                                      dynamic_shapes={"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}})
             model = prog.model_proto
-        for n in model.graph.node:
-            del n.metadata_props[:]
-            n.doc_string = ""
-        del model.metadata_props[:]
-        del model.graph.value_info[:]
-        onnx.save(model, path)
-        print(f"{name}: {len(model.graph.node)} nodes, {os.path.getsize(path)} bytes")
+        tidy(model, path)
     return 0
+
+
+def tidy(model, path):
+    """Drops node metadata (the exporter's stack traces) and value_info, saves with the weights inside."""
+    for n in model.graph.node:
+        del n.metadata_props[:]
+        n.doc_string = ""
+    del model.metadata_props[:]
+    del model.graph.value_info[:]
+    onnx.save(model, path)
+    print(f"{os.path.basename(path)}: {len(model.graph.node)} nodes, {os.path.getsize(path)} bytes")
 
 
 if __name__ == "__main__":
