@@ -463,7 +463,27 @@ static const char *size_elem(const drk_value_t *v, int64_t i) {
 /* One term of an index expression: the positions along dim `iota` ("" and len: positions 0..len-1
  * of a static stretch, a constant once the graph is folded) times the sizes of dims and a static
  * scale. */
-typedef struct { const char *iota; int64_t len; const char *sizes[DRK_PAD_MAX_DIMS]; int n_sizes; int64_t scale; } term_t;
+typedef struct {
+  const char *iota;
+  int64_t len;
+  bool data; /* iota "": an index in [0, len) computed from data (arg_range), not positions */
+  const char *sizes[DRK_PAD_MAX_DIMS];
+  int n_sizes;
+  int64_t scale;
+} term_t;
+
+/* len when v is an ArgMax/ArgMin over a static axis of len elements (through views): a value in
+ * [0, len) that pad_exact's other rules prove exact at real positions (CLIP's pooled token,
+ * `(ids == eos).argmax(-1)`), else 0. */
+static int64_t arg_range(const drk_value_t *v) {
+  v = skip_views(v);
+  const drk_node_t *d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (!d || (d->op != DRK_OP_ARG_MAX && d->op != DRK_OP_ARG_MIN) || !d->inputs[0] || d->inputs[0]->shape.rank <= 0) return 0;
+  const drk_value_t *x = d->inputs[0];
+  int a = drk_axis_norm(drk_node_attr_int(d, "axis", 0), x->shape.rank);
+  if (a < 0 || a >= x->shape.rank || x->shape.dims[a].sym) return 0;
+  return x->shape.dims[a].size;
+}
 
 /* The value of a one-element integer constant (through views), or -1. */
 static int64_t const_scalar(const drk_value_t *v) {
@@ -504,6 +524,7 @@ static bool index_terms(const drk_value_t *v, term_t *terms, int *n, int max) {
     d = v && v->kind == DRK_VALUE_NODE ? v->def : NULL;
   }
   if (!(t.iota = iota_sym(v)) && (t.len = const_iota(v)) > 0) t.iota = "";
+  if (!t.iota && (t.len = arg_range(v)) > 0) t.iota = "", t.data = true;
   if (!t.iota) return false;
   terms[(*n)++] = t;
   return true;
@@ -512,18 +533,20 @@ static bool index_terms(const drk_value_t *v, term_t *terms, int *n, int max) {
 /* Gather along an axis merging dims d0..dm (row-major) and K static elements inside them at
  * indices positions(d0) x size(d1) x ... x size(dm) x K + ... + positions(dm) x K + 0..K-1:
  * the row-major offset of a position in the padded layout, so a real position reads its own
- * real element (K > 1: the TorchScript mask code with the sequence bound, its size folded). */
+ * real element (K > 1: the TorchScript mask code with the sequence bound, its size folded; the
+ * last term may also be an index in [0, K) from data: CLIP's pooled token,
+ * `x[arange(batch), ids.argmax(-1)]`, reads a real row's own element). */
 static bool flat_index_gather(const pad_ctx_t *c, const drk_value_t *x, int a, const drk_value_t *idx) {
   int j = x->shape.dims[a].sym ? find_prod(c, x->shape.dims[a].sym) : -1;
   if (j < 0 || c->prod[j].o != 1) return false;
-  for (int k = a + 1; k < x->shape.rank; k++) /* nothing after the merged axis but ones */
-    if (x->shape.dims[k].sym || x->shape.dims[k].size != 1) return false;
+  for (int k = a + 1; k < x->shape.rank; k++) /* static dims after the merged axis, carried along */
+    if (x->shape.dims[k].sym || x->shape.dims[k].size < 0) return false;
   term_t terms[DRK_PAD_MAX_DIMS];
   int nt = 0, m = c->prod[j].nd;
   int64_t K = c->prod[j].k;
   if (!index_terms(idx, terms, &nt, DRK_PAD_MAX_DIMS) || nt != m + (K > 1)) return false;
   bool used[DRK_PAD_MAX_DIMS] = {false};
-  if (K > 1) { /* the static stretch's own positions */
+  if (K > 1) { /* the static stretch's own positions, or an index into it computed from data */
     int t = 0;
     while (t < nt && !(!terms[t].iota[0] && terms[t].len == K && terms[t].scale == 1 && !terms[t].n_sizes)) t++;
     if (t == nt) return false;
