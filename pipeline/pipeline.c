@@ -456,8 +456,8 @@ static void dump_fuse(const drk_pipeline_t *p, FILE *out) {
 /* Symbolic dims of the graph's inputs, said once with the flag that binds them: otherwise the
  * lowering refuses every node that sees one (121 lines for a dynamic-batch ResNet-50). */
 static bool inputs_static(drk_pipeline_t *p) {
-  char names[512] = "", bind[600] = "";
-  size_t nl = 0, bl = 0;
+  char names[512] = "", bind[600] = "", dyn[700] = "";
+  size_t nl = 0, bl = 0, dl = 0;
   for (size_t i = 0; i < p->g->n_inputs; i++) {
     const drk_value_t *v = p->g->inputs[i];
     for (int k = 0; k < v->shape.rank; k++) {
@@ -467,14 +467,18 @@ static bool inputs_static(drk_pipeline_t *p) {
       for (size_t j = 0; j <= i && !seen; j++)
         for (int q = 0; q < (j < i ? p->g->inputs[j]->shape.rank : k) && !seen; q++)
           seen = p->g->inputs[j]->shape.dims[q].sym && strcmp(p->g->inputs[j]->shape.dims[q].sym, s) == 0;
-      if (seen || nl + strlen(s) + 40 >= sizeof names || bl + strlen(s) + 8 >= sizeof bind) continue;
+      if (seen || nl + strlen(s) + 40 >= sizeof names || bl + strlen(s) + 8 >= sizeof bind ||
+          dl + strlen(s) + 16 >= sizeof dyn)
+        continue;
       nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s' (input '%s')", nl ? ", " : "", s, v->name);
       bl += (size_t)snprintf(bind + bl, sizeof bind - bl, "%s%s=1", bl ? "," : "--bind=", s);
+      dl += (size_t)snprintf(dyn + dl, sizeof dyn - dl, "%s%s=1..64", dl ? "," : "--dynamic=", s);
     }
   }
   if (!nl) return true;
   drk_diag_error(p->d, drk_loc_none, "GPU lowering needs static shapes; the model's inputs have symbolic dims %s: give "
-                 "their sizes with %s (the sizes the module will run with)", names, bind);
+                 "their sizes with %s (the sizes the module will run with), or ranges with %s (one module "
+                 "of shape buckets, docs/dynamic-shapes.md)", names, bind, dyn);
   return false;
 }
 

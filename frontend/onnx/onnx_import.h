@@ -1,6 +1,6 @@
 /* ONNX importer: ONNX model files -> graph IR (ir/graph.h).
  *
- * Accepts IR versions 3-10 and the ai.onnx opsets 1-21; every node is rewritten into its
+ * Accepts IR versions 3-14 and the ai.onnx opsets 1-25; every node is rewritten into its
  * opset-21 form (docs/onnx-import.md lists the ops and the rewrites). Nodes of other domains,
  * ops drkc does not know, GRAPH attributes (If/Loop/Scan), string and complex tensors are
  * rejected with an error that names the node (name and index), the op type, the domain and

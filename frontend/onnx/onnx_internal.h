@@ -13,7 +13,7 @@
 #include "onnx/onnx.pb-c.h"
 
 #define DRK_ONNX_MIN_IR 3
-#define DRK_ONNX_MAX_IR 13
+#define DRK_ONNX_MAX_IR 14
 #define DRK_ONNX_MIN_OPSET 1
 #define DRK_ONNX_MAX_OPSET 25
 /* Ranks beyond this are rejected as corrupt (no real model comes near). */

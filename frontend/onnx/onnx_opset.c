@@ -1170,6 +1170,293 @@ static bool dc_ms_fused_matmul(nb_t *b) {
   return finish2(b, DRK_OP_MUL, y, const_like(b, "alpha", alpha, y));
 }
 
+/* ---- recurrent layers: LSTM, GRU, RNN (opset 7-22 forms), unrolled over a sequence whose
+ * length is known at import ----
+ * Per direction: one MatMul of every step's input by W^T plus both biases (X W^T + Wb + Rb), then
+ * per step the recurrence as the ONNX definitions give it (gate orders iofc for LSTM, zrh for GRU;
+ * default activations; GRU's linear_before_reset either way); without initial_h / initial_c the
+ * first step drops the terms that multiply zeros. Y is [seq, dirs, batch, hidden] (layout 1:
+ * [batch, seq, dirs, hidden]), Y_h / Y_c the last step of each direction. Refused by name: a
+ * sequence length not known at import (the unrolling needs it), more than 4096 steps,
+ * sequence_lens that are not all the full length, peepholes, clip, input_forget, activations
+ * other than the defaults (RNN: Tanh, Relu or Sigmoid). */
+typedef enum { RNN_LSTM, RNN_GRU, RNN_PLAIN } rnn_kind_t;
+
+static drk_value_t *scalar_i64(nb_t *b, const char *what, int64_t v) { return add_const(b, what, DRK_DT_I64, 0, NULL, &v, 8); }
+
+/* x[i] along axis 0 (the axis dropped) */
+static drk_value_t *take0(nb_t *b, drk_value_t *x, int64_t i, const char *what) {
+  return emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){x, scalar_i64(b, "idx", i)}, what, x);
+}
+
+static drk_value_t *unsq(nb_t *b, drk_value_t *x, int64_t axis, const char *what) {
+  return emit_like(b, DRK_OP_UNSQUEEZE, 2, (drk_value_t *[]){x, const_i64s(b, "axes", 1, &axis)}, what, x);
+}
+
+static drk_value_t *act(nb_t *b, drk_op_t op, drk_value_t *x, const char *what) { return emit_like(b, op, 1, &x, what, x); }
+static drk_value_t *bin(nb_t *b, drk_op_t op, drk_value_t *x, drk_value_t *y, const char *what) {
+  return emit_like(b, op, 2, (drk_value_t *[]){x, y}, what, x);
+}
+
+/* The activations attribute: the defaults (or, RNN, one of Tanh/Relu/Sigmoid per direction). */
+static bool rnn_activations(nb_t *b, rnn_kind_t k, int dirs, drk_op_t *rnn_act) {
+  static const char *const lstm[] = {"Sigmoid", "Tanh", "Tanh"}, *const gru[] = {"Sigmoid", "Tanh"};
+  const Onnx__AttributeProto *a = take(b, "activations");
+  *rnn_act = DRK_OP_TANH;
+  if (!a) return true;
+  int per = k == RNN_LSTM ? 3 : k == RNN_GRU ? 2 : 1;
+  if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS || a->n_strings != (size_t)(per * dirs))
+    return fail(b, "'%s': attribute 'activations' must list %d activation names", b->op_type, per * dirs);
+  for (size_t i = 0; i < a->n_strings; i++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "%.*s", (int)(a->strings[i].len < 31 ? a->strings[i].len : 31), (const char *)a->strings[i].data);
+    const char *want = k == RNN_LSTM ? lstm[i % 3] : k == RNN_GRU ? gru[i % 2] : NULL;
+    bool known = !strcmp(nm, "Tanh") || !strcmp(nm, "Relu") || !strcmp(nm, "Sigmoid");
+    drk_op_t op = !strcmp(nm, "Relu") ? DRK_OP_RELU : !strcmp(nm, "Sigmoid") ? DRK_OP_SIGMOID : DRK_OP_TANH;
+    if (want ? strcmp(nm, want) != 0 : !known || (i && op != *rnn_act))
+      return fail(b, "unsupported '%s' with activation '%s' (drkc takes %s)", b->op_type, nm,
+                  want ? "the default activations" : "Tanh, Relu or Sigmoid, the same for both directions");
+    if (!want) *rnn_act = op;
+  }
+  return true;
+}
+
+/* The constant axes of a Squeeze/Unsqueeze (input #1 from opset 13, else the attribute),
+ * normalized to rank r; false when not constant. */
+static bool squeeze_axes(const drk_node_t *d, int r, bool *axes) {
+  size_t na = 0;
+  const int64_t *a = drk_node_attr_ints(d, "axes", &na);
+  const drk_value_t *av = d->n_inputs > 1 ? d->inputs[1] : NULL;
+  if (!a && !(av && av->kind == DRK_VALUE_CONST && av->data)) return false;
+  size_t n = a ? na : (size_t)drk_shape_numel(&av->shape);
+  for (size_t i = 0; i < n; i++) {
+    int64_t x = a ? a[i] : (int64_t)drk_value_const_f64(av, (int64_t)i);
+    if (x < 0) x += r;
+    if (x < 0 || x >= r || x >= DRK_ONNX_MAX_RANK) return false;
+    axes[x] = true;
+  }
+  return true;
+}
+
+/* Dim `axis` of v at import, where shape inference has not run: v's own (an input, an
+ * initializer, value_info), else through the node that made it: Transpose, Cast, unary
+ * elementwise ops, Squeeze/Unsqueeze of constant axes, Concat (an exporter's batch_first
+ * Transpose before a recurrence, the Squeeze between two stacked LSTMs, this file's own
+ * unrolled outputs). */
+static bool import_dim(const drk_value_t *v, int axis, int64_t *out, int depth) {
+  if (!v || depth > 24) return false;
+  if (static_dim(v, axis, out)) return true;
+  const drk_node_t *d = v->kind == DRK_VALUE_NODE ? v->def : NULL;
+  if (!d || d->n_inputs < 1 || axis < 0 || axis >= DRK_ONNX_MAX_RANK) return false;
+  const drk_value_t *x = d->inputs[0];
+  if (d->op == DRK_OP_TRANSPOSE) {
+    size_t np = 0;
+    const int64_t *perm = drk_node_attr_ints(d, "perm", &np);
+    return perm && axis < (int)np && import_dim(x, (int)perm[axis], out, depth + 1);
+  }
+  if (d->op == DRK_OP_CAST || d->op == DRK_OP_IDENTITY || ((drk_op_info(d->op)->flags & DRK_OPF_EW) && d->n_inputs == 1))
+    return import_dim(x, axis, out, depth + 1);
+  if (d->op == DRK_OP_SQUEEZE || d->op == DRK_OP_UNSQUEEZE) {
+    /* Unsqueeze: axes of the result (an inserted one is 1; another is the input's axis less
+     * the inserted ones before it); Squeeze: axes of the input (the result's axis k is the
+     * input's k-th kept one). Negative axes need a rank: the result's for Unsqueeze. */
+    bool un = d->op == DRK_OP_UNSQUEEZE, ax[DRK_ONNX_MAX_RANK] = {false};
+    if (!squeeze_axes(d, un && v->shape.rank > 0 ? v->shape.rank : DRK_ONNX_MAX_RANK, ax)) return false;
+    int in_axis = -1;
+    if (un) {
+      if (ax[axis]) return *out = 1, true;
+      in_axis = axis;
+      for (int i = 0; i < axis; i++) in_axis -= ax[i];
+    } else {
+      for (int i = 0, k = 0; i < DRK_ONNX_MAX_RANK && in_axis < 0; i++)
+        if (!ax[i] && k++ == axis) in_axis = i;
+    }
+    return in_axis >= 0 && import_dim(x, in_axis, out, depth + 1);
+  }
+  if (d->op == DRK_OP_CONCAT) {
+    int64_t ca = drk_node_attr_int(d, "axis", 0);
+    if (ca < 0) return false; /* a negative axis needs the rank */
+    if (ca != axis) return import_dim(x, axis, out, depth + 1);
+    int64_t sum = 0, e;
+    for (int i = 0; i < d->n_inputs; i++)
+      if (!import_dim(d->inputs[i], axis, &e, depth + 1) || (sum += e) > ((int64_t)1 << 40)) return false;
+    return *out = sum, true;
+  }
+  return false;
+}
+
+static bool dc_rnn(nb_t *b, rnn_kind_t k) {
+  int64_t hidden, layout, lbr = 0, input_forget = 0;
+  bool has_hidden, has_clip;
+  double clip;
+  if (!take_int(b, "hidden_size", 0, &hidden, &has_hidden) || !take_int(b, "layout", 0, &layout, NULL) ||
+      !take_float(b, "clip", 0, &clip, &has_clip))
+    return false;
+  if (k == RNN_GRU && !take_int(b, "linear_before_reset", 0, &lbr, NULL)) return false;
+  if (k == RNN_LSTM && !take_int(b, "input_forget", 0, &input_forget, NULL)) return false;
+  const char *dir = peek_string(b, "direction", "forward");
+  take(b, "direction");
+  int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+  bool reverse = !strcmp(dir, "reverse");
+  if (strcmp(dir, "forward") && strcmp(dir, "reverse") && dirs == 1) return fail(b, "'%s': unknown direction '%s'", b->op_type, dir);
+  drk_op_t ract;
+  if (!rnn_activations(b, k, dirs, &ract)) return false;
+  if (take(b, "activation_alpha") || take(b, "activation_beta"))
+    return fail(b, "unsupported '%s' with activation_alpha/activation_beta", b->op_type);
+  if (has_clip) return fail(b, "unsupported '%s' with 'clip'", b->op_type);
+  if (input_forget) return fail(b, "unsupported 'LSTM' with input_forget=1");
+  int G = k == RNN_LSTM ? 4 : k == RNN_GRU ? 3 : 1;
+  drk_value_t *x = b->in[0], *W = in_at(b, 1), *R = in_at(b, 2), *B = in_at(b, 3), *sl = in_at(b, 4);
+  drk_value_t *h0 = in_at(b, 5), *c0 = k == RNN_LSTM ? in_at(b, 6) : NULL;
+  if (!W || !R) return fail(b, "'%s' is missing its inputs W and R", b->op_type);
+  if (k == RNN_LSTM && in_at(b, 7)) return fail(b, "unsupported 'LSTM' with peephole weights P");
+  if (layout != 0 && layout != 1) return fail(b, "'%s': layout must be 0 or 1", b->op_type);
+  int64_t T, Hw;
+  if (!import_dim(x, layout ? 1 : 0, &T, 0))
+    return fail(b, "unsupported '%s' over a sequence whose length is not known at import (drkc unrolls the "
+                   "recurrence: export it with a fixed sequence length)", b->op_type);
+  if (!static_dim(W, 1, &Hw) || (has_hidden ? Hw != G * hidden : Hw % G)) return fail(b, "'%s': W must be [dirs, %d * hidden_size, input]", b->op_type, G);
+  int64_t H = has_hidden ? hidden : Hw / G;
+  if (T < 1 || T > 4096) return fail(b, "unsupported '%s' over %lld steps (drkc unrolls up to 4096)", b->op_type, (long long)T);
+  if (sl) { /* only the full length everywhere */
+    bool full = sl->kind == DRK_VALUE_CONST && sl->data;
+    for (int64_t i = 0; full && i < drk_shape_numel(&sl->shape); i++) full = drk_value_const_f64(sl, i) == (double)T;
+    if (!full) return fail(b, "unsupported '%s' with sequence_lens (sequences of several lengths)", b->op_type);
+  }
+  if (layout) x = transpose_of(b, x, 3, (int64_t[]){1, 0, 2}, "x_tbi");
+  if (layout && h0) h0 = transpose_of(b, h0, 3, (int64_t[]){1, 0, 2}, "h0_dbh");
+  if (layout && c0) c0 = transpose_of(b, c0, 3, (int64_t[]){1, 0, 2}, "c0_dbh");
+  drk_value_t *ys[2], *hl[2], *cl[2] = {NULL, NULL};
+  drk_value_t **steps = drk_arena_alloc(b->c->scratch, sizeof *steps * (size_t)T);
+  for (int d = 0; d < dirs; d++) {
+    drk_value_t *Wt = transpose_of(b, take0(b, W, d, "w_d"), 2, (int64_t[]){1, 0}, "w_t");
+    drk_value_t *Rt = transpose_of(b, take0(b, R, d, "r_d"), 2, (int64_t[]){1, 0}, "r_t");
+    drk_value_t *xw = emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){x, Wt}, "xw", x); /* [T, B, G*H] */
+    drk_value_t *rb = NULL;
+    if (B) {
+      drk_value_t *bd = take0(b, B, d, "b_d");
+      drk_value_t *wb = slice_axis(b, bd, 0, 0, G * H, 1, "wb");
+      rb = slice_axis(b, bd, 0, G * H, 2 * G * H, 1, "rb");
+      /* GRU with linear_before_reset keeps Rb_h inside the reset product: only z and r's fold */
+      drk_value_t *fold = k == RNN_GRU && lbr ? concat_of(b, 2, (drk_value_t *[]){slice_axis(b, rb, 0, 0, 2 * H, 1, "rb_zr"),
+                                                         bin(b, DRK_OP_MUL, slice_axis(b, rb, 0, 2 * H, 3 * H, 1, "rb_h"), const_like(b, "zero", 0.0, x), "rb_h0")}, 0, "rb_fold")
+                                               : k == RNN_GRU ? concat_of(b, 2, (drk_value_t *[]){slice_axis(b, rb, 0, 0, 2 * H, 1, "rb_zr"),
+                                                         slice_axis(b, rb, 0, 2 * H, 3 * H, 1, "rb_h")}, 0, "rb_fold")
+                                                              : rb;
+      xw = bin(b, DRK_OP_ADD, xw, bin(b, DRK_OP_ADD, wb, fold, "bias"), "xwb");
+    }
+    drk_value_t *h = h0 ? take0(b, h0, d, "h0") : NULL, *c = c0 ? take0(b, c0, d, "c0") : NULL;
+    bool back = reverse || d == 1;
+    for (int64_t s = 0; s < T; s++) {
+      int64_t t = back ? T - 1 - s : s;
+      drk_value_t *xt = take0(b, xw, t, "x_t"); /* [B, G*H] */
+      drk_value_t *hr = h ? emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){h, Rt}, "h_r", x) : NULL;
+      if (k == RNN_LSTM) {
+        drk_value_t *gt = hr ? bin(b, DRK_OP_ADD, xt, hr, "gates") : xt;
+        drk_value_t *i = act(b, DRK_OP_SIGMOID, slice_axis(b, gt, 1, 0, H, 1, "gi"), "i");
+        drk_value_t *o = act(b, DRK_OP_SIGMOID, slice_axis(b, gt, 1, H, 2 * H, 1, "go"), "o");
+        drk_value_t *f = act(b, DRK_OP_SIGMOID, slice_axis(b, gt, 1, 2 * H, 3 * H, 1, "gf"), "f");
+        drk_value_t *g = act(b, DRK_OP_TANH, slice_axis(b, gt, 1, 3 * H, 4 * H, 1, "gc"), "g");
+        drk_value_t *ig = bin(b, DRK_OP_MUL, i, g, "ig");
+        c = c ? bin(b, DRK_OP_ADD, bin(b, DRK_OP_MUL, f, c, "fc"), ig, "c") : ig;
+        h = bin(b, DRK_OP_MUL, o, act(b, DRK_OP_TANH, c, "tc"), "h");
+      } else if (k == RNN_GRU) {
+        drk_value_t *zx = slice_axis(b, xt, 1, 0, H, 1, "zx"), *rx = slice_axis(b, xt, 1, H, 2 * H, 1, "rx");
+        drk_value_t *hx = slice_axis(b, xt, 1, 2 * H, 3 * H, 1, "hx");
+        drk_value_t *z = act(b, DRK_OP_SIGMOID, hr ? bin(b, DRK_OP_ADD, zx, slice_axis(b, hr, 1, 0, H, 1, "zh"), "zs") : zx, "z");
+        drk_value_t *r = act(b, DRK_OP_SIGMOID, hr ? bin(b, DRK_OP_ADD, rx, slice_axis(b, hr, 1, H, 2 * H, 1, "rh"), "rs") : rx, "r");
+        drk_value_t *rbh = rb ? slice_axis(b, rb, 0, 2 * H, 3 * H, 1, "rbh") : NULL, *hh;
+        if (lbr) { /* h~ = tanh(hx + r * (h Rh^T + Rbh)) */
+          drk_value_t *lin = hr ? slice_axis(b, hr, 1, 2 * H, 3 * H, 1, "hh") : NULL;
+          if (lin && rbh) lin = bin(b, DRK_OP_ADD, lin, rbh, "hh_b");
+          else if (!lin) lin = rbh;
+          hh = lin ? bin(b, DRK_OP_ADD, hx, bin(b, DRK_OP_MUL, r, lin, "r_hh"), "hs") : hx;
+        } else { /* h~ = tanh(hx + (r * h) Rh^T + Rbh); Rbh is already in hx */
+          drk_value_t *Rh = slice_axis(b, Rt, 1, 2 * H, 3 * H, 1, "r_h");
+          hh = h ? bin(b, DRK_OP_ADD, hx, emit_like(b, DRK_OP_MATMUL, 2, (drk_value_t *[]){bin(b, DRK_OP_MUL, r, h, "rh_"), Rh}, "rhr", x), "hs")
+                 : hx;
+        }
+        drk_value_t *n = act(b, DRK_OP_TANH, hh, "n");
+        drk_value_t *zn = bin(b, DRK_OP_SUB, n, bin(b, DRK_OP_MUL, z, n, "zn"), "nzn"); /* (1 - z) n */
+        h = h ? bin(b, DRK_OP_ADD, zn, bin(b, DRK_OP_MUL, z, h, "zh_"), "h") : zn;
+      } else {
+        h = act(b, ract, hr ? bin(b, DRK_OP_ADD, xt, hr, "s") : xt, "h");
+      }
+      steps[t] = unsq(b, h, 0, "y_t");
+    }
+    ys[d] = unsq(b, T > 1 ? concat_of(b, (int)T, steps, 0, "y_d") : steps[0], 1, "y_dir"); /* [T, 1, B, H] */
+    hl[d] = unsq(b, h, 0, "h_last");
+    if (k == RNN_LSTM) cl[d] = unsq(b, c, 0, "c_last");
+  }
+  drk_value_t *y = dirs > 1 ? concat_of(b, 2, ys, 1, "y") : ys[0];
+  drk_value_t *yh = dirs > 1 ? concat_of(b, 2, hl, 0, "y_h") : hl[0];
+  drk_value_t *yc = k == RNN_LSTM ? (dirs > 1 ? concat_of(b, 2, cl, 0, "y_c") : cl[0]) : NULL;
+  if (layout) {
+    y = transpose_of(b, y, 4, (int64_t[]){2, 0, 1, 3}, "y_btdh");
+    yh = transpose_of(b, yh, 3, (int64_t[]){1, 0, 2}, "yh_bdh");
+    if (yc) yc = transpose_of(b, yc, 3, (int64_t[]){1, 0, 2}, "yc_bdh");
+  }
+  if (b->n_out > (k == RNN_LSTM ? 3 : 2)) return fail(b, "'%s' has %d outputs, expected at most %d", b->op_type, b->n_out, k == RNN_LSTM ? 3 : 2);
+  if (b->n_out > 1 && !define_output(b, 1, yh)) return false;
+  if (b->n_out > 2 && !define_output(b, 2, yc)) return false;
+  b->n_out = 1;
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, y);
+  return true;
+}
+
+static bool dc_lstm(nb_t *b) { return dc_rnn(b, RNN_LSTM); }
+static bool dc_gru(nb_t *b) { return dc_rnn(b, RNN_GRU); }
+static bool dc_plain_rnn(nb_t *b) { return dc_rnn(b, RNN_PLAIN); }
+
+/* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
+static bool dc_celu(nb_t *b) {
+  double alpha;
+  if (!take_float(b, "alpha", 1.0, &alpha, NULL)) return false;
+  if (alpha == 0) return fail(b, "'Celu' with alpha = 0");
+  drk_value_t *x = b->in[0], *zero = const_like(b, "zero", 0.0, x);
+  drk_value_t *e = act(b, DRK_OP_EXP, bin(b, DRK_OP_DIV, x, const_like(b, "alpha", alpha, x), "xa"), "e");
+  drk_value_t *neg = bin(b, DRK_OP_MUL, bin(b, DRK_OP_SUB, e, const_like(b, "one", 1.0, x), "em1"), const_like(b, "alpha2", alpha, x), "neg");
+  drk_value_t *lo = emit_like(b, DRK_OP_MIN, 2, (drk_value_t *[]){neg, zero}, "lo", x);
+  drk_value_t *hi = emit_like(b, DRK_OP_MAX, 2, (drk_value_t *[]){x, zero}, "hi", x);
+  return finish2(b, DRK_OP_ADD, hi, lo);
+}
+
+/* ReduceL1 (axes an attribute before 18): ReduceSum(Abs(x)) with the same axes and keepdims. */
+static bool dc_reduce_l1(nb_t *b) {
+  drk_value_t *ax = in_at(b, 1);
+  if (b->c->opset < 18) {
+    const Onnx__AttributeProto *axes;
+    if (!take_ints(b, "axes", &axes)) return false;
+    ax = axes && axes->n_ints ? const_ints(b, "axes", axes) : NULL;
+  }
+  int64_t keep, noop;
+  if (!take_int(b, "keepdims", 1, &keep, NULL) || !take_int(b, "noop_with_empty_axes", 0, &noop, NULL)) return false;
+  drk_value_t *a = act(b, DRK_OP_ABS, b->in[0], "abs");
+  drk_node_t *r = emit(b, DRK_OP_REDUCE_SUM, ax ? 2 : 1, (drk_value_t *[]){a, ax}, "l1");
+  drk_node_set_int(b->c->g, r, "keepdims", keep);
+  if (noop) drk_node_set_int(b->c->g, r, "noop_with_empty_axes", noop);
+  if (drk_onnx_is_known(b->c, a)) r->outputs[0]->dtype = a->dtype, drk_onnx_set_known(b->c, r->outputs[0]);
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, r->outputs[0]);
+  return true;
+}
+
+/* Tan = Sin / Cos; Sinh, Cosh = (e^x -+ e^-x) / 2. */
+static bool dc_tan(nb_t *b) {
+  drk_value_t *x = b->in[0];
+  return finish2(b, DRK_OP_DIV, act(b, DRK_OP_SIN, x, "sin"), act(b, DRK_OP_COS, x, "cos"));
+}
+static bool dc_hyperbolic(nb_t *b, bool sinh) {
+  drk_value_t *x = b->in[0];
+  drk_value_t *ep = act(b, DRK_OP_EXP, x, "ep"), *en = act(b, DRK_OP_EXP, act(b, DRK_OP_NEG, x, "nx"), "en");
+  return finish2(b, DRK_OP_MUL, bin(b, sinh ? DRK_OP_SUB : DRK_OP_ADD, ep, en, "pm"), const_like(b, "half", 0.5, x));
+}
+static bool dc_sinh(nb_t *b) { return dc_hyperbolic(b, true); }
+static bool dc_cosh(nb_t *b) { return dc_hyperbolic(b, false); }
+
 typedef struct decomp_entry {
   const char *name;
   int min_opset;
@@ -1182,6 +1469,14 @@ static const decomp_entry_t decomp_table[] = {
     {"RotaryEmbedding", 23, dc_rotary_embedding},
     {"Swish", 24, dc_swish},
     {"Mod", 10, dc_mod},
+    {"LSTM", 7, dc_lstm},
+    {"GRU", 7, dc_gru},
+    {"RNN", 7, dc_plain_rnn},
+    {"Celu", 12, dc_celu},
+    {"ReduceL1", 1, dc_reduce_l1},
+    {"Tan", 7, dc_tan},
+    {"Sinh", 9, dc_sinh},
+    {"Cosh", 9, dc_cosh},
     {"SimplifiedLayerNormalization", 1, dc_ms_simplified_layer_norm}, /* ORT registers it in this domain */
 };
 

@@ -128,12 +128,11 @@ save("dims.onnx", dims_nodes, [vi("x", F, ["N", 3, None])], [vi("y", TensorProto
 
 # ---- errors ----
 relus = [helper.make_node("Relu", ["x" if i == 0 else f"r{i}"], [f"r{i+1}"]) for i in range(4)]
-lstm = helper.make_node("LSTM", ["r4", "W", "R"], ["out"], name="lstm_1", hidden_size=2)
-save("unsupported.onnx", relus + [lstm], [vi("x", F, [1, 1, 2]), vi("W", F, [1, 8, 2]), vi("R", F, [1, 8, 2])],
-     [vi("out", F, None)])
+grid = helper.make_node("GridSample", ["r4", "G"], ["out"], name="grid_1")
+save("unsupported.onnx", relus + [grid], [vi("x", F, [1, 1, 2, 2]), vi("G", F, [1, 2, 2, 2])], [vi("out", F, None)])
 r = [helper.make_node("Relu", ["x"], ["y"])]
 save("opset26.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], opset=26)
-save("ir14.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], ir=14)
+save("ir15.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], ir=15)
 save("domain.onnx", [helper.make_node("EmbedLayerNormalization", ["x", "x"], ["y"], name="fm", domain="com.microsoft")],
      [vi("x", F, [2, 2])], [vi("y", F, [2, 2])], domains=[("com.microsoft", 1)])
 save("tile1.onnx", [helper.make_node("Tile", ["x", "x", "x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)],
