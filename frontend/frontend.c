@@ -6,7 +6,9 @@
 
 #include "frontend/onnx/onnx_import.h"
 
-drk_graph_t *drk_frontend_load(const char *path, drk_diag_t *d) {
+drk_graph_t *drk_frontend_load(const char *path, drk_diag_t *d) { return drk_frontend_load_bound(path, NULL, d); }
+
+drk_graph_t *drk_frontend_load_bound(const char *path, const char *bind, drk_diag_t *d) {
   size_t n = strlen(path);
   if (n > 5 && strcmp(path + n - 5, ".drkg") == 0) {
     size_t len;
@@ -16,5 +18,5 @@ drk_graph_t *drk_frontend_load(const char *path, drk_diag_t *d) {
     free(text);
     return g;
   }
-  return drk_onnx_import(path, d);
+  return drk_onnx_import_bound(path, bind, d);
 }

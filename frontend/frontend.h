@@ -7,5 +7,7 @@
 #include "ir/graph.h"
 
 drk_graph_t *drk_frontend_load(const char *path, drk_diag_t *d);
+/* drk_frontend_load with the sizes the caller will bind (drk_onnx_import_bound; NULL: none). */
+drk_graph_t *drk_frontend_load_bound(const char *path, const char *bind, drk_diag_t *d);
 
 #endif

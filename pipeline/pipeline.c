@@ -182,7 +182,7 @@ static bool freeze_inputs(drk_graph_t *g, const drk_compile_options_t *o, drk_di
 
 static bool st_import(drk_pipeline_t *p) {
   if (p->g) return true; /* created over a graph */
-  p->g = drk_frontend_load(p->path, p->d);
+  p->g = drk_frontend_load_bound(p->path, p->o->bind, p->d);
   p->owns_graph = true;
   if (!p->g) return false;
   return (!p->o->bind || drk_graph_bind_dims(p->g, p->o->bind, p->d)) &&

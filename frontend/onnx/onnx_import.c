@@ -550,11 +550,30 @@ fail:
   return NULL;
 }
 
+int64_t drk_onnx_bound_size(const drk_onnx_ctx_t *c, const char *sym) {
+  size_t n = sym ? strlen(sym) : 0;
+  for (const char *p = c->bind; p && *p && n;) {
+    while (*p == ',' || *p == ' ') p++;
+    const char *eq = strchr(p, '='), *end = strchr(p, ',');
+    if (!eq || (end && end < eq)) return -1;
+    const char *ne = eq;
+    while (ne > p && ne[-1] == ' ') ne--;
+    if ((size_t)(ne - p) == n && !memcmp(p, sym, n)) {
+      char *e;
+      long long v = strtoll(eq + 1, &e, 10);
+      return e > eq + 1 && v >= 0 ? (int64_t)v : -1;
+    }
+    p = end ? end + 1 : NULL;
+  }
+  return -1;
+}
+
 static drk_graph_t *import_impl(const void *data, size_t size, const char *file, const char *base_dir,
-                                drk_diag_t *d) {
+                                const char *bind, drk_diag_t *d) {
   drk_onnx_ctx_t c;
   memset(&c, 0, sizeof c);
   c.d = d;
+  c.bind = bind;
   c.scratch = drk_arena_create();
   c.file = file;
   c.base_dir = base_dir;
@@ -567,10 +586,12 @@ static drk_graph_t *import_impl(const void *data, size_t size, const char *file,
 
 drk_graph_t *drk_onnx_import_buffer(const void *data, size_t size, const char *name, const char *base_dir,
                                     drk_diag_t *d) {
-  return import_impl(data, size, name ? name : "<buffer>", base_dir, d);
+  return import_impl(data, size, name ? name : "<buffer>", base_dir, NULL, d);
 }
 
-drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d) {
+drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d) { return drk_onnx_import_bound(path, NULL, d); }
+
+drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_t *d) {
   drk_loc_t loc = drk_loc_none;
   loc.file = path;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -602,7 +623,7 @@ drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d) {
     base_dir = dir;
   }
   /* The unpacked message holds its own copy of every field; the file mapping can go. */
-  drk_graph_t *g = import_impl(size ? base : "", size, path, base_dir, d);
+  drk_graph_t *g = import_impl(size ? base : "", size, path, base_dir, bind, d);
   if (base) munmap(base, size);
   free(dir);
   return g;

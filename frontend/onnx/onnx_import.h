@@ -32,6 +32,10 @@
  * directory (absolute paths and paths with "..", that escape it, are errors). Returns NULL
  * after reporting at least one error through d. */
 drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d);
+/* drk_onnx_import knowing the sizes the caller will bind symbolic dims to (bind: NAME=SIZE,...,
+ * as drk_graph_bind_dims reads it; the graph keeps its symbols): what must be unrolled at import
+ * (LSTM/GRU/RNN over a symbolic sequence length) takes those sizes. */
+drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_t *d);
 
 /* Imports a serialized ModelProto from memory (the bytes are only read during the call).
  * `name` is used in messages and as the graph's source (NULL: "<buffer>"). `base_dir` is

@@ -53,7 +53,12 @@ typedef struct drk_onnx_ctx {
   uint32_t fresh;
   drk_onnx_ext_t *ext;
   size_t n_ext, cap_ext;
+  const char *bind; /* NAME=SIZE,...: sizes the caller will bind symbolic dims to (or NULL); an
+                     * import that needs a size (a recurrence's length) may read them */
 } drk_onnx_ctx_t;
+
+/* The size `bind` gives the symbol (NAME=SIZE,... as drk_graph_bind_dims reads it), or -1. */
+int64_t drk_onnx_bound_size(const drk_onnx_ctx_t *c, const char *sym);
 
 /* A decoded TensorProto header, and its data unless stored externally. */
 typedef struct drk_onnx_tensor {

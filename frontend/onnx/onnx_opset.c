@@ -1243,19 +1243,21 @@ static bool squeeze_axes(const drk_node_t *d, int r, bool *axes) {
  * elementwise ops, Squeeze/Unsqueeze of constant axes, Concat (an exporter's batch_first
  * Transpose before a recurrence, the Squeeze between two stacked LSTMs, this file's own
  * unrolled outputs). */
-static bool import_dim(const drk_value_t *v, int axis, int64_t *out, int depth) {
+static bool import_dim(const drk_onnx_ctx_t *c, const drk_value_t *v, int axis, int64_t *out, int depth) {
   if (!v || depth > 24) return false;
   if (static_dim(v, axis, out)) return true;
+  if (v->shape.rank > axis && axis >= 0 && v->shape.dims[axis].sym && (*out = drk_onnx_bound_size(c, v->shape.dims[axis].sym)) >= 0)
+    return true; /* a symbol the caller binds (--bind) */
   const drk_node_t *d = v->kind == DRK_VALUE_NODE ? v->def : NULL;
   if (!d || d->n_inputs < 1 || axis < 0 || axis >= DRK_ONNX_MAX_RANK) return false;
   const drk_value_t *x = d->inputs[0];
   if (d->op == DRK_OP_TRANSPOSE) {
     size_t np = 0;
     const int64_t *perm = drk_node_attr_ints(d, "perm", &np);
-    return perm && axis < (int)np && import_dim(x, (int)perm[axis], out, depth + 1);
+    return perm && axis < (int)np && import_dim(c, x, (int)perm[axis], out, depth + 1);
   }
   if (d->op == DRK_OP_CAST || d->op == DRK_OP_IDENTITY || ((drk_op_info(d->op)->flags & DRK_OPF_EW) && d->n_inputs == 1))
-    return import_dim(x, axis, out, depth + 1);
+    return import_dim(c, x, axis, out, depth + 1);
   if (d->op == DRK_OP_SQUEEZE || d->op == DRK_OP_UNSQUEEZE) {
     /* Unsqueeze: axes of the result (an inserted one is 1; another is the input's axis less
      * the inserted ones before it); Squeeze: axes of the input (the result's axis k is the
@@ -1271,15 +1273,15 @@ static bool import_dim(const drk_value_t *v, int axis, int64_t *out, int depth) 
       for (int i = 0, k = 0; i < DRK_ONNX_MAX_RANK && in_axis < 0; i++)
         if (!ax[i] && k++ == axis) in_axis = i;
     }
-    return in_axis >= 0 && import_dim(x, in_axis, out, depth + 1);
+    return in_axis >= 0 && import_dim(c, x, in_axis, out, depth + 1);
   }
   if (d->op == DRK_OP_CONCAT) {
     int64_t ca = drk_node_attr_int(d, "axis", 0);
     if (ca < 0) return false; /* a negative axis needs the rank */
-    if (ca != axis) return import_dim(x, axis, out, depth + 1);
+    if (ca != axis) return import_dim(c, x, axis, out, depth + 1);
     int64_t sum = 0, e;
     for (int i = 0; i < d->n_inputs; i++)
-      if (!import_dim(d->inputs[i], axis, &e, depth + 1) || (sum += e) > ((int64_t)1 << 40)) return false;
+      if (!import_dim(c, d->inputs[i], axis, &e, depth + 1) || (sum += e) > ((int64_t)1 << 40)) return false;
     return *out = sum, true;
   }
   return false;
@@ -1312,9 +1314,9 @@ static bool dc_rnn(nb_t *b, rnn_kind_t k) {
   if (k == RNN_LSTM && in_at(b, 7)) return fail(b, "unsupported 'LSTM' with peephole weights P");
   if (layout != 0 && layout != 1) return fail(b, "'%s': layout must be 0 or 1", b->op_type);
   int64_t T, Hw;
-  if (!import_dim(x, layout ? 1 : 0, &T, 0))
+  if (!import_dim(b->c, x, layout ? 1 : 0, &T, 0))
     return fail(b, "unsupported '%s' over a sequence whose length is not known at import (drkc unrolls the "
-                   "recurrence: export it with a fixed sequence length)", b->op_type);
+                   "recurrence: give it with --bind=NAME=SIZE, or export with a fixed sequence length)", b->op_type);
   if (!static_dim(W, 1, &Hw) || (has_hidden ? Hw != G * hidden : Hw % G)) return fail(b, "'%s': W must be [dirs, %d * hidden_size, input]", b->op_type, G);
   int64_t H = has_hidden ? hidden : Hw / G;
   if (T < 1 || T > 4096) return fail(b, "unsupported '%s' over %lld steps (drkc unrolls up to 4096)", b->op_type, (long long)T);
