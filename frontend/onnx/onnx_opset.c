@@ -1412,6 +1412,53 @@ static bool dc_lstm(nb_t *b) { return dc_rnn(b, RNN_LSTM); }
 static bool dc_gru(nb_t *b) { return dc_rnn(b, RNN_GRU); }
 static bool dc_plain_rnn(nb_t *b) { return dc_rnn(b, RNN_PLAIN); }
 
+/* ScatterElements (11-18; Scatter 9-10, its old name): ScatterND over index tuples built from
+ * every position p of `indices`: (p0, ..., indices[p] (a negative one plus the dim), ..., p_r-1),
+ * with the same reduction. The positions come from Range/Expand of Shape(indices), so the
+ * sizes may be symbolic; the rank must be known at import (of indices or data). */
+static bool dc_scatter_elements(nb_t *b) {
+  int64_t axis;
+  if (!take_int(b, "axis", 0, &axis, NULL)) return false;
+  const char *red = peek_string(b, "reduction", "none");
+  take(b, "reduction");
+  drk_value_t *data = b->in[0], *idx = in_at(b, 1), *upd = in_at(b, 2);
+  if (!idx || !upd) return fail(b, "'%s' is missing its inputs indices and updates", b->op_type);
+  int r = idx->shape.rank >= 0 ? idx->shape.rank : data->shape.rank;
+  if (r < 1 || r > 16) return fail(b, "unsupported '%s' whose rank is not known at import (value_info gives it)", b->op_type);
+  if (axis < -r || axis >= r) return fail(b, "'%s': axis %lld is out of range for rank %d", b->op_type, (long long)axis, r);
+  if (axis < 0) axis += r;
+  drk_value_t *ix = idx;
+  if (!drk_onnx_is_known(b->c, idx) || idx->dtype != DRK_DT_I64) ix = emit_cast(b, idx, DRK_DT_I64, "idx64");
+  drk_value_t *shp = emit(b, DRK_OP_SHAPE, 1, &ix, "idx_shape")->outputs[0];
+  shp->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, shp);
+  drk_value_t *dshp = emit(b, DRK_OP_SHAPE, 1, &data, "data_shape")->outputs[0];
+  dshp->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, dshp);
+  drk_value_t *zero = scalar_i64(b, "zero", 0), *one = scalar_i64(b, "one", 1), *comps[16];
+  for (int k = 0; k < r; k++) {
+    drk_value_t *comp;
+    if (k == axis) { /* the indices, negative ones counted from the end of data's axis */
+      drk_value_t *dim = take0(b, emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){dshp, const_i64s(b, "axis", 1, &axis)}, "dim1", dshp), 0, "dim");
+      drk_value_t *neg = bool_op(b, DRK_OP_LESS, ix, zero, "neg");
+      comp = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){neg, bin(b, DRK_OP_ADD, ix, dim, "wrapped"), ix}, "idx_k", ix);
+    } else { /* position k, broadcast over the other axes */
+      drk_value_t *n = take0(b, emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){shp, const_i64s(b, "k", 1, (int64_t[]){k})}, "n1", shp), 0, "n");
+      drk_value_t *rk = emit_like(b, DRK_OP_RANGE, 3, (drk_value_t *[]){zero, n, one}, "pos", shp);
+      int64_t sh[16];
+      for (int q = 0; q < r; q++) sh[q] = q == k ? -1 : 1;
+      comp = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){reshape_to(b, rk, r, sh, "pos_k"), shp}, "pos_b", shp);
+    }
+    comps[k] = unsq(b, comp, r, "comp");
+  }
+  drk_value_t *nd = r > 1 ? concat_of(b, r, comps, r, "nd_idx") : comps[0];
+  b->op = DRK_OP_SCATTER_ND;
+  b->n_in = 0;
+  set_input(b, 0, data);
+  set_input(b, 1, nd);
+  set_input(b, 2, upd);
+  if (strcmp(red, "none")) pend_string(b, "reduction", red);
+  return true;
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1475,6 +1522,8 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"ScatterElements", 11, dc_scatter_elements},
+    {"Scatter", 9, dc_scatter_elements},
     {"ReduceL1", 1, dc_reduce_l1},
     {"Tan", 7, dc_tan},
     {"Sinh", 9, dc_sinh},
