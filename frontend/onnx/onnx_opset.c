@@ -633,6 +633,10 @@ static drk_value_t *reshape_to(nb_t *b, drk_value_t *x, int64_t n, const int64_t
   return emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){x, const_i64s(b, "shape", n, shape)}, what, x);
 }
 
+static drk_value_t *reshape_to_v(nb_t *b, drk_value_t *x, drk_value_t *shape, const char *what) {
+  return emit_like(b, DRK_OP_RESHAPE, 2, (drk_value_t *[]){x, shape}, what, x);
+}
+
 static drk_value_t *transpose_of(nb_t *b, drk_value_t *x, int n, const int64_t *perm, const char *what) {
   drk_node_t *t = emit(b, DRK_OP_TRANSPOSE, 1, &x, what);
   drk_node_set_ints(b->c->g, t, "perm", (size_t)n, perm);
@@ -1459,6 +1463,97 @@ static bool dc_scatter_elements(nb_t *b) {
   return true;
 }
 
+/* GridSample (16-22; 4-D): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in [-1, 1]).
+ * The grid is unnormalized as align_corners says, clamped for padding_mode=border; bilinear
+ * ("linear" from opset 20) reads the four neighbours through GatherElements on X flattened to
+ * [N, C, H*W] (an index per output pixel, expanded over C), each weighted and zero outside the
+ * image (padding_mode=zeros); nearest rounds half to even. Refused by name: bicubic/cubic,
+ * reflection padding, other ranks. H and W are read with Shape, so they may be symbolic. */
+static drk_value_t *gs_scalar_dim(nb_t *b, drk_value_t *shp, int64_t k, drk_value_t *like, const char *what) {
+  drk_value_t *d = take0(b, emit_like(b, DRK_OP_GATHER, 2, (drk_value_t *[]){shp, const_i64s(b, "k", 1, &k)}, "dim1", shp), 0, what);
+  return cast_like(b, d, like, "dimf");
+}
+
+static bool dc_grid_sample(nb_t *b) {
+  int64_t align;
+  if (!take_int(b, "align_corners", 0, &align, NULL)) return false;
+  const char *mode = peek_string(b, "mode", b->c->opset >= 20 ? "linear" : "bilinear");
+  const char *pad = peek_string(b, "padding_mode", "zeros");
+  take(b, "mode");
+  take(b, "padding_mode");
+  bool nearest = !strcmp(mode, "nearest"), linear = !strcmp(mode, "bilinear") || !strcmp(mode, "linear");
+  if (!nearest && !linear) return fail(b, "unsupported 'GridSample' with mode '%s' (drkc takes bilinear/linear and nearest)", mode);
+  if (strcmp(pad, "zeros") && strcmp(pad, "border"))
+    return fail(b, "unsupported 'GridSample' with padding_mode '%s' (drkc takes zeros and border)", pad);
+  drk_value_t *x = b->in[0], *grid = in_at(b, 1);
+  if (!grid) return fail(b, "'GridSample' is missing its input grid");
+  if ((x->shape.rank >= 0 && x->shape.rank != 4) || (grid->shape.rank >= 0 && grid->shape.rank != 4))
+    return fail(b, "unsupported 'GridSample' of rank %d (drkc takes 4-D inputs)", x->shape.rank);
+  drk_value_t *xs = emit(b, DRK_OP_SHAPE, 1, &x, "x_shape")->outputs[0];
+  xs->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, xs);
+  drk_value_t *gsh = emit(b, DRK_OP_SHAPE, 1, &grid, "g_shape")->outputs[0];
+  gsh->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, gsh);
+  drk_value_t *Hf = gs_scalar_dim(b, xs, 2, grid, "h"), *Wf = gs_scalar_dim(b, xs, 3, grid, "w");
+  drk_value_t *one = const_like(b, "one", 1.0, grid), *half = const_like(b, "half", 0.5, grid), *zf = const_like(b, "zero", 0.0, grid);
+  drk_value_t *coord[2];
+  for (int k = 0; k < 2; k++) { /* x from grid[..., 0] over W, y from grid[..., 1] over H */
+    drk_value_t *g = take0(b, transpose_of(b, grid, 4, (int64_t[]){3, 0, 1, 2}, "g_t"), k, k ? "gy" : "gx"); /* [N, Ho, Wo] */
+    drk_value_t *size = k ? Hf : Wf, *c;
+    if (align) /* (g + 1) / 2 * (size - 1) */
+      c = bin(b, DRK_OP_MUL, bin(b, DRK_OP_MUL, bin(b, DRK_OP_ADD, g, one, "g1"), half, "g1h"), bin(b, DRK_OP_SUB, size, one, "sm1"), "c");
+    else /* ((g + 1) * size - 1) / 2 */
+      c = bin(b, DRK_OP_MUL, bin(b, DRK_OP_SUB, bin(b, DRK_OP_MUL, bin(b, DRK_OP_ADD, g, one, "g1"), size, "g1s"), one, "g1s1"), half, "c");
+    if (!strcmp(pad, "border"))
+      c = emit_like(b, DRK_OP_MIN, 2, (drk_value_t *[]){emit_like(b, DRK_OP_MAX, 2, (drk_value_t *[]){c, zf}, "cmax", c),
+                                                         bin(b, DRK_OP_SUB, size, one, "lim")}, "clamped", c);
+    coord[k] = c;
+  }
+  /* X as [N, C, H*W] */
+  drk_value_t *xf = reshape_to(b, x, 3, (int64_t[]){0, 0, -1}, "x_flat");
+  /* the result [N, C, Ho, Wo]: Shape(x)[:2] ++ Shape(grid)[1:3] */
+  drk_value_t *oshape = concat_of(b, 2, (drk_value_t *[]){slice_axis(b, xs, 0, 0, 2, 1, "nc"), slice_axis(b, gsh, 0, 1, 3, 1, "howo")}, 0, "out_shape");
+  drk_value_t *ishape = concat_of(b, 3, (drk_value_t *[]){const_i64s(b, "one1", 1, (int64_t[]){1}), slice_axis(b, xs, 0, 1, 2, 1, "c1"),
+                                                        const_i64s(b, "one2", 1, (int64_t[]){1})}, 0, "idx_shape"); /* [1, C, 1] */
+  int ncorner = nearest ? 1 : 4;
+  drk_value_t *acc = NULL, *base[2], *frac[2];
+  for (int k = 0; k < 2; k++) {
+    base[k] = act(b, nearest ? DRK_OP_ROUND : DRK_OP_FLOOR, coord[k], k ? "y0" : "x0");
+    frac[k] = nearest ? NULL : bin(b, DRK_OP_SUB, coord[k], base[k], k ? "fy" : "fx");
+  }
+  for (int q = 0; q < ncorner; q++) {
+    int dx = q & 1, dy = q >> 1;
+    drk_value_t *cx = dx ? bin(b, DRK_OP_ADD, base[0], one, "x1") : base[0], *cy = dy ? bin(b, DRK_OP_ADD, base[1], one, "y1") : base[1];
+    /* inside the image: 0 <= cx <= W-1 and 0 <= cy <= H-1 */
+    drk_value_t *in = NULL;
+    drk_value_t *cs[2] = {cx, cy}, *sz[2] = {Wf, Hf};
+    for (int k = 0; k < 2; k++) {
+      drk_value_t *lo = bool_op(b, DRK_OP_GREATER_OR_EQUAL, cs[k], zf, "ge0");
+      drk_value_t *hi = bool_op(b, DRK_OP_LESS, cs[k], sz[k], "lt");
+      drk_value_t *both = bool_op(b, DRK_OP_AND, lo, hi, "inside");
+      in = in ? bool_op(b, DRK_OP_AND, in, both, "inside2") : both;
+    }
+    drk_value_t *w = nearest ? one
+                             : bin(b, DRK_OP_MUL, dx ? frac[0] : bin(b, DRK_OP_SUB, one, frac[0], "wx0"),
+                                   dy ? frac[1] : bin(b, DRK_OP_SUB, one, frac[1], "wy0"), "w");
+    w = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){in, w, zf}, "w_in", grid); /* [N, Ho, Wo] (the mask's shape) */
+    /* flat index cy * W + cx, 0 outside (weight 0 there), as i64 [N, 1, Ho*Wo] expanded over C */
+    drk_value_t *fi = bin(b, DRK_OP_ADD, bin(b, DRK_OP_MUL, cy, Wf, "row"), cx, "flat");
+    fi = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){in, fi, zf}, "flat_in", fi);
+    drk_value_t *ii = emit_cast(b, fi, DRK_DT_I64, "flat_i");
+    ii = reshape_to(b, ii, 3, (int64_t[]){0, 1, -1}, "flat_r");
+    ii = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){ii, ishape}, "flat_e", ii);
+    drk_value_t *v = emit_like(b, DRK_OP_GATHER_ELEMENTS, 2, (drk_value_t *[]){xf, ii}, "corner", x);
+    drk_node_set_int(b->c->g, v->def, "axis", 2);
+    v = reshape_to_v(b, v, oshape, "corner_r");
+    drk_value_t *term = bin(b, DRK_OP_MUL, v, cast_like(b, unsq(b, w, 1, "w_b"), x, "w_x"), "term");
+    acc = acc ? bin(b, DRK_OP_ADD, acc, term, "acc") : term;
+  }
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, acc);
+  return true;
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1522,6 +1617,7 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"GridSample", 16, dc_grid_sample},
     {"ScatterElements", 11, dc_scatter_elements},
     {"Scatter", 9, dc_scatter_elements},
     {"ReduceL1", 1, dc_reduce_l1},
