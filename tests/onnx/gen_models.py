@@ -128,8 +128,8 @@ save("dims.onnx", dims_nodes, [vi("x", F, ["N", 3, None])], [vi("y", TensorProto
 
 # ---- errors ----
 relus = [helper.make_node("Relu", ["x" if i == 0 else f"r{i}"], [f"r{i+1}"]) for i in range(4)]
-grid = helper.make_node("GridSample", ["r4", "G"], ["out"], name="grid_1")
-save("unsupported.onnx", relus + [grid], [vi("x", F, [1, 1, 2, 2]), vi("G", F, [1, 2, 2, 2])], [vi("out", F, None)])
+uniq = helper.make_node("Unique", ["r4"], ["out"], name="unique_1")
+save("unsupported.onnx", relus + [uniq], [vi("x", F, [1, 1, 2, 2])], [vi("out", F, None)])
 r = [helper.make_node("Relu", ["x"], ["y"])]
 save("opset26.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], opset=26)
 save("ir15.onnx", r, [vi("x", F, [2])], [vi("y", F, [2])], ir=15)

@@ -392,7 +392,7 @@ static void test_dims(const char *dir) {
 
 static void test_errors(const char *dir) {
   expect_error(dir, "unsupported.onnx",
-               "/unsupported.onnx: node 'grid_1' (#4): error: unsupported op 'GridSample' (domain 'ai.onnx', opset 17)");
+               "/unsupported.onnx: node 'unique_1' (#4): error: unsupported op 'Unique' (domain 'ai.onnx', opset 17)");
   expect_error(dir, "opset26.onnx", "unsupported opset 26 for domain 'ai.onnx' (drkc reads opsets 1-25)");
   expect_error(dir, "ir15.onnx", "unsupported IR version 15");
   expect_error(dir, "domain.onnx", "node 'fm' (#0): error: unsupported op 'EmbedLayerNormalization' (domain 'com.microsoft', opset 1)");
