@@ -1554,6 +1554,71 @@ static bool dc_grid_sample(nb_t *b) {
   return true;
 }
 
+/* Atan (7) with Cephes' atanf: |x| reduced to [0, tan(pi/8)] (x > tan(3pi/8): pi/2 + atan(-1/x);
+ * x > tan(pi/8): pi/4 + atan((x-1)/(x+1))), then a degree-9 odd polynomial, the sign put back
+ * (about 1e-7 relative in f32). Asin (7) = atan(x / sqrt(1 - x^2)), Acos (7) = pi/2 - asin(x). */
+static drk_value_t *atan_of(nb_t *b, drk_value_t *x) {
+  drk_value_t *ax = act(b, DRK_OP_ABS, x, "ax");
+  drk_value_t *big = bool_op(b, DRK_OP_GREATER, ax, const_like(b, "t3pi8", 2.414213562373095, x), "big");
+  drk_value_t *mid = bool_op(b, DRK_OP_GREATER, ax, const_like(b, "tpi8", 0.4142135623730950, x), "mid");
+  drk_value_t *one = const_like(b, "one", 1.0, x);
+  /* -1/ax where big (ax > 2.4 there), (ax-1)/(ax+1) where mid, else ax */
+  drk_value_t *safe = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){big, ax, one}, "safe", x);
+  drk_value_t *rb = act(b, DRK_OP_NEG, act(b, DRK_OP_RECIPROCAL, safe, "inv"), "rb");
+  drk_value_t *rm = bin(b, DRK_OP_DIV, bin(b, DRK_OP_SUB, ax, one, "am1"), bin(b, DRK_OP_ADD, ax, one, "ap1"), "rm");
+  drk_value_t *r = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){big, rb, emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){mid, rm, ax}, "r1", x)}, "r", x);
+  drk_value_t *off = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){big, const_like(b, "pi2", 1.5707963267948966, x),
+                                                   emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){mid, const_like(b, "pi4", 0.7853981633974483, x),
+                                                                                               const_like(b, "zero", 0.0, x)}, "off1", x)}, "off", x);
+  static const double c[4] = {8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1};
+  drk_value_t *z = bin(b, DRK_OP_MUL, r, r, "z"), *p = const_like(b, "c0", c[0], x);
+  for (int i = 1; i < 4; i++) p = bin(b, DRK_OP_ADD, bin(b, DRK_OP_MUL, p, z, "pz"), const_like(b, "ci", c[i], x), "p");
+  drk_value_t *y = bin(b, DRK_OP_ADD, bin(b, DRK_OP_ADD, bin(b, DRK_OP_MUL, bin(b, DRK_OP_MUL, p, z, "pz2"), r, "pzr"), r, "poly"), off, "aty");
+  return bin(b, DRK_OP_MUL, y, act(b, DRK_OP_SIGN, x, "sgn"), "atan");
+}
+
+static bool dc_atan(nb_t *b) {
+  b->op = DRK_OP_IDENTITY;
+  drk_value_t *y = atan_of(b, b->in[0]);
+  b->n_in = 0;
+  set_input(b, 0, y);
+  return true;
+}
+
+static bool dc_asin_acos(nb_t *b, bool acos) {
+  drk_value_t *x = b->in[0], *one = const_like(b, "one", 1.0, x);
+  drk_value_t *den = act(b, DRK_OP_SQRT, bin(b, DRK_OP_SUB, one, bin(b, DRK_OP_MUL, x, x, "xx"), "omx"), "den");
+  drk_value_t *as = atan_of(b, bin(b, DRK_OP_DIV, x, den, "t"));
+  if (acos) as = bin(b, DRK_OP_SUB, const_like(b, "pi2", 1.5707963267948966, x), as, "acos");
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, as);
+  return true;
+}
+/* Asinh = sign(x) log(|x| + sqrt(x^2 + 1)), Acosh = log(x + sqrt(x^2 - 1)), Atanh = log((1 + x) /
+ * (1 - x)) / 2 (9). */
+static bool dc_inv_hyperbolic(nb_t *b, int which) {
+  drk_value_t *x = b->in[0], *one = const_like(b, "one", 1.0, x), *y;
+  if (which == 2) {
+    y = bin(b, DRK_OP_MUL, act(b, DRK_OP_LOG, bin(b, DRK_OP_DIV, bin(b, DRK_OP_ADD, one, x, "opx"), bin(b, DRK_OP_SUB, one, x, "omx"), "q"), "lq"),
+            const_like(b, "half", 0.5, x), "atanh");
+  } else {
+    drk_value_t *ax = which == 0 ? act(b, DRK_OP_ABS, x, "ax") : x;
+    drk_value_t *r = act(b, DRK_OP_SQRT, bin(b, which == 0 ? DRK_OP_ADD : DRK_OP_SUB, bin(b, DRK_OP_MUL, x, x, "xx"), one, "xx1"), "r");
+    y = act(b, DRK_OP_LOG, bin(b, DRK_OP_ADD, ax, r, "s"), "l");
+    if (which == 0) y = bin(b, DRK_OP_MUL, y, act(b, DRK_OP_SIGN, x, "sgn"), "asinh");
+  }
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, y);
+  return true;
+}
+static bool dc_asinh(nb_t *b) { return dc_inv_hyperbolic(b, 0); }
+static bool dc_acosh(nb_t *b) { return dc_inv_hyperbolic(b, 1); }
+static bool dc_atanh(nb_t *b) { return dc_inv_hyperbolic(b, 2); }
+static bool dc_asin(nb_t *b) { return dc_asin_acos(b, false); }
+static bool dc_acos(nb_t *b) { return dc_asin_acos(b, true); }
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1617,6 +1682,12 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"Atan", 7, dc_atan},
+    {"Asin", 7, dc_asin},
+    {"Acos", 7, dc_acos},
+    {"Asinh", 9, dc_asinh},
+    {"Acosh", 9, dc_acosh},
+    {"Atanh", 9, dc_atanh},
     {"GridSample", 16, dc_grid_sample},
     {"ScatterElements", 11, dc_scatter_elements},
     {"Scatter", 9, dc_scatter_elements},
