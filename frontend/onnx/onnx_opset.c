@@ -1343,12 +1343,15 @@ static bool dc_rnn(nb_t *b, rnn_kind_t k) {
       drk_value_t *bd = take0(b, B, d, "b_d");
       drk_value_t *wb = slice_axis(b, bd, 0, 0, G * H, 1, "wb");
       rb = slice_axis(b, bd, 0, G * H, 2 * G * H, 1, "rb");
-      /* GRU with linear_before_reset keeps Rb_h inside the reset product: only z and r's fold */
-      drk_value_t *fold = k == RNN_GRU && lbr ? concat_of(b, 2, (drk_value_t *[]){slice_axis(b, rb, 0, 0, 2 * H, 1, "rb_zr"),
-                                                         bin(b, DRK_OP_MUL, slice_axis(b, rb, 0, 2 * H, 3 * H, 1, "rb_h"), const_like(b, "zero", 0.0, x), "rb_h0")}, 0, "rb_fold")
-                                               : k == RNN_GRU ? concat_of(b, 2, (drk_value_t *[]){slice_axis(b, rb, 0, 0, 2 * H, 1, "rb_zr"),
-                                                         slice_axis(b, rb, 0, 2 * H, 3 * H, 1, "rb_h")}, 0, "rb_fold")
-                                                              : rb;
+      /* GRU with linear_before_reset keeps Rb_h inside the reset product (r * (h Rh^T + Rb_h)):
+       * only Rb_z and Rb_r fold into the inputs' bias */
+      drk_value_t *fold = rb;
+      if (k == RNN_GRU && lbr) {
+        double *zeros = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)H);
+        memset(zeros, 0, sizeof(double) * (size_t)H);
+        fold = concat_of(b, 2, (drk_value_t *[]){slice_axis(b, rb, 0, 0, 2 * H, 1, "rb_zr"), tensor_like(b, "zeros_h", 1, &H, zeros, x)},
+                         0, "rb_fold");
+      }
       xw = bin(b, DRK_OP_ADD, xw, bin(b, DRK_OP_ADD, wb, fold, "bias"), "xwb");
     }
     drk_value_t *h = h0 ? take0(b, h0, d, "h0") : NULL, *c = c0 ? take0(b, c0, d, "c0") : NULL;
