@@ -25,6 +25,7 @@
 #include "backends/package/module.h"
 #include "backends/targets.h"
 #include "frontend/frontend.h"
+#include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/tensor_io.h"
 #include "ir/tensor.h"
 #include "ir/interp.h"
@@ -38,6 +39,7 @@ struct drk_pipeline {
   const char *path;
   drk_graph_t *g;
   bool owns_graph;
+  char *import_hint; /* --shapes-from's sizes for the import (freed with p) */
   const drk_emit_kind_t *emit;
   int next;    /* the next stage to run */
   bool failed;
@@ -158,6 +160,46 @@ static bool bind_from_dir(drk_graph_t *g, const char *dir, drk_diag_t *d) {
   return ok;
 }
 
+char *drk_pipeline_import_hint(const char *model, const char *dir, const char *const *named, int n_named) {
+  size_t ml = strlen(model);
+  if (ml > 5 && !strcmp(model + ml - 5, ".drkg")) return NULL; /* a text graph needs no hint */
+  drk_diag_t quiet;
+  drk_diag_init(&quiet, NULL);
+  drk_graph_t *g = drk_onnx_import_inputs(model, &quiet);
+  if (!g) return NULL;
+  char spec[4096] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < g->n_inputs; i++) {
+    const drk_value_t *v = g->inputs[i];
+    bool sym = false;
+    for (int k = 0; k < v->shape.rank; k++) sym |= v->shape.dims[k].sym != NULL;
+    if (!sym) continue;
+    char path[4096] = "";
+    for (int k = 0; k < n_named && !*path; k++) {
+      const char *eq = strchr(named[k], '=');
+      if (eq && (size_t)(eq - named[k]) == strlen(v->name) && !strncmp(named[k], v->name, strlen(v->name)))
+        snprintf(path, sizeof path, "%s", eq + 1);
+    }
+    if (!*path && dir) {
+      snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
+      if (!file_exists(path)) snprintf(path, sizeof path, "%s/input_%zu.npy", dir, i);
+    }
+    drk_tensor_t t = {0};
+    if (!*path || !file_exists(path) || !read_input_file(path, v->dtype, &t, &quiet)) continue;
+    for (int k = 0; k < v->shape.rank && t.rank == v->shape.rank; k++) {
+      const char *s = v->shape.dims[k].sym;
+      char item[300];
+      int n = s ? snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", s, (long long)t.dims[k]) : 0;
+      if (n <= 0 || n >= (int)sizeof item || len + (size_t)n >= sizeof spec || strstr(spec, item + (len ? 1 : 0))) continue;
+      memcpy(spec + len, item, (size_t)n + 1);
+      len += (size_t)n;
+    }
+    drk_tensor_free(&t);
+  }
+  drk_graph_destroy(g);
+  return len ? strdup(spec) : NULL;
+}
+
 /* --freeze-input NAME=FILE: the graph is specialized on that input's value. */
 static bool freeze_inputs(drk_graph_t *g, const drk_compile_options_t *o, drk_diag_t *d) {
   for (int i = 0; i < o->n_freeze; i++) {
@@ -182,7 +224,11 @@ static bool freeze_inputs(drk_graph_t *g, const drk_compile_options_t *o, drk_di
 
 static bool st_import(drk_pipeline_t *p) {
   if (p->g) return true; /* created over a graph */
-  p->g = drk_frontend_load_bound(p->path, p->o->bind, p->d);
+  /* the sizes an import that unrolls may need: --bind's, else the caller's inputs', else
+   * --shapes-from's */
+  const char *hint = p->o->bind ? p->o->bind : p->o->import_hint;
+  if (!hint && p->o->shapes_from) hint = p->import_hint = drk_pipeline_import_hint(p->path, p->o->shapes_from, NULL, 0);
+  p->g = drk_frontend_load_bound(p->path, hint, p->d);
   p->owns_graph = true;
   if (!p->g) return false;
   return (!p->o->bind || drk_graph_bind_dims(p->g, p->o->bind, p->d)) &&
@@ -752,6 +798,7 @@ drk_pipeline_t *drk_pipeline_create(const drk_compile_options_t *o, const char *
 
 void drk_pipeline_destroy(drk_pipeline_t *p) {
   if (!p) return;
+  free(p->import_hint);
   if (p->fused) drk_fusion_destroy(&p->fusion);
   if (p->planned) drk_mem_plan_free(&p->plan);
   if (p->lowered) drk_lowered_destroy(&p->l);

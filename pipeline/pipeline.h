@@ -60,6 +60,9 @@ typedef struct drk_compile_options {
   /* import */
   const char *bind;              /* --bind=NAME=SIZE,... */
   const char *shapes_from;       /* --shapes-from=DIR: bind dims to DIR/input_N.{pb,npy} */
+  const char *import_hint;       /* NAME=SIZE,... the import may read (a recurrence's length) when
+                                  * there is no bind: the sizes of the inputs the caller has
+                                  * (drk_pipeline_import_hint); the pipeline binds nothing from it */
   const char *dynamic;           /* --dynamic=NAME=LO..HI,...: one module, shape buckets (dynamic.h) */
   const char *buckets;           /* --buckets=NAME:S1,S2,...;...: the buckets (NULL: powers of two) */
   /* a --dynamic bucket (dynamic.c): NAME=SIZE,... of the dynamic dims, bound in canonicalize
@@ -137,6 +140,12 @@ bool drk_pipeline_output(drk_pipeline_t *p, const char *kind, void **out_data, s
 void drk_pipeline_print_times(const drk_pipeline_t *p, FILE *out);
 /* Binds the graph's symbolic input dims to the shapes of inputs (g->n_inputs tensors). */
 struct drk_tensor;
+/* The sizes input files give the model's symbolic input dims, as NAME=SIZE,... for
+ * drk_compile_options_t.import_hint: the graph inputs of an ONNX model (read without its nodes)
+ * matched with `NAME=FILE` entries of named[0..n_named) or DIR/input_N.{pb,npy} (dir may be
+ * NULL). malloc'd; NULL when nothing is symbolic or no file says. Unreadable files are skipped
+ * (the run reports them). */
+char *drk_pipeline_import_hint(const char *model, const char *dir, const char *const *named, int n_named);
 bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const struct drk_tensor *inputs, drk_diag_t *d);
 /* The lowering's result (kernels, launches with their schedules, knob spaces and workload
  * keys), borrowed; NULL before lower. */

@@ -894,8 +894,14 @@ static int run_model(run_options_t *ro) {
   drk_diag_t quiet;
   drk_diag_init(&quiet, NULL);
   drk_target_parse_list("sm_90", &o->targets, &quiet); /* CPU runs apply the policy as for sm_90 */
+  /* the inputs' sizes, for an import that unrolls over a symbolic length (LSTM): read before the
+   * model, whose dims are bound from the same inputs below */
+  char *hint = o->bind ? NULL : drk_pipeline_import_hint(ro->model, ro->input_dir, (const char *const *)ro->named_inputs, ro->n_named);
+  o->import_hint = hint;
   drk_pipeline_t *p = drk_pipeline_create(o, ro->model, NULL, "module", &d);
   drk_graph_t *g = p && drk_pipeline_run_to(p, "verify") ? drk_pipeline_graph(p) : NULL;
+  o->import_hint = NULL; /* read by the import, done now */
+  free(hint);
   if (!g) {
     drk_pipeline_destroy(p);
     return 1;

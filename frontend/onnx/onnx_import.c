@@ -521,6 +521,7 @@ static drk_graph_t *import_model(drk_onnx_ctx_t *c, const void *data, size_t siz
     if (!drk_onnx_apply_type(c, v, vi, floc)) goto fail;
     drk_onnx_map_put(&c->values, v->name, v);
   }
+  if (c->inputs_only) return g;
   /* the names later nodes define: a helper value made by an earlier node's rewrite must not
    * take one (the model may name a value "x_k__0" itself) */
   for (size_t i = 0; i < gp->n_node; i++)
@@ -569,11 +570,12 @@ int64_t drk_onnx_bound_size(const drk_onnx_ctx_t *c, const char *sym) {
 }
 
 static drk_graph_t *import_impl(const void *data, size_t size, const char *file, const char *base_dir,
-                                const char *bind, drk_diag_t *d) {
+                                const char *bind, bool inputs_only, drk_diag_t *d) {
   drk_onnx_ctx_t c;
   memset(&c, 0, sizeof c);
   c.d = d;
   c.bind = bind;
+  c.inputs_only = inputs_only;
   c.scratch = drk_arena_create();
   c.file = file;
   c.base_dir = base_dir;
@@ -586,12 +588,18 @@ static drk_graph_t *import_impl(const void *data, size_t size, const char *file,
 
 drk_graph_t *drk_onnx_import_buffer(const void *data, size_t size, const char *name, const char *base_dir,
                                     drk_diag_t *d) {
-  return import_impl(data, size, name ? name : "<buffer>", base_dir, NULL, d);
+  return import_impl(data, size, name ? name : "<buffer>", base_dir, NULL, false, d);
 }
 
-drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d) { return drk_onnx_import_bound(path, NULL, d); }
+static drk_graph_t *import_file(const char *path, const char *bind, bool inputs_only, drk_diag_t *d);
 
-drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_t *d) {
+drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d) { return import_file(path, NULL, false, d); }
+
+drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_t *d) { return import_file(path, bind, false, d); }
+
+drk_graph_t *drk_onnx_import_inputs(const char *path, drk_diag_t *d) { return import_file(path, NULL, true, d); }
+
+static drk_graph_t *import_file(const char *path, const char *bind, bool inputs_only, drk_diag_t *d) {
   drk_loc_t loc = drk_loc_none;
   loc.file = path;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -623,7 +631,7 @@ drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_
     base_dir = dir;
   }
   /* The unpacked message holds its own copy of every field; the file mapping can go. */
-  drk_graph_t *g = import_impl(size ? base : "", size, path, base_dir, bind, d);
+  drk_graph_t *g = import_impl(size ? base : "", size, path, base_dir, bind, inputs_only, d);
   if (base) munmap(base, size);
   free(dir);
   return g;

@@ -36,6 +36,9 @@ drk_graph_t *drk_onnx_import(const char *path, drk_diag_t *d);
  * as drk_graph_bind_dims reads it; the graph keeps its symbols): what must be unrolled at import
  * (LSTM/GRU/RNN over a symbolic sequence length) takes those sizes. */
 drk_graph_t *drk_onnx_import_bound(const char *path, const char *bind, drk_diag_t *d);
+/* The model's graph inputs only (dtype and shape as declared; no nodes, no outputs): what the
+ * sizes of given input files bind, before the model is imported with them. */
+drk_graph_t *drk_onnx_import_inputs(const char *path, drk_diag_t *d);
 
 /* Imports a serialized ModelProto from memory (the bytes are only read during the call).
  * `name` is used in messages and as the graph's source (NULL: "<buffer>"). `base_dir` is

@@ -55,6 +55,7 @@ typedef struct drk_onnx_ctx {
   size_t n_ext, cap_ext;
   const char *bind; /* NAME=SIZE,...: sizes the caller will bind symbolic dims to (or NULL); an
                      * import that needs a size (a recurrence's length) may read them */
+  bool inputs_only; /* drk_onnx_import_inputs: the graph's inputs, no nodes */
 } drk_onnx_ctx_t;
 
 /* The size `bind` gives the symbol (NAME=SIZE,... as drk_graph_bind_dims reads it), or -1. */

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # An LSTM over a symbolic sequence, as the TorchScript exporter writes nn.LSTM(batch_first=True)
 # with dynamic_axes {0: batch, 1: seq}: drkc unrolls the recurrence at import, so the length
-# must be given (--bind, which the import reads); without it the error names the node and says so.
+# must be known: from --bind (which the import reads), or for `drkc run` from its input files (read
+# before the model: drk_pipeline_import_hint); with neither, the error names the node and says so.
 # CHECK-DATA: 1e-5 --bind=batch=2,seq=5
+# CHECK-DATA: 1e-5
 # RUN: --bind=batch=2,seq=5
 # EXPECT-ERROR: | unsupported 'LSTM' over a sequence whose length is not known at import
 import os
