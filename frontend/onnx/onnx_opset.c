@@ -1622,6 +1622,38 @@ static bool dc_atanh(nb_t *b) { return dc_inv_hyperbolic(b, 2); }
 static bool dc_asin(nb_t *b) { return dc_asin_acos(b, false); }
 static bool dc_acos(nb_t *b) { return dc_asin_acos(b, true); }
 
+/* LRN (1-13; the classic CNNs of the ONNX model zoo, AlexNet/GoogLeNet/CaffeNet, use it):
+ * y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta, the window
+ * [c - floor((size-1)/2), c + ceil((size-1)/2)]. The window sum is an AveragePool (count_include_pad,
+ * so sum / size) of x^2 seen as [N, 1, C, rest], shaped back with Shape(x). */
+static bool dc_lrn(nb_t *b) {
+  double alpha, beta, bias;
+  int64_t size;
+  bool has_size;
+  if (!take_float(b, "alpha", 1e-4, &alpha, NULL) || !take_float(b, "beta", 0.75, &beta, NULL) ||
+      !take_float(b, "bias", 1.0, &bias, NULL) || !take_int(b, "size", 0, &size, &has_size))
+    return false;
+  if (!has_size || size < 1) return fail(b, "'LRN' needs a positive 'size'");
+  drk_value_t *x = b->in[0];
+  drk_value_t *sq = bin(b, DRK_OP_MUL, x, x, "sq");
+  drk_value_t *xs = emit(b, DRK_OP_SHAPE, 1, &x, "x_shape")->outputs[0];
+  xs->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, xs);
+  drk_value_t *s4 = concat_of(b, 4, (drk_value_t *[]){slice_axis(b, xs, 0, 0, 1, 1, "n"), const_i64s(b, "one", 1, (int64_t[]){1}),
+                                                      slice_axis(b, xs, 0, 1, 2, 1, "c"), const_i64s(b, "rest", 1, (int64_t[]){-1})},
+                              0, "shape_4d");
+  drk_value_t *v = reshape_to_v(b, sq, s4, "sq_4d"); /* [N, 1, C, rest] */
+  drk_node_t *ap = emit(b, DRK_OP_AVERAGE_POOL, 1, &v, "win");
+  int64_t pb = (size - 1) / 2, pe = size - 1 - pb;
+  drk_node_set_ints(b->c->g, ap, "kernel_shape", 2, (int64_t[]){size, 1});
+  drk_node_set_ints(b->c->g, ap, "pads", 4, (int64_t[]){pb, 0, pe, 0});
+  drk_node_set_int(b->c->g, ap, "count_include_pad", 1);
+  if (drk_onnx_is_known(b->c, x)) ap->outputs[0]->dtype = x->dtype, drk_onnx_set_known(b->c, ap->outputs[0]);
+  drk_value_t *mean = reshape_to_v(b, ap->outputs[0], xs, "win_mean");
+  drk_value_t *den = bin(b, DRK_OP_ADD, const_like(b, "bias", bias, x), bin(b, DRK_OP_MUL, mean, const_like(b, "alpha", alpha, x), "am"), "den");
+  den = bin(b, DRK_OP_POW, den, const_like(b, "beta", beta, x), "den_b");
+  return finish2(b, DRK_OP_DIV, x, den);
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1685,6 +1717,7 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"LRN", 1, dc_lrn},
     {"Atan", 7, dc_atan},
     {"Asin", 7, dc_asin},
     {"Acos", 7, dc_acos},
