@@ -1654,6 +1654,34 @@ static bool dc_lrn(nb_t *b) {
   return finish2(b, DRK_OP_DIV, x, den);
 }
 
+/* Upsample (7-9; the ONNX model zoo's older detection and super-resolution models): Resize with
+ * asymmetric coordinates and nearest rounding down, as Resize-10 (rw_resize), the scales from the
+ * attribute (7-8) or input #1 (9); mode nearest or linear ("bilinear" in some writers). */
+static bool dc_upsample(nb_t *b) {
+  const char *mode = peek_string(b, "mode", "nearest");
+  take(b, "mode");
+  bool nearest = !strcmp(mode, "nearest");
+  if (!nearest && strcmp(mode, "linear") && strcmp(mode, "bilinear"))
+    return fail(b, "unsupported 'Upsample' with mode '%s' (nearest or linear)", mode);
+  drk_value_t *x = b->in[0], *scales = in_at(b, 1);
+  if (b->c->opset < 9) {
+    const Onnx__AttributeProto *a = take(b, "scales");
+    if (!a || attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS || !a->n_floats)
+      return fail(b, "'Upsample' (opset %lld) needs the attribute 'scales'", (long long)b->c->opset);
+    int64_t n = (int64_t)a->n_floats;
+    scales = add_const(b, "scales", DRK_DT_F32, 1, &n, a->floats, sizeof(float) * a->n_floats);
+  }
+  if (!scales) return fail(b, "'Upsample' is missing its scales");
+  b->op = DRK_OP_RESIZE;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  set_input(b, 2, scales);
+  pend_string(b, "mode", nearest ? "nearest" : "linear");
+  pend_string(b, "coordinate_transformation_mode", "asymmetric");
+  if (nearest) pend_string(b, "nearest_mode", "floor");
+  return true;
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1717,6 +1745,7 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"Upsample", 7, dc_upsample},
     {"LRN", 1, dc_lrn},
     {"Atan", 7, dc_atan},
     {"Asin", 7, dc_asin},
