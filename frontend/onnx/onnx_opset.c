@@ -1682,6 +1682,22 @@ static bool dc_upsample(nb_t *b) {
   return true;
 }
 
+/* ImageScaler (1-9, experimental; the ONNX model zoo's Tiny YOLOv2): x * scale + bias[c], the
+ * per-channel bias [C, 1, 1] against [N, C, H, W]. */
+static bool dc_image_scaler(nb_t *b) {
+  double scale;
+  if (!take_float(b, "scale", 1.0, &scale, NULL)) return false;
+  const Onnx__AttributeProto *bias = take(b, "bias");
+  if (bias && (attr_type(bias) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS || bias->n_floats > 65536))
+    return fail(b, "'ImageScaler': attribute 'bias' must be FLOATS (one per channel)");
+  drk_value_t *x = b->in[0], *y = bin(b, DRK_OP_MUL, x, const_like(b, "scale", scale, x), "scaled");
+  if (!bias || !bias->n_floats) return finish2(b, DRK_OP_ADD, y, const_like(b, "zero", 0.0, x));
+  int64_t C = (int64_t)bias->n_floats;
+  double *bv = drk_arena_alloc(b->c->scratch, sizeof(double) * (size_t)C);
+  for (int64_t i = 0; i < C; i++) bv[i] = bias->floats[i];
+  return finish2(b, DRK_OP_ADD, y, tensor_like(b, "bias", 3, (int64_t[]){C, 1, 1}, bv, x));
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1745,6 +1761,7 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"ImageScaler", 1, dc_image_scaler},
     {"Upsample", 7, dc_upsample},
     {"LRN", 1, dc_lrn},
     {"Atan", 7, dc_atan},
