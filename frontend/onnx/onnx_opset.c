@@ -1698,6 +1698,50 @@ static bool dc_image_scaler(nb_t *b) {
   return finish2(b, DRK_OP_ADD, y, tensor_like(b, "bias", 3, (int64_t[]){C, 1, 1}, bv, x));
 }
 
+/* ThresholdedRelu (10): x where x > alpha, else 0. Shrink (9): x - bias where x > lambd, x + bias
+ * where x < -lambd, else 0. MeanVarianceNormalization (9-13): (x - mean) / sqrt(mean(x^2) - mean^2
+ * ) over `axes` (default 0, 2, 3), as the ONNX function defines it (no epsilon). */
+static bool dc_thresholded_relu(nb_t *b) {
+  double alpha;
+  if (!take_float(b, "alpha", 1.0, &alpha, NULL)) return false;
+  drk_value_t *x = b->in[0], *zero = const_like(b, "zero", 0.0, x);
+  drk_value_t *keep = bool_op(b, DRK_OP_GREATER, x, const_like(b, "alpha", alpha, x), "keep");
+  b->op = DRK_OP_WHERE;
+  b->n_in = 0;
+  set_input(b, 0, keep);
+  set_input(b, 1, x);
+  set_input(b, 2, zero);
+  return true;
+}
+
+static bool dc_shrink(nb_t *b) {
+  double lambd, bias;
+  if (!take_float(b, "lambd", 0.5, &lambd, NULL) || !take_float(b, "bias", 0.0, &bias, NULL)) return false;
+  drk_value_t *x = b->in[0], *zero = const_like(b, "zero", 0.0, x), *bv = const_like(b, "bias", bias, x);
+  drk_value_t *hi = bool_op(b, DRK_OP_GREATER, x, const_like(b, "lambd", lambd, x), "hi");
+  drk_value_t *lo = bool_op(b, DRK_OP_LESS, x, const_like(b, "nlambd", -lambd, x), "lo");
+  drk_value_t *neg = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){lo, bin(b, DRK_OP_ADD, x, bv, "xpb"), zero}, "neg", x);
+  b->op = DRK_OP_WHERE;
+  b->n_in = 0;
+  set_input(b, 0, hi);
+  set_input(b, 1, bin(b, DRK_OP_SUB, x, bv, "xmb"));
+  set_input(b, 2, neg);
+  return true;
+}
+
+static bool dc_mvn(nb_t *b) {
+  const Onnx__AttributeProto *axes;
+  if (!take_ints(b, "axes", &axes)) return false;
+  int64_t def[3] = {0, 2, 3}, na = axes ? (int64_t)axes->n_ints : 3;
+  const int64_t *ax = axes ? axes->ints : def;
+  if (na < 1 || na > DRK_ONNX_MAX_RANK) return fail(b, "'MeanVarianceNormalization' needs 1 to %d axes", DRK_ONNX_MAX_RANK);
+  drk_value_t *x = b->in[0];
+  drk_value_t *mean = reduce_mean_keep(b, x, na, ax, "mean");
+  drk_value_t *msq = reduce_mean_keep(b, bin(b, DRK_OP_MUL, x, x, "sq"), na, ax, "mean_sq");
+  drk_value_t *var = bin(b, DRK_OP_SUB, msq, bin(b, DRK_OP_MUL, mean, mean, "mean2"), "var");
+  return finish2(b, DRK_OP_DIV, bin(b, DRK_OP_SUB, x, mean, "centered"), act(b, DRK_OP_SQRT, var, "std"));
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1761,6 +1805,9 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"ThresholdedRelu", 10, dc_thresholded_relu},
+    {"Shrink", 9, dc_shrink},
+    {"MeanVarianceNormalization", 9, dc_mvn},
     {"ImageScaler", 1, dc_image_scaler},
     {"Upsample", 7, dc_upsample},
     {"LRN", 1, dc_lrn},
