@@ -167,6 +167,21 @@ static bool finish2(nb_t *b, drk_op_t op, drk_value_t *x, drk_value_t *y) {
   return true;
 }
 
+/* A decomposition's last node Where(c, x, y); finish_as(x): the node's output #0 is value x (an
+ * Identity, which canonicalization removes). */
+static bool finish3(nb_t *b, drk_op_t op, drk_value_t *c, drk_value_t *x, drk_value_t *y) {
+  finish2(b, op, c, x);
+  set_input(b, 2, y);
+  return true;
+}
+
+static bool finish_as(nb_t *b, drk_value_t *x) {
+  b->op = DRK_OP_IDENTITY;
+  b->n_in = 0;
+  set_input(b, 0, x);
+  return true;
+}
+
 static const char *hint(nb_t *b, const char *what) {
   const char *base = b->n_out > 0 && b->out_names[0] ? b->out_names[0] : b->op_type;
   return drk_arena_printf(b->c->scratch, "%s_%s", base, what);
@@ -1009,10 +1024,7 @@ static bool dc_rotary_embedding(nb_t *b) {
     set_input(b, 1, const_i64s(b, "y_shape", 3, shp));
     return true;
   }
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, y);
-  return true;
+  return finish_as(b, y);
 }
 
 /* Mod (opset 10): the TorchScript exporter writes it in shape arithmetic of dynamic-shape
@@ -1056,12 +1068,7 @@ static bool dc_mod(nb_t *b) {
   opp->dtype = DRK_DT_BOOL;
   drk_onnx_set_known(b->c, opp);
   drk_value_t *fix = emit_like(b, DRK_OP_ADD, 2, (drk_value_t *[]){r, y}, "rem_fixed", x);
-  b->op = DRK_OP_WHERE;
-  b->n_in = 0;
-  set_input(b, 0, opp);
-  set_input(b, 1, fix);
-  set_input(b, 2, r);
-  return true;
+  return finish3(b, DRK_OP_WHERE, opp, fix, r);
 }
 
 /* ---- ONNX Runtime's fused ops (com.microsoft; SimplifiedLayerNormalization, which ORT
@@ -1409,10 +1416,7 @@ static bool dc_rnn(nb_t *b, rnn_kind_t k) {
   if (b->n_out > 1 && !define_output(b, 1, yh)) return false;
   if (b->n_out > 2 && !define_output(b, 2, yc)) return false;
   b->n_out = 1;
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, y);
-  return true;
+  return finish_as(b, y);
 }
 
 static bool dc_lstm(nb_t *b) { return dc_rnn(b, RNN_LSTM); }
@@ -1551,10 +1555,7 @@ static bool dc_grid_sample(nb_t *b) {
     drk_value_t *term = bin(b, DRK_OP_MUL, v, cast_like(b, unsq(b, w, 1, "w_b"), x, "w_x"), "term");
     acc = acc ? bin(b, DRK_OP_ADD, acc, term, "acc") : term;
   }
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, acc);
-  return true;
+  return finish_as(b, acc);
 }
 
 /* Atan (7) with Cephes' atanf: |x| reduced to [0, tan(pi/8)] (x > tan(3pi/8): pi/2 + atan(-1/x);
@@ -1580,23 +1581,14 @@ static drk_value_t *atan_of(nb_t *b, drk_value_t *x) {
   return bin(b, DRK_OP_MUL, y, act(b, DRK_OP_SIGN, x, "sgn"), "atan");
 }
 
-static bool dc_atan(nb_t *b) {
-  b->op = DRK_OP_IDENTITY;
-  drk_value_t *y = atan_of(b, b->in[0]);
-  b->n_in = 0;
-  set_input(b, 0, y);
-  return true;
-}
+static bool dc_atan(nb_t *b) { return finish_as(b, atan_of(b, b->in[0])); }
 
 static bool dc_asin_acos(nb_t *b, bool acos) {
   drk_value_t *x = b->in[0], *one = const_like(b, "one", 1.0, x);
   drk_value_t *den = act(b, DRK_OP_SQRT, bin(b, DRK_OP_SUB, one, bin(b, DRK_OP_MUL, x, x, "xx"), "omx"), "den");
   drk_value_t *as = atan_of(b, bin(b, DRK_OP_DIV, x, den, "t"));
   if (acos) as = bin(b, DRK_OP_SUB, const_like(b, "pi2", 1.5707963267948966, x), as, "acos");
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, as);
-  return true;
+  return finish_as(b, as);
 }
 /* Asinh = sign(x) log(|x| + sqrt(x^2 + 1)), Acosh = log(x + sqrt(x^2 - 1)), Atanh = log((1 + x) /
  * (1 - x)) / 2 (9). */
@@ -1611,10 +1603,7 @@ static bool dc_inv_hyperbolic(nb_t *b, int which) {
     y = act(b, DRK_OP_LOG, bin(b, DRK_OP_ADD, ax, r, "s"), "l");
     if (which == 0) y = bin(b, DRK_OP_MUL, y, act(b, DRK_OP_SIGN, x, "sgn"), "asinh");
   }
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, y);
-  return true;
+  return finish_as(b, y);
 }
 static bool dc_asinh(nb_t *b) { return dc_inv_hyperbolic(b, 0); }
 static bool dc_acosh(nb_t *b) { return dc_inv_hyperbolic(b, 1); }
@@ -1706,12 +1695,7 @@ static bool dc_thresholded_relu(nb_t *b) {
   if (!take_float(b, "alpha", 1.0, &alpha, NULL)) return false;
   drk_value_t *x = b->in[0], *zero = const_like(b, "zero", 0.0, x);
   drk_value_t *keep = bool_op(b, DRK_OP_GREATER, x, const_like(b, "alpha", alpha, x), "keep");
-  b->op = DRK_OP_WHERE;
-  b->n_in = 0;
-  set_input(b, 0, keep);
-  set_input(b, 1, x);
-  set_input(b, 2, zero);
-  return true;
+  return finish3(b, DRK_OP_WHERE, keep, x, zero);
 }
 
 static bool dc_shrink(nb_t *b) {
@@ -1721,12 +1705,7 @@ static bool dc_shrink(nb_t *b) {
   drk_value_t *hi = bool_op(b, DRK_OP_GREATER, x, const_like(b, "lambd", lambd, x), "hi");
   drk_value_t *lo = bool_op(b, DRK_OP_LESS, x, const_like(b, "nlambd", -lambd, x), "lo");
   drk_value_t *neg = emit_like(b, DRK_OP_WHERE, 3, (drk_value_t *[]){lo, bin(b, DRK_OP_ADD, x, bv, "xpb"), zero}, "neg", x);
-  b->op = DRK_OP_WHERE;
-  b->n_in = 0;
-  set_input(b, 0, hi);
-  set_input(b, 1, bin(b, DRK_OP_SUB, x, bv, "xmb"));
-  set_input(b, 2, neg);
-  return true;
+  return finish3(b, DRK_OP_WHERE, hi, bin(b, DRK_OP_SUB, x, bv, "xmb"), neg);
 }
 
 static bool dc_mvn(nb_t *b) {
@@ -1770,10 +1749,7 @@ static bool dc_reduce_l1(nb_t *b) {
   drk_node_set_int(b->c->g, r, "keepdims", keep);
   if (noop) drk_node_set_int(b->c->g, r, "noop_with_empty_axes", noop);
   if (drk_onnx_is_known(b->c, a)) r->outputs[0]->dtype = a->dtype, drk_onnx_set_known(b->c, r->outputs[0]);
-  b->op = DRK_OP_IDENTITY;
-  b->n_in = 0;
-  set_input(b, 0, r->outputs[0]);
-  return true;
+  return finish_as(b, r->outputs[0]);
 }
 
 /* Tan = Sin / Cos; Sinh, Cosh = (e^x -+ e^-x) / 2. */
