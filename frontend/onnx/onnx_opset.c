@@ -1721,6 +1721,39 @@ static bool dc_mvn(nb_t *b) {
   return finish2(b, DRK_OP_DIV, bin(b, DRK_OP_SUB, x, mean, "centered"), act(b, DRK_OP_SQRT, var, "std"));
 }
 
+/* Hardmax (1-13): 1 at the first maximum along `axis`, 0 elsewhere: Equal(positions along the
+ * axis, ArgMax(keepdims)), the positions a CumSum of ones of x's shape. Before opset 13 the input
+ * is seen as 2-D [prod(dims before axis), prod(the rest)] (Flatten, then back with Shape(x)). */
+static bool dc_hardmax(nb_t *b) {
+  int64_t axis;
+  bool legacy = b->c->opset < 13;
+  if (!take_int(b, "axis", legacy ? 1 : -1, &axis, NULL)) return false;
+  drk_value_t *x = b->in[0], *v = x;
+  if (legacy) {
+    drk_node_t *f = emit(b, DRK_OP_FLATTEN, 1, &x, "flat");
+    drk_node_set_int(b->c->g, f, "axis", axis);
+    if (drk_onnx_is_known(b->c, x)) f->outputs[0]->dtype = x->dtype, drk_onnx_set_known(b->c, f->outputs[0]);
+    v = f->outputs[0];
+    axis = 1;
+  }
+  drk_node_t *am = emit(b, DRK_OP_ARG_MAX, 1, &v, "argmax");
+  drk_node_set_int(b->c->g, am, "axis", axis);
+  drk_node_set_int(b->c->g, am, "keepdims", 1);
+  am->outputs[0]->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, am->outputs[0]);
+  drk_value_t *vs = emit(b, DRK_OP_SHAPE, 1, &v, "shape")->outputs[0];
+  vs->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, vs);
+  drk_value_t *ones = emit_like(b, DRK_OP_EXPAND, 2, (drk_value_t *[]){scalar_i64(b, "one", 1), vs}, "ones", vs);
+  drk_value_t *cs = emit_like(b, DRK_OP_CUM_SUM, 2, (drk_value_t *[]){ones, scalar_i64(b, "axis", axis)}, "count", ones);
+  drk_value_t *pos = bin(b, DRK_OP_SUB, cs, scalar_i64(b, "one2", 1), "pos");
+  drk_value_t *y = cast_like(b, bool_op(b, DRK_OP_EQUAL, pos, am->outputs[0], "is_max"), x, "onehot");
+  if (legacy) {
+    drk_value_t *xs = emit(b, DRK_OP_SHAPE, 1, &x, "x_shape")->outputs[0];
+    xs->dtype = DRK_DT_I64, drk_onnx_set_known(b->c, xs);
+    y = reshape_to_v(b, y, xs, "back");
+  }
+  return finish_as(b, y);
+}
+
 /* Celu (12): max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). */
 static bool dc_celu(nb_t *b) {
   double alpha;
@@ -1781,6 +1814,7 @@ static const decomp_entry_t decomp_table[] = {
     {"GRU", 7, dc_gru},
     {"RNN", 7, dc_plain_rnn},
     {"Celu", 12, dc_celu},
+    {"Hardmax", 1, dc_hardmax},
     {"ThresholdedRelu", 10, dc_thresholded_relu},
     {"Shrink", 9, dc_shrink},
     {"MeanVarianceNormalization", 9, dc_mvn},
