@@ -126,21 +126,25 @@ static bool file_exists(const char *p) {
 
 /* Binds every symbolic dim of the graph inputs to the size the given input tensor has, so the
  * compiled (static-shape) model matches the data. */
+/* Appends SYM=SIZE for each symbolic dim of v that tensor t (of v's rank, or any when !same_rank)
+ * sizes, once per item, to spec (NUL-terminated, *len its length). */
+static void spec_add(char *spec, size_t cap, size_t *len, const drk_value_t *v, const drk_tensor_t *t, bool same_rank) {
+  if (same_rank && t->rank != v->shape.rank) return;
+  for (int k = 0; k < v->shape.rank && k < t->rank; k++) {
+    const char *sym = v->shape.dims[k].sym;
+    if (!sym) continue;
+    char item[300];
+    int n = snprintf(item, sizeof item, "%s%s=%lld", *len ? "," : "", sym, (long long)t->dims[k]);
+    if (n >= (int)sizeof item || *len + (size_t)n >= cap || strstr(spec, item + (*len ? 1 : 0))) continue;
+    memcpy(spec + *len, item, (size_t)n + 1);
+    *len += (size_t)n;
+  }
+}
+
 bool drk_pipeline_bind_from_inputs(drk_graph_t *g, const drk_tensor_t *inputs, drk_diag_t *d) {
   char spec[4096] = "";
   size_t len = 0;
-  for (size_t i = 0; i < g->n_inputs; i++) {
-    const drk_value_t *v = g->inputs[i];
-    for (int k = 0; k < v->shape.rank && k < inputs[i].rank; k++) {
-      const char *sym = v->shape.dims[k].sym;
-      if (!sym) continue;
-      char item[256];
-      int n = snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", sym, (long long)inputs[i].dims[k]);
-      if (strstr(spec, item + (len ? 1 : 0)) || n >= (int)sizeof item || len + (size_t)n >= sizeof spec) continue;
-      memcpy(spec + len, item, (size_t)n + 1);
-      len += (size_t)n;
-    }
-  }
+  for (size_t i = 0; i < g->n_inputs; i++) spec_add(spec, sizeof spec, &len, g->inputs[i], &inputs[i], false);
   return len == 0 || drk_graph_bind_dims(g, spec, d);
 }
 
@@ -186,14 +190,7 @@ char *drk_pipeline_import_hint(const char *model, const char *dir, const char *c
     }
     drk_tensor_t t = {0};
     if (!*path || !file_exists(path) || !read_input_file(path, v->dtype, &t, &quiet)) continue;
-    for (int k = 0; k < v->shape.rank && t.rank == v->shape.rank; k++) {
-      const char *s = v->shape.dims[k].sym;
-      char item[300];
-      int n = s ? snprintf(item, sizeof item, "%s%s=%lld", len ? "," : "", s, (long long)t.dims[k]) : 0;
-      if (n <= 0 || n >= (int)sizeof item || len + (size_t)n >= sizeof spec || strstr(spec, item + (len ? 1 : 0))) continue;
-      memcpy(spec + len, item, (size_t)n + 1);
-      len += (size_t)n;
-    }
+    spec_add(spec, sizeof spec, &len, v, &t, true);
     drk_tensor_free(&t);
   }
   drk_graph_destroy(g);

@@ -480,7 +480,7 @@ static drk_graph_t *import_model(drk_onnx_ctx_t *c, const void *data, size_t siz
                        : "");
     goto fail;
   }
-  for (size_t i = 0; i < gp->n_initializer; i++) {
+  for (size_t i = 0; i < gp->n_initializer && !c->inputs_only; i++) {
     const Onnx__TensorProto *t = gp->initializer[i];
     if (!t->name || !*t->name) {
       drk_diag_error(c->d, floc, "initializer #%zu has no name", i);
@@ -506,6 +506,10 @@ static drk_graph_t *import_model(drk_onnx_ctx_t *c, const void *data, size_t siz
     }
     drk_value_t *prev = drk_onnx_map_get(&c->values, vi->name);
     if (prev && prev->kind == DRK_VALUE_CONST) continue; /* an initializer: a constant, not an input */
+    bool is_init = false; /* inputs only: the initializers' names, their data left unread */
+    for (size_t k = 0; c->inputs_only && k < gp->n_initializer && !is_init; k++)
+      is_init = gp->initializer[k]->name && !strcmp(gp->initializer[k]->name, vi->name);
+    if (is_init) continue;
     if (prev) {
       drk_diag_error(c->d, floc, "graph input '%s' is listed twice", vi->name);
       goto fail;
