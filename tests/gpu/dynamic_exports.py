@@ -12,10 +12,11 @@ bucket size, one past the bucket below, the edges) the same inputs through the d
 `drkc run --device=cpu` (the interpreter); every output's relative L2 error against the
 interpreter (f32 <= 1e-4, fp16 <= 2e-2) and against the exact module.
 
-usage: dynamic_exports.py --out DIR --drkc PATH --drkrun PATH [--models a,b,...]
+usage: dynamic_exports.py --out DIR --drkc PATH --drkrun PATH [--models a,b,...] [--jobs N]
 A line per (model, flags, point) to stdout and OUT/results.json; exit 1 when a check fails.
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -76,58 +77,65 @@ def worst_rel(a_dir, b_dir):
     return e
 
 
+def check(a, path, fl):
+    """One export at one flag set: the dynamic module, then each point against the exact module and
+    the interpreter. The subprocesses do the work, so several of these run at once (--jobs)."""
+    name = os.path.basename(path)[:-5]
+    model = onnx.load(path, load_external_data=False)
+    audio = name == "ts_wavlm"
+    dyn = ["--dynamic=batch=1..4"] if audio else ["--dynamic=batch=1..4,seq=2..16", "--buckets=seq:4,16"]
+    flags = FLAGS[fl]
+    results = []
+    w = os.path.join(a.out, name, fl)
+    os.makedirs(w, exist_ok=True)
+    dm = os.path.join(w, "dyn.drkm")
+    rc, log = run([a.drkc, path, *flags, *dyn, "-o", dm, "-q"])
+    if rc:
+        print(name, fl, "dynamic compile failed:", log.strip()[-300:], flush=True)
+        return [{"model": name, "flags": fl, "error": "dynamic compile: " + log.strip()[-300:]}]
+    for k, (b, s) in enumerate(AUDIO_POINTS if audio else POINTS):
+        tag = f"b{b}" + ("" if audio else f"s{s}")
+        ind, od, oe, oi = (os.path.join(w, f"{x}_{tag}") for x in ("in", "dyn", "exact", "interp"))
+        write_inputs(ind, model, b, s, seed=100 + k)
+        bind = f"--bind=batch={b}" + ("" if audio else f",seq={s}")
+        em = os.path.join(w, f"exact_{tag}.drkm")
+        r = {"model": name, "flags": fl, "batch": b, "seq": s}
+        steps = [([a.drkc, path, *flags, bind, "-o", em, "-q"], "exact compile"),
+                 ([a.drkrun, dm, "--input-dir", ind, "--output-dir", od, "--iters", "3"], "drkrun dynamic"),
+                 ([a.drkrun, em, "--input-dir", ind, "--output-dir", oe, "--iters", "3"], "drkrun exact"),
+                 ([a.drkc, "run", path, "--device=cpu", "--input-dir", ind, "--output-dir", oi], "interpreter")]
+        for cmd, what in steps:
+            rc, log = run(cmd)
+            if rc:
+                r["error"] = f"{what}: " + log.strip()[-300:]
+                break
+        if "error" not in r:
+            r["vs_interp"], r["vs_exact"] = worst_rel(od, oi), worst_rel(od, oe)
+            r["exact_vs_interp"] = worst_rel(oe, oi)
+            r["ok"] = r["vs_interp"] <= TOL[fl]
+        results.append(r)
+        print(name, fl, tag, "ok" if r.get("ok") else "FAIL", {k2: v for k2, v in r.items() if k2 not in ("model", "flags")},
+              flush=True)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--drkc", required=True)
     ap.add_argument("--drkrun", required=True)
     ap.add_argument("--models", default="")
+    ap.add_argument("--jobs", type=int, default=6)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     paths = sorted(glob.glob(os.path.join(EXPORTS, "*.onnx")))
     if a.models:
         paths = [p for p in paths if os.path.basename(p)[:-5] in a.models.split(",")]
-    results, fails = [], 0
-    for path in paths:
-        name = os.path.basename(path)[:-5]
-        model = onnx.load(path, load_external_data=False)
-        audio = name == "ts_wavlm"
-        dyn = ["--dynamic=batch=1..4"] if audio else ["--dynamic=batch=1..4,seq=2..16", "--buckets=seq:4,16"]
-        for fl, flags in FLAGS.items():
-            w = os.path.join(a.out, name, fl)
-            os.makedirs(w, exist_ok=True)
-            dm = os.path.join(w, "dyn.drkm")
-            rc, log = run([a.drkc, path, *flags, *dyn, "-o", dm, "-q"])
-            if rc:
-                fails += 1
-                results.append({"model": name, "flags": fl, "error": "dynamic compile: " + log.strip()[-300:]})
-                print(name, fl, "dynamic compile failed:", log.strip()[-300:], flush=True)
-                continue
-            for k, (b, s) in enumerate(AUDIO_POINTS if audio else POINTS):
-                tag = f"b{b}" + ("" if audio else f"s{s}")
-                ind, od, oe, oi = (os.path.join(w, f"{x}_{tag}") for x in ("in", "dyn", "exact", "interp"))
-                write_inputs(ind, model, b, s, seed=100 + k)
-                bind = f"--bind=batch={b}" + ("" if audio else f",seq={s}")
-                em = os.path.join(w, f"exact_{tag}.drkm")
-                r = {"model": name, "flags": fl, "batch": b, "seq": s}
-                steps = [([a.drkc, path, *flags, bind, "-o", em, "-q"], "exact compile"),
-                         ([a.drkrun, dm, "--input-dir", ind, "--output-dir", od, "--iters", "3"], "drkrun dynamic"),
-                         ([a.drkrun, em, "--input-dir", ind, "--output-dir", oe, "--iters", "3"], "drkrun exact"),
-                         ([a.drkc, "run", path, "--device=cpu", "--input-dir", ind, "--output-dir", oi], "interpreter")]
-                for cmd, what in steps:
-                    rc, log = run(cmd)
-                    if rc:
-                        r["error"] = f"{what}: " + log.strip()[-300:]
-                        break
-                if "error" not in r:
-                    r["vs_interp"], r["vs_exact"] = worst_rel(od, oi), worst_rel(od, oe)
-                    r["exact_vs_interp"] = worst_rel(oe, oi)
-                    r["ok"] = r["vs_interp"] <= TOL[fl]
-                ok = r.get("ok", False)
-                fails += not ok
-                results.append(r)
-                print(name, fl, tag, "ok" if ok else "FAIL", {k2: v for k2, v in r.items() if k2 not in ("model", "flags")},
-                      flush=True)
+    jobs = [(path, fl) for path in paths for fl in FLAGS]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        done = list(pool.map(lambda j: check(a, *j), jobs))
+    results = [r for rs in done for r in rs]
+    fails = sum(not r.get("ok", False) for r in results)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"dynamic_exports: {len(results) - fails} of {len(results)} checks pass")
