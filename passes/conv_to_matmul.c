@@ -113,7 +113,10 @@ static void rewrite(drk_graph_t *g, drk_node_t *n) {
 
 /* Non-overlapping patches: Reshape(x, [N, C, OH, KH, OW, KW]) -> Transpose(0, 2, 4, 1, 3, 5)
  * -> Reshape([N, S, K]) (the im2col, one copy of the input) -> MatMul(., W^T [K, OC], stored
- * transposed at compile time) -> Add(bias [OC]) -> Transpose(0, 2, 1) -> Reshape(y's shape).
+ * transposed at compile time) -> Add(bias [OC]) -> Reshape([N, OH, OW, OC]) (a view: the
+ * product is channels-last) -> Transpose(0, 3, 1, 2). The rank-4 NHWC -> NCHW Transpose is
+ * one the layout pass tracks, so a channels-last consumer (ConvNeXt's depthwise conv after its
+ * downsampling patch conv) reads the product directly.
  * The weight is the B operand, [K, OC] with OC the N dimension, so the sm_90a TMA + wgmma
  * kernel takes it (OC and K multiples of 8; the patch count S, 196 in ViT-B/16, is M, which
  * needs no alignment); ViT's flatten(2).transpose(1, 2) after the Conv then undoes the last
@@ -151,15 +154,13 @@ static bool rewrite_patches(drk_graph_t *g, drk_node_t *n) {
                                           drk_graph_shape_static(g, 1, (int64_t[]){OC}), b->data, b->nbytes);
     mm = add1(g, DRK_OP_ADD, mm, b1, drk_graph_unique_namef(g, "%s_bias", base), y, 3, (int64_t[]){N, S, OC}, n->loc);
   }
-  const char *tn = drk_graph_unique_namef(g, "%s_nchw", base);
-  drk_node_t *tb = drk_graph_add_node(g, DRK_OP_TRANSPOSE, 1, (drk_value_t *[]){mm}, 1, &tn, n->loc);
-  tb->outputs[0]->dtype = y->dtype;
-  tb->outputs[0]->shape = drk_graph_shape_static(g, 3, (int64_t[]){N, OC, S});
-  drk_node_set_ints(g, tb, "perm", 3, (int64_t[]){0, 2, 1});
-  drk_value_t *ys = shape_const(g, drk_graph_unique_namef(g, "%s_yshape", base), 4, (int64_t[]){N, OC, OH, OW});
+  int64_t dl[4] = {N, OH, OW, OC};
+  drk_value_t *yl = add1(g, DRK_OP_RESHAPE, mm, shape_const(g, drk_graph_unique_namef(g, "%s_nhwc_shape", base), 4, dl),
+                         drk_graph_unique_namef(g, "%s_nhwc", base), y, 4, dl, n->loc);
   const char *tmp = drk_graph_unique_namef(g, "%s_y", base);
-  drk_node_t *rs = drk_graph_add_node(g, DRK_OP_RESHAPE, 2, (drk_value_t *[]){tb->outputs[0], ys}, 1, &tmp, n->loc);
-  drk_node_take_result(n, rs);
+  drk_node_t *tb = drk_graph_add_node(g, DRK_OP_TRANSPOSE, 1, (drk_value_t *[]){yl}, 1, &tmp, n->loc);
+  drk_node_set_ints(g, tb, "perm", 4, (int64_t[]){0, 3, 1, 2});
+  drk_node_take_result(n, tb);
   return true;
 }
 

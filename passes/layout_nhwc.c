@@ -24,6 +24,8 @@
  *    one-element operand stays, any other value gets its own Transpose (or Reshape);
  *  - Reshape/Flatten whose dim groups (runs of dims with equal products, size-1 dims aside)
  *    stay contiguous and in order under P: a Reshape of s, then the groups' permutation;
+ *  - GroupNorm of one group as exported, Reshape([N, 1, L]) -> InstanceNormalization ->
+ *    Reshape(back): the three nodes on s (a whole-sample normalization ignores the order);
  *  - Concat (the channel concatenations of U-Nets and DenseNets): the inputs as for
  *    elementwise ops, the axis moved to P[axis];
  *  - MatMul(A, B) with B sunk under a swap of its last two dims and A a constant matrix:
@@ -41,10 +43,12 @@
  * float input and a constant weight of whole bytes per element. nhwc: all of them; auto:
  * those computing in a 16-bit float or f8 (f16, bf16, f8e4m3, f8e5m2) when every target is
  * NVIDIA, except that a depthwise or small-group conv (group > 1, at most 8 input channels
- * per group) joins a channels-last region but never starts one: it runs on the direct kernel
- * (lower/lower_dwconv.c) in either layout, so where its input is NCHW a Transpose of that
- * input (often the widest tensor of an inverted-residual block) would cost more than NHWC
- * saves; dense convs start regions (the tensor-core implicit GEMM wants channels contiguous).
+ * per group) joins a channels-last region but does not start one by itself: it runs on the
+ * direct kernel (lower/lower_dwconv.c) in either layout, so where its input is NCHW a
+ * Transpose of that input (often the widest tensor of an inverted-residual block) would cost
+ * more than NHWC saves; it does start one where its input is the model's own NHWC -> NCHW
+ * Transpose (ConvNeXt: channels-last LayerNorms and MLPs between the convs), which then costs
+ * nothing; dense convs start regions (the tensor-core implicit GEMM wants channels contiguous).
  * nchw: none (the graph is left alone). With o->explain, each Conv's decision and each
  * layout change placed (the consumer that needs it) get a `// layout:` line: the reason per
  * region that --dump-after=layout prints before the graph.
@@ -90,6 +94,8 @@ typedef struct lctx {
   sunk_t *sk;            /* per original value id */
   drk_value_t **nhwc_in; /* per original value id: its channels-last form for the convs */
   drk_value_t **padded_in; /* per original value id: its channels-last form, channel-padded */
+  uint32_t *uses;        /* per original value id: its readers (nodes, graph outputs) */
+  drk_node_t **user;     /* per original value id: a node that reads it */
   relaid_t *rl;          /* constants permuted so far (weights, biases) */
   size_t n_rl, cap_rl;
   drk_layout_stats_t st;
@@ -711,6 +717,77 @@ static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
   return true;
 }
 
+/* Whether n starts a channels-last region: a conv the pass chooses by itself, or a
+ * depthwise/small-group conv whose input is one of the model's own NHWC -> NCHW Transposes
+ * (ConvNeXt's block conv reads the channels-last LayerNorm's output through one): once that
+ * Transpose is tracked the conv takes the NHWC value directly, so channels-last costs nothing
+ * there, and the residual stream after it stays channels-last too. L->sk is allocated and
+ * empty (the probe entry is cleared again). */
+static bool region_starts(lctx_t *L, const drk_node_t *n) {
+  if (conv_chosen(L, n)) return true;
+  drk_value_t *x = n->op == DRK_OP_CONV && n->n_inputs >= 2 ? n->inputs[0] : NULL;
+  const drk_node_t *t = x && x->id < L->n0 ? x->def : NULL;
+  if (!t || t->op != DRK_OP_TRANSPOSE || t->n_inputs != 1 || !t->inputs[0] || !conv_small_groups(n)) return false;
+  size_t cnt = 0;
+  const int64_t *pa = drk_node_attr_ints(t, "perm", &cnt);
+  int tf[4];
+  perm_to_first(4, tf);
+  if (!pa || cnt != 4 || x->shape.rank != 4) return false;
+  for (int i = 0; i < 4; i++)
+    if (pa[i] != tf[i]) return false;
+  set_sunk(L, x, t->inputs[0], tf);
+  bool chosen = conv_chosen(L, n);
+  L->sk[x->id].src = NULL;
+  return chosen;
+}
+
+/* The node that alone reads v (none when v has other readers or is a graph output). */
+static drk_node_t *sole_user(lctx_t *L, const drk_value_t *v) {
+  return v->id < L->n0 && L->uses[v->id] == 1 ? L->user[v->id] : NULL;
+}
+
+/* GroupNorm with one group as the exporters write it: Reshape(v, [N, 1, L]) ->
+ * InstanceNormalization (one channel: scalar scale and bias) -> Reshape(back to v's shape),
+ * L the product of v's dims but the batch (PoolFormer's token mixer and MLP norms). Each
+ * sample is normalized as a whole, so the order of its elements does not matter: with
+ * v = Transpose(s, P) and P keeping the batch dim first, the same three nodes on s give
+ * Transpose(their result, P) bit for bit (the interpreter's sums run in f64; the kernels'
+ * order of summation was never the model's anyway). n is the first Reshape; the other two
+ * nodes are marked dead here. Their scale and bias must come before n in the node order. */
+static bool rule_norm_whole_sample(lctx_t *L, drk_node_t *n) {
+  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+  sunk_t *s = sunk_of(L, x);
+  if (!s || s->p[0] != 0 || !ranked_static(x) || !ranked_static(y) || y->shape.rank != 3 || n->n_inputs != 2 ||
+      sunk_of(L, n->inputs[1]))
+    return false;
+  int64_t N = x->shape.dims[0].size;
+  if (y->shape.dims[0].size != N || y->shape.dims[1].size != 1) return false;
+  drk_node_t *m = sole_user(L, y);
+  if (!m || m->op != DRK_OP_INSTANCE_NORMALIZATION || m->dead || m->inputs[0] != y || m->n_outputs != 1) return false;
+  for (int i = 1; i < m->n_inputs; i++)
+    if (!m->inputs[i] || m->inputs[i]->kind == DRK_VALUE_NODE) return false;
+  drk_value_t *z = m->outputs[0];
+  drk_node_t *r = sole_user(L, z);
+  if (!r || r->op != DRK_OP_RESHAPE || r->dead || r->inputs[0] != z || r->n_inputs != 2 || r->inputs[1]->kind == DRK_VALUE_NODE ||
+      !r->outputs[0] || !drk_shape_equal(&r->outputs[0]->shape, &x->shape))
+    return false;
+  drk_value_t *src = s->src, *v = r->outputs[0];
+  int rs = src->shape.rank;
+  int64_t sd[LR];
+  for (int k = 0; k < rs; k++) sd[k] = src->shape.dims[k].size;
+  drk_value_t *sh1 = i64_const(L, y->name, "nhwc_shape", 3, (int64_t[]){N, 1, y->shape.dims[2].size});
+  drk_value_t *y2 = node1(L, DRK_OP_RESHAPE, 2, (drk_value_t *[]){src, sh1}, fresh(L, y->name, "nhwc"), y->dtype,
+                          y->shape, n->loc);
+  drk_value_t *in[3] = {y2, m->inputs[1], m->n_inputs > 2 ? m->inputs[2] : NULL};
+  drk_node_t *m2 = clone_node(L, m, m->op, m->n_inputs, in, z->dtype, z->shape, "nhwc");
+  drk_value_t *sh2 = i64_const(L, v->name, "nhwc_shape", rs, sd);
+  drk_value_t *o = node1(L, DRK_OP_RESHAPE, 2, (drk_value_t *[]){m2->outputs[0], sh2}, fresh(L, v->name, "nhwc"),
+                         v->dtype, drk_graph_shape_static(L->g, rs, sd), r->loc);
+  m->dead = r->dead = true;
+  set_sunk(L, v, o, s->p);
+  return true;
+}
+
 /* n with its sunk inputs taken in the permuted order; false: n needs them materialized */
 static bool sink_through(lctx_t *L, drk_node_t *n) {
   if (conv_chosen(L, n)) return rule_conv(L, n);
@@ -721,7 +798,8 @@ static bool sink_through(lctx_t *L, drk_node_t *n) {
     return false;
   switch (n->op) {
     case DRK_OP_TRANSPOSE: return rule_transpose(L, n);
-    case DRK_OP_RESHAPE: case DRK_OP_FLATTEN: return rule_reshape(L, n);
+    case DRK_OP_RESHAPE: return rule_reshape(L, n) || rule_norm_whole_sample(L, n);
+    case DRK_OP_FLATTEN: return rule_reshape(L, n);
     case DRK_OP_MATMUL: return rule_matmul(L, n);
     case DRK_OP_CONCAT: return rule_concat(L, n);
     case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
@@ -758,20 +836,32 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   if (out_stats) memset(out_stats, 0, sizeof *out_stats);
   if (o->layout == DRK_LAYOUT_NCHW || !g->n_nodes) return true;
   lctx_t L = {.g = g, .o = o, .n0 = g->next_value_id};
+  L.sk = calloc(L.n0 + 1, sizeof *L.sk);
+  DRK_ASSERT(L.sk);
   bool any = false;
-  for (size_t i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i]->dead && conv_chosen(&L, g->nodes[i]);
+  for (size_t i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i]->dead && region_starts(&L, g->nodes[i]);
   if (!any) { /* no region starts: every conv stays, say why */
     for (size_t i = 0; i < g->n_nodes; i++)
       if (!g->nodes[i]->dead && g->nodes[i]->op == DRK_OP_CONV) explain_conv(&L, g->nodes[i]);
+    free(L.sk);
     return true;
   }
-  L.sk = calloc(L.n0 + 1, sizeof *L.sk);
   L.nhwc_in = calloc(L.n0 + 1, sizeof *L.nhwc_in);
   L.padded_in = calloc(L.n0 + 1, sizeof *L.padded_in);
   size_t n_orig = g->n_nodes;
   drk_node_t **orig = malloc(sizeof *orig * n_orig);
   DRK_ASSERT(L.sk && L.nhwc_in && L.padded_in && orig);
   memcpy(orig, g->nodes, sizeof *orig * n_orig);
+  L.uses = calloc(L.n0 + 1, sizeof *L.uses);
+  L.user = calloc(L.n0 + 1, sizeof *L.user);
+  DRK_ASSERT(L.uses && L.user);
+  for (size_t i = 0; i < n_orig; i++)
+    for (int k = 0; !orig[i]->dead && k < orig[i]->n_inputs; k++) {
+      const drk_value_t *v = orig[i]->inputs[k];
+      if (v && v->id < L.n0) L.uses[v->id]++, L.user[v->id] = orig[i];
+    }
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i]->id < L.n0) L.uses[g->outputs[i]->id]++;
 
   /* nodes are pushed again in order; new ones where the node they replace or feed was */
   g->n_nodes = 0;
@@ -796,6 +886,8 @@ bool drk_pass_layout_nhwc(drk_graph_t *g, const drk_layout_options_t *o, drk_lay
   free(L.sk);
   free(L.nhwc_in);
   free(L.padded_in);
+  free(L.uses);
+  free(L.user);
   free(L.rl);
   return true;
 }

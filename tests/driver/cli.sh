@@ -133,6 +133,76 @@ expect layout-dw-region 0 '// layout: Conv %y: NHWC: depthwise/small-group conv 
 expect layout-dw-region-back 0 '// layout: %z back to the model.s layout for the graph output' -- "$W/dw2.drkg" --emit=graph --dump-after=layout
 expect layout-dw-region-graph 0 'ConvNHWC\(%u.nhwc' -- "$W/dw2.drkg" --emit=graph
 expect layout-dw-run-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/dw2.drkg" --check
+# a ConvNeXt block (channels-last LayerNorm and MLP, the model's own permutes around the NCHW
+# depthwise conv, a downsampling patch conv that conv-to-matmul makes a MatMul): the depthwise
+# convs start the region from the model's NHWC -> NCHW Transposes, the residual stream stays
+# channels-last, one layout change is left (the graph output)
+"$PY" - "$W/cnx.drkg" <<'P'
+import sys
+w = lambda n, s=8: ", ".join("%.3f" % (((i * 7) % 11 - 5) / s) for i in range(n))
+open(sys.argv[1], "w").write(
+    "graph @cnx(%%x: f16[1, 6, 6, 8]) -> (%%z) {\n"
+    "  %%w: f16[8, 1, 3, 3] = const [%s]\n"
+    "  %%g: f16[8] = const [%s]\n"
+    "  %%b: f16[8] = const [%s]\n"
+    "  %%m: f16[8, 16] = const [%s]\n"
+    "  %%m2: f16[16, 8] = const [%s]\n"
+    "  %%ls: f16[8, 1, 1] = const [%s]\n"
+    "  %%pw: f16[16, 8, 2, 2] = const [%s]\n"
+    "  %%v: f16[16, 1, 3, 3] = const [%s]\n"
+    "  %%t: f16[1, 8, 6, 6] = Transpose(%%x) {perm = [0, 3, 1, 2]}\n"
+    "  %%c: f16[1, 8, 6, 6] = Conv(%%t, %%w) {pads = [1, 1, 1, 1], group = 8}\n"
+    "  %%p: f16[1, 6, 6, 8] = Transpose(%%c) {perm = [0, 2, 3, 1]}\n"
+    "  %%l: f16[1, 6, 6, 8] = LayerNormalization(%%p, %%g, %%b) {axis = -1}\n"
+    "  %%h: f16[1, 6, 6, 16] = MatMul(%%l, %%m)\n"
+    "  %%e: f16[1, 6, 6, 16] = Gelu(%%h)\n"
+    "  %%o: f16[1, 6, 6, 8] = MatMul(%%e, %%m2)\n"
+    "  %%q: f16[1, 8, 6, 6] = Transpose(%%o) {perm = [0, 3, 1, 2]}\n"
+    "  %%s: f16[1, 8, 6, 6] = Mul(%%ls, %%q)\n"
+    "  %%r: f16[1, 8, 6, 6] = Add(%%s, %%t)\n"
+    "  %%d: f16[1, 16, 3, 3] = Conv(%%r, %%pw) {strides = [2, 2]}\n"
+    "  %%z: f16[1, 16, 3, 3] = Conv(%%d, %%v) {pads = [1, 1, 1, 1], group = 16}\n"
+    "  return %%z\n}\n" % (w(72), w(8, 4), w(8, 16), w(128, 4), w(128, 4), w(8, 2), w(512, 16), w(144)))
+P
+expect layout-dw-model-nhwc 0 '// layout: Conv %c: NHWC: depthwise/small-group conv on a channels-last input' -- "$W/cnx.drkg" --emit=graph --dump-after=layout
+expect layout-dw-model-nhwc-patch 0 '// layout: Conv %z: NHWC: depthwise' -- "$W/cnx.drkg" --emit=graph --dump-after=layout
+"$DRKC" "$W/cnx.drkg" --emit=graph >"$W/cnx.txt" 2>&1
+n=$(grep -c '= Transpose(' "$W/cnx.txt"); c=$(grep -c '= ConvNHWC(' "$W/cnx.txt")
+if [ "$n" = 2 ] && [ "$c" = 2 ]; then echo "PASS layout-dw-model-nhwc-count"
+else echo "FAIL layout-dw-model-nhwc-count: $n Transposes (want 2: the patches and the output), $c ConvNHWC (want 2)"; sed 's/^/  | /' "$W/cnx.txt" | grep -v const; fails=$((fails + 1)); fi
+expect layout-dw-model-nhwc-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/cnx.drkg" --check
+# PoolFormer's GroupNorm(1) as the exporters write it (Reshape to [N, 1, C*H*W],
+# InstanceNormalization, Reshape back) inside a channels-last region: computed on the
+# channels-last tensor, no layout change back for the Reshape
+"$PY" - "$W/gn1.drkg" <<'P'
+import sys
+w = lambda n, s=8: ", ".join("%.3f" % (((i * 7) % 11 - 5) / s) for i in range(n))
+open(sys.argv[1], "w").write(
+    "graph @gn1(%%x: f16[2, 8, 6, 6]) -> (%%z) {\n"
+    "  %%w: f16[8, 8, 3, 3] = const [%s]\n"
+    "  %%s1: i64[3] = const [2, 1, 288]\n"
+    "  %%s2: i64[4] = const [2, 8, 6, 6]\n"
+    "  %%one: f16[1] = const [1.25]\n"
+    "  %%zero: f16[1] = const [-0.5]\n"
+    "  %%g: f16[8, 1, 1] = const [%s]\n"
+    "  %%b: f16[8, 1, 1] = const [%s]\n"
+    "  %%c: f16[2, 8, 6, 6] = Conv(%%x, %%w) {pads = [1, 1, 1, 1]}\n"
+    "  %%r: f16[2, 1, 288] = Reshape(%%c, %%s1)\n"
+    "  %%n: f16[2, 1, 288] = InstanceNormalization(%%r, %%one, %%zero) {epsilon = 1e-05}\n"
+    "  %%u: f16[2, 8, 6, 6] = Reshape(%%n, %%s2)\n"
+    "  %%m: f16[2, 8, 6, 6] = Mul(%%u, %%g)\n"
+    "  %%a: f16[2, 8, 6, 6] = Add(%%m, %%b)\n"
+    "  %%p: f16[2, 8, 6, 6] = AveragePool(%%a) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], count_include_pad = 0}\n"
+    "  %%d: f16[2, 8, 6, 6] = Sub(%%p, %%a)\n"
+    "  %%z: f16[2, 8, 6, 6] = Add(%%d, %%c)\n"
+    "  return %%z\n}\n" % (w(576, 16), w(8, 4), w(8, 16)))
+P
+expect layout-gn1-nhwc 0 'InstanceNormalization\(%r\.nhwc' -- "$W/gn1.drkg" --emit=graph --dump-after=layout
+"$DRKC" "$W/gn1.drkg" --emit=graph --dump-after=layout -o "$W/gn1.txt" 2>"$W/gn1.why"
+if grep -q 'back to the model.s layout for Reshape' "$W/gn1.why" || [ "$(grep -c '= Transpose(' "$W/gn1.txt")" != 2 ]; then
+  echo "FAIL layout-gn1-transposes: want only the input's and the output's layout changes"; grep -v const "$W/gn1.txt" | sed 's/^/  | /'; fails=$((fails + 1))
+else echo "PASS layout-gn1-transposes"; fi
+expect layout-gn1-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/gn1.drkg" --check
 expect parse-error 1 "bad.drkg:2:[0-9]+: error: .*q" -- "$W/bad.drkg" --emit=graph
 expect truncated-text 1 "trunc.drkg:[0-9]+:[0-9]+: error:" -- "$W/trunc.drkg" --emit=graph
 expect garbage-onnx 1 "garbage.onnx.*error" -- "$W/garbage.onnx" --emit=graph
