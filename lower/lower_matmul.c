@@ -596,42 +596,54 @@ static void ws_store(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, int h, in
  * rows each), then their stores. handoff (or NULL): arrived on once the last wgmma is
  * issued. persistent: the tile's last stage is released after the final wait (the ring
  * goes on), one arrival per stage. */
-static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0, int w, int h0, int nh, tv_t *handoff,
-                       bool persistent) {
+/* One k step of a consumer: wait for ring stage g % ST, its wgmma on the accumulators acc
+ * (rows [64 h0, +64 nh) of the tile), commit, wait until WS_PENDING groups remain; the
+ * stage of the step before is released (this step's wgmma may still read its own), except
+ * after the first step. out: the accumulators, possibly still in flight. */
+static void ws_step(drk_lctx_t *c, const ws_t *W, tv_t *g, int h0, int nh, tv_t *const *acc, bool first, tv_t **out) {
   drk_dtype_t I = DRK_DT_I32;
-  const drk_tile_layout_t *acc_l = drk_tile_layout_mma(c->m, DRK_TL_WGMMA, 4, 1, 64, (int)W->BN);
-  drk_tile_type_t at = drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){64, W->BN}, acc_l);
-  tv_t *zero[2];
-  for (int h = 0; h < nh; h++) zero[h] = drk_tile_build_const_float(&c->b, 0.0, at);
-  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 0), T->nk, lw_sci(c, I, 1), nh, zero);
-  tv_t *k = f->regions[0]->args[0], *g = g0 ? BIN(ADD, g0, k) : k;
   tv_t *st = ws_stage(c, W, g);
   ws_wait(c, ws_index(c, W->full, st), ws_parity(c, W, g));
   drk_tile_build(&c->b, DRK_TOP_WGMMA_FENCE, 0, NULL, 0, NULL);
   tv_t *d[2], *b = ws_index(c, W->sb_w, st), *sas = ws_index(c, W->sa_w, st);
-  drk_tile_type_t ts[2] = {at, at};
+  drk_tile_type_t ts[2] = {acc[0]->type, acc[0]->type};
   for (int h = 0; h < nh; h++) {
     tv_t *a = ws_index(c, sas, lw_sci(c, I, h0 + h));
-    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, f->regions[0]->args[1 + h]}, 1, &at);
+    drk_tile_op_t *dot = drk_tile_build(&c->b, DRK_TOP_DOT, 3, (tv_t *[]){a, b, acc[h]}, 1, &ts[0]);
     drk_tile_op_set_ident(c->m, dot, "kind", "wgmma");
     d[h] = dot->results[0];
   }
   drk_tile_build(&c->b, DRK_TOP_WGMMA_COMMIT, 0, NULL, 0, NULL);
   drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, d, nh, ts);
   drk_tile_op_set_int(c->m, wt, "pending", WS_PENDING);
-  if (WS_PENDING == 0) {
-    ws_release(c, W, st);
-  } else {
-    /* this step's wgmma may still run: release the stage of the step before */
-    drk_tile_build_if_begin(&c->b, lw_cmp(c, "gt", k, lw_sci(c, I, 0)), 0, NULL);
-    ws_release(c, W, BIN(REM, BIN(ADD, g, lw_sci(c, I, W->ST - 1)), lw_sci(c, I, W->ST)));
-    drk_tile_build_if_end(&c->b, 0, NULL);
-  }
-  f = drk_tile_build_for_end(&c->b, nh, wt->results);
+  if (WS_PENDING == 0) ws_release(c, W, st);
+  else if (!first) ws_release(c, W, BIN(REM, BIN(ADD, g, lw_sci(c, I, W->ST - 1)), lw_sci(c, I, W->ST)));
+  for (int h = 0; h < nh; h++) out[h] = wt->results[h];
+}
+
+/* The first k step is peeled off the loop: its dot starts from constant zero accumulators,
+ * which the NVPTX backend issues as scale-d 0 with no accumulator input (nothing but wgmma
+ * defines them), and the loop over the others has no branch. With the zeros going into the
+ * loop instead, k loops of 1-4 steps that LLVM unrolled made ptxas serialize the wgmma
+ * (C7520: ConvNeXt's K = 96 MLP matmul, 55 TFLOP/s on the H200); the loop is also kept a
+ * loop ({unroll = 0}). */
+static void ws_consume(drk_lctx_t *c, const ws_t *W, const ws_tile_t *T, tv_t *g0, int w, int h0, int nh, tv_t *handoff,
+                       bool persistent) {
+  drk_dtype_t I = DRK_DT_I32;
+  const drk_tile_layout_t *acc_l = drk_tile_layout_mma(c->m, DRK_TL_WGMMA, 4, 1, 64, (int)W->BN);
+  drk_tile_type_t at = drk_tile_type_tile(DRK_DT_F32, 2, (int64_t[]){64, W->BN}, acc_l), ts[2] = {at, at};
+  tv_t *zero[2], *first[2];
+  for (int h = 0; h < nh; h++) zero[h] = drk_tile_build_const_float(&c->b, 0.0, at);
+  ws_step(c, W, g0 ? g0 : lw_sci(c, I, 0), h0, nh, zero, true, first);
+  drk_tile_op_t *f = drk_tile_build_for_begin(&c->b, lw_sci(c, I, 1), T->nk, lw_sci(c, I, 1), nh, first);
+  drk_tile_op_set_int(c->m, f, "unroll", 0);
+  tv_t *k = f->regions[0]->args[0], *out[2];
+  ws_step(c, W, g0 ? BIN(ADD, g0, k) : k, h0, nh, &f->regions[0]->args[1], false, out);
+  f = drk_tile_build_for_end(&c->b, nh, out);
   if (handoff) ws_op1(c, DRK_TOP_MBARRIER_ARRIVE, handoff, NULL, 0);
   tv_t *res[2] = {f->results[0], nh > 1 ? f->results[1] : NULL};
   if (WS_PENDING) {
-    wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, res, nh, ts);
+    drk_tile_op_t *wt = drk_tile_build(&c->b, DRK_TOP_WGMMA_WAIT, nh, res, nh, ts);
     drk_tile_op_set_int(c->m, wt, "pending", 0);
     for (int h = 0; h < nh; h++) res[h] = wt->results[h];
   }

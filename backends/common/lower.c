@@ -5,6 +5,8 @@
  * arithmetic, shared-memory symbols) comes through the gpu_target_t hooks. */
 #include "backends/common/lower.h"
 
+#include <llvm-c/DebugInfo.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -786,6 +788,21 @@ bool gpu_lower_memdesc_index(gpu_lc_t *lc, const drk_tile_op_t *op) {
 }
 
 /* ---- control flow ---- */
+/* `for {unroll = 0}`: the loop's back edge gets llvm.loop !{self, !{"llvm.loop.unroll.disable"}},
+ * so LLVM keeps the loop even when its trip count is a small constant (the sm_90a matmul's
+ * consumer: fully unrolled over 2-4 k tiles, ptxas serializes its wgmma, C7520). */
+static void loop_no_unroll(gpu_lc_t *lc, LLVMValueRef back) {
+  LLVMContextRef ctx = LLVMGetModuleContext(LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInstructionParent(back))));
+  static const char dis[] = "llvm.loop.unroll.disable", nf[] = "llvm.loop.disable_nonforced";
+  LLVMMetadataRef s[2] = {LLVMMDStringInContext2(ctx, dis, sizeof dis - 1), LLVMMDStringInContext2(ctx, nf, sizeof nf - 1)};
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(ctx, NULL, 0);
+  LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(ctx, &s[0], 1), LLVMMDNodeInContext2(ctx, &s[1], 1)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(ctx, ops, 3);
+  LLVMMetadataReplaceAllUsesWith(tmp, id);
+  LLVMSetMetadata(back, LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9), LLVMMetadataAsValue(ctx, id));
+  (void)lc;
+}
+
 bool gpu_lower_for(gpu_lc_t *lc, const drk_tile_op_t *op) {
   const drk_tile_region_t *body = op->regions[0];
   int nc = op->n_operands - 3;
@@ -824,7 +841,8 @@ bool gpu_lower_for(gpu_lc_t *lc, const drk_tile_op_t *op) {
     for (int r = 0; r < yv->n; r++) LLVMAddIncoming(phis[i]->r[r], &yv->r[r], &latch, 1);
   }
   LLVMAddIncoming(iv, &next, &latch, 1);
-  LLVMBuildBr(lc->b, hdr);
+  LLVMValueRef back = LLVMBuildBr(lc->b, hdr);
+  if (drk_tile_op_attr_int(op, "unroll", 1) == 0) loop_no_unroll(lc, back);
   LLVMPositionBuilderAtEnd(lc->b, ex);
   for (int i = 0; i < op->n_results; i++) gpu_set(lc, op->results[i], phis[i]);
   return true;

@@ -169,6 +169,9 @@ bool nv_lower_hopper(nv_lc_t *lc, const drk_tile_op_t *op) {
     return true;
   }
   case DRK_TOP_SETMAXNREG: {
+    /* .minnctapersm 1: without it ptxas cannot tell the register count at entry and ignores
+     * every setmaxnreg (C7508), so the consumers never get their 232 registers */
+    drk_nvptx_kernel_set_minctasm(cg, lc->g.fn, 1);
     bool inc = strcmp(drk_tile_op_attr_ident(op, "action", "inc"), "inc") == 0;
     LLVMValueRef n = gpu_i32(&lc->g, drk_tile_op_attr_int(op, "regs", 0));
     drk_nvptx_call_intrinsic(cg, inc ? "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32" : "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
@@ -272,11 +275,19 @@ bool nv_lower_wgmma(nv_lc_t *lc, const drk_tile_op_t *op) {
     map[i] = (int)(((i >> 1) & 1) * (N / 4) + 2 * (i >> 2) + (i & 1));
     acc[i] = c->r[map[i]];
   }
+  /* Accumulators that are constant zeros (the consumer's peeled first k step): the first
+   * wgmma ignores them (scale-d 0) and gets none, so only wgmma defines the registers (zero
+   * moves before it, merged by LLVM with other zero registers, made ptxas serialize, C7520) */
+  bool zero = true;
+  for (int i = 0; i < nacc && zero; i++) zero = LLVMIsConstant(acc[i]) && LLVMIsNull(acc[i]);
+  if (zero)
+    for (int i = 0; i < nacc; i++) acc[i] = LLVMGetUndef(lc->g.f32);
   int es = drk_dtype_bits(ti) / 8;
   drk_nvptx_mma_in_t in = ti == DRK_DT_BF16 ? DRK_NVPTX_MMA_BF16 : DRK_NVPTX_MMA_F16;
   for (int64_t k0 = 0; k0 < K; k0 += 16) {
     LLVMValueRef da = wg_desc(lc, &oa, k0, es), db = wg_desc(lc, &ob, k0, es);
-    drk_nvptx_wgmma_mma_async(lc->cg, in, (unsigned)N, da, db, gpu_i32(&lc->g, 1), oa.mn_major, ob.mn_major, acc);
+    drk_nvptx_wgmma_mma_async(lc->cg, in, (unsigned)N, da, db, gpu_i32(&lc->g, !(zero && k0 == 0)), oa.mn_major,
+                              ob.mn_major, acc);
   }
   gpu_val_t *x = gpu_val_new(&lc->g, D.nregs);
   for (int i = 0; i < nacc; i++) x->r[map[i]] = acc[i];
