@@ -703,6 +703,10 @@ static bool mm_hopper(drk_lctx_t *c, mm_t *s, drk_schedule_t S, ws_batch_t ba, w
   W.SP = S.split_k > 1 && batch * S.split_k <= 65535 && !S.persistent ? S.split_k : 1;
   S.split_k = (int)W.SP;
   W.NK = (s->K + W.BK - 1) / W.BK, W.KPS = (W.NK + W.SP - 1) / W.SP;
+  /* every split gets a k tile (a pinned split_k past the tiles: fewer splits); the consumer
+   * issues its first k step unconditionally */
+  W.SP = (W.NK + W.KPS - 1) / W.KPS;
+  S.split_k = (int)W.SP;
   W.TM = (M + W.BM - 1) / W.BM, W.TN = (s->N + W.G - 1) / W.G;
   if (s->conv) {
     W.conv = true;
