@@ -662,11 +662,13 @@ static void ws_fold(ws_batch_t ba, ws_batch_t bb, int64_t *M, int64_t *batch) {
 /* The schedule of a paired kernel: that of the problem [M, 2N] with no epilogue (the
  * epilogue runs on [64 x BN/2] halves after the staging, so BN = 256 does not spill). */
 static drk_schedule_t ws_pair_sched(drk_lctx_t *c, const mm_t *s, int64_t M, int64_t batch) {
-  drk_schedule_t S = drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &c->o, false);
+  /* the one-tile form unless pinned (the short-K cooperative default was measured unpaired) */
+  drk_lower_options_t o = c->o;
   int pin;
+  if (!drk_knob_pinned(&o.knobs, DRK_KNOB_MM_PERSISTENT, &pin)) drk_knob_set(&o.knobs, DRK_KNOB_MM_PERSISTENT, 0);
+  drk_schedule_t S = drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &o, false);
   if (S.tile_n >= 128 || drk_knob_pinned(&c->o.knobs, DRK_KNOB_MM_TILE_N, &pin)) return S;
   /* halves of at least one 64-column chunk: BN 128 where the heuristic (small problems) took 64 */
-  drk_lower_options_t o = c->o;
   drk_knob_set(&o.knobs, DRK_KNOB_MM_TILE_N, 128);
   return drk_sched_mm_ws(M, 2 * s->N, s->K, batch, s->t, &o, false);
 }

@@ -432,8 +432,14 @@ drk_schedule_t drk_sched_mm_ws(int64_t M, int64_t N, int64_t K, int64_t batch, d
    * staged epilogue of the one-tile form beat it on every shape of the sweep (H200,
    * tests/bench/results/2026-11-30-h200-mm-staged.md: 2048x5632x2048 85.8 us vs 90.6
    * ping-pong); cooperative (mm.persistent=2) never won there */
-  int form = drk_knob_or(kn, DRK_KNOB_MM_PERSISTENT, 0), tile_n = drk_knob_or(kn, DRK_KNOB_MM_TILE_N, 0),
-      split = drk_knob_or(kn, DRK_KNOB_MM_SPLIT_K, 0);
+  /* ... except short reductions (at most 3 k tiles) on big grids (4 waves of 128 x 128 tiles),
+   * which take the cooperative form: a tile's mainloop is too short to hide the one-tile
+   * form's epilogue, and the persistent program loads the next tile while it stores (H200,
+   * call 61: 200704x256x64 + ReLU 83.6 -> 47.1 us, cuBLAS's matmul alone 54.3; ConvNeXt's MLP
+   * 100352x384x96 + GELU 126 -> 113, 25088x768x192 67 -> 60) */
+  int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128) * nb;
+  int form = drk_knob_or(kn, DRK_KNOB_MM_PERSISTENT, nk <= 3 && tiles128 >= 4 * (int64_t)lw_target_sms(o) ? 2 : 0),
+      tile_n = drk_knob_or(kn, DRK_KNOB_MM_TILE_N, 0), split = drk_knob_or(kn, DRK_KNOB_MM_SPLIT_K, 0);
   bool coop = form == 2, pers = form == 1;
   for (int i = 0; i < 3; i++) {
     if (pers && bns[i] > 128) continue; /* ping-pong: 2 x 64 x BN accumulators per thread */
