@@ -30,7 +30,8 @@
  *    elementwise ops, the axis moved to P[axis];
  *  - MatMul(A, B) with B sunk under a swap of its last two dims and A a constant matrix:
  *    A.B = (B'.A^T)^T, A^T computed here (the pointwise convs of conv-to-matmul);
- *  - ReduceSum/Mean/Max/Min with constant axes (input or attribute): the axes permuted;
+ *  - ReduceSum/Mean/Max/Min/L2/SumSquare/Prod/LogSumExp with constant axes (input or
+ *    attribute): the axes permuted (ConvNeXt V2's GRN: ReduceL2 over H, W);
  *    GlobalAveragePool/GlobalMaxPool: ReduceMean/ReduceMax over the spatial dims of s;
  *  - MaxPool (without Indices) and AveragePool of a channels-last s: MaxPoolNHWC /
  *    AveragePoolNHWC;
@@ -803,6 +804,7 @@ static bool sink_through(lctx_t *L, drk_node_t *n) {
     case DRK_OP_MATMUL: return rule_matmul(L, n);
     case DRK_OP_CONCAT: return rule_concat(L, n);
     case DRK_OP_REDUCE_SUM: case DRK_OP_REDUCE_MEAN: case DRK_OP_REDUCE_MAX: case DRK_OP_REDUCE_MIN:
+    case DRK_OP_REDUCE_L2: case DRK_OP_REDUCE_SUM_SQUARE: case DRK_OP_REDUCE_PROD: case DRK_OP_REDUCE_LOG_SUM_EXP:
     case DRK_OP_GLOBAL_AVERAGE_POOL: case DRK_OP_GLOBAL_MAX_POOL:
       return rule_reduce(L, n);
     case DRK_OP_MAX_POOL: case DRK_OP_AVERAGE_POOL: return rule_pool(L, n);

@@ -172,8 +172,8 @@ if [ "$n" = 2 ] && [ "$c" = 2 ]; then echo "PASS layout-dw-model-nhwc-count"
 else echo "FAIL layout-dw-model-nhwc-count: $n Transposes (want 2: the patches and the output), $c ConvNHWC (want 2)"; sed 's/^/  | /' "$W/cnx.txt" | grep -v const; fails=$((fails + 1)); fi
 expect layout-dw-model-nhwc-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/cnx.drkg" --check
 # PoolFormer's GroupNorm(1) as the exporters write it (Reshape to [N, 1, C*H*W],
-# InstanceNormalization, Reshape back) inside a channels-last region: computed on the
-# channels-last tensor, no layout change back for the Reshape
+# InstanceNormalization, Reshape back) and a ReduceL2 over H, W (ConvNeXt V2's GRN) inside a
+# channels-last region: computed on the channels-last tensor, no layout change back for them
 "$PY" - "$W/gn1.drkg" <<'P'
 import sys
 w = lambda n, s=8: ", ".join("%.3f" % (((i * 7) % 11 - 5) / s) for i in range(n))
@@ -193,13 +193,15 @@ open(sys.argv[1], "w").write(
     "  %%m: f16[2, 8, 6, 6] = Mul(%%u, %%g)\n"
     "  %%a: f16[2, 8, 6, 6] = Add(%%m, %%b)\n"
     "  %%p: f16[2, 8, 6, 6] = AveragePool(%%a) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], count_include_pad = 0}\n"
-    "  %%d: f16[2, 8, 6, 6] = Sub(%%p, %%a)\n"
+    "  %%q2: f16[2, 8, 1, 1] = ReduceL2(%%a) {axes = [2, 3]}\n"
+    "  %%g2: f16[2, 8, 6, 6] = Mul(%%a, %%q2)\n"
+    "  %%d: f16[2, 8, 6, 6] = Sub(%%p, %%g2)\n"
     "  %%z: f16[2, 8, 6, 6] = Add(%%d, %%c)\n"
     "  return %%z\n}\n" % (w(576, 16), w(8, 4), w(8, 16)))
 P
 expect layout-gn1-nhwc 0 'InstanceNormalization\(%r\.nhwc' -- "$W/gn1.drkg" --emit=graph --dump-after=layout
 "$DRKC" "$W/gn1.drkg" --emit=graph --dump-after=layout -o "$W/gn1.txt" 2>"$W/gn1.why"
-if grep -q 'back to the model.s layout for Reshape' "$W/gn1.why" || [ "$(grep -c '= Transpose(' "$W/gn1.txt")" != 2 ]; then
+if grep -q 'back to the model.s layout for \(Reshape\|ReduceL2\)' "$W/gn1.why" || [ "$(grep -c '= Transpose(' "$W/gn1.txt")" != 2 ]; then
   echo "FAIL layout-gn1-transposes: want only the input's and the output's layout changes"; grep -v const "$W/gn1.txt" | sed 's/^/  | /'; fails=$((fails + 1))
 else echo "PASS layout-gn1-transposes"; fi
 expect layout-gn1-check 0 "check output 0 'z': rel error .* PASS" -- run "$W/gn1.drkg" --check
