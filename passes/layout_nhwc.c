@@ -702,19 +702,26 @@ static bool rule_transpose(lctx_t *L, drk_node_t *n) {
   return true;
 }
 
-/* A layout Transpose of the model itself (NHWC <-> NCHW at a TF-exported model's input or
- * output): tracked like the pass's own, so a conv behind it reads the NHWC value directly. */
-static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
-  drk_value_t *x = n->inputs[0], *y = n->outputs[0];
+/* Whether t is a rank-4 NCHW -> NHWC or NHWC -> NCHW Transpose; its perm in p. */
+static bool layout_perm(const drk_node_t *t, int *p) {
   size_t cnt = 0;
-  const int64_t *pa = drk_node_attr_ints(n, "perm", &cnt);
-  if (sunk_of(L, x) || !pa || cnt != 4 || x->shape.rank != 4 || y->shape.rank != 4) return false;
-  int p[4], tl[4], tf[4];
+  const int64_t *pa = t->op == DRK_OP_TRANSPOSE && t->n_inputs == 1 && t->inputs[0] && t->n_outputs == 1
+                          ? drk_node_attr_ints(t, "perm", &cnt)
+                          : NULL;
+  if (!pa || cnt != 4 || t->inputs[0]->shape.rank != 4 || t->outputs[0]->shape.rank != 4) return false;
+  int tl[4], tf[4];
   perm_to_last(4, tl);
   perm_to_first(4, tf);
   for (int i = 0; i < 4; i++) p[i] = (int)pa[i];
-  if (!perm_equal(p, tl, 4) && !perm_equal(p, tf, 4)) return false;
-  set_sunk(L, y, x, p);
+  return perm_equal(p, tl, 4) || perm_equal(p, tf, 4);
+}
+
+/* A layout Transpose of the model itself (NHWC <-> NCHW at a TF-exported model's input or
+ * output): tracked like the pass's own, so a conv behind it reads the NHWC value directly. */
+static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
+  int p[4];
+  if (sunk_of(L, n->inputs[0]) || !layout_perm(n, p)) return false;
+  set_sunk(L, n->outputs[0], n->inputs[0], p);
   return true;
 }
 
@@ -727,16 +734,11 @@ static bool model_layout_transpose(lctx_t *L, drk_node_t *n) {
 static bool region_starts(lctx_t *L, const drk_node_t *n) {
   if (conv_chosen(L, n)) return true;
   drk_value_t *x = n->op == DRK_OP_CONV && n->n_inputs >= 2 ? n->inputs[0] : NULL;
-  const drk_node_t *t = x && x->id < L->n0 ? x->def : NULL;
-  if (!t || t->op != DRK_OP_TRANSPOSE || t->n_inputs != 1 || !t->inputs[0] || !conv_small_groups(n)) return false;
-  size_t cnt = 0;
-  const int64_t *pa = drk_node_attr_ints(t, "perm", &cnt);
-  int tf[4];
+  const drk_node_t *t = x && x->id < L->n0 && x->kind == DRK_VALUE_NODE ? x->def : NULL;
+  int p[4], tf[4];
   perm_to_first(4, tf);
-  if (!pa || cnt != 4 || x->shape.rank != 4) return false;
-  for (int i = 0; i < 4; i++)
-    if (pa[i] != tf[i]) return false;
-  set_sunk(L, x, t->inputs[0], tf);
+  if (!t || !conv_small_groups(n) || !layout_perm(t, p) || !perm_equal(p, tf, 4)) return false;
+  set_sunk(L, x, t->inputs[0], p);
   bool chosen = conv_chosen(L, n);
   L->sk[x->id].src = NULL;
   return chosen;

@@ -790,17 +790,15 @@ bool gpu_lower_memdesc_index(gpu_lc_t *lc, const drk_tile_op_t *op) {
 /* ---- control flow ---- */
 /* `for {unroll = 0}`: the loop's back edge gets llvm.loop !{self, !{"llvm.loop.unroll.disable"}},
  * so LLVM keeps the loop even when its trip count is a small constant (the sm_90a matmul's
- * consumer: fully unrolled over 2-4 k tiles, ptxas serializes its wgmma, C7520). */
+ * consumer: fully unrolled over 2-4 k tiles, ptxas serialized its wgmma, C7520). */
 static void loop_no_unroll(gpu_lc_t *lc, LLVMValueRef back) {
-  LLVMContextRef ctx = LLVMGetModuleContext(LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInstructionParent(back))));
-  static const char dis[] = "llvm.loop.unroll.disable", nf[] = "llvm.loop.disable_nonforced";
-  LLVMMetadataRef s[2] = {LLVMMDStringInContext2(ctx, dis, sizeof dis - 1), LLVMMDStringInContext2(ctx, nf, sizeof nf - 1)};
-  LLVMMetadataRef tmp = LLVMTemporaryMDNode(ctx, NULL, 0);
-  LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(ctx, &s[0], 1), LLVMMDNodeInContext2(ctx, &s[1], 1)};
-  LLVMMetadataRef id = LLVMMDNodeInContext2(ctx, ops, 3);
+  static const char dis[] = "llvm.loop.unroll.disable";
+  LLVMMetadataRef s = LLVMMDStringInContext2(lc->ctx, dis, sizeof dis - 1);
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(lc->ctx, NULL, 0);
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(lc->ctx, &s, 1)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(lc->ctx, ops, 2);
   LLVMMetadataReplaceAllUsesWith(tmp, id);
-  LLVMSetMetadata(back, LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9), LLVMMetadataAsValue(ctx, id));
-  (void)lc;
+  LLVMSetMetadata(back, LLVMGetMDKindIDInContext(lc->ctx, "llvm.loop", 9), LLVMMetadataAsValue(lc->ctx, id));
 }
 
 bool gpu_lower_for(gpu_lc_t *lc, const drk_tile_op_t *op) {
